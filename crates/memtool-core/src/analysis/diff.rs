@@ -1,0 +1,374 @@
+//! `diff`: what changed between two profiles, per call stack (matched by the
+//! frames' names, files and lines, never by ids or addresses), compared at
+//! each memory's peak; and the CI gate on total growth.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+
+use serde::Serialize;
+
+use crate::model::{InputInfo, Profile, Warning};
+use crate::report::{units, Cell, Report, Table};
+
+use super::group::{self, GroupBy, Totals};
+use super::{display_id, replay, Options};
+
+pub const SCHEMA: &str = "memtool/diff/v1";
+
+#[derive(Debug, Serialize)]
+pub struct DiffReport {
+    pub schema: &'static str,
+    /// `[base, new]` inputs.
+    pub inputs: Vec<InputInfo>,
+    pub warnings: Vec<Warning>,
+    pub total: DeltaTotals,
+    pub memories: Vec<MemoryDelta>,
+    pub rows: Vec<DiffRow>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gate: Option<GateResult>,
+    #[serde(skip)]
+    top: usize,
+}
+
+#[derive(Debug, Default, Serialize)]
+pub struct DeltaTotals {
+    pub base_bytes: u64,
+    pub new_bytes: u64,
+    pub delta_bytes: i64,
+    /// Growth relative to the base (`null` when the base is 0).
+    pub delta_percent: Option<f64>,
+}
+
+impl DeltaTotals {
+    fn new(base_bytes: u64, new_bytes: u64) -> Self {
+        let delta_bytes = new_bytes as i64 - base_bytes as i64;
+        DeltaTotals {
+            base_bytes,
+            new_bytes,
+            delta_bytes,
+            delta_percent: percent(delta_bytes, base_bytes),
+        }
+    }
+}
+
+fn percent(delta: i64, base: u64) -> Option<f64> {
+    (base > 0).then(|| (delta as f64 * 100.0 / base as f64 * 100.0).round() / 100.0)
+}
+
+#[derive(Debug, Serialize)]
+pub struct MemoryDelta {
+    pub id: String,
+    pub kind: crate::model::MemoryKind,
+    #[serde(flatten)]
+    pub totals: DeltaTotals,
+}
+
+#[derive(Debug, Serialize)]
+pub struct DiffRow {
+    pub key: String,
+    pub base_bytes: u64,
+    pub base_count: u64,
+    pub new_bytes: u64,
+    pub new_count: u64,
+    pub delta_bytes: i64,
+    pub delta_percent: Option<f64>,
+}
+
+/// A bound on total growth: exit code 1 when it is exceeded.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "unit", content = "value")]
+pub enum GrowthLimit {
+    Bytes(u64),
+    Percent(f64),
+}
+
+impl GrowthLimit {
+    /// `5%`, `2.5%`, `10MiB`, `1000000`.
+    pub fn parse(text: &str) -> Option<GrowthLimit> {
+        match text.trim().strip_suffix('%') {
+            Some(p) => p
+                .trim()
+                .parse::<f64>()
+                .ok()
+                .filter(|p| p.is_finite() && *p >= 0.0)
+                .map(GrowthLimit::Percent),
+            None => units::parse_bytes(text).map(GrowthLimit::Bytes),
+        }
+    }
+
+    fn describe(self) -> String {
+        match self {
+            GrowthLimit::Bytes(b) => units::bytes(b),
+            GrowthLimit::Percent(p) => format!("{p}%"),
+        }
+    }
+}
+
+#[derive(Debug, Serialize)]
+pub struct GateResult {
+    pub limit: GrowthLimit,
+    pub passed: bool,
+    pub message: String,
+}
+
+/// Live bytes per stack at the peak of each memory of a profile.
+fn peak_groups(
+    profile: &Profile,
+    options: &Options,
+) -> (
+    BTreeMap<String, Totals>,
+    Vec<(String, crate::model::MemoryKind, u64)>,
+) {
+    let mut groups: BTreeMap<String, Totals> = BTreeMap::new();
+    let mut memories = Vec::new();
+    for memory in options.selected(profile) {
+        let Some(p) = replay::peak(memory) else {
+            continue;
+        };
+        let by_site = group::totals_by_site(memory, &replay::live_at(memory, p.index));
+        for (site, totals) in by_site {
+            groups
+                .entry(group::label(
+                    &profile.names,
+                    site,
+                    GroupBy::Stack,
+                    &options.frames,
+                ))
+                .or_default()
+                .add(totals);
+        }
+        memories.push((memory.id.clone(), memory.kind, p.bytes));
+    }
+    (groups, memories)
+}
+
+pub fn diff(
+    base: &Profile,
+    new: &Profile,
+    options: &Options,
+    limit: Option<GrowthLimit>,
+) -> DiffReport {
+    let (base_groups, base_memories) = peak_groups(base, options);
+    let (new_groups, new_memories) = peak_groups(new, options);
+    let mut keys: Vec<&String> = base_groups.keys().chain(new_groups.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    let mut rows: Vec<DiffRow> = keys
+        .into_iter()
+        .map(|key| {
+            let b = base_groups.get(key).copied().unwrap_or_default();
+            let n = new_groups.get(key).copied().unwrap_or_default();
+            let delta = n.bytes as i64 - b.bytes as i64;
+            DiffRow {
+                key: key.clone(),
+                base_bytes: b.bytes,
+                base_count: b.count,
+                new_bytes: n.bytes,
+                new_count: n.count,
+                delta_bytes: delta,
+                delta_percent: percent(delta, b.bytes),
+            }
+        })
+        .collect();
+    rows.sort_by(|a, b| {
+        b.delta_bytes
+            .unsigned_abs()
+            .cmp(&a.delta_bytes.unsigned_abs())
+            .then(b.delta_bytes.cmp(&a.delta_bytes))
+            .then_with(|| a.key.cmp(&b.key))
+    });
+
+    let mut memory_ids: Vec<(String, crate::model::MemoryKind)> = Vec::new();
+    for (id, kind, _) in base_memories.iter().chain(&new_memories) {
+        if !memory_ids.iter().any(|(i, _)| i == id) {
+            memory_ids.push((id.clone(), *kind));
+        }
+    }
+    let bytes_of = |list: &[(String, crate::model::MemoryKind, u64)], id: &str| {
+        list.iter().find(|(i, _, _)| i == id).map_or(0, |m| m.2)
+    };
+    let memories: Vec<MemoryDelta> = memory_ids
+        .into_iter()
+        .map(|(id, kind)| MemoryDelta {
+            totals: DeltaTotals::new(bytes_of(&base_memories, &id), bytes_of(&new_memories, &id)),
+            id,
+            kind,
+        })
+        .collect();
+    let total = DeltaTotals::new(
+        memories.iter().map(|m| m.totals.base_bytes).sum(),
+        memories.iter().map(|m| m.totals.new_bytes).sum(),
+    );
+    let gate = limit.map(|limit| gate(&total, limit));
+    let mut warnings = base.warnings.clone();
+    warnings.extend(new.warnings.iter().cloned());
+    DiffReport {
+        schema: SCHEMA,
+        inputs: base.inputs.iter().chain(&new.inputs).cloned().collect(),
+        warnings,
+        total,
+        memories,
+        rows,
+        gate,
+        top: options.top,
+    }
+}
+
+fn gate(total: &DeltaTotals, limit: GrowthLimit) -> GateResult {
+    let growth = total.delta_bytes;
+    let passed = match limit {
+        GrowthLimit::Bytes(b) => growth <= b as i64,
+        GrowthLimit::Percent(p) => match total.delta_percent {
+            Some(actual) => actual <= p,
+            None => growth <= 0,
+        },
+    };
+    let shown = match total.delta_percent {
+        Some(p) => format!("{} ({p:+.2}%)", units::delta_bytes(growth)).replace("+-", "-"),
+        None => units::delta_bytes(growth),
+    };
+    let message = if passed {
+        format!(
+            "gate passed: total growth {shown} is within {}",
+            limit.describe()
+        )
+    } else {
+        format!(
+            "gate FAILED: total growth {shown} exceeds {}",
+            limit.describe()
+        )
+    };
+    GateResult {
+        limit,
+        passed,
+        message,
+    }
+}
+
+impl DiffReport {
+    /// Whether a CI gate was given and failed.
+    pub fn gate_failed(&self) -> bool {
+        self.gate.as_ref().is_some_and(|g| !g.passed)
+    }
+
+    fn rows_table(&self, limit: usize) -> Table {
+        let mut t = Table::new(
+            "Change per stack (at each memory's peak)",
+            vec![
+                "stack",
+                "base_bytes",
+                "new_bytes",
+                "delta_bytes",
+                "delta_percent",
+                "base_count",
+                "new_count",
+            ],
+        );
+        for r in self.rows.iter().take(limit) {
+            t.rows.push(vec![
+                r.key.clone().into(),
+                Cell::Bytes(r.base_bytes),
+                Cell::Bytes(r.new_bytes),
+                Cell::DeltaBytes(r.delta_bytes),
+                Cell::Percent(r.delta_percent),
+                Cell::Count(r.base_count),
+                Cell::Count(r.new_count),
+            ]);
+        }
+        t.omitted = self.rows.len().saturating_sub(limit);
+        t
+    }
+}
+
+impl Report for DiffReport {
+    fn write_json(&self, out: &mut dyn Write) -> serde_json::Result<()> {
+        serde_json::to_writer_pretty(out, self)
+    }
+
+    fn tables(&self) -> Vec<Table> {
+        let mut totals = Table::new(
+            "Totals",
+            vec![
+                "memory",
+                "base_bytes",
+                "new_bytes",
+                "delta_bytes",
+                "delta_percent",
+            ],
+        );
+        for m in &self.memories {
+            totals.rows.push(vec![
+                display_id(&m.id).into(),
+                Cell::Bytes(m.totals.base_bytes),
+                Cell::Bytes(m.totals.new_bytes),
+                Cell::DeltaBytes(m.totals.delta_bytes),
+                Cell::Percent(m.totals.delta_percent),
+            ]);
+        }
+        totals.rows.push(vec![
+            "total".into(),
+            Cell::Bytes(self.total.base_bytes),
+            Cell::Bytes(self.total.new_bytes),
+            Cell::DeltaBytes(self.total.delta_bytes),
+            Cell::Percent(self.total.delta_percent),
+        ]);
+        let mut rows = self.rows_table(usize::MAX);
+        rows.rows.retain(|r| r[3] != Cell::DeltaBytes(0));
+        rows.omitted = rows.rows.len().saturating_sub(self.top);
+        rows.rows.truncate(self.top);
+        // Counts stay in CSV and JSON; the terminal has room for sizes only.
+        rows.columns.truncate(5);
+        for r in &mut rows.rows {
+            r.truncate(5);
+        }
+        vec![totals, rows]
+    }
+
+    fn csv_table(&self) -> Table {
+        self.rows_table(usize::MAX)
+    }
+
+    fn notes(&self) -> Vec<String> {
+        let mut notes: Vec<String> = self
+            .warnings
+            .iter()
+            .map(|w| format!("warning: {}: {}", w.path, w.message))
+            .collect();
+        let unchanged = self.rows.iter().filter(|r| r.delta_bytes == 0).count();
+        if unchanged > 0 {
+            notes.push(format!("{unchanged} stacks unchanged (not shown)"));
+        }
+        if let Some(g) = &self.gate {
+            notes.push(g.message.clone());
+        }
+        notes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_limits() {
+        assert_eq!(GrowthLimit::parse("5%"), Some(GrowthLimit::Percent(5.0)));
+        assert_eq!(
+            GrowthLimit::parse("10MiB"),
+            Some(GrowthLimit::Bytes(10 << 20))
+        );
+        assert_eq!(GrowthLimit::parse("1000"), Some(GrowthLimit::Bytes(1000)));
+        assert_eq!(GrowthLimit::parse("-5%"), None);
+        assert_eq!(GrowthLimit::parse("lots"), None);
+    }
+
+    #[test]
+    fn the_gate_compares_total_growth() {
+        let t = DeltaTotals::new(1000, 1060);
+        assert!(!gate(&t, GrowthLimit::Percent(5.0)).passed);
+        assert!(gate(&t, GrowthLimit::Percent(6.0)).passed);
+        assert!(gate(&t, GrowthLimit::Bytes(60)).passed);
+        assert!(!gate(&t, GrowthLimit::Bytes(59)).passed);
+        assert!(!gate(&DeltaTotals::new(0, 1), GrowthLimit::Percent(50.0)).passed);
+        assert!(gate(&DeltaTotals::new(100, 10), GrowthLimit::Bytes(0)).passed);
+    }
+}

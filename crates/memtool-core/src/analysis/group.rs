@@ -1,0 +1,209 @@
+//! Grouping allocations into a breakdown: by call stack, by the user's own
+//! frame, by shape, op, dtype or category.
+//!
+//! Allocations are first summed per interned site (a `u32` hash), then each
+//! site is labelled once, so the cost of labels is per site, not per buffer.
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+
+use crate::model::{AllocId, FrameId, Memory, Names, SiteId, StackId};
+
+/// What to group allocations by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GroupBy {
+    /// The call stack (library frames hidden unless [`FrameFilter::All`]).
+    Stack,
+    /// The innermost frame of the user's own code.
+    UserFrame,
+    Shape,
+    Op,
+    Dtype,
+    Category,
+}
+
+impl GroupBy {
+    pub fn name(self) -> &'static str {
+        match self {
+            GroupBy::Stack => "stack",
+            GroupBy::UserFrame => "user_frame",
+            GroupBy::Shape => "shape",
+            GroupBy::Op => "op",
+            GroupBy::Dtype => "dtype",
+            GroupBy::Category => "category",
+        }
+    }
+}
+
+/// Which frames of a stack are shown.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FrameFilter {
+    /// Every frame, as the profiler recorded it.
+    All,
+    /// Hide frames whose file contains one of these patterns (library code).
+    /// A stack made only of library frames is shown whole.
+    User { library_patterns: Vec<String> },
+}
+
+impl Default for FrameFilter {
+    fn default() -> Self {
+        FrameFilter::User {
+            library_patterns: vec!["site-packages".into(), "dist-packages".into()],
+        }
+    }
+}
+
+impl FrameFilter {
+    pub fn is_library(&self, names: &Names, frame: FrameId) -> bool {
+        match self {
+            FrameFilter::All => false,
+            FrameFilter::User { library_patterns } => {
+                let file = names.str(names.frame_of(frame).file);
+                library_patterns.iter().any(|p| file.contains(p.as_str()))
+            }
+        }
+    }
+
+    /// The frames shown for a stack, leaf first.
+    pub fn frames(&self, names: &Names, stack: StackId) -> Vec<FrameId> {
+        let all: Vec<FrameId> = names.frames_of(stack).collect();
+        let user: Vec<FrameId> = all
+            .iter()
+            .copied()
+            .filter(|&f| !self.is_library(names, f))
+            .collect();
+        if user.is_empty() {
+            all
+        } else {
+            user
+        }
+    }
+
+    /// The innermost user frame, else the leaf frame.
+    pub fn user_frame(&self, names: &Names, stack: StackId) -> Option<FrameId> {
+        names
+            .frames_of(stack)
+            .find(|&f| !self.is_library(names, f))
+            .or_else(|| names.leaf(stack))
+    }
+}
+
+/// Label of the group for allocations with no value for the key.
+pub const NONE_LABEL: &str = "<none>";
+/// Label of an empty call stack.
+pub const NO_STACK_LABEL: &str = "<no stack>";
+
+/// The group label of one site.
+pub fn label(names: &Names, site: SiteId, by: GroupBy, filter: &FrameFilter) -> String {
+    let site = names.site_of(site);
+    let text = |s: Option<crate::model::StrId>| match s {
+        Some(id) => names.str(id).to_string(),
+        None => NONE_LABEL.to_string(),
+    };
+    match by {
+        GroupBy::Stack => {
+            let frames = filter.frames(names, site.stack);
+            if frames.is_empty() {
+                return NO_STACK_LABEL.to_string();
+            }
+            let labels: Vec<String> = frames.iter().map(|&f| names.frame_label(f)).collect();
+            labels.join(" <- ")
+        }
+        GroupBy::UserFrame => match filter.user_frame(names, site.stack) {
+            Some(f) => names.frame_label(f),
+            None => NO_STACK_LABEL.to_string(),
+        },
+        GroupBy::Shape => text(site.shape),
+        GroupBy::Op => text(site.op),
+        GroupBy::Dtype => text(site.dtype),
+        GroupBy::Category => text(site.category),
+    }
+}
+
+/// Sizes summed over a group of allocations.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Totals {
+    pub bytes: u64,
+    pub requested_bytes: u64,
+    /// Buffers (an allocation's `count` each).
+    pub count: u64,
+}
+
+impl Totals {
+    pub fn add(&mut self, other: Totals) {
+        self.bytes += other.bytes;
+        self.requested_bytes += other.requested_bytes;
+        self.count += other.count;
+    }
+}
+
+/// One row of a breakdown.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Group {
+    pub key: String,
+    #[serde(flatten)]
+    pub totals: Totals,
+}
+
+/// Sums the given allocations per site.
+pub fn totals_by_site(memory: &Memory, ids: &[AllocId]) -> HashMap<SiteId, Totals> {
+    let mut by_site: HashMap<SiteId, Totals> = HashMap::new();
+    for &id in ids {
+        let a = memory.allocation(id);
+        by_site.entry(a.site).or_default().add(Totals {
+            bytes: a.bytes,
+            requested_bytes: a.requested,
+            count: a.count,
+        });
+    }
+    by_site
+}
+
+/// Merges per-site totals into labelled groups, largest first (ties by label).
+pub fn breakdown(
+    names: &Names,
+    by_site: &HashMap<SiteId, Totals>,
+    by: GroupBy,
+    filter: &FrameFilter,
+) -> Vec<Group> {
+    let mut groups: HashMap<String, Totals> = HashMap::new();
+    for (&site, &totals) in by_site {
+        groups
+            .entry(label(names, site, by, filter))
+            .or_default()
+            .add(totals);
+    }
+    let mut rows: Vec<Group> = groups
+        .into_iter()
+        .map(|(key, totals)| Group { key, totals })
+        .collect();
+    sort_groups(&mut rows);
+    rows
+}
+
+/// Largest first; ties broken by label so output is deterministic.
+pub fn sort_groups(rows: &mut [Group]) {
+    rows.sort_by(|a, b| {
+        b.totals
+            .bytes
+            .cmp(&a.totals.bytes)
+            .then_with(|| a.key.cmp(&b.key))
+    });
+}
+
+/// Whether any live site has a value for this key (a shape column for a
+/// profile without shapes would be one `<none>` row).
+pub fn has_values(names: &Names, by_site: &HashMap<SiteId, Totals>, by: GroupBy) -> bool {
+    by_site.keys().any(|&s| {
+        let site = names.site_of(s);
+        match by {
+            GroupBy::Stack | GroupBy::UserFrame => site.stack.0 != 0,
+            GroupBy::Shape => site.shape.is_some(),
+            GroupBy::Op => site.op.is_some(),
+            GroupBy::Dtype => site.dtype.is_some(),
+            GroupBy::Category => site.category.is_some(),
+        }
+    })
+}

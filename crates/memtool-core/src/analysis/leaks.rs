@@ -1,0 +1,292 @@
+//! `leaks`: groups whose live bytes grow over a memory's timeline, told apart
+//! into steady growth (still growing at the end: a leak) and bounded growth
+//! (grew, then stopped: a cache or pool that filled up).
+
+use std::io::Write;
+
+use serde::Serialize;
+
+use crate::model::Profile;
+use crate::report::{units, Cell, Report, Table};
+
+use super::group::GroupBy;
+use super::series::{self, GroupSeries};
+use super::{display_id, point_label, MemoryHeader, Options, Provenance};
+
+pub const SCHEMA: &str = "memtool/leaks/v1";
+
+/// Points sampled from an event stream (snapshots are all used).
+const EVENT_STREAM_POINTS: usize = 16;
+
+#[derive(Debug, Serialize)]
+pub struct LeaksReport {
+    pub schema: &'static str,
+    #[serde(flatten)]
+    pub provenance: Provenance,
+    pub memories: Vec<MemoryLeaks>,
+    #[serde(skip)]
+    top: usize,
+}
+
+#[derive(Debug, Serialize)]
+pub struct MemoryLeaks {
+    #[serde(flatten)]
+    pub header: MemoryHeader,
+    /// The points compared, in order.
+    pub points: Vec<String>,
+    /// Total live bytes at each point.
+    pub total_bytes: Vec<u64>,
+    /// One line: the strongest finding, or why there is none.
+    pub verdict: String,
+    pub findings: Vec<LeakFinding>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Growth {
+    /// Still growing over the last quarter of the points.
+    Steady,
+    /// Grew, then stayed flat or fell: a cache that filled up.
+    Bounded,
+}
+
+#[derive(Debug, Serialize)]
+pub struct LeakFinding {
+    /// The call stack (user frames unless `--all-frames`).
+    pub key: String,
+    pub growth: Growth,
+    pub growth_bytes: u64,
+    /// Growth per point interval over the whole series.
+    pub bytes_per_point: u64,
+    /// Intervals in which the group grew.
+    pub increases: usize,
+    /// For bounded growth: the point after which it did not grow.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stopped_at: Option<String>,
+    pub bytes: Vec<u64>,
+    pub counts: Vec<u64>,
+}
+
+pub fn leaks(profile: &Profile, options: &Options) -> LeaksReport {
+    let mut memories = Vec::new();
+    for memory in options.selected(profile) {
+        let points = series::sample_points(memory, EVENT_STREAM_POINTS);
+        let per_point = series::site_totals_at(memory, &points);
+        let labels: Vec<String> = points
+            .iter()
+            .map(|&p| {
+                let at = memory
+                    .instants
+                    .get(p)
+                    .map(|i| i.at)
+                    .or_else(|| {
+                        p.checked_sub(1)
+                            .and_then(|e| memory.events.get(e))
+                            .map(|e| e.at)
+                    })
+                    .or_else(|| memory.events.first().map(|e| e.at))
+                    .unwrap_or(0);
+                point_label(memory, p, at)
+            })
+            .collect();
+        let total_bytes: Vec<u64> = per_point
+            .iter()
+            .map(|m| m.values().map(|t| t.bytes).sum())
+            .collect();
+        let groups =
+            series::group_series(&profile.names, &per_point, GroupBy::Stack, &options.frames);
+        let mut findings: Vec<LeakFinding> = groups
+            .into_iter()
+            .filter_map(|g| classify(g, &labels))
+            .collect();
+        findings.sort_by(|a, b| {
+            (a.growth != Growth::Steady)
+                .cmp(&(b.growth != Growth::Steady))
+                .then(b.growth_bytes.cmp(&a.growth_bytes))
+                .then_with(|| a.key.cmp(&b.key))
+        });
+        let verdict = verdict(&findings, &labels);
+        memories.push(MemoryLeaks {
+            header: MemoryHeader::of(memory),
+            points: labels,
+            total_bytes,
+            verdict,
+            findings,
+        });
+    }
+    LeaksReport {
+        schema: SCHEMA,
+        provenance: Provenance::of(profile),
+        memories,
+        top: options.top,
+    }
+}
+
+/// Classifies one group's series; `None` when it did not grow.
+pub fn classify(g: GroupSeries, labels: &[String]) -> Option<LeakFinding> {
+    let n = g.bytes.len();
+    let (first, last) = (*g.bytes.first()?, *g.bytes.last()?);
+    if n < 2 || last <= first {
+        return None;
+    }
+    let increases = g.bytes.windows(2).filter(|w| w[1] > w[0]).count();
+    let last_increase = g
+        .bytes
+        .windows(2)
+        .rposition(|w| w[1] > w[0])
+        .map_or(0, |i| i + 1);
+    // Flat (or falling) over the last quarter of the intervals, and at least
+    // two of them, means the growth stopped.
+    let tail = ((n - 1) / 4).max(2);
+    let stopped = n >= 4 && last_increase + tail <= n - 1;
+    let growth_bytes = last - first;
+    Some(LeakFinding {
+        growth: if stopped {
+            Growth::Bounded
+        } else {
+            Growth::Steady
+        },
+        growth_bytes,
+        bytes_per_point: growth_bytes / (n as u64 - 1),
+        increases,
+        stopped_at: stopped.then(|| labels.get(last_increase).cloned().unwrap_or_default()),
+        key: g.key,
+        bytes: g.bytes,
+        counts: g.counts,
+    })
+}
+
+fn verdict(findings: &[LeakFinding], labels: &[String]) -> String {
+    if labels.len() < 2 {
+        return "one point only: give a series of snapshots (memory1.prof memory2.prof ...) to look for growth".into();
+    }
+    match findings.first() {
+        Some(f) if f.growth == Growth::Steady => format!(
+            "steady growth: +{} over {} points ({}/point), still growing at {}: {}",
+            units::bytes(f.growth_bytes),
+            labels.len(),
+            units::bytes(f.bytes_per_point),
+            labels.last().map(String::as_str).unwrap_or(""),
+            f.key
+        ),
+        Some(f) => format!(
+            "bounded growth only: +{} that stopped at {} (a cache or pool filling up, not a leak): {}",
+            units::bytes(f.growth_bytes),
+            f.stopped_at.as_deref().unwrap_or(""),
+            f.key
+        ),
+        None => "no growth: no stack holds more at the end than at the start".into(),
+    }
+}
+
+impl Report for LeaksReport {
+    fn write_json(&self, out: &mut dyn Write) -> serde_json::Result<()> {
+        serde_json::to_writer_pretty(out, self)
+    }
+
+    fn tables(&self) -> Vec<Table> {
+        let mut tables = Vec::new();
+        for m in &self.memories {
+            let mut t = Table::new(
+                format!(
+                    "Growth — {} ({} points: {} … {})",
+                    display_id(&m.header.id),
+                    m.points.len(),
+                    m.points.first().map(String::as_str).unwrap_or(""),
+                    m.points.last().map(String::as_str).unwrap_or("")
+                ),
+                vec![
+                    "stack",
+                    "growth",
+                    "growth_bytes",
+                    "per_point",
+                    "first",
+                    "last",
+                ],
+            );
+            for f in m.findings.iter().take(self.top) {
+                t.rows.push(vec![
+                    f.key.clone().into(),
+                    Cell::Text(format!("{:?}", f.growth).to_lowercase()),
+                    Cell::Bytes(f.growth_bytes),
+                    Cell::Bytes(f.bytes_per_point),
+                    Cell::Bytes(f.bytes.first().copied().unwrap_or(0)),
+                    Cell::Bytes(f.bytes.last().copied().unwrap_or(0)),
+                ]);
+            }
+            t.omitted = m.findings.len().saturating_sub(self.top);
+            tables.push(t);
+        }
+        tables
+    }
+
+    fn csv_table(&self) -> Table {
+        let mut t = Table::new(
+            "Growth",
+            vec!["memory", "key", "growth", "point", "bytes", "count"],
+        );
+        for m in &self.memories {
+            for f in &m.findings {
+                for (i, label) in m.points.iter().enumerate() {
+                    t.rows.push(vec![
+                        m.header.id.clone().into(),
+                        f.key.clone().into(),
+                        Cell::Text(format!("{:?}", f.growth).to_lowercase()),
+                        label.clone().into(),
+                        Cell::Bytes(f.bytes[i]),
+                        Cell::Count(f.counts[i]),
+                    ]);
+                }
+            }
+        }
+        t
+    }
+
+    fn notes(&self) -> Vec<String> {
+        self.memories
+            .iter()
+            .map(|m| format!("{}: {}", display_id(&m.header.id), m.verdict))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn series(bytes: &[u64]) -> GroupSeries {
+        GroupSeries {
+            key: "k".into(),
+            bytes: bytes.to_vec(),
+            counts: vec![1; bytes.len()],
+        }
+    }
+
+    fn labels(n: usize) -> Vec<String> {
+        (1..=n).map(|i| format!("s{i}")).collect()
+    }
+
+    #[test]
+    fn growth_to_the_end_is_steady() {
+        let f = classify(series(&[10, 20, 30, 40, 50, 60, 70, 80, 90]), &labels(9)).unwrap();
+        assert_eq!(
+            (f.growth, f.growth_bytes, f.bytes_per_point, f.increases),
+            (Growth::Steady, 80, 10, 8)
+        );
+        assert_eq!(f.stopped_at, None);
+    }
+
+    #[test]
+    fn growth_that_stops_is_bounded() {
+        let f = classify(series(&[10, 50, 90, 100, 100, 100, 100, 100]), &labels(8)).unwrap();
+        assert_eq!(f.growth, Growth::Bounded);
+        assert_eq!(f.stopped_at.as_deref(), Some("s4"));
+    }
+
+    #[test]
+    fn no_growth_is_no_finding() {
+        assert!(classify(series(&[10, 10, 10]), &labels(3)).is_none());
+        assert!(classify(series(&[30, 20, 10]), &labels(3)).is_none());
+        assert!(classify(series(&[5]), &labels(1)).is_none());
+    }
+}

@@ -1,0 +1,104 @@
+//! The analyses behind each command. Each takes a [`Profile`] (or two) and
+//! returns a report value that the exporters in [`crate::report`] can write.
+//! Analyses see only the model: no format-specific code lives here.
+
+pub mod diff;
+pub mod group;
+pub mod leaks;
+pub mod peak;
+pub mod replay;
+pub mod series;
+pub mod summary;
+
+use serde::Serialize;
+
+use crate::model::{Axis, InputInfo, Memory, MemoryKind, Profile, Warning};
+pub use group::{FrameFilter, GroupBy};
+
+/// Choices shared by the analyses.
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub frames: FrameFilter,
+    /// Rows per table in terminal and Markdown output (JSON and CSV keep all).
+    pub top: usize,
+    /// Only these memories (by id); empty for all.
+    pub memories: Vec<String>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            frames: FrameFilter::default(),
+            top: 10,
+            memories: Vec::new(),
+        }
+    }
+}
+
+impl Options {
+    /// The memories of `profile` this analysis covers, in profile order.
+    pub fn selected<'a>(&'a self, profile: &'a Profile) -> impl Iterator<Item = &'a Memory> + 'a {
+        profile
+            .memories
+            .iter()
+            .filter(|m| self.memories.is_empty() || self.memories.iter().any(|id| id == &m.id))
+    }
+}
+
+/// The fields that identify a memory in every JSON document.
+#[derive(Clone, Debug, Serialize)]
+pub struct MemoryHeader {
+    pub id: String,
+    pub kind: MemoryKind,
+    pub axis: Axis,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capacity_bytes: Option<u64>,
+}
+
+impl MemoryHeader {
+    pub fn of(memory: &Memory) -> Self {
+        MemoryHeader {
+            id: memory.id.clone(),
+            kind: memory.kind,
+            axis: memory.axis,
+            capacity_bytes: memory.capacity,
+        }
+    }
+}
+
+/// The inputs and warnings every JSON document carries.
+#[derive(Clone, Debug, Serialize)]
+pub struct Provenance {
+    pub inputs: Vec<InputInfo>,
+    pub warnings: Vec<Warning>,
+}
+
+impl Provenance {
+    pub fn of(profile: &Profile) -> Self {
+        Provenance {
+            inputs: profile.inputs.clone(),
+            warnings: profile.warnings.clone(),
+        }
+    }
+}
+
+/// How a memory's id is shown in tables (pprof devices may have no name).
+pub fn display_id(id: &str) -> String {
+    if id.is_empty() {
+        "<unnamed>".to_string()
+    } else {
+        id.to_string()
+    }
+}
+
+/// The label of a point: the instant's label (snapshot file), else its position.
+pub fn point_label(memory: &Memory, index: usize, at: i64) -> String {
+    match memory.instants.get(index) {
+        Some(instant) => instant.label.clone(),
+        None => match memory.axis {
+            Axis::TimePs => format!("{:.6} s", at as f64 / 1e12),
+            Axis::TimeUs => format!("{at} us"),
+            _ => format!("#{at}"),
+        },
+    }
+}

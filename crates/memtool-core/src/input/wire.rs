@@ -1,0 +1,222 @@
+//! A zero-copy protobuf wire-format reader.
+//!
+//! Large protobuf inputs (XSpace) are walked field by field with this reader
+//! instead of being decoded into owned messages, so memory stays proportional
+//! to what an analysis keeps, not to the file. It never allocates and checks
+//! every length against the bytes actually present.
+
+/// One field's value as it appears on the wire.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Value<'a> {
+    Varint(u64),
+    Fixed64(u64),
+    Bytes(&'a [u8]),
+    Fixed32(u32),
+}
+
+impl Value<'_> {
+    /// The value as an unsigned integer, for varint and fixed fields.
+    pub fn as_u64(&self) -> Option<u64> {
+        match *self {
+            Value::Varint(v) | Value::Fixed64(v) => Some(v),
+            Value::Fixed32(v) => Some(v as u64),
+            Value::Bytes(_) => None,
+        }
+    }
+}
+
+/// A wire-format problem at a byte offset of the buffer given to [`Fields`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WireError {
+    pub offset: usize,
+    pub message: &'static str,
+}
+
+/// Iterator over the fields of one message.
+pub struct Fields<'a> {
+    buf: &'a [u8],
+    pos: usize,
+    /// Offset of `buf` within the whole input, for error messages.
+    base: usize,
+}
+
+impl<'a> Fields<'a> {
+    pub fn new(buf: &'a [u8]) -> Self {
+        Fields::at(buf, 0)
+    }
+
+    /// Fields of a sub-message that starts at `base` in the whole input.
+    pub fn at(buf: &'a [u8], base: usize) -> Self {
+        Fields { buf, pos: 0, base }
+    }
+
+    /// Absolute offset of the next field.
+    pub fn offset(&self) -> usize {
+        self.base + self.pos
+    }
+
+    fn varint(&mut self) -> Result<u64, WireError> {
+        let mut value: u64 = 0;
+        for shift in (0..70).step_by(7) {
+            let Some(&byte) = self.buf.get(self.pos) else {
+                return Err(self.error("truncated varint"));
+            };
+            self.pos += 1;
+            if shift == 63 && byte > 1 {
+                return Err(self.error("varint longer than 64 bits"));
+            }
+            value |= u64::from(byte & 0x7f) << shift;
+            if byte & 0x80 == 0 {
+                return Ok(value);
+            }
+        }
+        Err(self.error("varint longer than 64 bits"))
+    }
+
+    fn take(&mut self, n: usize, what: &'static str) -> Result<&'a [u8], WireError> {
+        if self.buf.len() - self.pos < n {
+            return Err(self.error(what));
+        }
+        let out = &self.buf[self.pos..self.pos + n];
+        self.pos += n;
+        Ok(out)
+    }
+
+    fn error(&self, message: &'static str) -> WireError {
+        WireError {
+            offset: self.base + self.pos,
+            message,
+        }
+    }
+
+    /// The next field as `(field number, value, absolute offset of the value)`.
+    pub fn next_field(&mut self) -> Result<Option<(u32, Value<'a>, usize)>, WireError> {
+        if self.pos >= self.buf.len() {
+            return Ok(None);
+        }
+        let start = self.pos;
+        let key = self.varint()?;
+        let field = key >> 3;
+        if field == 0 || field > u64::from(u32::MAX >> 3) {
+            self.pos = start;
+            return Err(self.error("invalid field number"));
+        }
+        let value_at = self.base + self.pos;
+        let value = match key & 7 {
+            0 => Value::Varint(self.varint()?),
+            1 => {
+                let b = self.take(8, "truncated fixed64")?;
+                Value::Fixed64(u64::from_le_bytes(b.try_into().expect("8 bytes")))
+            }
+            2 => {
+                let len = self.varint()?;
+                let len = usize::try_from(len).unwrap_or(usize::MAX);
+                Value::Bytes(self.take(len, "length prefix runs past the end of the data")?)
+            }
+            5 => {
+                let b = self.take(4, "truncated fixed32")?;
+                Value::Fixed32(u32::from_le_bytes(b.try_into().expect("4 bytes")))
+            }
+            _ => {
+                self.pos = start;
+                return Err(self.error("unsupported wire type"));
+            }
+        };
+        Ok(Some((field as u32, value, value_at)))
+    }
+}
+
+impl<'a> Iterator for Fields<'a> {
+    type Item = Result<(u32, Value<'a>, usize), WireError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        match self.next_field() {
+            Ok(Some(f)) => Some(Ok(f)),
+            Ok(None) => None,
+            Err(e) => {
+                // Stop after the first error: the rest cannot be framed.
+                self.pos = self.buf.len();
+                Some(Err(e))
+            }
+        }
+    }
+}
+
+/// Decodes a packed repeated varint field.
+pub fn packed_varints(
+    buf: &[u8],
+    base: usize,
+) -> impl Iterator<Item = Result<u64, WireError>> + '_ {
+    let mut fields = Fields::at(buf, base);
+    std::iter::from_fn(move || {
+        if fields.pos >= fields.buf.len() {
+            return None;
+        }
+        let r = fields.varint();
+        if r.is_err() {
+            fields.pos = fields.buf.len();
+        }
+        Some(r)
+    })
+}
+
+/// The first framing error of a message's top level, if any.
+pub fn first_error(buf: &[u8]) -> Option<WireError> {
+    Fields::new(buf).find_map(Result::err)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_each_wire_type() {
+        // field 1 varint 150, field 2 bytes "hi", field 3 fixed32 1, field 4 fixed64 2
+        let buf = [
+            0x08, 0x96, 0x01, 0x12, 0x02, b'h', b'i', 0x1d, 1, 0, 0, 0, 0x21, 2, 0, 0, 0, 0, 0, 0,
+            0,
+        ];
+        let fields: Vec<_> = Fields::new(&buf).map(|f| f.unwrap()).collect();
+        assert_eq!(fields[0], (1, Value::Varint(150), 1));
+        assert_eq!(fields[1], (2, Value::Bytes(b"hi"), 5));
+        assert_eq!(fields[2].1, Value::Fixed32(1));
+        assert_eq!(fields[3].1, Value::Fixed64(2));
+    }
+
+    #[test]
+    fn a_length_past_the_end_is_an_error_not_an_allocation() {
+        // field 2, length 2^62
+        let buf = [0x12, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x40];
+        let err = first_error(&buf).unwrap();
+        assert_eq!(err.message, "length prefix runs past the end of the data");
+        assert_eq!(err.offset, 10);
+    }
+
+    #[test]
+    fn truncated_and_invalid_keys_are_errors() {
+        assert_eq!(first_error(&[0x08]).unwrap().message, "truncated varint");
+        assert_eq!(
+            first_error(&[0x00]).unwrap().message,
+            "invalid field number"
+        );
+        assert_eq!(
+            first_error(&[0x0b]).unwrap().message,
+            "unsupported wire type"
+        );
+        assert_eq!(
+            first_error(&[0x08, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f])
+                .unwrap()
+                .message,
+            "varint longer than 64 bits"
+        );
+    }
+
+    #[test]
+    fn packed_varints_decode() {
+        let v: Vec<_> = packed_varints(&[1, 0x96, 0x01, 3], 0)
+            .map(|r| r.unwrap())
+            .collect();
+        assert_eq!(v, vec![1, 150, 3]);
+        assert!(packed_varints(&[0x80], 0).any(|r| r.is_err()));
+    }
+}

@@ -1,0 +1,18 @@
+//! memtool's core: reads accelerator memory profiles into one model
+//! ([`model`]), analyses them ([`analysis`]) and writes reports ([`report`]).
+//!
+//! Invariants (see ARCHITECTURE.md):
+//! - The core does no I/O of its own and never prints or exits: callers pass
+//!   bytes in and get a [`model::Profile`] (with warnings) or one [`Error`].
+//! - Parsing is total: any bytes give a result or an error, never a panic, and
+//!   no allocation is sized by a length the file merely claims.
+//! - Output is deterministic: the same input gives byte-identical JSON and CSV.
+
+pub mod analysis;
+mod error;
+pub mod input;
+pub mod model;
+pub mod report;
+
+pub use error::{Error, Result};
+pub use input::{load, LoadOptions, Source};

@@ -1,0 +1,261 @@
+//! Interning tables: every string, frame, call stack and allocation site is
+//! stored once and referred to by a small id. Analyses compare ids, never
+//! strings, so grouping a million allocations by stack is a hash of a `u32`.
+
+use std::collections::HashMap;
+
+macro_rules! id_type {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub struct $name(pub u32);
+
+        impl $name {
+            /// The id as an index into its table.
+            pub fn index(self) -> usize {
+                self.0 as usize
+            }
+        }
+    };
+}
+
+id_type!(
+    /// An interned string. `StrId(0)` is always the empty string.
+    StrId
+);
+id_type!(
+    /// An interned source frame.
+    FrameId
+);
+id_type!(
+    /// An interned call stack. `StackId(0)` is always the empty stack.
+    StackId
+);
+id_type!(
+    /// An interned allocation site (stack plus op, shape, dtype, category).
+    SiteId
+);
+
+/// One frame of a call stack, as the profiler wrote it (Python names such as
+/// `<module>` are kept verbatim).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Frame {
+    pub function: StrId,
+    pub file: StrId,
+    /// 0 when unknown.
+    pub line: u32,
+}
+
+/// A node of the stack trie: the leaf-most frame and the stack of its caller.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct StackNode {
+    frame: FrameId,
+    caller: StackId,
+}
+
+/// Where an allocation was made: everything the profile says about it except
+/// its size and address.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Site {
+    pub stack: StackId,
+    /// Framework op (`jit(step)/dot_general`, `AddV2`, ...), if known.
+    pub op: Option<StrId>,
+    /// Shape as the framework prints it (`f32[512,1024]{1,0}`, `[256,1024]`).
+    pub shape: Option<StrId>,
+    pub dtype: Option<StrId>,
+    /// Region or category (`output`, `temp`, `PARAMETER`, `AUTOGRAD_DETAIL`...).
+    pub category: Option<StrId>,
+}
+
+/// All interned names of one profile.
+#[derive(Debug)]
+pub struct Names {
+    strings: Vec<Box<str>>,
+    string_ids: HashMap<Box<str>, StrId>,
+    frames: Vec<Frame>,
+    frame_ids: HashMap<Frame, FrameId>,
+    stacks: Vec<StackNode>,
+    stack_ids: HashMap<StackNode, StackId>,
+    sites: Vec<Site>,
+    site_ids: HashMap<Site, SiteId>,
+}
+
+impl Default for Names {
+    fn default() -> Self {
+        let mut names = Names {
+            strings: Vec::new(),
+            string_ids: HashMap::new(),
+            frames: Vec::new(),
+            frame_ids: HashMap::new(),
+            // Slot 0 is the empty stack; it has no node of its own.
+            stacks: vec![StackNode {
+                frame: FrameId(u32::MAX),
+                caller: StackId(0),
+            }],
+            stack_ids: HashMap::new(),
+            sites: Vec::new(),
+            site_ids: HashMap::new(),
+        };
+        names.string("");
+        names
+    }
+}
+
+impl Names {
+    /// Interns a string.
+    pub fn string(&mut self, s: &str) -> StrId {
+        if let Some(&id) = self.string_ids.get(s) {
+            return id;
+        }
+        let id = StrId(self.strings.len() as u32);
+        let boxed: Box<str> = s.into();
+        self.strings.push(boxed.clone());
+        self.string_ids.insert(boxed, id);
+        id
+    }
+
+    /// Interns a string, `None` for an empty one.
+    pub fn optional_string(&mut self, s: &str) -> Option<StrId> {
+        (!s.is_empty()).then(|| self.string(s))
+    }
+
+    pub fn str(&self, id: StrId) -> &str {
+        &self.strings[id.index()]
+    }
+
+    pub fn frame(&mut self, frame: Frame) -> FrameId {
+        if let Some(&id) = self.frame_ids.get(&frame) {
+            return id;
+        }
+        let id = FrameId(self.frames.len() as u32);
+        self.frames.push(frame);
+        self.frame_ids.insert(frame, id);
+        id
+    }
+
+    pub fn frame_of(&self, id: FrameId) -> Frame {
+        self.frames[id.index()]
+    }
+
+    /// Pushes `frame` as the new leaf on top of `caller`.
+    pub fn push_frame(&mut self, caller: StackId, frame: FrameId) -> StackId {
+        let node = StackNode { frame, caller };
+        if let Some(&id) = self.stack_ids.get(&node) {
+            return id;
+        }
+        let id = StackId(self.stacks.len() as u32);
+        self.stacks.push(node);
+        self.stack_ids.insert(node, id);
+        id
+    }
+
+    /// Interns a stack given leaf first (the order pprof, PyTorch and XLA use).
+    pub fn stack_leaf_first(&mut self, frames: &[FrameId]) -> StackId {
+        frames
+            .iter()
+            .rev()
+            .fold(StackId(0), |caller, &frame| self.push_frame(caller, frame))
+    }
+
+    /// The frames of a stack, leaf first.
+    pub fn frames_of(&self, stack: StackId) -> StackFrames<'_> {
+        StackFrames {
+            names: self,
+            next: stack,
+        }
+    }
+
+    /// The leaf frame of a stack, if it has one.
+    pub fn leaf(&self, stack: StackId) -> Option<FrameId> {
+        (stack.0 != 0).then(|| self.stacks[stack.index()].frame)
+    }
+
+    pub fn site(&mut self, site: Site) -> SiteId {
+        if let Some(&id) = self.site_ids.get(&site) {
+            return id;
+        }
+        let id = SiteId(self.sites.len() as u32);
+        self.sites.push(site);
+        self.site_ids.insert(site, id);
+        id
+    }
+
+    pub fn site_of(&self, id: SiteId) -> &Site {
+        &self.sites[id.index()]
+    }
+
+    /// `function file:line`, the way stacks are written in every output.
+    pub fn frame_label(&self, id: FrameId) -> String {
+        let f = self.frame_of(id);
+        let (func, file) = (self.str(f.function), self.str(f.file));
+        match (file.is_empty(), f.line) {
+            (true, _) => func.to_string(),
+            (false, 0) => format!("{func} {file}"),
+            (false, line) => format!("{func} {file}:{line}"),
+        }
+    }
+
+    /// A whole stack, leaf first, frames joined by ` <- `.
+    pub fn stack_label(&self, stack: StackId) -> String {
+        let mut out = String::new();
+        for (i, frame) in self.frames_of(stack).enumerate() {
+            if i > 0 {
+                out.push_str(" <- ");
+            }
+            out.push_str(&self.frame_label(frame));
+        }
+        out
+    }
+}
+
+/// Iterator over a stack's frames, leaf first.
+pub struct StackFrames<'a> {
+    names: &'a Names,
+    next: StackId,
+}
+
+impl Iterator for StackFrames<'_> {
+    type Item = FrameId;
+
+    fn next(&mut self) -> Option<FrameId> {
+        if self.next.0 == 0 {
+            return None;
+        }
+        let node = self.names.stacks[self.next.index()];
+        self.next = node.caller;
+        Some(node.frame)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stacks_share_their_callers() {
+        let mut names = Names::default();
+        let f = |n: &mut Names, s: &str| {
+            let function = n.string(s);
+            let file = n.string("a.py");
+            n.frame(Frame {
+                function,
+                file,
+                line: 1,
+            })
+        };
+        let (main, g, h) = (
+            f(&mut names, "main"),
+            f(&mut names, "g"),
+            f(&mut names, "h"),
+        );
+        let s1 = names.stack_leaf_first(&[g, main]);
+        let s2 = names.stack_leaf_first(&[h, main]);
+        let s3 = names.stack_leaf_first(&[g, main]);
+        assert_eq!(s1, s3);
+        assert_ne!(s1, s2);
+        assert_eq!(names.frames_of(s2).collect::<Vec<_>>(), vec![h, main]);
+        assert_eq!(names.stack_label(s1), "g a.py:1 <- main a.py:1");
+        assert_eq!(names.stack_label(StackId(0)), "");
+        assert_eq!(names.str(StrId(0)), "");
+    }
+}

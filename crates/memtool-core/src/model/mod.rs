@@ -1,0 +1,204 @@
+//! The one model every input format is parsed into.
+//!
+//! A [`Profile`] is a set of [`Memory`]s: an allocator, a device, or a compiled
+//! program's memory space. Each memory has
+//! - its [`Allocation`]s (size, requested size, address, interned [`Site`]),
+//! - an ordered stream of [`Event`]s (allocate / free) over an [`Axis`],
+//! - the allocations live before the first event (`live_at_start`),
+//! - and/or a sequence of [`Instant`]s, each a complete live set (a pprof
+//!   snapshot is one instant; `memory1.prof … memory9.prof` are nine).
+//!
+//! Analyses never look at the input format: they ask a memory for its
+//! [`crate::analysis::Timeline`] and for the live set at a point of it.
+
+mod intern;
+
+pub use intern::{Frame, FrameId, Names, Site, SiteId, StackFrames, StackId, StrId};
+
+use serde::Serialize;
+
+/// Index of an allocation within its memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct AllocId(pub u32);
+
+impl AllocId {
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// The input formats memtool reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Format {
+    /// pprof `profile.proto`, as written by `jax.profiler.save_device_memory_profile`.
+    Pprof,
+}
+
+impl Format {
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Pprof => "pprof",
+        }
+    }
+}
+
+/// One file that went into a profile.
+#[derive(Clone, Debug, Serialize)]
+pub struct InputInfo {
+    pub path: String,
+    pub format: Format,
+    /// Compiled programs the file lists apart from buffers (pprof
+    /// `kind=executable` samples, which carry no device).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub executables: Option<Executables>,
+}
+
+/// What a memory is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MemoryKind {
+    /// A device as a whole (pprof's `device` label).
+    Device,
+    /// One allocator (`GPU_0_bfc`, `mklcpu`, a CUDA caching allocator).
+    Allocator,
+    /// A memory space of a compiled program (XLA buffer assignment).
+    ProgramSpace,
+}
+
+/// What the positions of a memory's events and instants measure.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Axis {
+    /// Picoseconds since the profile's start.
+    TimePs,
+    /// Microseconds since the epoch (PyTorch).
+    TimeUs,
+    /// Position in the event stream.
+    EventIndex,
+    /// Snapshot number, 1-based, in command-line order.
+    Snapshot,
+    /// Position in the compiled program's schedule.
+    ProgramOrder,
+}
+
+/// One allocation (or, for pprof, one sample: `count` buffers of one site).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Allocation {
+    /// Bytes the allocator handed out.
+    pub bytes: u64,
+    /// Bytes the program asked for (equal to `bytes` when unknown).
+    pub requested: u64,
+    /// Number of buffers this allocation stands for (1 but for pprof samples).
+    pub count: u64,
+    pub address: Option<u64>,
+    pub site: SiteId,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventKind {
+    Alloc,
+    Free,
+}
+
+/// An allocation or free at a position on the memory's axis.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Event {
+    pub at: i64,
+    pub kind: EventKind,
+    pub alloc: AllocId,
+}
+
+/// A complete live set at one position (a snapshot).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Instant {
+    /// Where it came from, e.g. the snapshot's file name.
+    pub label: String,
+    pub at: i64,
+    pub live: Vec<AllocId>,
+}
+
+/// Compiled programs held by the runtime, reported apart from buffers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Executables {
+    pub count: u64,
+    pub bytes: i64,
+}
+
+/// One allocator, device, or program memory space.
+#[derive(Clone, Debug)]
+pub struct Memory {
+    pub id: String,
+    pub kind: MemoryKind,
+    pub axis: Axis,
+    pub allocations: Vec<Allocation>,
+    pub events: Vec<Event>,
+    pub live_at_start: Vec<AllocId>,
+    pub instants: Vec<Instant>,
+    /// Total memory the device or allocator can hand out, when known.
+    pub capacity: Option<u64>,
+}
+
+impl Memory {
+    pub fn new(id: impl Into<String>, kind: MemoryKind, axis: Axis) -> Memory {
+        Memory {
+            id: id.into(),
+            kind,
+            axis,
+            allocations: Vec::new(),
+            events: Vec::new(),
+            live_at_start: Vec::new(),
+            instants: Vec::new(),
+            capacity: None,
+        }
+    }
+
+    /// Adds an allocation and returns its id.
+    pub fn push_allocation(&mut self, allocation: Allocation) -> AllocId {
+        let id = AllocId(self.allocations.len() as u32);
+        self.allocations.push(allocation);
+        id
+    }
+
+    pub fn allocation(&self, id: AllocId) -> &Allocation {
+        &self.allocations[id.index()]
+    }
+}
+
+/// Something in the input that memtool read around rather than failing on.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Warning {
+    /// The input it concerns.
+    pub path: String,
+    pub message: String,
+}
+
+/// Everything read from the inputs of one command.
+#[derive(Debug, Default)]
+pub struct Profile {
+    pub inputs: Vec<InputInfo>,
+    pub names: Names,
+    pub memories: Vec<Memory>,
+    pub warnings: Vec<Warning>,
+}
+
+impl Profile {
+    /// The memory with this id and kind, created empty if it does not exist yet.
+    pub fn memory_mut(&mut self, id: &str, kind: MemoryKind, axis: Axis) -> &mut Memory {
+        let pos = match self.memories.iter().position(|m| m.id == id) {
+            Some(pos) => pos,
+            None => {
+                self.memories.push(Memory::new(id, kind, axis));
+                self.memories.len() - 1
+            }
+        };
+        &mut self.memories[pos]
+    }
+
+    pub fn warn(&mut self, path: &str, message: impl Into<String>) {
+        self.warnings.push(Warning {
+            path: path.to_string(),
+            message: message.into(),
+        });
+    }
+}

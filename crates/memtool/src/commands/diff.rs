@@ -1,0 +1,60 @@
+use anyhow::{Context, Result};
+use clap::Args;
+use memtool_core::analysis::diff::{self, GrowthLimit};
+
+use crate::cli::{AnalysisArgs, OutputArgs, ReadArgs};
+use crate::{inputs, output, Outcome};
+
+/// Compare two profiles per call stack; gate CI on growth.
+#[derive(Args, Debug)]
+#[command(after_help = "Examples:
+  memtool diff base.prof new.prof
+  memtool diff base.prof new.prof --fail-on-growth 5%      # exit 1 if total grew more than 5%
+  memtool diff base.prof new.prof --fail-on-growth 64MiB --format md >> $GITHUB_STEP_SUMMARY
+
+Exit codes: 0 ok, 1 the --fail-on-growth gate failed, 2 unreadable input or bad usage.")]
+pub struct DiffArgs {
+    /// The baseline profile.
+    #[arg(value_name = "BASE")]
+    pub base: String,
+    /// The profile to compare with the baseline.
+    #[arg(value_name = "NEW")]
+    pub new: String,
+    /// Exit with code 1 when total live bytes grew by more than this: a size
+    /// (1000000, 64MiB) or a percentage of the base (5%).
+    #[arg(long, value_name = "BYTES|PCT", value_parser = parse_limit)]
+    pub fail_on_growth: Option<GrowthLimit>,
+    #[command(flatten)]
+    pub read: ReadArgs,
+    #[command(flatten)]
+    pub analysis: AnalysisArgs,
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+fn parse_limit(text: &str) -> Result<GrowthLimit, String> {
+    GrowthLimit::parse(text)
+        .ok_or_else(|| format!("`{text}` is neither a size (64MiB, 1000000) nor a percentage (5%)"))
+}
+
+pub fn run(args: &DiffArgs) -> Result<Outcome> {
+    let base = inputs::load(std::slice::from_ref(&args.base), &args.read)?;
+    let new = inputs::load(std::slice::from_ref(&args.new), &args.read)?;
+    let report = diff::diff(&base, &new, &args.analysis.options(), args.fail_on_growth);
+    output::write(&report, &args.output).context("writing the diff")?;
+    if report.gate_failed() {
+        if let Some(g) = &report.gate {
+            // The gate's verdict must reach the CI log even when stdout is a file.
+            if args.output.output.is_some()
+                || !matches!(
+                    args.output.format,
+                    crate::cli::FormatArg::Table | crate::cli::FormatArg::Md
+                )
+            {
+                eprintln!("memtool: {}", g.message);
+            }
+        }
+        return Ok(Outcome::GateFailed);
+    }
+    Ok(Outcome::Success)
+}

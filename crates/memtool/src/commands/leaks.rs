@@ -1,0 +1,31 @@
+use anyhow::Result;
+use clap::Args;
+use memtool_core::analysis::leaks;
+
+use crate::cli::{AnalysisArgs, OutputArgs, ReadArgs};
+use crate::{inputs, output, Outcome};
+
+/// Stacks whose live bytes keep growing (leaks) or grew and stopped (caches).
+#[derive(Args, Debug)]
+#[command(after_help = "Examples:
+  memtool leaks memory1.prof memory2.prof memory3.prof memory4.prof
+  memtool leaks memory*.prof          # shell order: memory10 sorts before memory2!
+  memtool leaks memory{1..9}.prof --format json | jq '.memories[].findings[0]'")]
+pub struct LeaksArgs {
+    /// A series of snapshots, oldest first (`-` for stdin).
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<String>,
+    #[command(flatten)]
+    pub read: ReadArgs,
+    #[command(flatten)]
+    pub analysis: AnalysisArgs,
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+pub fn run(args: &LeaksArgs) -> Result<Outcome> {
+    let profile = inputs::load(&args.files, &args.read)?;
+    let report = leaks::leaks(&profile, &args.analysis.options());
+    output::write(&report, &args.output)?;
+    Ok(Outcome::Success)
+}

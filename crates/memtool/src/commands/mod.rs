@@ -1,0 +1,6 @@
+//! One module per subcommand.
+
+pub mod diff;
+pub mod leaks;
+pub mod peak;
+pub mod summary;

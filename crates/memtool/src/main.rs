@@ -1,0 +1,94 @@
+//! memtool: where did my accelerator memory go?
+//!
+//! A thin binary over `memtool-core`: it parses arguments, reads files, and
+//! maps results to exit codes (0 ok, 1 a CI gate failed, 2 input or usage).
+
+mod cli;
+mod commands;
+mod inputs;
+mod output;
+
+use std::io::{self, Write};
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "memtool",
+    version,
+    about = "Where did my GPU/TPU memory go? Peak, leaks and diffs for accelerator memory profiles.",
+    long_about = None,
+    after_help = "Inputs (recognized by content, not by name; gzip is read transparently):
+  JAX device memory profiles from jax.profiler.save_device_memory_profile (pprof)
+
+Examples:
+  memtool summary memory.prof
+  memtool peak memory.prof --top 20
+  memtool leaks memory1.prof memory2.prof memory3.prof
+  memtool diff base.prof new.prof --fail-on-growth 5%
+
+Exit codes: 0 success, 1 a CI gate failed, 2 unreadable input or bad usage."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    Summary(commands::summary::SummaryArgs),
+    Peak(commands::peak::PeakArgs),
+    Leaks(commands::leaks::LeaksArgs),
+    Diff(commands::diff::DiffArgs),
+}
+
+/// How a command ended, when it did not fail.
+pub enum Outcome {
+    Success,
+    GateFailed,
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+        }
+    };
+    let result = match &cli.command {
+        Command::Summary(a) => commands::summary::run(a),
+        Command::Peak(a) => commands::peak::run(a),
+        Command::Leaks(a) => commands::leaks::run(a),
+        Command::Diff(a) => commands::diff::run(a),
+    };
+    match result {
+        Ok(Outcome::Success) => ExitCode::SUCCESS,
+        Ok(Outcome::GateFailed) => ExitCode::from(1),
+        Err(e) => {
+            // `memtool ... | head` closes stdout early: that is not an error.
+            if e.chain().any(|c| {
+                c.downcast_ref::<io::Error>()
+                    .is_some_and(|io| io.kind() == io::ErrorKind::BrokenPipe)
+            }) {
+                return ExitCode::SUCCESS;
+            }
+            let mut stderr = io::stderr().lock();
+            let _ = writeln!(stderr, "memtool: {}", one_line(&e));
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// The error and its causes on one line, each said once.
+fn one_line(e: &anyhow::Error) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+    }
+    parts.join(": ").replace('\n', " ")
+}
