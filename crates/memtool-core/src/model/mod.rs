@@ -137,6 +137,28 @@ pub struct Memory {
     pub instants: Vec<Instant>,
     /// Total memory the device or allocator can hand out, when known.
     pub capacity: Option<u64>,
+    /// What the allocator itself reported over time (reserved, free,
+    /// fragmentation), in axis order; empty when the format has none. The
+    /// input of `frag`.
+    pub allocator_samples: Vec<AllocatorSample>,
+}
+
+/// The allocator's own view of its state at a position, as the profile
+/// recorded it (XSpace allocator stats, PyTorch segment events). Every field
+/// is optional: formats report different subsets.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct AllocatorSample {
+    pub at: i64,
+    /// Memory the allocator holds from the device (PyTorch "reserved").
+    pub reserved_bytes: Option<u64>,
+    /// Memory handed out to the program.
+    pub allocated_bytes: Option<u64>,
+    /// Memory still available to the allocator (device capacity left).
+    pub free_bytes: Option<u64>,
+    /// Largest contiguous free block, when known.
+    pub largest_free_block: Option<u64>,
+    /// The allocator's own fragmentation figure in [0, 1], when it reports one.
+    pub fragmentation: Option<f64>,
 }
 
 impl Memory {
@@ -150,6 +172,7 @@ impl Memory {
             live_at_start: Vec::new(),
             instants: Vec::new(),
             capacity: None,
+            allocator_samples: Vec::new(),
         }
     }
 
