@@ -10,9 +10,10 @@ use memtool_core::{load, LoadOptions, Source};
 /// Small real profiles of every format, decompressed, from the repository's
 /// own fixtures.
 fn seeds() -> Vec<(String, Vec<u8>)> {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests");
+    let crate_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let mut out = Vec::new();
-    let mut dirs = vec![root];
+    // The repository's fixtures, and every input a fuzzer ever crashed on.
+    let mut dirs = vec![crate_dir.join("../../tests"), crate_dir.join("tests/regressions")];
     while let Some(dir) = dirs.pop() {
         let Ok(entries) = std::fs::read_dir(&dir) else {
             continue;
@@ -22,7 +23,7 @@ fn seeds() -> Vec<(String, Vec<u8>)> {
         for p in entries {
             if p.is_dir() {
                 dirs.push(p);
-            } else if p.metadata().unwrap().len() < 256 * 1024 {
+            } else if p.metadata().unwrap().len() < 256 * 1024 && !p.ends_with(".gitkeep") {
                 out.push((p.display().to_string(), std::fs::read(&p).unwrap()));
             }
         }
@@ -72,6 +73,14 @@ fn gunzip(bytes: &[u8]) -> Vec<u8> {
         }
     }
     bytes.to_vec()
+}
+
+#[test]
+fn fixtures_and_fuzz_regressions_never_panic() {
+    for (name, bytes) in seeds() {
+        check(&name, bytes.clone());
+        check(&name, gunzip(&bytes));
+    }
 }
 
 #[test]
