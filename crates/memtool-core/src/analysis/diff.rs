@@ -112,6 +112,7 @@ pub struct GateResult {
 }
 
 /// Live bytes per stack at the peak of each memory of a profile.
+#[allow(clippy::type_complexity)]
 fn peak_groups(
     profile: &Profile,
     options: &Options,

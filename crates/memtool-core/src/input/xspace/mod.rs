@@ -341,7 +341,7 @@ impl StatValue<'_> {
         match *self {
             StatValue::Uint64(v) => Some(v),
             StatValue::Int64(v) => u64::try_from(v).ok(),
-            StatValue::Double(d) if d.is_finite() && d >= 0.0 && d < 1.8e19 => Some(d as u64),
+            StatValue::Double(d) if (0.0..1.8e19).contains(&d) => Some(d as u64),
             _ => None,
         }
     }
