@@ -84,6 +84,7 @@ impl AnalysisArgs {
             frames,
             top: self.top,
             memories: self.memories.clone(),
+            ..Options::default()
         }
     }
 }

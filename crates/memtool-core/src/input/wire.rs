@@ -101,7 +101,7 @@ impl<'a> Fields<'a> {
             self.pos = start;
             return Err(self.error("invalid field number"));
         }
-        let value_at = self.base + self.pos;
+        let mut value_at = self.base + self.pos;
         let value = match key & 7 {
             0 => Value::Varint(self.varint()?),
             1 => {
@@ -111,6 +111,9 @@ impl<'a> Fields<'a> {
             2 => {
                 let len = self.varint()?;
                 let len = usize::try_from(len).unwrap_or(usize::MAX);
+                // The value starts after its length prefix: sub-messages are
+                // framed from there, so their error offsets must be too.
+                value_at = self.base + self.pos;
                 Value::Bytes(self.take(len, "length prefix runs past the end of the data")?)
             }
             5 => {
