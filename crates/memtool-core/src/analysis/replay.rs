@@ -258,6 +258,20 @@ pub fn point_at(memory: &Memory, index: usize) -> Option<Point> {
     out
 }
 
+/// When each allocation was made, from the events before point `index`
+/// (`None` for allocations live at the start or not yet made).
+pub fn allocated_at(memory: &Memory, index: usize) -> Vec<Option<i64>> {
+    let mut at = vec![None; memory.allocations.len()];
+    for event in memory.events.iter().take(index) {
+        if event.kind == EventKind::Alloc {
+            if let Some(slot) = at.get_mut(event.alloc.index()) {
+                *slot = Some(event.at);
+            }
+        }
+    }
+    at
+}
+
 /// The last point of the timeline.
 pub fn last(memory: &Memory) -> Option<Point> {
     let mut out = None;
