@@ -198,7 +198,7 @@ fn at_peak_rows(
     }
     let mut rows: Vec<AtPeakRow> = groups.into_values().collect();
     // BTreeMap order breaks ties deterministically; the stable sort keeps it.
-    rows.sort_by(|a, b| b.bytes.cmp(&a.bytes));
+    rows.sort_by_key(|r| std::cmp::Reverse(r.bytes));
     rows
 }
 
