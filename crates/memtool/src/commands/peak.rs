@@ -1,6 +1,7 @@
 use anyhow::Result;
 use clap::Args;
 use memtool_core::analysis::peak;
+use memtool_core::analysis::replay::Ties;
 
 use crate::cli::{AnalysisArgs, OutputArgs, ReadArgs};
 use crate::{inputs, output, Outcome};
@@ -21,13 +22,21 @@ pub struct PeakArgs {
     pub read: ReadArgs,
     #[command(flatten)]
     pub analysis: AnalysisArgs,
+    /// Of several equal peaks report the last, as XProf does (see
+    /// docs/xprof-differences.md).
+    #[arg(long)]
+    pub xprof_compat: bool,
     #[command(flatten)]
     pub output: OutputArgs,
 }
 
 pub fn run(args: &PeakArgs) -> Result<Outcome> {
     let profile = inputs::load(&args.files, &args.read)?;
-    let report = peak::peak(&profile, &args.analysis.options());
+    let mut options = args.analysis.options();
+    if args.xprof_compat {
+        options.ties = Ties::Last;
+    }
+    let report = peak::peak(&profile, &options);
     output::write(&report, &args.output)?;
     Ok(Outcome::Success)
 }
