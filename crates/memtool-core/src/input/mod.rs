@@ -4,6 +4,7 @@
 
 pub mod decompress;
 pub mod detect;
+mod hlo;
 mod pprof;
 pub mod wire;
 
@@ -49,6 +50,7 @@ fn load_into(profile: &mut Profile, source: Source, options: &LoadOptions) -> Re
     let sniffed = detect::sniff(&bytes);
     let format = match sniffed {
         Sniffed::Pprof => Format::Pprof,
+        Sniffed::XSpace => Format::XSpace,
         Sniffed::Empty => {
             return Err(Error::NoData {
                 path,
@@ -85,5 +87,6 @@ fn load_into(profile: &mut Profile, source: Source, options: &LoadOptions) -> Re
     }
     match format {
         Format::Pprof => pprof::read(profile, &path, &bytes),
+        Format::XSpace => hlo::read(profile, &path, &bytes),
     }
 }

@@ -33,12 +33,16 @@ impl AllocId {
 pub enum Format {
     /// pprof `profile.proto`, as written by `jax.profiler.save_device_memory_profile`.
     Pprof,
+    /// XProf / TensorFlow profiler `XSpace` (`*.xplane.pb`).
+    #[serde(rename = "xspace")]
+    XSpace,
 }
 
 impl Format {
     pub fn name(self) -> &'static str {
         match self {
             Format::Pprof => "pprof",
+            Format::XSpace => "xspace",
         }
     }
 }
@@ -141,6 +145,63 @@ pub struct Memory {
     /// fragmentation), in axis order; empty when the format has none. The
     /// input of `frag`.
     pub allocator_samples: Vec<AllocatorSample>,
+    /// For a compiled program's memory space: which program, what its
+    /// buffers are, and what the program was doing at each event.
+    pub program: Option<Box<ProgramInfo>>,
+}
+
+/// A compiled program's memory space (XLA buffer assignment): which module,
+/// the sizes its compiler decided, and names for its buffers and steps.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct ProgramInfo {
+    /// The module with its program id, `jit_train_step(34)`.
+    pub module: String,
+    /// The memory space (XLA memory color); 0 is the device's main memory.
+    pub memory_space: i64,
+    /// Sizes of the space's buffer allocations by kind. An allocation that is
+    /// both a parameter and an output counts as a parameter.
+    pub parameter_bytes: u64,
+    /// Allocations that may be live after the program ends.
+    pub output_bytes: u64,
+    pub thread_local_bytes: u64,
+    pub constant_bytes: u64,
+    /// Allocations reused within the program (the simulated heap).
+    pub temporary_bytes: u64,
+    /// All allocations of the space together.
+    pub total_allocation_bytes: u64,
+    /// Per allocation (indexed by [`AllocId`]): the buffer's name and how it
+    /// is computed; `None` for allocations the program does not name.
+    #[serde(skip)]
+    pub buffers: Vec<Option<ProgramBuffer>>,
+    /// Per event (indexed like [`Memory::events`]): the program step being
+    /// executed when the event happened, if known.
+    #[serde(skip)]
+    pub event_steps: Vec<Option<StrId>>,
+}
+
+/// What the program says about one buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProgramBuffer {
+    /// The instruction that defines the buffer, with its tuple index when it
+    /// is part of a tuple: `dot.1`, `fusion.3{1}`.
+    pub name: StrId,
+    /// What the instruction does (`fusion`, `dot`, `parameter`).
+    pub opcode: Option<StrId>,
+    /// Where in a training step the buffer is made (`forward`, `backward`,
+    /// `update`), when the op name tells.
+    pub phase: Option<StrId>,
+}
+
+impl ProgramInfo {
+    /// The buffer description of an allocation, if the program has one.
+    pub fn buffer(&self, id: AllocId) -> Option<&ProgramBuffer> {
+        self.buffers.get(id.index()).and_then(Option::as_ref)
+    }
+
+    /// The program step of event `index`, if known.
+    pub fn step(&self, index: usize) -> Option<StrId> {
+        self.event_steps.get(index).copied().flatten()
+    }
 }
 
 /// The allocator's own view of its state at a position, as the profile
@@ -173,6 +234,7 @@ impl Memory {
             instants: Vec::new(),
             capacity: None,
             allocator_samples: Vec::new(),
+            program: None,
         }
     }
 
