@@ -5,11 +5,11 @@ use std::io::Write;
 
 use serde::Serialize;
 
-use crate::model::{Axis, Profile};
+use crate::model::{AllocId, Axis, Memory, Profile};
 use crate::report::{Cell, Report, Table};
 
 use super::group::{self, Group, GroupBy};
-use super::{display_id, point_label, replay, MemoryHeader, Options, Provenance};
+use super::{display_id, point_label, point_step, replay, MemoryHeader, Options, Provenance};
 
 pub const SCHEMA: &str = "memtool/peak/v1";
 
@@ -55,6 +55,74 @@ pub struct MemoryPeak {
     /// Breakdowns of the live set at the peak, one per [`GroupBy`]; a
     /// breakdown the profile has no data for (shapes in pprof) is left out.
     pub breakdowns: Vec<Breakdown>,
+    /// For a compiled program's memory: the heap timeline and each buffer
+    /// live at the peak.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub program: Option<ProgramPeak>,
+    /// With `--budget`: whether the peak fits, and what would have to shrink.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub budget: Option<BudgetCheck>,
+}
+
+/// The peak of a compiled program's memory space, buffer by buffer.
+#[derive(Debug, Serialize)]
+pub struct ProgramPeak {
+    /// Index of the event that causes the peak (0 when nothing is allocated
+    /// past the start), as XProf's `peakHeapSizePosition`.
+    pub peak_position: i64,
+    /// The instruction being executed at the peak.
+    pub peak_instruction: Option<String>,
+    /// Live bytes before each event and after the last (n + 1 points).
+    pub heap_timeline_bytes: Vec<u64>,
+    /// The same without padding.
+    pub heap_timeline_requested_bytes: Vec<u64>,
+    /// Every buffer live at the peak, largest first.
+    pub buffers_at_peak: Vec<BufferAtPeak>,
+}
+
+/// One buffer live at a program's peak.
+#[derive(Debug, Serialize)]
+pub struct BufferAtPeak {
+    /// The instruction that defines it (with its tuple index, `fusion{1}`).
+    pub instruction: String,
+    pub opcode: Option<String>,
+    pub shape: Option<String>,
+    pub bytes: u64,
+    pub unpadded_bytes: u64,
+    /// The framework op (`jit(step)/transpose(jvp())/dot_general`).
+    pub op_name: Option<String>,
+    /// Parameter, Output, Thread-local, Constant or Temporary.
+    pub category: Option<String>,
+    /// forward, backward or update, when the op name tells.
+    pub phase: Option<String>,
+    /// The innermost source line, `file:line`.
+    pub source: Option<String>,
+}
+
+/// How a memory's peak compares with a budget.
+#[derive(Debug, Serialize)]
+pub struct BudgetCheck {
+    pub budget_bytes: u64,
+    pub fits: bool,
+    /// Bytes the peak must lose to fit (0 when it fits).
+    pub excess_bytes: u64,
+    /// Points of the timeline above the budget, and the first and last.
+    pub points_over_budget: usize,
+    pub first_over_at: Option<i64>,
+    pub last_over_at: Option<i64>,
+    /// The largest allocations live at the peak, largest first, until
+    /// together they cover the excess: what must shrink (or be freed earlier)
+    /// for the peak to fit.
+    pub shrink: Vec<ShrinkCandidate>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ShrinkCandidate {
+    /// The buffer's name when the profile names it, else its stack.
+    pub key: String,
+    pub bytes: u64,
+    /// Bytes of this and every larger candidate together.
+    pub cumulative_bytes: u64,
 }
 
 #[derive(Debug, Serialize)]
@@ -64,6 +132,11 @@ pub struct Breakdown {
 }
 
 pub fn peak(profile: &Profile, options: &Options) -> PeakReport {
+    peak_with_budget(profile, options, None)
+}
+
+/// [`peak`], checking each memory's peak against `budget` bytes.
+pub fn peak_with_budget(profile: &Profile, options: &Options, budget: Option<u64>) -> PeakReport {
     let mut memories = Vec::new();
     for memory in options.selected(profile) {
         let Some(p) = replay::peak(memory) else {
@@ -87,6 +160,8 @@ pub fn peak(profile: &Profile, options: &Options) -> PeakReport {
             peak_at: p.at,
             peak_label: point_label(memory, p.index, p.at),
             breakdowns,
+            program: program_peak(profile, memory, p, &live),
+            budget: budget.map(|b| budget_check(profile, memory, &live, b, options)),
         });
     }
     PeakReport {
@@ -95,6 +170,114 @@ pub fn peak(profile: &Profile, options: &Options) -> PeakReport {
         overall: overall(profile, options),
         memories,
         top: options.top,
+    }
+}
+
+fn sorted_by_size(memory: &Memory, live: &[AllocId]) -> Vec<AllocId> {
+    let mut ids = live.to_vec();
+    ids.sort_by(|a, b| {
+        memory
+            .allocation(*b)
+            .bytes
+            .cmp(&memory.allocation(*a).bytes)
+            .then(a.cmp(b))
+    });
+    ids
+}
+
+fn program_peak(
+    profile: &Profile,
+    memory: &Memory,
+    p: replay::Point,
+    live: &[AllocId],
+) -> Option<ProgramPeak> {
+    let program = memory.program.as_ref()?;
+    let names = &profile.names;
+    let text = |id: Option<crate::model::StrId>| id.map(|s| names.str(s).to_string());
+    let mut heap_timeline_bytes = Vec::new();
+    let mut heap_timeline_requested_bytes = Vec::new();
+    replay::for_each_point(memory, |point| {
+        heap_timeline_bytes.push(point.bytes);
+        heap_timeline_requested_bytes.push(point.requested);
+    });
+    let buffers_at_peak = sorted_by_size(memory, live)
+        .into_iter()
+        .map(|id| {
+            let a = memory.allocation(id);
+            let site = names.site_of(a.site);
+            let buffer = program.buffer(id);
+            BufferAtPeak {
+                instruction: buffer.map_or_else(String::new, |b| names.str(b.name).to_string()),
+                opcode: text(buffer.and_then(|b| b.opcode)),
+                shape: text(site.shape),
+                bytes: a.bytes,
+                unpadded_bytes: a.requested,
+                op_name: text(site.op),
+                category: text(site.category),
+                phase: text(buffer.and_then(|b| b.phase)),
+                source: names.leaf(site.stack).map(|f| {
+                    let frame = names.frame_of(f);
+                    format!("{}:{}", names.str(frame.file), frame.line)
+                }),
+            }
+        })
+        .collect();
+    Some(ProgramPeak {
+        peak_position: if p.index == 0 { 0 } else { p.at },
+        peak_instruction: point_step(memory, p.index).map(str::to_string),
+        heap_timeline_bytes,
+        heap_timeline_requested_bytes,
+        buffers_at_peak,
+    })
+}
+
+fn budget_check(
+    profile: &Profile,
+    memory: &Memory,
+    live: &[AllocId],
+    budget: u64,
+    options: &Options,
+) -> BudgetCheck {
+    let (mut peak, mut over, mut first, mut last) = (0u64, 0usize, None, None);
+    replay::for_each_point(memory, |point| {
+        peak = peak.max(point.bytes);
+        if point.bytes > budget {
+            over += 1;
+            first = first.or(Some(point.at));
+            last = Some(point.at);
+        }
+    });
+    let excess_bytes = peak.saturating_sub(budget);
+    let mut shrink = Vec::new();
+    let mut cumulative_bytes = 0u64;
+    for id in sorted_by_size(memory, live) {
+        if cumulative_bytes >= excess_bytes {
+            break;
+        }
+        let a = memory.allocation(id);
+        cumulative_bytes += a.bytes;
+        let named = memory
+            .program
+            .as_ref()
+            .and_then(|p| p.buffer(id))
+            .map(|b| profile.names.str(b.name).to_string());
+        let key = named.unwrap_or_else(|| {
+            group::label(&profile.names, a.site, GroupBy::Stack, &options.frames)
+        });
+        shrink.push(ShrinkCandidate {
+            key,
+            bytes: a.bytes,
+            cumulative_bytes,
+        });
+    }
+    BudgetCheck {
+        budget_bytes: budget,
+        fits: excess_bytes == 0,
+        excess_bytes,
+        points_over_budget: over,
+        first_over_at: first,
+        last_over_at: last,
+        shrink,
     }
 }
 

@@ -158,25 +158,30 @@ pub struct ProgramInfo {
     pub module: String,
     /// The memory space (XLA memory color); 0 is the device's main memory.
     pub memory_space: i64,
-    /// Sizes of the space's buffer allocations by kind. An allocation that is
-    /// both a parameter and an output counts as a parameter.
+    /// Sizes of the space's buffer allocations by kind, as XProf counts
+    /// them: an allocation can be both a parameter and an output.
     pub parameter_bytes: u64,
     /// Allocations that may be live after the program ends.
     pub output_bytes: u64,
-    pub thread_local_bytes: u64,
     pub constant_bytes: u64,
     /// Allocations reused within the program (the simulated heap).
     pub temporary_bytes: u64,
-    /// All allocations of the space together.
+    /// All allocations of the space together, but thread-local ones.
     pub total_allocation_bytes: u64,
+    /// Per-thread scratch allocations of kernels: not device memory, not in
+    /// the total, never live in the memory's timeline.
+    pub thread_local_bytes: u64,
     /// Per allocation (indexed by [`AllocId`]): the buffer's name and how it
     /// is computed; `None` for allocations the program does not name.
     #[serde(skip)]
     pub buffers: Vec<Option<ProgramBuffer>>,
-    /// Per event (indexed like [`Memory::events`]): the program step being
-    /// executed when the event happened, if known.
+    /// The program's steps (instruction names) that events refer to.
     #[serde(skip)]
-    pub event_steps: Vec<Option<StrId>>,
+    pub steps: Vec<String>,
+    /// Per event (indexed like [`Memory::events`]): the index in `steps` of
+    /// the step being executed when the event happened, if known.
+    #[serde(skip)]
+    pub event_steps: Vec<Option<u32>>,
 }
 
 /// What the program says about one buffer.
@@ -199,8 +204,9 @@ impl ProgramInfo {
     }
 
     /// The program step of event `index`, if known.
-    pub fn step(&self, index: usize) -> Option<StrId> {
-        self.event_steps.get(index).copied().flatten()
+    pub fn step(&self, index: usize) -> Option<&str> {
+        let step = self.event_steps.get(index).copied().flatten()?;
+        self.steps.get(step as usize).map(String::as_str)
     }
 }
 

@@ -10,6 +10,8 @@
 //! replayed timeline is XProf's heap timeline: the bytes before each trace
 //! event and after the last.
 //!
+//! Thread-local allocations are counted apart and are not live in the heap.
+//!
 //! Buffers that share memory (`SHARE_WITH`) are reference counted on their
 //! canonical buffer, as XProf does: the canonical buffer's bytes are live from
 //! the first holder's allocation until the last holder frees it. Each such
@@ -319,12 +321,19 @@ impl<'m, 'h, 'p> SpaceReader<'m, 'h, 'p> {
     }
 
     fn finish(mut self) -> Memory {
-        self.info.buffers.resize(self.memory.allocations.len(), None);
+        self.info
+            .buffers
+            .resize(self.memory.allocations.len(), None);
         self.memory.program = Some(Box::new(self.info));
         self.memory
     }
 
-    fn push(&mut self, bytes: u64, requested: u64, named: Option<(SiteId, ProgramBuffer)>) -> AllocId {
+    fn push(
+        &mut self,
+        bytes: u64,
+        requested: u64,
+        named: Option<(SiteId, ProgramBuffer)>,
+    ) -> AllocId {
         let site = match named {
             Some((site, _)) => site,
             None => self.profile.names.site(Site::default()),
@@ -348,15 +357,18 @@ impl<'m, 'h, 'p> SpaceReader<'m, 'h, 'p> {
         let color = self.info.memory_space;
         for allocation in self.module.allocations.iter().filter(|a| a.color == color) {
             let bytes = size(allocation.size);
+            if allocation.is_thread_local {
+                // Per-thread scratch of a kernel (small reductions on CPU),
+                // not memory of the device: XProf 2.24 leaves it out too.
+                self.info.thread_local_bytes += bytes;
+                continue;
+            }
             self.info.total_allocation_bytes += bytes;
             if allocation.is_entry_computation_parameter {
                 self.info.parameter_bytes += bytes;
             }
             if allocation.maybe_live_out {
                 self.info.output_bytes += bytes;
-            }
-            if allocation.is_thread_local {
-                self.info.thread_local_bytes += bytes;
             }
             if allocation.is_constant {
                 self.info.constant_bytes += bytes;
@@ -387,10 +399,16 @@ impl<'m, 'h, 'p> SpaceReader<'m, 'h, 'p> {
         let mut shares: HashMap<i64, Share> = HashMap::new();
         // Canonical buffer id → the allocation holding its bytes now.
         let mut holding: HashMap<i64, AllocId> = HashMap::new();
+        let mut step_ids: HashMap<&str, u32> = HashMap::new();
         let (mut over_freed, mut unknown_kind, mut unknown_buffer) = (0usize, 0usize, 0usize);
         for (i, event) in trace.events.iter().enumerate() {
-            let step = (!event.instruction_name.is_empty())
-                .then(|| self.profile.names.string(&event.instruction_name));
+            let name = event.instruction_name.as_str();
+            let step = (!name.is_empty()).then(|| {
+                *step_ids.entry(name).or_insert_with(|| {
+                    self.info.steps.push(name.to_string());
+                    (self.info.steps.len() - 1) as u32
+                })
+            });
             self.info.event_steps.push(step);
             let applied = match self.module.buffers.get(&event.buffer_id) {
                 None => {
@@ -419,7 +437,12 @@ impl<'m, 'h, 'p> SpaceReader<'m, 'h, 'p> {
                             _ => None,
                         }
                     }
-                    SHARE_WITH => self.share(&mut shares, &mut holding, buffer, event.share_with_canonical_id),
+                    SHARE_WITH => self.share(
+                        &mut shares,
+                        &mut holding,
+                        buffer,
+                        event.share_with_canonical_id,
+                    ),
                     _ => {
                         unknown_kind += 1;
                         None
@@ -445,10 +468,15 @@ impl<'m, 'h, 'p> SpaceReader<'m, 'h, 'p> {
             notes.push(format!("{unknown_kind} events of an unknown kind"));
         }
         if unknown_buffer > 0 {
-            notes.push(format!("{unknown_buffer} events on buffers the assignment does not place"));
+            notes.push(format!(
+                "{unknown_buffer} events on buffers the assignment does not place"
+            ));
         }
         if !notes.is_empty() {
-            let message = format!("{name}: heap simulator trace has {}; they change nothing", notes.join(", "));
+            let message = format!(
+                "{name}: heap simulator trace has {}; they change nothing",
+                notes.join(", ")
+            );
             self.profile.warn(self.path, message);
         }
     }
@@ -503,7 +531,11 @@ impl<'m, 'h, 'p> SpaceReader<'m, 'h, 'p> {
         }
         let instruction = buffer.instruction;
         let metadata = instruction.metadata.clone().unwrap_or_default();
-        let stack = self.stack(&metadata.source_file, metadata.source_line, metadata.stack_frame_id);
+        let stack = self.stack(
+            &metadata.source_file,
+            metadata.source_line,
+            metadata.stack_frame_id,
+        );
         let names = &mut self.profile.names;
         let op = names.optional_string(&metadata.op_name);
         let shape = buffer.shape.map(|s| names.string(&shape::human_string(s)));

@@ -65,7 +65,10 @@ fn plane_name(plane: &[u8], base: usize) -> Result<Option<&[u8]>, WireError> {
 }
 
 /// The key and value of a protobuf map entry.
-fn map_entry(entry: &[u8], base: usize) -> Result<(Option<u64>, Option<(&[u8], usize)>), WireError> {
+fn map_entry(
+    entry: &[u8],
+    base: usize,
+) -> Result<(Option<u64>, Option<(&[u8], usize)>), WireError> {
     let (mut key, mut value) = (None, None);
     for field in Fields::at(entry, base) {
         match field? {
@@ -198,7 +201,12 @@ pub(super) mod tests {
             let meta = [varint_field(1, id), field(2, name)].concat();
             field(5, &[varint_field(1, id), field(2, &meta)].concat())
         };
-        let mut plane = [field(2, METADATA_PLANE), stat_meta(7, b"Hlo Proto"), stat_meta(9, b"program_id")].concat();
+        let mut plane = [
+            field(2, METADATA_PLANE),
+            stat_meta(7, b"Hlo Proto"),
+            stat_meta(9, b"program_id"),
+        ]
+        .concat();
         for &(id, program_id, hlo) in modules {
             let mut meta = varint_field(1, id);
             meta.extend(field(5, &[varint_field(1, 7), field(6, hlo)].concat()));
@@ -215,7 +223,8 @@ pub(super) mod tests {
     fn finds_modules_by_stat_name_and_program_id() {
         let bytes = xspace(&[(5, Some(34), b"b"), (1, None, b"a"), (6, Some(34), b"dup")]);
         let found = modules("x", &bytes).unwrap();
-        let summary: Vec<(u64, &[u8])> = found.iter().map(|m| (m.program_id, m.hlo_proto)).collect();
+        let summary: Vec<(u64, &[u8])> =
+            found.iter().map(|m| (m.program_id, m.hlo_proto)).collect();
         assert_eq!(summary, vec![(1, &b"a"[..]), (34, &b"b"[..])]);
         assert_eq!(&bytes[found[0].offset..found[0].offset + 1], b"a");
     }
@@ -224,6 +233,9 @@ pub(super) mod tests {
     fn a_cut_xspace_is_an_error_with_an_offset() {
         let bytes = xspace(&[(1, None, b"abc")]);
         let err = modules("x.pb", &bytes[..bytes.len() - 2]).unwrap_err();
-        assert!(err.to_string().starts_with("x.pb: invalid XSpace:"), "{err}");
+        assert!(
+            err.to_string().starts_with("x.pb: invalid XSpace:"),
+            "{err}"
+        );
     }
 }

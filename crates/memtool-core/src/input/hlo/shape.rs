@@ -92,10 +92,9 @@ pub(super) fn unpadded_bytes(shape: &ShapeProto) -> u64 {
         TUPLE => 8u64.saturating_mul(shape.tuple_shapes.len() as u64),
         OPAQUE => 8,
         TOKEN | 0 => 0,
-        t => shape
-            .dimensions
-            .iter()
-            .fold(element_bytes(t), |acc, &d| acc.saturating_mul(d.max(0) as u64)),
+        t => shape.dimensions.iter().fold(element_bytes(t), |acc, &d| {
+            acc.saturating_mul(d.max(0) as u64)
+        }),
     }
 }
 
@@ -190,10 +189,16 @@ fn layout_string(layout: &LayoutProto) -> String {
         part(&mut out, &format!("L({tail})"));
     }
     if layout.index_primitive_type != 0 {
-        part(&mut out, &format!("#({})", type_name(layout.index_primitive_type)));
+        part(
+            &mut out,
+            &format!("#({})", type_name(layout.index_primitive_type)),
+        );
     }
     if layout.pointer_primitive_type != 0 {
-        part(&mut out, &format!("*({})", type_name(layout.pointer_primitive_type)));
+        part(
+            &mut out,
+            &format!("*({})", type_name(layout.pointer_primitive_type)),
+        );
     }
     if layout.element_size_in_bits != 0 {
         part(&mut out, &format!("E({})", layout.element_size_in_bits));
@@ -202,7 +207,10 @@ fn layout_string(layout: &LayoutProto) -> String {
         part(&mut out, &format!("S({})", layout.memory_space));
     }
     if layout.dynamic_shape_metadata_prefix_bytes > 0 {
-        part(&mut out, &format!("M({})", layout.dynamic_shape_metadata_prefix_bytes));
+        part(
+            &mut out,
+            &format!("M({})", layout.dynamic_shape_metadata_prefix_bytes),
+        );
     }
     out.push('}');
     out
@@ -227,17 +235,27 @@ mod tests {
 
     #[test]
     fn prints_like_xla() {
-        assert_eq!(human_string(&array(11, &[512, 1024], Some(&[1, 0]))), "f32[512,1024]{1,0}");
+        assert_eq!(
+            human_string(&array(11, &[512, 1024], Some(&[1, 0]))),
+            "f32[512,1024]{1,0}"
+        );
         assert_eq!(human_string(&array(11, &[], Some(&[]))), "f32[]");
         assert_eq!(human_string(&array(1, &[], None)), "pred[]");
         let mut tiled = array(16, &[8, 128, 256], Some(&[2, 1, 0]));
         let layout = tiled.layout.as_mut().unwrap();
         layout.tiles = vec![
-            TileProto { dimensions: vec![8, 128] },
-            TileProto { dimensions: vec![2, 1] },
+            TileProto {
+                dimensions: vec![8, 128],
+            },
+            TileProto {
+                dimensions: vec![2, 1],
+            },
         ];
         layout.memory_space = 1;
-        assert_eq!(human_string(&tiled), "bf16[8,128,256]{2,1,0:T(8,128)(2,1)S(1)}");
+        assert_eq!(
+            human_string(&tiled),
+            "bf16[8,128,256]{2,1,0:T(8,128)(2,1)S(1)}"
+        );
         let tuple = ShapeProto {
             element_type: TUPLE,
             tuple_shapes: (0..6).map(|_| array(11, &[], Some(&[]))).collect(),
