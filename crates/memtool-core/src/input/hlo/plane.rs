@@ -64,11 +64,11 @@ fn plane_name(plane: &[u8], base: usize) -> Result<Option<&[u8]>, WireError> {
     Ok(None)
 }
 
+/// A message's bytes and their offset in the input.
+type Located<'a> = (&'a [u8], usize);
+
 /// The key and value of a protobuf map entry.
-fn map_entry(
-    entry: &[u8],
-    base: usize,
-) -> Result<(Option<u64>, Option<(&[u8], usize)>), WireError> {
+fn map_entry(entry: &[u8], base: usize) -> Result<(Option<u64>, Option<Located<'_>>), WireError> {
     let (mut key, mut value) = (None, None);
     for field in Fields::at(entry, base) {
         match field? {
