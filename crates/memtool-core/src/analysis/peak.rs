@@ -307,6 +307,50 @@ fn overall(profile: &Profile, options: &Options) -> Option<OverallPeak> {
     })
 }
 
+impl PeakReport {
+    /// Whether `--budget` was given and some peak exceeds it.
+    pub fn over_budget(&self) -> bool {
+        self.memories
+            .iter()
+            .any(|m| m.budget.as_ref().is_some_and(|b| !b.fits))
+    }
+
+    fn buffers_table(&self, m: &MemoryPeak, program: &ProgramPeak) -> Table {
+        let mut t = Table::new(
+            format!(
+                "Buffers at peak — {} ({})",
+                display_id(&m.header.id),
+                m.peak_label
+            ),
+            vec![
+                "instruction",
+                "shape",
+                "bytes",
+                "unpadded_bytes",
+                "category",
+                "phase",
+                "op_name",
+                "source",
+            ],
+        );
+        let text = |s: &Option<String>| Cell::Text(s.clone().unwrap_or_default());
+        for b in program.buffers_at_peak.iter().take(self.top) {
+            t.rows.push(vec![
+                b.instruction.clone().into(),
+                text(&b.shape),
+                Cell::Bytes(b.bytes),
+                Cell::Bytes(b.unpadded_bytes),
+                text(&b.category),
+                text(&b.phase),
+                text(&b.op_name),
+                text(&b.source),
+            ]);
+        }
+        t.omitted = program.buffers_at_peak.len().saturating_sub(self.top);
+        t
+    }
+}
+
 impl Report for PeakReport {
     fn write_json(&self, out: &mut dyn Write) -> serde_json::Result<()> {
         serde_json::to_writer_pretty(out, self)
@@ -335,6 +379,27 @@ impl Report for PeakReport {
         }
         tables.push(t);
         for m in &self.memories {
+            if let Some(program) = &m.program {
+                tables.push(self.buffers_table(m, program));
+            }
+            if let Some(budget) = m.budget.as_ref().filter(|b| !b.fits) {
+                let mut t = Table::new(
+                    format!(
+                        "Over budget by {} — {}: shrink or free earlier",
+                        crate::report::units::bytes(budget.excess_bytes),
+                        display_id(&m.header.id)
+                    ),
+                    vec!["buffer", "bytes", "cumulative_bytes"],
+                );
+                for c in &budget.shrink {
+                    t.rows.push(vec![
+                        c.key.clone().into(),
+                        Cell::Bytes(c.bytes),
+                        Cell::Bytes(c.cumulative_bytes),
+                    ]);
+                }
+                tables.push(t);
+            }
             for b in &m.breakdowns {
                 let mut t = Table::new(
                     format!(
@@ -399,6 +464,18 @@ impl Report for PeakReport {
             .iter()
             .map(|w| format!("warning: {}: {}", w.path, w.message))
             .collect();
+        for m in &self.memories {
+            if let Some(b) = m.budget.as_ref().filter(|b| !b.fits) {
+                notes.push(format!(
+                    "over budget: {} peaks at {}, {} more than {} ({} points over)",
+                    display_id(&m.header.id),
+                    crate::report::units::bytes(m.peak_bytes),
+                    crate::report::units::bytes(b.excess_bytes),
+                    crate::report::units::bytes(b.budget_bytes),
+                    b.points_over_budget,
+                ));
+            }
+        }
         if let Some(o) = &self.overall {
             if self.memories.len() > 1 || self.memories.iter().any(|m| m.peak_label != o.label) {
                 notes.push(format!(
