@@ -407,3 +407,29 @@ fn a_module_that_is_not_an_hlo_proto_is_skipped_with_a_warning() {
         "{warning}"
     );
 }
+
+#[test]
+fn diff_by_op_compares_compiles_op_by_op() {
+    let Some(file) = path("jax_mlp") else { return };
+    let expected = expected("jax_mlp");
+    let xprof = &expected["jit_step_10_"];
+    let report = common::json(&["diff", &file, &file, "--module", "jit_step", "--by", "op"]);
+    assert_eq!(report["by"], "op");
+    assert_eq!(report["total"]["delta_bytes"], 0);
+    let rows = report["rows"].as_array().unwrap();
+    let total: u64 = rows.iter().map(|r| r["base_bytes"].as_u64().unwrap()).sum();
+    assert_eq!(total, bytes(&xprof["peakHeapMib"]));
+    let mut by_op: BTreeMap<String, u64> = BTreeMap::new();
+    for object in xprof["maxHeap"].as_array().unwrap() {
+        if let Some(op) = object["tfOpName"].as_str() {
+            *by_op.entry(op.to_string()).or_default() += bytes(&object["logicalBufferSizeMib"]);
+        }
+    }
+    for (op, xprof_bytes) in by_op {
+        let row = rows.iter().find(|r| r["key"] == op.as_str()).unwrap();
+        // XProf leaves buffers under 16 KiB out of its per-buffer rows.
+        let ours = row["base_bytes"].as_u64().unwrap();
+        assert!(ours >= xprof_bytes && ours - xprof_bytes < SMALL, "{op}");
+        assert_eq!(row["delta_bytes"], 0);
+    }
+}
