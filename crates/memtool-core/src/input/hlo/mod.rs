@@ -34,6 +34,13 @@ use crate::model::{
     MemoryKind, Profile, ProgramBuffer, ProgramInfo, Site, SiteId, StackId, StrId,
 };
 
+/// Bytes one memory may hold in all its allocations together, so that no sum
+/// of live bytes can overflow whatever a hostile file claims (64 PiB).
+const MEMORY_CAP: u64 = 1 << 56;
+
+/// Longest chain of shared buffers followed to its canonical buffer.
+const MAX_CHAIN: usize = 1024;
+
 const ALLOC: i32 = 0;
 const FREE: i32 = 1;
 const SHARE_WITH: i32 = 2;
@@ -290,6 +297,9 @@ struct SpaceReader<'m, 'h, 'p> {
     /// A zero-byte allocation that is never live: the event for trace events
     /// that change nothing, so positions stay aligned with the trace.
     no_op: Option<AllocId>,
+    /// Bytes of every allocation so far, against [`MEMORY_CAP`].
+    allocated: u64,
+    clamped: bool,
 }
 
 impl<'m, 'h, 'p> SpaceReader<'m, 'h, 'p> {
@@ -317,10 +327,19 @@ impl<'m, 'h, 'p> SpaceReader<'m, 'h, 'p> {
             sites: HashMap::new(),
             stacks: HashMap::new(),
             no_op: None,
+            allocated: 0,
+            clamped: false,
         }
     }
 
     fn finish(mut self) -> Memory {
+        if self.clamped {
+            let message = format!(
+                "{}: buffer sizes add up to more than 64 PiB; sizes past that are cut to 0",
+                self.memory.id
+            );
+            self.profile.warn(self.path, message);
+        }
         self.info
             .buffers
             .resize(self.memory.allocations.len(), None);
@@ -338,6 +357,12 @@ impl<'m, 'h, 'p> SpaceReader<'m, 'h, 'p> {
             Some((site, _)) => site,
             None => self.profile.names.site(Site::default()),
         };
+        let room = MEMORY_CAP - self.allocated;
+        if bytes > room || requested > room {
+            self.clamped = true;
+        }
+        let (bytes, requested) = (bytes.min(room), requested.min(room));
+        self.allocated += bytes.max(requested);
         let id = self.memory.push_allocation(Allocation {
             bytes,
             requested,
@@ -360,21 +385,22 @@ impl<'m, 'h, 'p> SpaceReader<'m, 'h, 'p> {
             if allocation.is_thread_local {
                 // Per-thread scratch of a kernel (small reductions on CPU),
                 // not memory of the device: XProf 2.24 leaves it out too.
-                self.info.thread_local_bytes += bytes;
+                self.info.thread_local_bytes = self.info.thread_local_bytes.saturating_add(bytes);
                 continue;
             }
-            self.info.total_allocation_bytes += bytes;
+            self.info.total_allocation_bytes =
+                self.info.total_allocation_bytes.saturating_add(bytes);
             if allocation.is_entry_computation_parameter {
-                self.info.parameter_bytes += bytes;
+                self.info.parameter_bytes = self.info.parameter_bytes.saturating_add(bytes);
             }
             if allocation.maybe_live_out {
-                self.info.output_bytes += bytes;
+                self.info.output_bytes = self.info.output_bytes.saturating_add(bytes);
             }
             if allocation.is_constant {
-                self.info.constant_bytes += bytes;
+                self.info.constant_bytes = self.info.constant_bytes.saturating_add(bytes);
             }
             if !is_indefinite(allocation) {
-                self.info.temporary_bytes += bytes;
+                self.info.temporary_bytes = self.info.temporary_bytes.saturating_add(bytes);
                 continue;
             }
             // Named after its largest logical buffer, the first of equals.
@@ -571,20 +597,15 @@ impl<'m, 'h, 'p> SpaceReader<'m, 'h, 'p> {
             let mut next = frame_id;
             // Parents point anywhere in a hostile file: stop after every frame.
             for _ in 0..index.stack_frames.len() {
-                let Some(frame) = usize::try_from(next - 1)
-                    .ok()
-                    .and_then(|i| index.stack_frames.get(i))
-                else {
+                let Some(frame) = one_based(next).and_then(|i| index.stack_frames.get(i)) else {
                     break;
                 };
                 next = frame.parent_frame_id;
-                let location = usize::try_from(frame.file_location_id - 1)
-                    .ok()
-                    .and_then(|i| index.file_locations.get(i));
+                let location =
+                    one_based(frame.file_location_id).and_then(|i| index.file_locations.get(i));
                 let Some(location) = location else { continue };
                 let lookup = |names: &[String], id: i32| {
-                    usize::try_from(id - 1)
-                        .ok()
+                    one_based(id)
                         .and_then(|i| names.get(i))
                         .map_or("", String::as_str)
                         .to_string()
@@ -617,12 +638,18 @@ impl<'m, 'h, 'p> SpaceReader<'m, 'h, 'p> {
     }
 }
 
+/// A 1-based index of the stack frame index (0 means none) as a position.
+fn one_based(id: i32) -> Option<usize> {
+    usize::try_from(id).ok()?.checked_sub(1)
+}
+
 /// The id whose reference count a buffer uses: the end of its chain of
 /// canonical buffers.
 fn root(shares: &HashMap<i64, Share>, id: i64) -> i64 {
     let mut current = id;
-    // A chain is never longer than the number of buffers in it.
-    for _ in 0..=shares.len() {
+    // XLA's chains are a few buffers long; a hostile file's could be
+    // endless, and each event walks one.
+    for _ in 0..MAX_CHAIN {
         match shares.get(&current).and_then(|s| s.canonical) {
             Some(next) => current = next,
             None => break,
