@@ -433,3 +433,41 @@ fn diff_by_op_compares_compiles_op_by_op() {
         assert_eq!(row["delta_bytes"], 0);
     }
 }
+
+#[test]
+fn xprof_compat_lists_buffers_at_peak_as_xprofs_max_heap() {
+    for fixture in FIXTURES {
+        let Some(file) = path(fixture) else { return };
+        let expected = expected(fixture);
+        let report = common::json(&["peak", &file, "--xprof-compat"]);
+        let ours = memories(&report);
+        for (module, xprof) in &expected {
+            let want: Vec<(String, Option<String>, u64)> = xprof["maxHeap"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|o| {
+                    let name = o.get("instructionName").unwrap_or(&o["label"]);
+                    (
+                        name.as_str().unwrap().to_string(),
+                        o["shapeString"].as_str().map(str::to_string),
+                        bytes(&o["logicalBufferSizeMib"]),
+                    )
+                })
+                .collect();
+            let got: Vec<(String, Option<String>, u64)> = ours[module]["buffers_at_peak"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|b| {
+                    (
+                        b["instruction"].as_str().unwrap().to_string(),
+                        b["shape"].as_str().map(str::to_string),
+                        b["bytes"].as_u64().unwrap(),
+                    )
+                })
+                .collect();
+            assert_eq!(got, want, "{fixture} {module}: maxHeap, row by row");
+        }
+    }
+}

@@ -76,7 +76,8 @@ pub struct ProgramPeak {
     pub heap_timeline_bytes: Vec<u64>,
     /// The same without padding.
     pub heap_timeline_requested_bytes: Vec<u64>,
-    /// Every buffer live at the peak, largest first.
+    /// Every buffer live at the peak, largest first (with `--xprof-compat`:
+    /// in XProf's order, buffers under 16 KiB in one last row).
     pub buffers_at_peak: Vec<BufferAtPeak>,
 }
 
@@ -132,11 +133,25 @@ pub struct Breakdown {
 }
 
 pub fn peak(profile: &Profile, options: &Options) -> PeakReport {
-    peak_with_budget(profile, options, None)
+    peak_with(profile, options, &PeakSettings::default())
 }
 
-/// [`peak`], checking each memory's peak against `budget` bytes.
-pub fn peak_with_budget(profile: &Profile, options: &Options, budget: Option<u64>) -> PeakReport {
+/// Choices of the `peak` command beyond [`Options`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PeakSettings {
+    /// Check each memory's peak against this many bytes.
+    pub budget: Option<u64>,
+    /// List a program's buffers at the peak the way XProf's Memory Viewer
+    /// does: in allocation order, buffers under 16 KiB summed into one row.
+    pub xprof_compat: bool,
+}
+
+/// XProf's Memory Viewer sums buffers under this size into one row.
+pub const XPROF_SMALL_BUFFER_BYTES: u64 = 16384;
+
+/// [`peak`] with the command's settings.
+pub fn peak_with(profile: &Profile, options: &Options, settings: &PeakSettings) -> PeakReport {
+    let budget = settings.budget;
     let mut memories = Vec::new();
     for memory in options.selected(profile) {
         let Some(p) = replay::peak(memory) else {
@@ -160,7 +175,7 @@ pub fn peak_with_budget(profile: &Profile, options: &Options, budget: Option<u64
             peak_at: p.at,
             peak_label: point_label(memory, p.index, p.at),
             breakdowns,
-            program: program_peak(profile, memory, p, &live),
+            program: program_peak(profile, memory, p, &live, settings.xprof_compat),
             budget: budget.map(|b| budget_check(profile, memory, &live, b, options)),
         });
     }
@@ -190,6 +205,7 @@ fn program_peak(
     memory: &Memory,
     p: replay::Point,
     live: &[AllocId],
+    xprof_compat: bool,
 ) -> Option<ProgramPeak> {
     let program = memory.program.as_ref()?;
     let names = &profile.names;
@@ -200,8 +216,24 @@ fn program_peak(
         heap_timeline_bytes.push(point.bytes);
         heap_timeline_requested_bytes.push(point.requested);
     });
-    let buffers_at_peak = sorted_by_size(memory, live)
+    let order = if xprof_compat {
+        // Whole-program buffers first, then the heap's in the order they
+        // were allocated: XProf's `maxHeap` order.
+        live.to_vec()
+    } else {
+        sorted_by_size(memory, live)
+    };
+    let mut small = 0u64;
+    let mut buffers_at_peak: Vec<BufferAtPeak> = order
         .into_iter()
+        .filter(|&id| {
+            let bytes = memory.allocation(id).bytes;
+            let lumped = xprof_compat && bytes < XPROF_SMALL_BUFFER_BYTES;
+            if lumped {
+                small += bytes;
+            }
+            !lumped
+        })
         .map(|id| {
             let a = memory.allocation(id);
             let site = names.site_of(a.site);
@@ -222,6 +254,19 @@ fn program_peak(
             }
         })
         .collect();
+    if small > 0 {
+        buffers_at_peak.push(BufferAtPeak {
+            instruction: format!("small (<{XPROF_SMALL_BUFFER_BYTES} bytes)"),
+            opcode: None,
+            shape: None,
+            bytes: small,
+            unpadded_bytes: 0,
+            op_name: None,
+            category: None,
+            phase: None,
+            source: None,
+        });
+    }
     Some(ProgramPeak {
         peak_position: if p.index == 0 { 0 } else { p.at },
         peak_instruction: point_step(memory, p.index).map(str::to_string),

@@ -28,13 +28,21 @@ pub struct PeakArgs {
     /// it. Accepts units: 16GiB, 500MB.
     #[arg(long, value_name = "BYTES", value_parser = parse_size)]
     pub budget: Option<u64>,
+    /// List a compiled program's buffers at the peak as XProf's Memory Viewer
+    /// does: in allocation order, buffers under 16 KiB summed into one row.
+    #[arg(long)]
+    pub xprof_compat: bool,
     #[command(flatten)]
     pub output: OutputArgs,
 }
 
 pub fn run(args: &PeakArgs) -> Result<Outcome> {
     let profile = inputs::load(&args.files, &args.read)?;
-    let report = peak::peak_with_budget(&profile, &args.analysis.options(), args.budget);
+    let settings = peak::PeakSettings {
+        budget: args.budget,
+        xprof_compat: args.xprof_compat,
+    };
+    let report = peak::peak_with(&profile, &args.analysis.options(), &settings);
     output::write(&report, &args.output)?;
     Ok(if report.over_budget() {
         Outcome::GateFailed
