@@ -68,8 +68,9 @@ pub struct AnalysisArgs {
         conflicts_with = "all_frames"
     )]
     pub library: Vec<String>,
-    /// Only this memory (device or allocator id, e.g. cpu:0); repeatable.
-    #[arg(long = "memory", value_name = "ID")]
+    /// Only this memory (device or allocator id, e.g. cpu:0, or a compiled
+    /// program's module, e.g. jit_step or jit_step(10)); repeatable.
+    #[arg(long = "memory", visible_alias = "module", value_name = "ID")]
     pub memories: Vec<String>,
 }
 

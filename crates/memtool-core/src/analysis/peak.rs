@@ -11,7 +11,9 @@ use crate::model::{AllocId, Axis, Memory, Names, Profile};
 use crate::report::{Cell, Report, Table};
 
 use super::group::{self, Group, GroupBy};
-use super::{display_id, point_label, replay, AllocatorState, MemoryHeader, Options, Provenance};
+use super::{
+    display_id, point_label, point_step, replay, AllocatorState, MemoryHeader, Options, Provenance,
+};
 
 pub const SCHEMA: &str = "memtool/peak/v1";
 
@@ -69,6 +71,75 @@ pub struct MemoryPeak {
     /// Breakdowns of the live set at the peak, one per [`GroupBy`]; a
     /// breakdown the profile has no data for (shapes in pprof) is left out.
     pub breakdowns: Vec<Breakdown>,
+    /// For a compiled program's memory: the heap timeline and each buffer
+    /// live at the peak.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub program: Option<ProgramPeak>,
+    /// With `--budget`: whether the peak fits, and what would have to shrink.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub budget: Option<BudgetCheck>,
+}
+
+/// The peak of a compiled program's memory space, buffer by buffer.
+#[derive(Debug, Serialize)]
+pub struct ProgramPeak {
+    /// Index of the event that causes the peak (0 when nothing is allocated
+    /// past the start), as XProf's `peakHeapSizePosition`.
+    pub peak_position: i64,
+    /// The instruction being executed at the peak.
+    pub peak_instruction: Option<String>,
+    /// Live bytes before each event and after the last (n + 1 points).
+    pub heap_timeline_bytes: Vec<u64>,
+    /// The same without padding.
+    pub heap_timeline_requested_bytes: Vec<u64>,
+    /// Every buffer live at the peak, largest first (with `--xprof-compat`:
+    /// in XProf's order, buffers under 16 KiB in one last row).
+    pub buffers_at_peak: Vec<BufferAtPeak>,
+}
+
+/// One buffer live at a program's peak.
+#[derive(Debug, Serialize)]
+pub struct BufferAtPeak {
+    /// The instruction that defines it (with its tuple index, `fusion{1}`).
+    pub instruction: String,
+    pub opcode: Option<String>,
+    pub shape: Option<String>,
+    pub bytes: u64,
+    pub unpadded_bytes: u64,
+    /// The framework op (`jit(step)/transpose(jvp())/dot_general`).
+    pub op_name: Option<String>,
+    /// Parameter, Output, Thread-local, Constant or Temporary.
+    pub category: Option<String>,
+    /// forward, backward or update, when the op name tells.
+    pub phase: Option<String>,
+    /// The innermost source line, `file:line`.
+    pub source: Option<String>,
+}
+
+/// How a memory's peak compares with a budget.
+#[derive(Debug, Serialize)]
+pub struct BudgetCheck {
+    pub budget_bytes: u64,
+    pub fits: bool,
+    /// Bytes the peak must lose to fit (0 when it fits).
+    pub excess_bytes: u64,
+    /// Points of the timeline above the budget, and the first and last.
+    pub points_over_budget: usize,
+    pub first_over_at: Option<i64>,
+    pub last_over_at: Option<i64>,
+    /// The largest allocations live at the peak, largest first, until
+    /// together they cover the excess: what must shrink (or be freed earlier)
+    /// for the peak to fit.
+    pub shrink: Vec<ShrinkCandidate>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ShrinkCandidate {
+    /// The buffer's name when the profile names it, else its stack.
+    pub key: String,
+    pub bytes: u64,
+    /// Bytes of this and every larger candidate together.
+    pub cumulative_bytes: u64,
 }
 
 /// One group of allocations live at the peak.
@@ -96,6 +167,25 @@ pub struct Breakdown {
 }
 
 pub fn peak(profile: &Profile, options: &Options) -> PeakReport {
+    peak_with(profile, options, &PeakSettings::default())
+}
+
+/// Choices of the `peak` command beyond [`Options`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PeakSettings {
+    /// Check each memory's peak against this many bytes.
+    pub budget: Option<u64>,
+    /// List a program's buffers at the peak the way XProf's Memory Viewer
+    /// does: in allocation order, buffers under 16 KiB summed into one row.
+    pub xprof_compat: bool,
+}
+
+/// XProf's Memory Viewer sums buffers under this size into one row.
+pub const XPROF_SMALL_BUFFER_BYTES: u64 = 16384;
+
+/// [`peak`] with the command's settings.
+pub fn peak_with(profile: &Profile, options: &Options, settings: &PeakSettings) -> PeakReport {
+    let budget = settings.budget;
     let mut memories = Vec::new();
     for memory in options.selected(profile) {
         let Some(reported) = replay::reported_peak(memory, options.ties) else {
@@ -128,6 +218,8 @@ pub fn peak(profile: &Profile, options: &Options) -> PeakReport {
             fragmentation_at_peak: state.fragmentation,
             at_peak,
             breakdowns,
+            program: program_peak(profile, memory, p, &live, settings.xprof_compat),
+            budget: budget.map(|b| budget_check(profile, memory, &live, b, options)),
         });
     }
     PeakReport {
@@ -202,6 +294,144 @@ fn at_peak_rows(
     rows
 }
 
+fn sorted_by_size(memory: &Memory, live: &[AllocId]) -> Vec<AllocId> {
+    let mut ids = live.to_vec();
+    ids.sort_by(|a, b| {
+        memory
+            .allocation(*b)
+            .bytes
+            .cmp(&memory.allocation(*a).bytes)
+            .then(a.cmp(b))
+    });
+    ids
+}
+
+fn program_peak(
+    profile: &Profile,
+    memory: &Memory,
+    p: replay::Point,
+    live: &[AllocId],
+    xprof_compat: bool,
+) -> Option<ProgramPeak> {
+    let program = memory.program.as_ref()?;
+    let names = &profile.names;
+    let text = |id: Option<crate::model::StrId>| id.map(|s| names.str(s).to_string());
+    let mut heap_timeline_bytes = Vec::new();
+    let mut heap_timeline_requested_bytes = Vec::new();
+    replay::for_each_point(memory, |point| {
+        heap_timeline_bytes.push(point.bytes);
+        heap_timeline_requested_bytes.push(point.requested);
+    });
+    let order = if xprof_compat {
+        // Whole-program buffers first, then the heap's in the order they
+        // were allocated: XProf's `maxHeap` order.
+        live.to_vec()
+    } else {
+        sorted_by_size(memory, live)
+    };
+    let mut small = 0u64;
+    let mut buffers_at_peak: Vec<BufferAtPeak> = order
+        .into_iter()
+        .filter(|&id| {
+            let bytes = memory.allocation(id).bytes;
+            let lumped = xprof_compat && bytes < XPROF_SMALL_BUFFER_BYTES;
+            if lumped {
+                small += bytes;
+            }
+            !lumped
+        })
+        .map(|id| {
+            let a = memory.allocation(id);
+            let site = names.site_of(a.site);
+            let buffer = program.buffer(id);
+            BufferAtPeak {
+                instruction: buffer.map_or_else(String::new, |b| names.str(b.name).to_string()),
+                opcode: text(buffer.and_then(|b| b.opcode)),
+                shape: text(site.shape),
+                bytes: a.bytes,
+                unpadded_bytes: a.requested,
+                op_name: text(site.op),
+                category: text(site.category),
+                phase: text(buffer.and_then(|b| b.phase)),
+                source: names.leaf(site.stack).map(|f| {
+                    let frame = names.frame_of(f);
+                    format!("{}:{}", names.str(frame.file), frame.line)
+                }),
+            }
+        })
+        .collect();
+    if small > 0 {
+        buffers_at_peak.push(BufferAtPeak {
+            instruction: format!("small (<{XPROF_SMALL_BUFFER_BYTES} bytes)"),
+            opcode: None,
+            shape: None,
+            bytes: small,
+            unpadded_bytes: 0,
+            op_name: None,
+            category: None,
+            phase: None,
+            source: None,
+        });
+    }
+    Some(ProgramPeak {
+        peak_position: if p.index == 0 { 0 } else { p.at },
+        peak_instruction: point_step(memory, p.index).map(str::to_string),
+        heap_timeline_bytes,
+        heap_timeline_requested_bytes,
+        buffers_at_peak,
+    })
+}
+
+fn budget_check(
+    profile: &Profile,
+    memory: &Memory,
+    live: &[AllocId],
+    budget: u64,
+    options: &Options,
+) -> BudgetCheck {
+    let (mut peak, mut over, mut first, mut last) = (0u64, 0usize, None, None);
+    replay::for_each_point(memory, |point| {
+        peak = peak.max(point.bytes);
+        if point.bytes > budget {
+            over += 1;
+            first = first.or(Some(point.at));
+            last = Some(point.at);
+        }
+    });
+    let excess_bytes = peak.saturating_sub(budget);
+    let mut shrink = Vec::new();
+    let mut cumulative_bytes = 0u64;
+    for id in sorted_by_size(memory, live) {
+        if cumulative_bytes >= excess_bytes {
+            break;
+        }
+        let a = memory.allocation(id);
+        cumulative_bytes += a.bytes;
+        let named = memory
+            .program
+            .as_ref()
+            .and_then(|p| p.buffer(id))
+            .map(|b| profile.names.str(b.name).to_string());
+        let key = named.unwrap_or_else(|| {
+            group::label(&profile.names, a.site, GroupBy::Stack, &options.frames)
+        });
+        shrink.push(ShrinkCandidate {
+            key,
+            bytes: a.bytes,
+            cumulative_bytes,
+        });
+    }
+    BudgetCheck {
+        budget_bytes: budget,
+        fits: excess_bytes == 0,
+        excess_bytes,
+        points_over_budget: over,
+        first_over_at: first,
+        last_over_at: last,
+        shrink,
+    }
+}
+
 /// Sums snapshot memories instant by instant; the largest total wins.
 fn overall(profile: &Profile, options: &Options) -> Option<OverallPeak> {
     let snapshots: Vec<_> = options
@@ -226,6 +456,50 @@ fn overall(profile: &Profile, options: &Options) -> Option<OverallPeak> {
         at: first.instants[index].at,
         bytes,
     })
+}
+
+impl PeakReport {
+    /// Whether `--budget` was given and some peak exceeds it.
+    pub fn over_budget(&self) -> bool {
+        self.memories
+            .iter()
+            .any(|m| m.budget.as_ref().is_some_and(|b| !b.fits))
+    }
+
+    fn buffers_table(&self, m: &MemoryPeak, program: &ProgramPeak) -> Table {
+        let mut t = Table::new(
+            format!(
+                "Buffers at peak — {} ({})",
+                display_id(&m.header.id),
+                m.peak_label
+            ),
+            vec![
+                "instruction",
+                "shape",
+                "bytes",
+                "unpadded_bytes",
+                "category",
+                "phase",
+                "op_name",
+                "source",
+            ],
+        );
+        let text = |s: &Option<String>| Cell::Text(s.clone().unwrap_or_default());
+        for b in program.buffers_at_peak.iter().take(self.top) {
+            t.rows.push(vec![
+                b.instruction.clone().into(),
+                text(&b.shape),
+                Cell::Bytes(b.bytes),
+                Cell::Bytes(b.unpadded_bytes),
+                text(&b.category),
+                text(&b.phase),
+                text(&b.op_name),
+                text(&b.source),
+            ]);
+        }
+        t.omitted = program.buffers_at_peak.len().saturating_sub(self.top);
+        t
+    }
 }
 
 impl Report for PeakReport {
@@ -289,6 +563,27 @@ impl Report for PeakReport {
             tables.push(t);
         }
         for m in &self.memories {
+            if let Some(program) = &m.program {
+                tables.push(self.buffers_table(m, program));
+            }
+            if let Some(budget) = m.budget.as_ref().filter(|b| !b.fits) {
+                let mut t = Table::new(
+                    format!(
+                        "Over budget by {} — {}: shrink or free earlier",
+                        crate::report::units::bytes(budget.excess_bytes),
+                        display_id(&m.header.id)
+                    ),
+                    vec!["buffer", "bytes", "cumulative_bytes"],
+                );
+                for c in &budget.shrink {
+                    t.rows.push(vec![
+                        c.key.clone().into(),
+                        Cell::Bytes(c.bytes),
+                        Cell::Bytes(c.cumulative_bytes),
+                    ]);
+                }
+                tables.push(t);
+            }
             for b in &m.breakdowns {
                 let mut t = Table::new(
                     format!(
@@ -353,6 +648,18 @@ impl Report for PeakReport {
             .iter()
             .map(|w| format!("warning: {}: {}", w.path, w.message))
             .collect();
+        for m in &self.memories {
+            if let Some(b) = m.budget.as_ref().filter(|b| !b.fits) {
+                notes.push(format!(
+                    "over budget: {} peaks at {}, {} more than {} ({} points over)",
+                    display_id(&m.header.id),
+                    crate::report::units::bytes(m.peak_bytes),
+                    crate::report::units::bytes(b.excess_bytes),
+                    crate::report::units::bytes(b.budget_bytes),
+                    b.points_over_budget,
+                ));
+            }
+        }
         if let Some(o) = &self.overall {
             if self.memories.len() > 1 || self.memories.iter().any(|m| m.peak_label != o.label) {
                 notes.push(format!(

@@ -69,6 +69,21 @@ pub struct MemorySummary {
     pub snapshots: Vec<SnapshotRow>,
     /// Live bytes at the peak by call stack, largest first.
     pub top_stacks: Vec<Group>,
+    /// For a compiled program's memory: what its compiler allocated.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub program: Option<ProgramSizes>,
+}
+
+/// The buffer allocations of a compiled program's memory space, by kind.
+#[derive(Debug, Serialize)]
+pub struct ProgramSizes {
+    pub parameter_bytes: u64,
+    /// May be live after the program ends; can overlap parameters.
+    pub output_bytes: u64,
+    pub temporary_bytes: u64,
+    pub constant_bytes: u64,
+    pub thread_local_bytes: u64,
+    pub total_allocation_bytes: u64,
 }
 
 #[derive(Debug, Serialize)]
@@ -133,6 +148,14 @@ pub fn summarize(profile: &Profile, options: &Options) -> SummaryReport {
             steps: steps::per_step(memory),
             snapshots,
             top_stacks: group::breakdown(&profile.names, &by_site, GroupBy::Stack, &options.frames),
+            program: memory.program.as_ref().map(|p| ProgramSizes {
+                parameter_bytes: p.parameter_bytes,
+                output_bytes: p.output_bytes,
+                temporary_bytes: p.temporary_bytes,
+                constant_bytes: p.constant_bytes,
+                thread_local_bytes: p.thread_local_bytes,
+                total_allocation_bytes: p.total_allocation_bytes,
+            }),
         });
     }
     SummaryReport {
@@ -160,7 +183,7 @@ impl SummaryReport {
         for m in &self.memories {
             t.rows.push(vec![
                 display_id(&m.header.id).into(),
-                Cell::Text(format!("{:?}", m.header.kind).to_lowercase()),
+                m.header.kind.name().into(),
                 Cell::Bytes(m.peak_bytes),
                 Cell::Count(m.buffers),
                 m.peak_label.clone().into(),
@@ -172,6 +195,50 @@ impl SummaryReport {
     }
 }
 
+impl SummaryReport {
+    /// Compiled programs, one row per module and memory space, biggest peak
+    /// first.
+    fn programs_table(&self) -> Option<Table> {
+        let mut programs: Vec<(&MemorySummary, &ProgramSizes)> = self
+            .memories
+            .iter()
+            .filter_map(|m| m.program.as_ref().map(|p| (m, p)))
+            .collect();
+        if programs.is_empty() {
+            return None;
+        }
+        programs.sort_by(|a, b| {
+            b.0.peak_bytes
+                .cmp(&a.0.peak_bytes)
+                .then_with(|| a.0.header.id.cmp(&b.0.header.id))
+        });
+        let mut t = Table::new(
+            "Compiled programs (biggest peak first)",
+            vec![
+                "module",
+                "memory_space",
+                "peak_bytes",
+                "parameter_bytes",
+                "output_bytes",
+                "temporary_bytes",
+                "total_allocation_bytes",
+            ],
+        );
+        for (m, p) in programs {
+            t.rows.push(vec![
+                m.header.module.clone().unwrap_or_default().into(),
+                Cell::Int(m.header.memory_space.unwrap_or(0)),
+                Cell::Bytes(m.peak_bytes),
+                Cell::Bytes(p.parameter_bytes),
+                Cell::Bytes(p.output_bytes),
+                Cell::Bytes(p.temporary_bytes),
+                Cell::Bytes(p.total_allocation_bytes),
+            ]);
+        }
+        Some(t)
+    }
+}
+
 impl Report for SummaryReport {
     fn write_json(&self, out: &mut dyn Write) -> serde_json::Result<()> {
         serde_json::to_writer_pretty(out, self)
@@ -179,6 +246,9 @@ impl Report for SummaryReport {
 
     fn tables(&self) -> Vec<Table> {
         let mut tables = vec![self.memories_table()];
+        if let Some(t) = self.programs_table() {
+            tables.push(t);
+        }
         let series = self.memories.iter().any(|m| m.snapshots.len() > 1);
         if series {
             let mut t = Table::new("Snapshots", vec!["snapshot", "memory", "bytes", "buffers"]);

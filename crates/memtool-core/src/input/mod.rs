@@ -4,6 +4,7 @@
 
 pub mod decompress;
 pub mod detect;
+mod hlo;
 mod pprof;
 pub mod wire;
 pub mod xspace;
@@ -113,6 +114,10 @@ fn load_into(profile: &mut Profile, source: Source, options: &LoadOptions) -> Re
     }
     match format {
         Format::Pprof => pprof::read(profile, &path, &bytes),
-        Format::XSpace => xspace::read(profile, &path, &bytes),
+        Format::XSpace => {
+            // One XSpace holds both: allocator events and compiled programs.
+            xspace::read(profile, &path, &bytes)?;
+            hlo::read(profile, &path, &bytes)
+        }
     }
 }
