@@ -1,5 +1,6 @@
 //! `summary`: per memory, the peak, the end state, and the top stacks at peak.
 
+use std::collections::BTreeMap;
 use std::io::Write;
 
 use serde::Serialize;
@@ -37,6 +38,16 @@ pub struct MemorySummary {
     pub final_buffers: u64,
     pub allocations: usize,
     pub events: usize,
+    /// Events per kind as the file records them (PyTorch trace actions).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub events_by_action: BTreeMap<String, u64>,
+    /// Memory the allocator held from the device at the end, when recorded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reserved_bytes: Option<u64>,
+    /// Memory handed out at the end as the allocator reports it (PyTorch:
+    /// live blocks' requested sizes), when recorded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allocated_bytes: Option<u64>,
     /// One row per snapshot, for memories made of snapshots.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub snapshots: Vec<SnapshotRow>,
@@ -83,6 +94,17 @@ pub fn summarize(profile: &Profile, options: &Options) -> SummaryReport {
             final_buffers: last.buffers,
             allocations: memory.allocations.len(),
             events: memory.events.len(),
+            events_by_action: memory.recorded_events.clone(),
+            reserved_bytes: memory
+                .allocator_samples
+                .iter()
+                .rev()
+                .find_map(|s| s.reserved_bytes),
+            allocated_bytes: memory
+                .allocator_samples
+                .iter()
+                .rev()
+                .find_map(|s| s.allocated_bytes),
             snapshots,
             top_stacks: group::breakdown(&profile.names, &by_site, GroupBy::Stack, &options.frames),
         });

@@ -5,6 +5,7 @@
 pub mod decompress;
 pub mod detect;
 mod pprof;
+pub mod torch;
 pub mod wire;
 
 use crate::error::{Error, Result};
@@ -49,6 +50,8 @@ fn load_into(profile: &mut Profile, source: Source, options: &LoadOptions) -> Re
     let sniffed = detect::sniff(&bytes);
     let format = match sniffed {
         Sniffed::Pprof => Format::Pprof,
+        Sniffed::Pickle => Format::TorchSnapshot,
+        Sniffed::Json => torch::json::classify(&bytes),
         Sniffed::Empty => {
             return Err(Error::NoData {
                 path,
@@ -85,5 +88,9 @@ fn load_into(profile: &mut Profile, source: Source, options: &LoadOptions) -> Re
     }
     match format {
         Format::Pprof => pprof::read(profile, &path, &bytes),
+        Format::TorchSnapshot => torch::snapshot::read(profile, &path, &bytes),
+        Format::TorchTrace | Format::TorchMemoryTimeline => {
+            torch::json::read(profile, &path, &bytes, format)
+        }
     }
 }

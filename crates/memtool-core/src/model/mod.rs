@@ -15,6 +15,8 @@ mod intern;
 
 pub use intern::{Frame, FrameId, Names, Site, SiteId, StackFrames, StackId, StrId};
 
+use std::collections::BTreeMap;
+
 use serde::Serialize;
 
 /// Index of an allocation within its memory.
@@ -33,12 +35,21 @@ impl AllocId {
 pub enum Format {
     /// pprof `profile.proto`, as written by `jax.profiler.save_device_memory_profile`.
     Pprof,
+    /// PyTorch memory snapshot pickle (`torch.cuda.memory._dump_snapshot`).
+    TorchSnapshot,
+    /// PyTorch profiler Chrome trace (`*.pt.trace.json`) with `[memory]` events.
+    TorchTrace,
+    /// PyTorch `export_memory_timeline` output (`.json` or `.raw.json.gz`).
+    TorchMemoryTimeline,
 }
 
 impl Format {
     pub fn name(self) -> &'static str {
         match self {
             Format::Pprof => "pprof",
+            Format::TorchSnapshot => "torch_snapshot",
+            Format::TorchTrace => "torch_trace",
+            Format::TorchMemoryTimeline => "torch_memory_timeline",
         }
     }
 }
@@ -141,6 +152,48 @@ pub struct Memory {
     /// fragmentation), in axis order; empty when the format has none. The
     /// input of `frag`.
     pub allocator_samples: Vec<AllocatorSample>,
+    /// The allocator's layout at the end of the profile (PyTorch snapshot
+    /// `segments`), when the format records it. An input of `frag`.
+    pub segments: Vec<Segment>,
+    /// Events per kind as the file records them (PyTorch trace actions
+    /// `alloc`, `free_requested`, `segment_alloc`, ...), including kinds
+    /// that are not allocation events of the model.
+    pub recorded_events: BTreeMap<String, u64>,
+}
+
+/// A range the allocator reserved from the device (a PyTorch segment) and
+/// how it is split into blocks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Segment {
+    pub address: Option<u64>,
+    pub bytes: u64,
+    pub stream: Option<i64>,
+    /// The allocator's pool or segment type (`large`, `small`), when known.
+    pub pool: Option<StrId>,
+    /// Blocks in address order as the file lists them.
+    pub blocks: Vec<SegmentBlock>,
+}
+
+/// One block of a segment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SegmentBlock {
+    pub address: Option<u64>,
+    /// Bytes of the block (rounded by the allocator).
+    pub bytes: u64,
+    /// Bytes the program asked for; equal to `bytes` when unknown.
+    pub requested: u64,
+    pub state: BlockState,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BlockState {
+    /// Handed out to the program.
+    Allocated,
+    /// Freed by the program, not yet reusable (pending stream work).
+    PendingFree,
+    /// Free for reuse.
+    Free,
 }
 
 /// The allocator's own view of its state at a position, as the profile
@@ -173,6 +226,8 @@ impl Memory {
             instants: Vec::new(),
             capacity: None,
             allocator_samples: Vec::new(),
+            segments: Vec::new(),
+            recorded_events: BTreeMap::new(),
         }
     }
 
