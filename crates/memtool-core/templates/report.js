@@ -152,12 +152,20 @@
         svg.appendChild(svgEl('line', { x1: L, x2: W - R, y1: sy(y), y2: sy(y), 'class': 'gridline' }));
         svg.appendChild(svgEl('text', { x: L - 6, y: sy(y) + 4, 'text-anchor': 'end' }, fmtBytes(y)));
       }
-      var xs = niceStep(d1 - d0, 6), firstTick = Math.ceil(d0 / xs) * xs;
-      for (var xt = firstTick; xt <= d1 + 1e-9; xt += xs) {
-        var col = lowerBound(t.x, xt);
-        svg.appendChild(svgEl('line', { x1: sx(xt), x2: sx(xt), y1: H - B, y2: H - B + 4, 'class': 'axis' }));
-        svg.appendChild(svgEl('text', { x: sx(xt), y: H - B + 16, 'text-anchor': 'middle' }, fmtX(m, xt, t.x[col] === xt ? col : undefined)));
+      var timeAxis = m.axis === 'time_ps' || m.axis === 'time_us';
+      var xs = niceStep(d1 - d0, 6);
+      // Snapshots, events and program steps are whole numbers.
+      if (!timeAxis) { xs = Math.max(1, Math.round(xs)); }
+      var ticks = [];
+      if (n === 1) { ticks = [t.x[0]]; } else {
+        for (var xt = Math.ceil(d0 / xs) * xs; xt <= d1 + 1e-9; xt += xs) { ticks.push(xt); }
       }
+      ticks.forEach(function (xt) {
+        var col = lowerBound(t.x, xt), tx = sx(xt);
+        var anchor = tx > W - R - 40 ? 'end' : tx < L + 40 ? 'start' : 'middle';
+        svg.appendChild(svgEl('line', { x1: tx, x2: tx, y1: H - B, y2: H - B + 4, 'class': 'axis' }));
+        svg.appendChild(svgEl('text', { x: tx, y: H - B + 16, 'text-anchor': anchor }, fmtX(m, xt, t.x[col] === xt ? col : undefined)));
+      });
       svg.appendChild(svgEl('line', { x1: L, x2: W - R, y1: H - B, y2: H - B, 'class': 'axis' }));
       var clipId = 'clip-' + m.dom;
       var defs = svgEl('defs', {}); var clip = svgEl('clipPath', { id: clipId });
@@ -256,7 +264,8 @@
   function flame(container, root, diff) {
     var ROW = 18, MAXROWS = 48;
     var maxDelta = 1;
-    (function walk(nd) { if (diff) { maxDelta = Math.max(maxDelta, Math.abs(nd.v - (nd.b || 0))); } (nd.c || []).forEach(walk); })(root);
+    // The root's change is the sum of all: scale colours to the frames below it.
+    (function walk(nd) { if (diff && nd !== root) { maxDelta = Math.max(maxDelta, Math.abs(nd.v - (nd.b || 0))); } (nd.c || []).forEach(walk); })(root);
     var tip = tooltip(container);
     function weight(nd) { return diff ? Math.max(nd.v, nd.b || 0) : nd.v; }
     function color(nd) {
@@ -304,6 +313,7 @@
         kids.forEach(function (k) { var kw = weight(k) * scale; layout(k, depth + 1, cx, kw); cx += kw; });
       }
       layout(focus, path.length - 1, 0, 1);
+      container.setAttribute('data-nodes', String(container.querySelectorAll('.fn').length));
       container.style.height = (maxDepth * ROW + 2) + 'px';
     }
     // The nodes from the focus's child down to `nd` (parents of a clicked node
@@ -326,7 +336,10 @@
     if (n < 2) { return; }
     container.classList.add('chart');
     var W = 1000, H = 170, L = 70, R = 14, T = 10, B = 24;
-    var top = Math.max.apply(null, lk.total.concat([1]));
+    // Growth is small next to the total: the lines get the whole height.
+    var top = 1;
+    lk.lines.forEach(function (b) { top = Math.max(top, Math.max.apply(null, b.v)); });
+    if (lk.lines.length === 0) { top = Math.max.apply(null, lk.total.concat([1])); }
     var step = byteStep(top), yMax = Math.max(step, Math.ceil(top * 1.04 / step) * step);
     var sx = function (i) { return L + i / (n - 1) * (W - L - R); };
     var sy = function (b) { return T + (1 - b / yMax) * (H - T - B); };
@@ -343,11 +356,11 @@
       p.appendChild(svgEl('title', {}, title));
       svg.appendChild(p);
     }
-    line(lk.total, 'currentColor', 'lo', 'total');
+    if (lk.lines.length === 0) { line(lk.total, 'currentColor', 'lo', 'total'); }
     lk.lines.forEach(function (b) { line(b.v, b.color, null, b.key); });
     container.appendChild(svg);
     var legend = htmlEl('div', 'legend');
-    legend.appendChild(htmlEl('span', 'item', 'dashed: total live bytes'));
+    legend.appendChild(htmlEl('span', 'item', lk.lines.length ? 'live bytes of the growing stacks below (total: ' + fmtBytes(lk.total[0]) + ' → ' + fmtBytes(lk.total[n - 1]) + ')' : 'dashed: total live bytes'));
     container.appendChild(legend);
     drawn++;
   }
@@ -370,15 +383,19 @@
       if (c >= 97 && c <= 122) { return c - 97 + 26; }
       return -1;
     }
+    var painted = 0;
     for (var r = 0; r < a.rows; r++) {
       for (var c = 0; c < a.cols; c++) {
         var b = bandIndex(a.grid.charAt(r * a.cols + c));
         if (b < 0) { continue; }
+        painted++;
         ctx.fillStyle = colors[Math.min(b, colors.length - 1)] || '#888';
         ctx.fillRect(c, r, 1, 1);
       }
     }
     container.appendChild(canvas);
+    // For the browser check: a canvas has no DOM to inspect.
+    container.setAttribute('data-cells', String(painted));
     var tip = tooltip(container);
     canvas.addEventListener('mousemove', function (ev) {
       var rect = canvas.getBoundingClientRect();

@@ -65,16 +65,26 @@ pub fn address_view(
         span = span.saturating_add(e - s);
     }
     let compressed = |addr: u64| -> u64 {
-        let i = merged.partition_point(|&(s, _)| s <= addr).saturating_sub(1);
+        let i = merged
+            .partition_point(|&(s, _)| s <= addr)
+            .saturating_sub(1);
         match merged.get(i) {
             Some(&(s, _)) => offsets[i].saturating_add(addr.saturating_sub(s)),
             None => 0,
         }
     };
-    let row_of = |off: u64| ((off as u128 * rows as u128) / span.max(1) as u128).min(rows as u128 - 1) as usize;
+    let row_of = |off: u64| {
+        ((off as u128 * rows as u128) / span.max(1) as u128).min(rows as u128 - 1) as usize
+    };
 
     let t_first = memory.events.first().map_or(0, |e| e.at);
-    let t_last = memory.events.iter().map(|e| e.at).max().unwrap_or(t_first).max(t_first);
+    let t_last = memory
+        .events
+        .iter()
+        .map(|e| e.at)
+        .max()
+        .unwrap_or(t_first)
+        .max(t_first);
     let t_span = (t_last as i128 - t_first as i128).max(1);
     let col_of = |at: i64| {
         let off = (at as i128 - t_first as i128).clamp(0, t_span);
@@ -100,7 +110,10 @@ pub fn address_view(
                 .unwrap_or(CODES[CODES.len() - 1])
         });
         let first = compressed(addr);
-        let (r0, r1) = (row_of(first), row_of(first.saturating_add(a.bytes.max(1) - 1)));
+        let (r0, r1) = (
+            row_of(first),
+            row_of(first.saturating_add(a.bytes.max(1) - 1)),
+        );
         let (c0, c1) = (col_of(start), col_of(end.max(start)));
         let cells = ((r1 - r0 + 1) * (c1 - c0 + 1)) as u64;
         if cells > budget {
@@ -169,7 +182,10 @@ mod tests {
         ];
         let v = address_view(&m, 0, 4, 2, |s| s.index()).unwrap();
         assert_eq!(v.span, 0x200);
-        assert_eq!(v.segments, vec![[0x1000, 0x1100, 0], [0x7f00_0000_0000, 0x7f00_0000_0100, 1]]);
+        assert_eq!(
+            v.segments,
+            vec![[0x1000, 0x1100, 0], [0x7f00_0000_0000, 0x7f00_0000_0100, 1]]
+        );
         // Row 0 (first range) live in columns 0..=1, row 1 in columns 2..=3.
         assert_eq!(v.grid, "AA....BB");
     }

@@ -184,7 +184,10 @@ mod tests {
         assert_eq!((main.n.as_str(), main.v), ("main", 1001));
         // `tiny` is under 1% and left out; `mid` holds both leaves.
         assert_eq!(main.c.len(), 1);
-        assert_eq!(main.c[0].c.iter().map(|n| n.v).collect::<Vec<_>>(), vec![600, 300]);
+        assert_eq!(
+            main.c[0].c.iter().map(|n| n.v).collect::<Vec<_>>(),
+            vec![600, 300]
+        );
         let mut folded = String::new();
         tree.folded(&mut folded);
         assert_eq!(
@@ -199,12 +202,25 @@ mod tests {
         let a = site(&mut names, &["grow", "main"]);
         let b = site(&mut names, &["shrink", "main"]);
         let mut tree = Tree::default();
-        tree.add_sites(&names, &[(a, totals(100)), (b, totals(500))].into(), &FrameFilter::All, 0);
-        tree.add_sites(&names, &[(a, totals(400)), (b, totals(200))].into(), &FrameFilter::All, 1);
+        tree.add_sites(
+            &names,
+            &[(a, totals(100)), (b, totals(500))].into(),
+            &FrameFilter::All,
+            0,
+        );
+        tree.add_sites(
+            &names,
+            &[(a, totals(400)), (b, totals(200))].into(),
+            &FrameFilter::All,
+            1,
+        );
         let root = tree.nodes("all", true, 0.0);
         assert_eq!((root.v, root.b), (600, Some(600)));
         let main = &root.c[0];
         let kids: Vec<_> = main.c.iter().map(|n| (n.n.as_str(), n.b, n.v)).collect();
-        assert_eq!(kids, vec![("shrink", Some(500), 200), ("grow", Some(100), 400)]);
+        assert_eq!(
+            kids,
+            vec![("shrink", Some(500), 200), ("grow", Some(100), 400)]
+        );
     }
 }

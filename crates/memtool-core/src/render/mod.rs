@@ -285,7 +285,13 @@ pub fn html(inputs: Inputs<'_>, options: &RenderOptions) -> String {
             "" => String::new(),
             r => format!("{r}: {}", paths(profile)),
         };
-        profiles.push(profile_view(profile, n, heading, options, &mut data.memories));
+        profiles.push(profile_view(
+            profile,
+            n,
+            heading,
+            options,
+            &mut data.memories,
+        ));
     }
     let diff = match inputs {
         Inputs::One(_) => None,
@@ -322,7 +328,12 @@ pub fn folded(inputs: Inputs<'_>, options: &RenderOptions) -> String {
     };
     let mut tree = Tree::default();
     for memory in options.analysis.selected(profile) {
-        tree.add_sites(&profile.names, &at_peak(memory), &options.analysis.frames, 1);
+        tree.add_sites(
+            &profile.names,
+            &at_peak(memory),
+            &options.analysis.frames,
+            1,
+        );
     }
     let mut out = String::new();
     tree.folded(&mut out);
@@ -391,9 +402,11 @@ fn memory_view(
 
     // Breakdown rows: one per distinct site as shown (op, shape, dtype,
     // category, stack), largest first.
-    let text = |s: Option<crate::model::StrId>| s.map(|id| names.str(id).to_string()).unwrap_or_default();
+    let text =
+        |s: Option<crate::model::StrId>| s.map(|id| names.str(id).to_string()).unwrap_or_default();
     let mut rows: BTreeMap<(String, String, String, String, String), Totals> = BTreeMap::new();
-    let mut band_of: BTreeMap<(String, String, String, String, String), (String, String)> = BTreeMap::new();
+    let mut band_of: BTreeMap<(String, String, String, String, String), (String, String)> =
+        BTreeMap::new();
     for (&site_id, totals) in &by_site {
         let site = names.site_of(site_id);
         let key = (
@@ -407,14 +420,22 @@ fn memory_view(
         band_of.entry(key).or_insert_with(|| {
             let b = timeline::band_of_site(names, site_id, by, filter, &tl.bands);
             let label = group::label(names, site_id, by, filter);
-            let color = tl.bands.get(b).filter(|band| band.key == label).map_or(escape::OTHER_COLOR.to_string(), |band| band.color.clone());
+            let color = tl
+                .bands
+                .get(b)
+                .filter(|band| band.key == label)
+                .map_or(escape::OTHER_COLOR.to_string(), |band| band.color.clone());
             (label, color)
         });
     }
     let mut rows: Vec<_> = rows.into_iter().collect();
     rows.sort_by(|a, b| b.1.bytes.cmp(&a.1.bytes).then_with(|| a.0.cmp(&b.0)));
     let total_rows = rows.len();
-    let omitted_bytes: u64 = rows.iter().skip(options.table_rows).map(|r| r.1.bytes).sum();
+    let omitted_bytes: u64 = rows
+        .iter()
+        .skip(options.table_rows)
+        .map(|r| r.1.bytes)
+        .sum();
     let show = |f: fn(&crate::model::Site) -> bool| by_site.keys().any(|&s| f(names.site_of(s)));
     let (show_op, show_shape, show_dtype, show_category) = (
         show(|s| s.op.is_some()),
@@ -428,7 +449,11 @@ fn memory_view(
         .map(|(key, t)| {
             let (band, color) = band_of.get(&key).cloned().unwrap_or_default();
             let source = key.4.split(" <- ").next().unwrap_or("").to_string();
-            let share = if peak.bytes > 0 { t.bytes as f64 * 100.0 / peak.bytes as f64 } else { 0.0 };
+            let share = if peak.bytes > 0 {
+                t.bytes as f64 * 100.0 / peak.bytes as f64
+            } else {
+                0.0
+            };
             BreakdownRow {
                 band,
                 color,
@@ -460,7 +485,11 @@ fn memory_view(
 
     let mut tree = Tree::default();
     tree.add_sites(names, &by_site, filter, 1);
-    let flame = tree.nodes(&format!("{} at peak", display_id(&memory.id)), false, FLAME_MIN_SHARE);
+    let flame = tree.nodes(
+        &format!("{} at peak", display_id(&memory.id)),
+        false,
+        FLAME_MIN_SHARE,
+    );
 
     let bands = tl.bands.clone();
     let addr = addr::address_view(memory, tl.x0, ADDR_COLS, ADDR_ROWS, |site| {
@@ -470,7 +499,13 @@ fn memory_view(
     let labels: Vec<String> = if replay::uses_instants(memory) {
         tl.top_points
             .iter()
-            .map(|&i| memory.instants.get(i).map(|s| s.label.clone()).unwrap_or_default())
+            .map(|&i| {
+                memory
+                    .instants
+                    .get(i)
+                    .map(|s| s.label.clone())
+                    .unwrap_or_default()
+            })
             .collect()
     } else {
         Vec::new()
@@ -539,7 +574,12 @@ fn memory_view(
         },
         Fact {
             name: "peak",
-            value: format!("{} ({} bytes, {} buffers)", units::bytes(peak.bytes), peak.bytes, peak.buffers),
+            value: format!(
+                "{} ({} bytes, {} buffers)",
+                units::bytes(peak.bytes),
+                peak.bytes,
+                peak.buffers
+            ),
         },
         Fact {
             name: "peak at",
@@ -547,7 +587,11 @@ fn memory_view(
         },
     ];
     if let Some(c) = memory.capacity {
-        let share = if c > 0 { format!(" — peak is {:.1}%", peak.bytes as f64 * 100.0 / c as f64) } else { String::new() };
+        let share = if c > 0 {
+            format!(" — peak is {:.1}%", peak.bytes as f64 * 100.0 / c as f64)
+        } else {
+            String::new()
+        };
         facts.push(Fact {
             name: "capacity",
             value: format!("{}{share}", units::bytes(c)),
@@ -556,9 +600,17 @@ fn memory_view(
     facts.push(Fact {
         name: "content",
         value: if replay::uses_instants(memory) {
-            format!("{} snapshots, {} allocations", memory.instants.len(), memory.allocations.len())
+            format!(
+                "{} snapshots, {} allocations",
+                memory.instants.len(),
+                memory.allocations.len()
+            )
         } else {
-            format!("{} events, {} allocations", memory.events.len(), memory.allocations.len())
+            format!(
+                "{} events, {} allocations",
+                memory.events.len(),
+                memory.allocations.len()
+            )
         },
     });
     let resolution = if tl.points > tl.x.len() {
@@ -642,7 +694,12 @@ fn diff_tree(base: &Profile, new: &Profile, options: &RenderOptions) -> Node {
     let mut tree = Tree::default();
     for (side, profile) in [(0, base), (1, new)] {
         for memory in options.analysis.selected(profile) {
-            tree.add_sites(&profile.names, &at_peak(memory), &options.analysis.frames, side);
+            tree.add_sites(
+                &profile.names,
+                &at_peak(memory),
+                &options.analysis.frames,
+                side,
+            );
         }
     }
     tree.nodes("all memories at peak", true, FLAME_MIN_SHARE)
@@ -650,7 +707,11 @@ fn diff_tree(base: &Profile, new: &Profile, options: &RenderOptions) -> Node {
 
 fn diff_view(base: &Profile, new: &Profile, options: &RenderOptions) -> DiffView {
     let report = diff::diff(base, new, &options.analysis, None);
-    let pct = |p: Option<f64>| p.map_or("n/a".to_string(), |p| format!("{p:+.1}%").replace("+-", "-"));
+    let pct = |p: Option<f64>| {
+        p.map_or("n/a".to_string(), |p| {
+            format!("{p:+.1}%").replace("+-", "-")
+        })
+    };
     let t = &report.total;
     let summary = format!(
         "at peak, all memories: {} → {} ({}, {})",
@@ -696,5 +757,365 @@ fn diff_view(base: &Profile, new: &Profile, options: &RenderOptions) -> DiffView
         memories,
         rows_omitted: changed.saturating_sub(rows.len()),
         rows,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{
+        AllocId, Allocation, AllocatorSample, Event, EventKind, Format, Frame, InputInfo,
+        MemoryKind, Site, SiteId,
+    };
+
+    const XSS: &str = "</script><img src=x onerror=alert(1)>";
+    /// Leaves a mark the browser check looks for, should it ever run.
+    const XSS_MARK: &str =
+        "<img src=x onerror=\"document.documentElement.setAttribute('data-xss','ran')\">\u{2028}<!--";
+
+    /// An allocator event stream as the XSpace and PyTorch readers fill it:
+    /// addresses, stacks, ops and categories, reserved bytes and a capacity.
+    /// `steps` training-like steps, each allocating `per_step` buffers and
+    /// freeing all but one of them (a slow leak).
+    fn event_profile(steps: u64, per_step: u64, hostile: bool) -> Profile {
+        let mut profile = Profile::default();
+        profile.inputs.push(InputInfo {
+            path: if hostile {
+                format!("{XSS}.pb")
+            } else {
+                "synthetic.xplane.pb".into()
+            },
+            format: Format::Pprof,
+            executables: None,
+        });
+        let names = &mut profile.names;
+        let file = names.string("train.py");
+        let main_fn = names.string("main");
+        let main = names.frame(Frame {
+            function: main_fn,
+            file,
+            line: 1,
+        });
+        let sites: Vec<SiteId> = (0..8)
+            .map(|i| {
+                let function = names.string(&match (hostile, i) {
+                    (true, 0) => XSS.to_string(),
+                    (true, 2) => XSS_MARK.to_string(),
+                    _ => format!("layer{i}"),
+                });
+                let f = names.frame(Frame {
+                    function,
+                    file,
+                    line: 10 + i,
+                });
+                let stack = names.stack_leaf_first(&[f, main]);
+                let op = names.string(&if hostile && i == 1 {
+                    XSS.to_string()
+                } else {
+                    format!("op{i}")
+                });
+                let category = names.string(["activation", "parameter", "temp"][i as usize % 3]);
+                names.site(Site {
+                    stack,
+                    op: Some(op),
+                    shape: None,
+                    dtype: None,
+                    category: Some(category),
+                })
+            })
+            .collect();
+        let mut m = Memory::new("GPU_0_bfc", MemoryKind::Allocator, Axis::TimePs);
+        m.capacity = Some(1 << 34);
+        let mut at = 1_000i64;
+        let mut next_addr = 0x7f00_0000_0000u64;
+        let (mut live, mut reserved) = (0u64, 0u64);
+        for step in 0..steps {
+            let mut ids = Vec::new();
+            for j in 0..per_step {
+                let bytes = 4096 * (1 + (step * 7 + j) % 64);
+                let id = m.push_allocation(Allocation {
+                    bytes,
+                    requested: bytes - 16,
+                    count: 1,
+                    address: Some(next_addr),
+                    site: sites[(j % 8) as usize],
+                });
+                next_addr = 0x7f00_0000_0000 + (next_addr + bytes - 0x7f00_0000_0000) % (1 << 30);
+                at += 100;
+                m.events.push(Event {
+                    at,
+                    kind: EventKind::Alloc,
+                    alloc: id,
+                });
+                ids.push(id);
+                live += bytes;
+            }
+            // A caching allocator keeps what it once held, in 2 MiB blocks.
+            reserved = reserved.max(live.div_ceil(2 << 20) * (2 << 20));
+            for &id in ids.iter().skip(1) {
+                at += 100;
+                m.events.push(Event {
+                    at,
+                    kind: EventKind::Free,
+                    alloc: AllocId(id.0),
+                });
+                live -= m.allocations[id.index()].bytes;
+            }
+            m.allocator_samples.push(AllocatorSample {
+                at,
+                reserved_bytes: Some(reserved),
+                ..AllocatorSample::default()
+            });
+        }
+        profile.memories.push(m);
+        profile
+    }
+
+    #[test]
+    fn same_input_same_bytes() {
+        let profile = event_profile(50, 40, false);
+        let options = RenderOptions::default();
+        let a = html(Inputs::One(&profile), &options);
+        let b = html(Inputs::One(&profile), &options);
+        assert_eq!(a, b);
+        let other = event_profile(50, 40, false);
+        assert_eq!(a, html(Inputs::One(&other), &options));
+        let d1 = html(
+            Inputs::Diff {
+                base: &profile,
+                new: &other,
+            },
+            &options,
+        );
+        assert_eq!(
+            d1,
+            html(
+                Inputs::Diff {
+                    base: &profile,
+                    new: &other
+                },
+                &options
+            )
+        );
+    }
+
+    #[test]
+    fn event_streams_render_every_section() {
+        let profile = event_profile(50, 40, false);
+        let page = html(Inputs::One(&profile), &RenderOptions::default());
+        let peak = replay::peak(&profile.memories[0]).unwrap();
+        assert!(page.contains(&format!("({} bytes, ", peak.bytes)));
+        assert!(page.contains("Addresses over time"));
+        assert!(page.contains("class=\"addr\" data-mem=\"m0-0\""));
+        // Categories exist, so the timeline is stacked by them.
+        assert!(page.contains("Stacked by category"));
+        assert!(page.contains("capacity</dt><dd>16.00 GiB"));
+        // One buffer per step is never freed: steady growth.
+        assert!(
+            page.contains("<dt>leaks</dt><dd>steady growth"),
+            "{}",
+            &page[..2000]
+        );
+        // No fragmentation analysis is wired in yet: no section, no empty heading.
+        assert!(!page.contains("Fragmentation"));
+        let data = embedded_data(&page);
+        let m = &data["memories"][0];
+        assert_eq!(m["peak"]["bytes"], peak.bytes);
+        let hi: Vec<u64> = serde_json::from_value(m["timeline"]["hi"].clone()).unwrap();
+        assert_eq!(hi.iter().max().copied(), Some(peak.bytes));
+        let reserved: Vec<[u64; 2]> = serde_json::from_value(m["reserved"].clone()).unwrap();
+        assert!(reserved.iter().all(|r| r[1] % (2 << 20) == 0));
+        assert_eq!(
+            reserved.iter().map(|r| r[1]).max(),
+            Some(peak.bytes.div_ceil(2 << 20) * (2 << 20))
+        );
+        assert_eq!(m["flame"]["v"], peak.bytes);
+    }
+
+    #[test]
+    fn frag_sections_show_when_given() {
+        let profile = event_profile(5, 4, false);
+        let page = html(Inputs::One(&profile), &RenderOptions::default());
+        assert!(!page.contains("<dt>fragmentation</dt>"));
+        // The template block the frag analysis feeds.
+        let view = Page {
+            title: "t".into(),
+            inputs: Vec::new(),
+            warnings: Vec::new(),
+            diff: None,
+            profiles: vec![ProfileView {
+                heading: String::new(),
+                memories: vec![MemoryView {
+                    frag: Some(FragSection {
+                        verdict: "external fragmentation 12%".into(),
+                        columns: vec!["at".into(), "largest free".into()],
+                        rows: vec![vec!["1 s".into(), "<b>".into()]],
+                    }),
+                    ..test_memory_view()
+                }],
+                empty: Vec::new(),
+            }],
+            css: "",
+            js: "",
+            data_json: "{}".into(),
+        };
+        let page = view.render().unwrap();
+        assert!(page.contains("<dt>fragmentation</dt><dd>external fragmentation 12%</dd>"));
+        assert!(page.contains("<h3>Fragmentation</h3>"));
+        assert!(page.contains("<td>&#60;b&#62;</td>") || page.contains("<td>&lt;b&gt;</td>"));
+    }
+
+    /// Writes reports of synthetic event streams (including the hostile one)
+    /// where `scripts/browser-check.sh` asks for them, so the browser check
+    /// covers the event-stream sections that no reader produces yet.
+    #[test]
+    fn samples_for_the_browser_check() {
+        let events = event_profile(300, 40, false);
+        let hostile = event_profile(30, 12, true);
+        let pages = [
+            (
+                "events.html",
+                html(Inputs::One(&events), &RenderOptions::default()),
+            ),
+            (
+                "xss.html",
+                html(Inputs::One(&hostile), &RenderOptions::default()),
+            ),
+            (
+                "events-diff.html",
+                html(
+                    Inputs::Diff {
+                        base: &hostile,
+                        new: &events,
+                    },
+                    &RenderOptions::default(),
+                ),
+            ),
+        ];
+        for (_, page) in &pages {
+            assert!(page.contains("id=\"memtool-data\""));
+        }
+        if let Some(dir) = std::env::var_os("MEMTOOL_RENDER_SAMPLES") {
+            let dir = std::path::PathBuf::from(dir);
+            std::fs::create_dir_all(&dir).unwrap();
+            for (name, page) in &pages {
+                std::fs::write(dir.join(name), page).unwrap();
+            }
+        }
+    }
+
+    fn test_memory_view() -> MemoryView {
+        MemoryView {
+            dom: "m0-0".into(),
+            title: "gpu".into(),
+            facts: Vec::new(),
+            leak_verdict: String::new(),
+            frag: None,
+            group_by: "op".into(),
+            resolution: String::new(),
+            rows: Vec::new(),
+            rows_omitted: String::new(),
+            show_op: false,
+            show_shape: false,
+            show_dtype: false,
+            show_category: false,
+            leak_rows: Vec::new(),
+            leak_omitted: 0,
+            leak_points: 0,
+            has_addr: false,
+        }
+    }
+
+    fn embedded_data(page: &str) -> serde_json::Value {
+        let start = page.find("id=\"memtool-data\">").unwrap() + "id=\"memtool-data\">".len();
+        let end = start + page[start..].find("</script>").unwrap();
+        serde_json::from_str(&page[start..end]).unwrap()
+    }
+
+    #[test]
+    fn profile_text_is_escaped_everywhere() {
+        let profile = event_profile(10, 8, true);
+        for page in [
+            html(Inputs::One(&profile), &RenderOptions::default()),
+            html(
+                Inputs::Diff {
+                    base: &profile,
+                    new: &profile,
+                },
+                &RenderOptions::default(),
+            ),
+        ] {
+            assert!(
+                !page.contains("<img"),
+                "raw markup from the profile reached the page"
+            );
+            // Only our own two script elements close.
+            assert_eq!(page.matches("</script>").count(), 2);
+            assert_eq!(page.matches("<!--").count(), 0);
+            // The text is there, escaped, in the tables and the title.
+            assert!(
+                page.contains("&#60;/script&#62;&#60;img src=x onerror=alert(1)&#62;")
+                    || page.contains("&lt;/script&gt;&lt;img src=x onerror=alert(1)&gt;")
+            );
+            // And intact once the script parses the data.
+            let data = embedded_data(&page);
+            let text = data.to_string();
+            assert!(text.contains(XSS), "the JSON lost the name");
+        }
+    }
+
+    #[test]
+    fn a_million_events_make_a_small_report() {
+        // 20,000 steps × 25 allocations, 24 freed each: 980,000 events.
+        let mut profile = event_profile(20_000, 25, false);
+        let m = &mut profile.memories[0];
+        // Round it past a million with short-lived buffers.
+        let site = m.allocations[0].site;
+        let mut at = m.events.last().unwrap().at;
+        while m.events.len() < 1_000_000 {
+            let id = m.push_allocation(Allocation {
+                bytes: 256,
+                requested: 256,
+                count: 1,
+                address: Some(0x10_0000 + (m.events.len() as u64 % 1024) * 256),
+                site,
+            });
+            at += 10;
+            m.events.push(Event {
+                at,
+                kind: EventKind::Alloc,
+                alloc: id,
+            });
+            at += 10;
+            m.events.push(Event {
+                at,
+                kind: EventKind::Free,
+                alloc: id,
+            });
+        }
+        assert!(profile.memories[0].events.len() >= 1_000_000);
+        let page = html(Inputs::One(&profile), &RenderOptions::default());
+        eprintln!("1M-event report: {} bytes", page.len());
+        assert!(page.len() < 5_000_000, "report is {} bytes", page.len());
+        let data = embedded_data(&page);
+        let peak = replay::peak(&profile.memories[0]).unwrap();
+        assert_eq!(data["memories"][0]["peak"]["bytes"], peak.bytes);
+        let cols = data["memories"][0]["timeline"]["x"]
+            .as_array()
+            .unwrap()
+            .len();
+        assert!(cols <= RenderOptions::default().width, "{cols} columns");
+    }
+
+    #[test]
+    fn folded_stacks_sum_to_the_peak() {
+        let profile = event_profile(20, 10, false);
+        let text = folded(Inputs::One(&profile), &RenderOptions::default());
+        let sum: u64 = text
+            .lines()
+            .map(|l| l.rsplit_once(' ').unwrap().1.parse::<u64>().unwrap())
+            .sum();
+        assert_eq!(sum, replay::peak(&profile.memories[0]).unwrap().bytes);
+        assert!(text.lines().all(|l| l.starts_with("main train.py:1;layer")));
     }
 }

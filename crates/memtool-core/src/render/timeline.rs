@@ -57,7 +57,13 @@ struct Column {
 /// Column index of each point: by position when positions grow and span at
 /// least `width`, otherwise (positions all equal, or out of order) by point
 /// index, which never merges everything into one column.
-fn column_of(points: usize, first_at: i64, last_at: i64, monotonic: bool, width: usize) -> impl Fn(usize, i64) -> usize {
+fn column_of(
+    points: usize,
+    first_at: i64,
+    last_at: i64,
+    monotonic: bool,
+    width: usize,
+) -> impl Fn(usize, i64) -> usize {
     let width = width.max(1);
     let span_at = (last_at as i128 - first_at as i128).max(0);
     let by_position = monotonic && span_at > 0;
@@ -171,7 +177,11 @@ pub fn timeline(
             .then(most(&b.1).cmp(&most(&a.1)))
             .then_with(|| a.0.cmp(&b.0))
     });
-    let keep = if ranked.len() > top + 1 { top } else { ranked.len() };
+    let keep = if ranked.len() > top + 1 {
+        top
+    } else {
+        ranked.len()
+    };
     let rest = ranked.split_off(keep);
     let mut bands: Vec<Band> = ranked
         .into_iter()

@@ -3,4 +3,5 @@
 pub mod diff;
 pub mod leaks;
 pub mod peak;
+pub mod render;
 pub mod summary;
