@@ -1,7 +1,7 @@
 //! Reading the files named on the command line. This is the only place that
 //! touches input files; the core gets bytes.
 
-use std::io::Read;
+use std::io::{IsTerminal, Read, Write};
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
@@ -55,5 +55,40 @@ pub fn load(paths: &[String], args: &ReadArgs) -> Result<Profile> {
     let options = LoadOptions {
         max_decompressed: args.max_decompressed,
     };
-    Ok(memtool_core::load(sources, &options)?)
+    let total: usize = sources.iter().map(|s| s.bytes.len()).sum();
+    let progress = Progress::start(total, sources.len());
+    let profile = memtool_core::load(sources, &options);
+    progress.finish();
+    Ok(profile?)
+}
+
+/// A one-line status on stderr while large inputs are parsed, only when
+/// stderr is a terminal (never in CI logs or pipes).
+struct Progress {
+    shown: bool,
+}
+
+impl Progress {
+    const THRESHOLD: usize = 32 << 20;
+
+    fn start(bytes: usize, files: usize) -> Progress {
+        let shown = bytes >= Self::THRESHOLD && std::io::stderr().is_terminal();
+        if shown {
+            let mut err = std::io::stderr().lock();
+            let _ = write!(
+                err,
+                "memtool: parsing {} in {files} file(s)…",
+                memtool_core::report::units::bytes(bytes as u64)
+            );
+            let _ = err.flush();
+        }
+        Progress { shown }
+    }
+
+    fn finish(self) {
+        if self.shown {
+            // Erase the status line.
+            let _ = write!(std::io::stderr().lock(), "\r\x1b[2K");
+        }
+    }
 }

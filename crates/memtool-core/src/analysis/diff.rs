@@ -111,14 +111,11 @@ pub struct GateResult {
     pub message: String,
 }
 
+/// A memory's id, kind and live bytes at its peak.
+type PeakBytes = (String, crate::model::MemoryKind, u64);
+
 /// Live bytes per stack at the peak of each memory of a profile.
-fn peak_groups(
-    profile: &Profile,
-    options: &Options,
-) -> (
-    BTreeMap<String, Totals>,
-    Vec<(String, crate::model::MemoryKind, u64)>,
-) {
+fn peak_groups(profile: &Profile, options: &Options) -> (BTreeMap<String, Totals>, Vec<PeakBytes>) {
     let mut groups: BTreeMap<String, Totals> = BTreeMap::new();
     let mut memories = Vec::new();
     for memory in options.selected(profile) {
@@ -184,9 +181,8 @@ pub fn diff(
             memory_ids.push((id.clone(), *kind));
         }
     }
-    let bytes_of = |list: &[(String, crate::model::MemoryKind, u64)], id: &str| {
-        list.iter().find(|(i, _, _)| i == id).map_or(0, |m| m.2)
-    };
+    let bytes_of =
+        |list: &[PeakBytes], id: &str| list.iter().find(|(i, _, _)| i == id).map_or(0, |m| m.2);
     let memories: Vec<MemoryDelta> = memory_ids
         .into_iter()
         .map(|(id, kind)| MemoryDelta {

@@ -138,7 +138,7 @@ pub fn classify(g: GroupSeries, labels: &[String]) -> Option<LeakFinding> {
     // Flat (or falling) over the last quarter of the intervals, and at least
     // two of them, means the growth stopped.
     let tail = ((n - 1) / 4).max(2);
-    let stopped = n >= 4 && last_increase + tail <= n - 1;
+    let stopped = n >= 4 && last_increase + tail < n;
     let growth_bytes = last - first;
     Some(LeakFinding {
         growth: if stopped {

@@ -42,42 +42,63 @@ pub fn sniff(bytes: &[u8]) -> Sniffed {
     sniff_protobuf(bytes)
 }
 
+/// Wire types pprof's `Profile` declares for its fields (2 = length-delimited,
+/// 0 = varint; field 13 may also be packed).
+fn pprof_field_fits(number: u32, value: &Value<'_>) -> bool {
+    match number {
+        1..=6 | 11 | 15 => matches!(value, Value::Bytes(_)),
+        7..=10 | 12 | 14 => matches!(value, Value::Varint(_)),
+        13 => matches!(value, Value::Varint(_) | Value::Bytes(_)),
+        _ => false,
+    }
+}
+
+/// How many leading top-level fields must frame correctly and fit the schema
+/// before a protobuf guess is trusted (text rarely survives more than two).
+const FIELDS_CHECKED: usize = 16;
+
 /// pprof and XSpace are both protobuf and both start with field 1. pprof uses
 /// top-level fields up to 15 and its field 1 (`ValueType`) holds only varints;
-/// XSpace uses fields 1-4 and its field 1 (`XPlane`) has a name string.
+/// XSpace uses fields 1-4, all strings or messages, and its field 1 (`XPlane`)
+/// has a name string.
 fn sniff_protobuf(bytes: &[u8]) -> Sniffed {
     let mut fields = Fields::new(bytes);
-    let mut seen_any = false;
-    let mut vote = Sniffed::Unknown;
-    // The first few top-level fields decide; a huge XSpace has only a handful.
-    for _ in 0..64 {
+    let (mut pprof, mut xspace) = (true, true);
+    let mut seen = 0;
+    let mut starts_with_field_1 = false;
+    while seen < FIELDS_CHECKED {
         let (number, value) = match fields.next_field() {
             Ok(Some((n, v, _))) => (n, v),
             Ok(None) => break,
-            Err(_) => return if seen_any { vote } else { Sniffed::Unknown },
+            // A file cut short after a plausible start is a corrupt profile,
+            // reported as such by its reader with the offset.
+            Err(_) if seen >= 2 || starts_with_field_1 => break,
+            Err(_) => return Sniffed::Unknown,
         };
-        seen_any = true;
-        match (number, value) {
-            (5..=15, _) => return Sniffed::Pprof,
-            (1, Value::Bytes(inner)) => {
-                let inner: Vec<_> = Fields::new(inner).take(8).collect();
-                if inner.iter().any(|f| f.is_err()) {
-                    return Sniffed::Unknown;
-                }
-                let only_varints = inner
+        starts_with_field_1 |= seen == 0 && number == 1;
+        seen += 1;
+        pprof &= pprof_field_fits(number, &value);
+        xspace &= matches!((number, value), (1..=4, Value::Bytes(_)));
+        if let (1, Value::Bytes(inner)) = (number, value) {
+            let inner: Vec<_> = Fields::new(inner).take(8).collect();
+            let only_varints = !inner.is_empty()
+                && inner
                     .iter()
                     .all(|f| matches!(f, Ok((1 | 2, Value::Varint(_), _))));
-                vote = if only_varints {
-                    Sniffed::Pprof
-                } else {
-                    Sniffed::XSpace
-                };
-            }
-            (2..=4, Value::Bytes(_)) => {}
-            _ => return Sniffed::Unknown,
+            // `ValueType` is two varints; an `XPlane` has a name string.
+            pprof &= only_varints;
+            xspace &= !only_varints;
+        }
+        if !pprof && !xspace {
+            return Sniffed::Unknown;
         }
     }
-    vote
+    match (seen, pprof, xspace) {
+        (0, _, _) => Sniffed::Unknown,
+        (_, true, _) => Sniffed::Pprof,
+        (_, false, true) => Sniffed::XSpace,
+        _ => Sniffed::Unknown,
+    }
 }
 
 #[cfg(test)]
@@ -99,5 +120,6 @@ mod tests {
         xspace.extend_from_slice(b"/host:CPU");
         assert_eq!(sniff(&xspace), Sniffed::XSpace);
         assert_eq!(sniff(b"hello world, not a profile"), Sniffed::Unknown);
+        assert_eq!(sniff(b"hello, I am not a profile\n"), Sniffed::Unknown);
     }
 }

@@ -171,7 +171,8 @@ impl<'p> Reader<'p> {
         let label = file_name(path);
         let (kind_key, device_key) = (self.find_string("kind"), self.find_string("device"));
         let mut executables = Executables::default();
-        let (mut no_stack, mut unknown_locations, mut negative, mut short) = (0, 0, 0, 0);
+        let (mut no_stack, mut unknown_locations, mut short) = (0, 0, 0);
+        let (mut negative, mut negative_executables) = (0, 0);
         for sample in &decoded.sample {
             let Some(&bytes) = sample.value.get(self.space_index) else {
                 short += 1;
@@ -194,7 +195,7 @@ impl<'p> Reader<'p> {
                 executables.count += count.max(0) as u64;
                 executables.bytes += bytes;
                 if bytes < 0 {
-                    negative += 1;
+                    negative_executables += 1;
                 }
                 continue;
             }
@@ -244,7 +245,12 @@ impl<'p> Reader<'p> {
         warn(
             self.profile,
             negative,
-            "samples have a negative size; buffers counted as 0 bytes",
+            "buffer samples have a negative size; counted as 0 bytes",
+        );
+        warn(
+            self.profile,
+            negative_executables,
+            "executable samples have a negative size (kept as reported)",
         );
         warn(
             self.profile,
@@ -295,4 +301,131 @@ impl<'p> Reader<'p> {
 
 fn file_name(path: &str) -> String {
     path.rsplit(['/', '\\']).next().unwrap_or(path).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::input::{load, LoadOptions, Source};
+
+    fn label(key: i64, value: i64) -> pprof::Label {
+        pprof::Label {
+            key,
+            str: value,
+            ..Default::default()
+        }
+    }
+
+    /// A profile in the shape JAX writes, with the odd cases real files have.
+    fn profile() -> Vec<u8> {
+        let strings: Vec<Vec<u8>> = [
+            &b""[..],
+            b"allocations",
+            b"count",
+            b"space",
+            b"bytes",
+            b"kind",
+            b"buffer",
+            b"executable",
+            b"device",
+            b"cuda:0",
+            b"f\xffoo",
+            b"model.py",
+        ]
+        .iter()
+        .map(|s| s.to_vec())
+        .collect();
+        let p = pprof::Profile {
+            sample_type: vec![
+                pprof::ValueType { r#type: 1, unit: 2 },
+                pprof::ValueType { r#type: 3, unit: 4 },
+            ],
+            function: vec![pprof::Function {
+                id: 1,
+                name: 10,
+                filename: 11,
+                ..Default::default()
+            }],
+            location: vec![pprof::Location {
+                id: 7,
+                line: vec![pprof::Line {
+                    function_id: 1,
+                    line: 42,
+                    column: 0,
+                }],
+                ..Default::default()
+            }],
+            sample: vec![
+                pprof::Sample {
+                    location_id: vec![7],
+                    value: vec![2, 1024],
+                    label: vec![label(5, 6), label(8, 9)],
+                },
+                pprof::Sample {
+                    location_id: vec![7, 99],
+                    value: vec![1, 10],
+                    label: vec![label(5, 6), label(8, 9)],
+                },
+                pprof::Sample {
+                    location_id: vec![],
+                    value: vec![1, -64],
+                    label: vec![label(5, 7)],
+                },
+            ],
+            string_table: strings,
+            ..Default::default()
+        };
+        p.encode_to_vec()
+    }
+
+    #[test]
+    fn odd_but_valid_input_gives_warnings_not_errors() {
+        let source = Source {
+            path: "odd.prof".into(),
+            bytes: profile(),
+        };
+        let p = load(vec![source], &LoadOptions::default()).unwrap();
+        assert_eq!(p.memories.len(), 1);
+        let m = &p.memories[0];
+        assert_eq!(m.id, "cuda:0");
+        assert_eq!(m.instants[0].live.len(), 2);
+        let total: u64 = m.allocations.iter().map(|a| a.bytes).sum();
+        let buffers: u64 = m.allocations.iter().map(|a| a.count).sum();
+        assert_eq!((total, buffers), (1034, 3));
+        let exe = p.inputs[0].executables.unwrap();
+        assert_eq!((exe.count, exe.bytes), (1, -64));
+        let leaf = p
+            .names
+            .leaf(p.names.site_of(m.allocations[0].site).stack)
+            .unwrap();
+        assert_eq!(p.names.frame_label(leaf), "f\u{fffd}oo model.py:42");
+        let messages: Vec<&str> = p.warnings.iter().map(|w| w.message.as_str()).collect();
+        assert_eq!(
+            messages,
+            [
+                "1 names are not valid UTF-8; invalid bytes shown as U+FFFD",
+                "1 frames name a location id that is not in the profile",
+                "1 executable samples have a negative size (kept as reported)",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_cpu_profile_is_refused_clearly() {
+        let p = pprof::Profile {
+            sample_type: vec![pprof::ValueType { r#type: 1, unit: 2 }],
+            string_table: vec![b"".to_vec(), b"cpu".to_vec(), b"nanoseconds".to_vec()],
+            ..Default::default()
+        };
+        let source = Source {
+            path: "cpu.prof".into(),
+            bytes: p.encode_to_vec(),
+        };
+        let err = load(vec![source], &LoadOptions::default()).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "cpu.prof: pprof profile has no `space` sample type, so it is not a device memory \
+             profile (sample types: cpu/nanoseconds)"
+        );
+    }
 }

@@ -89,7 +89,8 @@ impl<'a> Fields<'a> {
         }
     }
 
-    /// The next field as `(field number, value, absolute offset of the value)`.
+    /// The next field as `(field number, value, absolute offset of the value)`;
+    /// for length-delimited fields the offset is that of the payload.
     pub fn next_field(&mut self) -> Result<Option<(u32, Value<'a>, usize)>, WireError> {
         if self.pos >= self.buf.len() {
             return Ok(None);
@@ -101,7 +102,7 @@ impl<'a> Fields<'a> {
             self.pos = start;
             return Err(self.error("invalid field number"));
         }
-        let value_at = self.base + self.pos;
+        let mut value_at = self.base + self.pos;
         let value = match key & 7 {
             0 => Value::Varint(self.varint()?),
             1 => {
@@ -111,6 +112,8 @@ impl<'a> Fields<'a> {
             2 => {
                 let len = self.varint()?;
                 let len = usize::try_from(len).unwrap_or(usize::MAX);
+                // For bytes, the offset of the payload: what a nested reader needs.
+                value_at = self.base + self.pos;
                 Value::Bytes(self.take(len, "length prefix runs past the end of the data")?)
             }
             5 => {

@@ -31,38 +31,56 @@ fn clip(text: &str, max: usize) -> String {
 }
 
 /// How wide each text column may be so the table fits in `width`: numbers are
-/// never cut, text columns share what is left.
-fn text_budget(table: &Table, width: usize) -> usize {
-    let mut fixed = 0;
-    let mut text_columns = 0;
-    for (c, name) in table.columns.iter().enumerate() {
-        let numeric = table.rows.first().is_some_and(|r| r[c].is_numeric());
-        if numeric {
+/// never cut; text columns that fit their fair share keep their width and the
+/// rest share what is left (water-filling), so a short label is never clipped
+/// to make room for a long stack.
+fn text_budgets(table: &Table, width: usize) -> Vec<usize> {
+    let numeric: Vec<bool> = (0..table.columns.len())
+        .map(|c| table.rows.first().is_some_and(|r| r[c].is_numeric()))
+        .collect();
+    let natural: Vec<usize> = (0..table.columns.len())
+        .map(|c| {
             let widest = table
                 .rows
                 .iter()
                 .map(|r| r[c].human().chars().count())
                 .max()
                 .unwrap_or(0);
-            fixed += widest.max(name.len()) + COLUMN_OVERHEAD;
+            widest.max(table.columns[c].len())
+        })
+        .collect();
+    let mut left = width;
+    for c in 0..natural.len() {
+        left = left.saturating_sub(COLUMN_OVERHEAD + if numeric[c] { natural[c] } else { 0 });
+    }
+    let mut budgets = natural.clone();
+    let mut open: Vec<usize> = (0..natural.len()).filter(|&c| !numeric[c]).collect();
+    open.sort_by_key(|&c| natural[c]);
+    while let Some(&c) = open.first() {
+        let share = left / open.len();
+        if natural[c] <= share {
+            left -= natural[c];
+            open.remove(0);
         } else {
-            text_columns += 1;
+            for &c in &open {
+                budgets[c] = share.max(16);
+            }
+            break;
         }
     }
-    let left = width.saturating_sub(fixed + COLUMN_OVERHEAD * text_columns);
-    (left / text_columns.max(1)).max(16)
+    budgets
 }
 
 fn render(table: &Table, width: usize) -> String {
-    let budget = text_budget(table, width);
+    let budgets = text_budgets(table, width);
     let mut t = comfy_table::Table::new();
     t.load_preset(STYLE)
         .set_content_arrangement(ContentArrangement::Disabled)
         .set_header(table.columns.iter().map(|c| c.replace('_', " ")));
     for row in &table.rows {
-        t.add_row(row.iter().map(|cell| {
+        t.add_row(row.iter().enumerate().map(|(c, cell)| {
             let text = match cell {
-                Cell::Text(s) => clip(s, budget),
+                Cell::Text(s) => clip(s, budgets[c]),
                 other => other.human(),
             };
             let c = comfy_table::Cell::new(text);

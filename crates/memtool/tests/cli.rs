@@ -1,0 +1,290 @@
+//! The CLI contract shared by every subcommand: exit codes, one-line errors,
+//! stdin, atomic `-o`, help with examples. Uses fixtures made by
+//! `scripts/capture_jax_pprof.py` and committed under `tests/pprof`.
+
+mod common;
+
+use std::io::Write;
+
+use common::{fails, json, memtool, repo_fixture};
+use flate2::read::GzDecoder;
+
+fn fixture(name: &str) -> String {
+    repo_fixture(&format!("pprof/{name}")).display().to_string()
+}
+
+fn temp_dir(tag: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("memtool-cli-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn write(dir: &std::path::Path, name: &str, bytes: &[u8]) -> String {
+    let p = dir.join(name);
+    std::fs::write(&p, bytes).unwrap();
+    p.display().to_string()
+}
+
+fn raw_profile() -> Vec<u8> {
+    let gz = std::fs::read(fixture("training.prof")).unwrap();
+    let mut raw = Vec::new();
+    std::io::Read::read_to_end(&mut GzDecoder::new(&gz[..]), &mut raw).unwrap();
+    raw
+}
+
+/// Asserts exit code 2 and a single line starting with `memtool: <path>: `.
+fn one_line_error(args: &[&str], path: &str) -> String {
+    let stderr = fails(args, 2);
+    assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
+    assert!(
+        stderr.starts_with(&format!("memtool: {path}: ")),
+        "names the file: {stderr}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    stderr
+}
+
+#[test]
+fn malformed_inputs_exit_2_with_one_line_naming_the_file() {
+    let dir = temp_dir("malformed");
+    let gz = std::fs::read(fixture("training.prof")).unwrap();
+    let raw = raw_profile();
+    let cases: Vec<(&str, Vec<u8>, &str)> = vec![
+        ("empty.prof", vec![], "file is empty"),
+        (
+            "truncated-gzip.prof",
+            gz[..gz.len() / 2].to_vec(),
+            "invalid gzip: gzip stream is truncated",
+        ),
+        (
+            "random.bin",
+            (0..4096u32)
+                .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+                .collect(),
+            "not a memory profile",
+        ),
+        (
+            "text.txt",
+            b"hello, I am not a profile\n".to_vec(),
+            "not a memory profile",
+        ),
+    ];
+    for (name, bytes, expected) in cases {
+        let p = write(&dir, name, &bytes);
+        for cmd in ["summary", "peak", "leaks"] {
+            let e = one_line_error(&[cmd, &p], &p);
+            assert!(e.contains(expected), "{name}: {e}");
+        }
+    }
+    // Truncated protobuf, at many points: always exit 2 with an offset, never a panic.
+    for cut in [7, raw.len() / 3, raw.len() / 2, raw.len() - 3] {
+        let p = write(&dir, &format!("cut{cut}.prof"), &raw[..cut]);
+        let e = one_line_error(&["summary", &p], &p);
+        assert!(e.contains("invalid pprof profile: "), "{e}");
+        assert!(
+            e.contains(" (at byte "),
+            "corrupt files give the offset: {e}"
+        );
+    }
+}
+
+#[test]
+fn directories_and_missing_files_exit_2() {
+    let dir = temp_dir("paths");
+    let d = dir.display().to_string();
+    let e = one_line_error(&["summary", &d], &d);
+    assert!(e.ends_with("is a directory, not a profile file\n"), "{e}");
+    let missing = dir.join("nope.prof").display().to_string();
+    let e = one_line_error(&["peak", &missing], &missing);
+    assert!(e.ends_with("no such file\n"), "{e}");
+    let e = one_line_error(&["diff", &fixture("leak1.prof"), &missing], &missing);
+    assert!(e.contains("no such file"));
+}
+
+#[test]
+fn bad_usage_exits_2() {
+    fails(&["summary"], 2);
+    fails(&["frobnicate"], 2);
+    fails(&["summary", &fixture("leak1.prof"), "--format", "xml"], 2);
+    let e = fails(
+        &[
+            "diff",
+            &fixture("leak1.prof"),
+            &fixture("leak2.prof"),
+            "--fail-on-growth",
+            "lots",
+        ],
+        2,
+    );
+    assert!(e.contains("neither a size"), "{e}");
+}
+
+#[test]
+fn uncompressed_profiles_and_stdin_are_read() {
+    let dir = temp_dir("stdin");
+    let p = write(&dir, "raw.pb", &raw_profile());
+    let from_file = json(&["summary", &p]);
+    let out = memtool()
+        .args(["summary", "-", "--format", "json"])
+        .write_stdin(std::fs::read(fixture("training.prof")).unwrap())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let from_stdin: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(from_stdin["inputs"][0]["path"], "<stdin>");
+    assert_eq!(
+        from_file["memories"][0]["top_stacks"],
+        from_stdin["memories"][0]["top_stacks"]
+    );
+    assert_eq!(
+        from_file["memories"][0]["peak_bytes"],
+        from_stdin["memories"][0]["peak_bytes"]
+    );
+    assert!(from_file["memories"][0]["peak_bytes"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn output_files_are_written_whole_and_leave_no_temporaries() {
+    let dir = temp_dir("out");
+    let target = dir.join("peak.json");
+    memtool()
+        .args(["peak", &fixture("training.prof"), "--format", "json", "-o"])
+        .arg(&target)
+        .assert()
+        .success()
+        .stdout("");
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&target).unwrap()).unwrap();
+    assert_eq!(v["schema"], "memtool/peak/v1");
+    let names: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, vec![std::ffi::OsString::from("peak.json")]);
+    // A failed run leaves the old file alone.
+    let missing = dir.join("missing.prof");
+    memtool()
+        .args(["peak"])
+        .arg(&missing)
+        .args(["-o"])
+        .arg(&target)
+        .assert()
+        .code(2);
+    assert_eq!(
+        serde_json::from_slice::<serde_json::Value>(&std::fs::read(&target).unwrap()).unwrap(),
+        v
+    );
+    // An unwritable destination is one clear error.
+    let e = fails(
+        &[
+            "peak",
+            &fixture("training.prof"),
+            "-o",
+            "/nonexistent-dir/x.json",
+        ],
+        2,
+    );
+    assert!(
+        e.starts_with("memtool: /nonexistent-dir/x.json: cannot write output"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_closed_stdout_ends_quietly() {
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("memtool"))
+        .args(["peak", &fixture("sharded.prof"), "--format", "csv"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "");
+}
+
+#[test]
+fn every_subcommand_has_help_with_an_example() {
+    for cmd in ["summary", "peak", "leaks", "diff"] {
+        let out = memtool().args([cmd, "--help"]).output().unwrap();
+        assert!(out.status.success());
+        let text = String::from_utf8(out.stdout).unwrap();
+        assert!(
+            text.contains("Examples:") && text.contains(&format!("memtool {cmd} ")),
+            "{cmd}: {text}"
+        );
+    }
+}
+
+#[test]
+fn tables_fit_100_columns() {
+    for args in [
+        vec!["summary", "--all-frames"],
+        vec!["peak", "--all-frames"],
+    ] {
+        let out = memtool()
+            .args(&args)
+            .arg(fixture("training.prof"))
+            .output()
+            .unwrap();
+        let text = String::from_utf8(out.stdout).unwrap();
+        for line in text.lines().filter(|l| !l.contains(": ")) {
+            assert!(
+                line.chars().count() <= 100,
+                "{} chars: {line}",
+                line.chars().count()
+            );
+        }
+    }
+}
+
+#[test]
+fn markdown_output_is_tables() {
+    let out = memtool()
+        .args(["summary", &fixture("training.prof"), "--format", "md"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.starts_with("### Memories\n\n| memory | kind | peak_bytes |"),
+        "{text}"
+    );
+    assert!(text.contains("| cpu:0 | device |"));
+}
+
+#[test]
+fn series_from_committed_fixtures_tell_leaks_from_caches() {
+    let leak: Vec<String> = (1..=4).map(|i| fixture(&format!("leak{i}.prof"))).collect();
+    let mut args = vec!["leaks"];
+    args.extend(leak.iter().map(String::as_str));
+    let v = json(&args);
+    let top = &v["memories"][0]["findings"][0];
+    assert_eq!(top["growth"], "steady");
+    assert!(top["key"].as_str().unwrap().starts_with("keep_history "));
+    // step k appends k*1000 float32 values: 4000 bytes per step, summed.
+    let bytes: Vec<u64> = top["bytes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b.as_u64().unwrap())
+        .collect();
+    assert_eq!(bytes, vec![4000, 12000, 24000, 40000]);
+
+    let cache: Vec<String> = (1..=6)
+        .map(|i| fixture(&format!("cache{i}.prof")))
+        .collect();
+    let mut args = vec!["leaks"];
+    args.extend(cache.iter().map(String::as_str));
+    let v = json(&args);
+    let top = &v["memories"][0]["findings"][0];
+    assert_eq!(top["growth"], "bounded");
+    assert_eq!(top["stopped_at"], "cache3.prof");
+    assert!(top["key"].as_str().unwrap().starts_with("cached_table "));
+    let _ = std::io::stdout().flush();
+}

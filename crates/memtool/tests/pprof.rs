@@ -1,0 +1,395 @@
+//! JAX device-memory profiles (pprof) against the reference numbers in
+//! `../shared/fixtures/pprof/expected`: an independent protobuf decoder
+//! (`reference.json`) and `go tool pprof -top` output.
+
+mod common;
+
+use common::{json, shared_fixture};
+use serde_json::Value;
+
+const FILES: [&str; 13] = [
+    "empty.prof",
+    "memory.prof",
+    "memory1.prof",
+    "memory2.prof",
+    "memory3.prof",
+    "memory4.prof",
+    "memory5.prof",
+    "memory6.prof",
+    "memory7.prof",
+    "memory8.prof",
+    "memory9.prof",
+    "notraceback.prof",
+    "sharded.prof",
+];
+
+fn reference() -> Option<Value> {
+    let path = shared_fixture("pprof/expected/reference.json")?;
+    Some(serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap())
+}
+
+fn path(name: &str) -> String {
+    shared_fixture(&format!("pprof/{name}"))
+        .unwrap()
+        .display()
+        .to_string()
+}
+
+#[test]
+fn summary_matches_the_reference_per_device() {
+    let Some(reference) = reference() else { return };
+    for name in FILES {
+        let expected = &reference[name];
+        let out = json(&["summary", &path(name)]);
+        assert_eq!(out["schema"], "memtool/summary/v1");
+        assert_eq!(out["inputs"][0]["format"], "pprof");
+        let devices = expected["devices"].as_object().unwrap();
+        let memories = out["memories"].as_array().unwrap();
+        assert_eq!(memories.len(), devices.len(), "{name}: device count");
+        for (device, want) in devices {
+            let m = memories
+                .iter()
+                .find(|m| m["id"] == device.as_str())
+                .unwrap_or_else(|| panic!("{name}: no memory {device}"));
+            assert_eq!(m["kind"], "device");
+            assert_eq!(m["peak_bytes"], want["bytes"], "{name} {device} bytes");
+            assert_eq!(m["buffers"], want["buffers"], "{name} {device} buffers");
+        }
+        let exe = &out["inputs"][0]["executables"];
+        assert_eq!(
+            exe["count"], expected["executables"]["count"],
+            "{name} executables"
+        );
+        assert_eq!(
+            exe["bytes"], expected["executables"]["bytes"],
+            "{name} executable bytes"
+        );
+    }
+}
+
+#[test]
+fn full_stacks_match_the_reference_top_stacks() {
+    let Some(reference) = reference() else { return };
+    for name in FILES {
+        let want = reference[name]["top_stacks"].as_array().unwrap();
+        let out = json(&["summary", "--all-frames", &path(name)]);
+        // Stacks summed over all devices, as the reference does.
+        let mut got: std::collections::BTreeMap<String, u64> = Default::default();
+        for m in out["memories"].as_array().unwrap() {
+            for s in m["top_stacks"].as_array().unwrap() {
+                let key = s["key"].as_str().unwrap();
+                let key = if key == "<no stack>" { "" } else { key };
+                *got.entry(key.to_string()).or_default() += s["bytes"].as_u64().unwrap();
+            }
+        }
+        for w in want {
+            assert_eq!(
+                got.get(w["stack"].as_str().unwrap()).copied(),
+                w["bytes"].as_u64(),
+                "{name}: stack {}",
+                w["stack"]
+            );
+        }
+    }
+}
+
+/// `Showing nodes accounting for 1.68MB, 3.66% of 45.81MB total` → (1.68, 45.81).
+fn pprof_top_totals(file: &str) -> (f64, f64) {
+    let text = std::fs::read_to_string(shared_fixture(&format!("pprof/expected/{file}")).unwrap())
+        .unwrap();
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("Showing nodes accounting for"))
+        .unwrap();
+    let mb = |s: &str| -> f64 {
+        s.trim()
+            .trim_end_matches(',')
+            .trim_end_matches("MB")
+            .parse()
+            .unwrap()
+    };
+    let words: Vec<&str> = line.split_whitespace().collect();
+    (mb(words[4]), mb(words[7]))
+}
+
+fn mib(bytes: &Value) -> f64 {
+    (bytes.as_i64().unwrap() as f64 / (1u64 << 20) as f64 * 100.0).round() / 100.0
+}
+
+#[test]
+fn totals_agree_with_go_tool_pprof_top() {
+    if reference().is_none() {
+        return;
+    }
+    for (file, prof) in [
+        ("memory.pprof_top.txt", "memory.prof"),
+        ("memory9.pprof_top.txt", "memory9.prof"),
+        ("sharded.pprof_top.txt", "sharded.prof"),
+    ] {
+        let (shown, total) = pprof_top_totals(file);
+        let out = json(&["summary", &path(prof)]);
+        let bytes: i64 = out["memories"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["peak_bytes"].as_i64().unwrap())
+            .sum();
+        assert_eq!(mib(&Value::from(bytes)), total, "{prof}");
+        assert_eq!(shown, total, "{prof}: pprof shows every node");
+    }
+}
+
+#[test]
+fn diff_totals_agree_with_go_tool_pprof_diff_base() {
+    if reference().is_none() {
+        return;
+    }
+    let (delta, base) = pprof_top_totals("diff_memory1_memory9.pprof_top.txt");
+    let out = json(&["diff", &path("memory1.prof"), &path("memory9.prof")]);
+    assert_eq!(out["schema"], "memtool/diff/v1");
+    assert_eq!(mib(&out["total"]["delta_bytes"]), delta);
+    assert_eq!(mib(&out["total"]["base_bytes"]), base);
+    let reference = reference().unwrap();
+    assert_eq!(
+        out["total"]["base_bytes"],
+        reference["memory1.prof"]["buffer_bytes"]
+    );
+    assert_eq!(
+        out["total"]["new_bytes"],
+        reference["memory9.prof"]["buffer_bytes"]
+    );
+    // The only stack that changed is the leaking list in anotherfunc.
+    let changed: Vec<&Value> = out["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["delta_bytes"] != 0)
+        .collect();
+    assert_eq!(changed.len(), 1);
+    assert!(changed[0]["key"]
+        .as_str()
+        .unwrap()
+        .starts_with("anotherfunc "));
+    assert_eq!(changed[0]["delta_bytes"], out["total"]["delta_bytes"]);
+}
+
+#[test]
+fn the_ci_gate_fails_with_exit_code_1_only_past_the_bound() {
+    if reference().is_none() {
+        return;
+    }
+    let (a, b) = (path("memory1.prof"), path("memory9.prof"));
+    // Growth is 1,760,000 bytes = 3.66% of the base.
+    let out = common::memtool()
+        .args(["diff", &a, &b, "--fail-on-growth", "3%"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stdout)
+        .contains("gate FAILED: total growth +1.68 MiB (+3.66%) exceeds 3%"));
+    common::memtool()
+        .args(["diff", &a, &b, "--fail-on-growth", "4%"])
+        .assert()
+        .code(0);
+    common::memtool()
+        .args(["diff", &a, &b, "--fail-on-growth", "1760000"])
+        .assert()
+        .code(0);
+    let out = common::memtool()
+        .args([
+            "diff",
+            &a,
+            &b,
+            "--fail-on-growth",
+            "1759999",
+            "--format",
+            "json",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["gate"]["passed"], false);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("gate FAILED"));
+    // Shrinking never fails the gate.
+    common::memtool()
+        .args(["diff", &b, &a, "--fail-on-growth", "0"])
+        .assert()
+        .code(0);
+}
+
+#[test]
+fn leaks_name_anotherfunc_and_the_random_normal_line() {
+    if reference().is_none() {
+        return;
+    }
+    let files: Vec<String> = (1..=9).map(|i| path(&format!("memory{i}.prof"))).collect();
+    let mut args = vec!["leaks"];
+    args.extend(files.iter().map(String::as_str));
+    let out = json(&args);
+    let m = &out["memories"][0];
+    assert_eq!(m["points"].as_array().unwrap().len(), 9);
+    assert_eq!(m["points"][0], "memory1.prof");
+    let top = &m["findings"][0];
+    assert_eq!(top["growth"], "steady");
+    // The user's frame: `anotherfunc`, at the line that calls jax.random.normal.
+    assert!(
+        top["key"]
+            .as_str()
+            .unwrap()
+            .starts_with("anotherfunc /tmp/gen/seed002.py:23"),
+        "{}",
+        top["key"]
+    );
+    let reference = reference().unwrap();
+    let grown = reference["memory9.prof"]["buffer_bytes"].as_u64().unwrap()
+        - reference["memory1.prof"]["buffer_bytes"].as_u64().unwrap();
+    assert_eq!(top["growth_bytes"], grown);
+    assert_eq!(
+        m["findings"].as_array().unwrap().len(),
+        1,
+        "nothing else grows"
+    );
+    // Per-snapshot values: the list holds arrays of 10k, 20k, ... floats.
+    let bytes: Vec<u64> = top["bytes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .collect();
+    assert_eq!(
+        bytes,
+        (1..=9u64)
+            .map(|k| 40_000 * k * (k + 1) / 2)
+            .collect::<Vec<_>>()
+    );
+    assert!(m["verdict"]
+        .as_str()
+        .unwrap()
+        .starts_with("steady growth: +1.68 MiB over 9 points"));
+}
+
+#[test]
+fn peak_of_a_series_is_the_largest_snapshot() {
+    if reference().is_none() {
+        return;
+    }
+    let files: Vec<String> = ["memory1.prof", "memory9.prof", "memory5.prof"]
+        .iter()
+        .map(|f| path(f))
+        .collect();
+    let out = json(&["peak", &files[0], &files[1], &files[2]]);
+    assert_eq!(out["schema"], "memtool/peak/v1");
+    let m = &out["memories"][0];
+    assert_eq!(m["peak_label"], "memory9.prof");
+    assert_eq!(
+        m["peak_at"], 2,
+        "snapshots are numbered in command-line order"
+    );
+    assert_eq!(m["peak_bytes"], 49_800_000);
+    assert_eq!(out["overall"]["bytes"], 49_800_000);
+    let by: Vec<&str> = m["breakdowns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["by"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        by,
+        ["stack", "user_frame"],
+        "pprof has no shapes, ops or dtypes"
+    );
+    // User frames put the bytes on the user's code, not on JAX internals.
+    let user = &m["breakdowns"][1]["groups"];
+    assert_eq!(user[0]["key"], "func1 /tmp/gen/seed002.py:6");
+    assert_eq!(user[0]["bytes"], 40_000_000);
+}
+
+#[test]
+fn sharded_profiles_have_one_memory_per_device_and_an_overall_peak() {
+    if reference().is_none() {
+        return;
+    }
+    let out = json(&["peak", &path("sharded.prof")]);
+    let ids: Vec<&str> = out["memories"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap())
+        .collect();
+    let mut sorted = ids.clone();
+    sorted.sort();
+    assert_eq!(sorted, ["cpu:0", "cpu:1", "cpu:2", "cpu:3"]);
+    assert_eq!(out["overall"]["bytes"], 11_534_336);
+    let only = json(&["peak", &path("sharded.prof"), "--memory", "cpu:2"]);
+    assert_eq!(only["memories"].as_array().unwrap().len(), 1);
+    assert_eq!(only["memories"][0]["id"], "cpu:2");
+}
+
+#[test]
+fn profiles_without_stacks_or_samples_are_valid_with_warnings() {
+    if reference().is_none() {
+        return;
+    }
+    let out = json(&["summary", &path("notraceback.prof")]);
+    assert_eq!(out["memories"][0]["top_stacks"][0]["key"], "<no stack>");
+    assert!(out["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|w| w["message"].as_str().unwrap().contains("no call stack")));
+    let out = json(&["summary", &path("empty.prof")]);
+    assert_eq!(out["memories"].as_array().unwrap().len(), 0);
+    assert!(out["warnings"][0]["message"]
+        .as_str()
+        .unwrap()
+        .contains("no samples"));
+}
+
+#[test]
+fn csv_has_a_header_and_exact_bytes() {
+    if reference().is_none() {
+        return;
+    }
+    let out = common::memtool()
+        .args(["peak", &path("memory.prof"), "--format", "csv"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let mut lines = text.lines();
+    assert_eq!(
+        lines.next(),
+        Some("memory,peak_at,group_by,key,bytes,requested_bytes,count")
+    );
+    let rows: Vec<&str> = lines.collect();
+    assert!(
+        rows.iter().any(|r| r.starts_with(
+            "cpu:0,memory.prof,user_frame,<module> /tmp/gen/seed002.py:12,4000000,4000000,1"
+        )),
+        "{text}"
+    );
+}
+
+#[test]
+fn json_output_is_byte_identical_across_runs() {
+    if reference().is_none() {
+        return;
+    }
+    for cmd in ["summary", "peak", "leaks"] {
+        let run = || {
+            common::memtool()
+                .args([
+                    cmd,
+                    &path("sharded.prof"),
+                    &path("memory.prof"),
+                    "--format",
+                    "json",
+                ])
+                .output()
+                .unwrap()
+                .stdout
+        };
+        assert_eq!(run(), run(), "{cmd}");
+    }
+}

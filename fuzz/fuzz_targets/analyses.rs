@@ -1,0 +1,34 @@
+//! Whatever a reader accepts, every analysis and exporter must handle: runs
+//! summary, peak, leaks and diff on each profile that loads, in every format.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use memtool_core::analysis::{diff, leaks, peak, summary, Options};
+use memtool_core::report::{exporter, OutputFormat, Report};
+use memtool_core::{load, LoadOptions, Source};
+
+fuzz_target!(|data: &[u8]| {
+    let options = LoadOptions {
+        max_decompressed: Some(16 << 20),
+    };
+    let source = || Source {
+        path: "fuzz".into(),
+        bytes: data.to_vec(),
+    };
+    let Ok(profile) = load(vec![source()], &options) else {
+        return;
+    };
+    let o = Options::default();
+    let reports: Vec<Box<dyn Report>> = vec![
+        Box::new(summary::summarize(&profile, &o)),
+        Box::new(peak::peak(&profile, &o)),
+        Box::new(leaks::leaks(&profile, &o)),
+        Box::new(diff::diff(&profile, &profile, &o, None)),
+    ];
+    for report in &reports {
+        for format in [OutputFormat::Table, OutputFormat::Json, OutputFormat::Csv, OutputFormat::Md] {
+            let mut out = Vec::new();
+            exporter(format).export(report.as_ref(), &mut out).expect("writing to memory");
+        }
+    }
+});
