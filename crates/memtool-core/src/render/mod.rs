@@ -384,6 +384,9 @@ fn profile_view(
     }
 }
 
+/// A breakdown row as shown: op, shape, dtype, category, stack.
+type RowKey = (String, String, String, String, String);
+
 fn memory_view(
     profile: &Profile,
     memory: &Memory,
@@ -404,9 +407,8 @@ fn memory_view(
     // category, stack), largest first.
     let text =
         |s: Option<crate::model::StrId>| s.map(|id| names.str(id).to_string()).unwrap_or_default();
-    let mut rows: BTreeMap<(String, String, String, String, String), Totals> = BTreeMap::new();
-    let mut band_of: BTreeMap<(String, String, String, String, String), (String, String)> =
-        BTreeMap::new();
+    let mut rows: BTreeMap<RowKey, Totals> = BTreeMap::new();
+    let mut band_of: BTreeMap<RowKey, (String, String)> = BTreeMap::new();
     for (&site_id, totals) in &by_site {
         let site = names.site_of(site_id);
         let key = (
