@@ -95,9 +95,17 @@ check_page() { # check_page FILE -> 0 when every check passes
   if [ "$timelines" -gt 0 ] && [ "$paths" -eq 0 ]; then fail "$name: timelines have no areas"; ok=1; fi
   if grep -q 'class="flame"' "$dom" && ! grep -q 'data-nodes="[1-9]' "$dom"; then fail "$name: empty call tree"; ok=1; fi
   if grep -q 'class="addr' "$dom" && ! grep -q 'data-cells="[1-9]' "$dom"; then fail "$name: empty address view"; ok=1; fi
+  # The page drives its own hover, zoom, sort, filter and call-tree zoom.
+  local st="$OUT/logs/$name.selftest.html"
+  run_browser "$page#memtool-selftest" dom "$st" "$OUT/logs/$name.selftest.stderr" "$OUT/logs/$name.selftest.netlog.json"
+  local results
+  results="$(grep -o 'data-memtool-selftest="[^"]*"' "$st" | head -1)"
+  if [ -z "$results" ] || echo "$results" | grep -q FAIL || ! grep -q 'data-memtool="ready"' "$st"; then
+    fail "$name: interaction self-test: ${results:-did not run}"; ok=1
+  fi
   run_browser "$page" png "$OUT/screenshots/$name.png" "$OUT/logs/$name.screenshot.stderr" "$OUT/logs/$name.screenshot.netlog.json"
   [ -s "$OUT/screenshots/$name.png" ] || { fail "$name: no screenshot"; ok=1; }
-  [ $ok -eq 0 ] && echo "browser-check: ok: $name ($charts charts, $paths areas)"
+  [ $ok -eq 0 ] && echo "browser-check: ok: $name ($charts charts, $paths areas; ${results#data-memtool-selftest=})"
   return $ok
 }
 

@@ -469,5 +469,64 @@
   each('.addr[data-mem]', function (e) { addrView(e, byDom[e.getAttribute('data-mem')]); });
   each('table.sortable', sortable);
   each('input.filter', filterable);
+  // Opened as report.html#memtool-selftest (the browser check does), the page
+  // drives its own controls with synthetic events and records what happened.
+  function selfTest() {
+    var results = [];
+    function check(name, ok) { results.push(name + (ok ? ':ok' : ':FAIL')); }
+    function mouse(target, type, x, y) {
+      target.dispatchEvent(new MouseEvent(type, { bubbles: true, clientX: x, clientY: y, buttons: type === 'mouseup' ? 0 : 1 }));
+    }
+    var tl = document.querySelector('.timeline svg');
+    if (tl) {
+      var r = tl.getBoundingClientRect(), y = r.top + r.height * 0.8;
+      mouse(tl, 'mousemove', r.left + r.width * 0.5, y);
+      var tip = tl.parentNode.querySelector('.tooltip');
+      check('hover', tip && !tip.hidden && tip.textContent.indexOf('total') >= 0);
+      var reset = tl.parentNode.querySelector('button.reset');
+      var svgNow = tl;
+      mouse(tl, 'mousedown', r.left + r.width * 0.3, y);
+      mouse(tl, 'mousemove', r.left + r.width * 0.6, y);
+      mouse(tl, 'mouseup', r.left + r.width * 0.6, y);
+      check('zoom', reset && !reset.hidden);
+      svgNow.dispatchEvent(new MouseEvent('dblclick', { bubbles: true }));
+      check('unzoom', reset && reset.hidden);
+    }
+    var table = document.querySelector('table.sortable');
+    if (table && table.tBodies[0].rows.length > 1) {
+      var numCol = -1;
+      Array.prototype.forEach.call(table.tBodies[0].rows[0].cells, function (c, i) { if (numCol < 0 && c.hasAttribute('data-v')) { numCol = i; } });
+      if (numCol >= 0) {
+        var th = table.tHead.rows[0].cells[numCol];
+        th.click(); th.click();
+        var vals = Array.prototype.map.call(table.tBodies[0].rows, function (row) { return parseFloat(row.cells[numCol].getAttribute('data-v')); });
+        check('sort', vals.every(function (v, i) { return i === 0 || vals[i - 1] <= v; }));
+      }
+      var input = table.previousElementSibling;
+      if (input && input.classList.contains('filter')) {
+        input.value = '\u0000no such row\u0000';
+        input.dispatchEvent(new Event('input'));
+        var hidden = Array.prototype.every.call(table.tBodies[0].rows, function (row) { return row.hidden; });
+        input.value = '';
+        input.dispatchEvent(new Event('input'));
+        check('filter', hidden && !table.tBodies[0].rows[0].hidden);
+      }
+    }
+    var fl = document.querySelector('.flame');
+    if (fl) {
+      var boxes = fl.querySelectorAll('.fn');
+      var deep = boxes[boxes.length - 1];
+      if (deep && boxes.length > 1) {
+        deep.click();
+        var zoomed = fl.querySelectorAll('.fn.anc').length > 0;
+        fl.querySelector('.fn.anc').click();
+        check('flame', zoomed && fl.querySelectorAll('.fn.anc').length === 0);
+      }
+    }
+    document.documentElement.setAttribute('data-memtool-selftest', results.join(' '));
+  }
+  if (location.hash === '#memtool-selftest') {
+    try { selfTest(); } catch (err) { errors.push('selftest: ' + err.message); }
+  }
   setStatus();
 })();
