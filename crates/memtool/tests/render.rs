@@ -168,6 +168,24 @@ fn every_device_gets_a_section() {
 }
 
 #[test]
+fn svg_has_one_timeline_per_device() {
+    let Some(reference) = reference() else { return };
+    let image = render(&["--format", "svg", &path("sharded.prof")]);
+    assert!(image.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\""));
+    let devices = reference["sharded.prof"]["devices"].as_object().unwrap();
+    for (device, want) in devices {
+        // 2,883,584 bytes each.
+        let bytes = want["bytes"].as_u64().unwrap();
+        assert_eq!(bytes, 2_883_584);
+        assert!(
+            image.contains(&format!("{device} — peak 2.75 MiB at sharded.prof")),
+            "{device}"
+        );
+    }
+    assert_eq!(image.matches("font-size=\"14\"").count(), devices.len());
+}
+
+#[test]
 fn reports_are_deterministic_and_written_atomically() {
     if reference().is_none() {
         return;

@@ -43,13 +43,48 @@ fn fnv1a(text: &str) -> u32 {
 pub fn group_color(key: &str) -> String {
     let h = fnv1a(key);
     let hue = h % 360;
-    let sat = 55 + (h >> 9) % 3 * 10;
-    let light = 46 + (h >> 13) % 3 * 8;
-    format!("hsl({hue} {sat}% {light}%)")
+    let sat = 50 + (h >> 9) % 3 * 15;
+    let light = 42 + (h >> 13) % 3 * 12;
+    hsl_hex(hue as f64, sat as f64 / 100.0, light as f64 / 100.0)
+}
+
+/// `#rrggbb`, which every SVG renderer reads (not all read CSS 4 `hsl()`).
+fn hsl_hex(hue: f64, sat: f64, light: f64) -> String {
+    let c = (1.0 - (2.0 * light - 1.0).abs()) * sat;
+    let x = c * (1.0 - ((hue / 60.0) % 2.0 - 1.0).abs());
+    let m = light - c / 2.0;
+    let (r, g, b) = match (hue / 60.0) as u32 {
+        0 => (c, x, 0.0),
+        1 => (x, c, 0.0),
+        2 => (0.0, c, x),
+        3 => (0.0, x, c),
+        4 => (x, 0.0, c),
+        _ => (c, 0.0, x),
+    };
+    let byte = |v: f64| ((v + m) * 255.0).round().clamp(0.0, 255.0) as u8;
+    format!("#{:02x}{:02x}{:02x}", byte(r), byte(g), byte(b))
 }
 
 /// The colour of the "other" group.
-pub const OTHER_COLOR: &str = "hsl(0 0% 62%)";
+pub const OTHER_COLOR: &str = "#9e9e9e";
+
+/// Text for XML (SVG) content and attribute values.
+pub fn xml(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            // Control characters are not allowed in XML 1.0 at all.
+            c if (c as u32) < 0x20 && !matches!(c, '\t' | '\n' | '\r') => out.push('\u{fffd}'),
+            c => out.push(c),
+        }
+    }
+    out
+}
 
 #[cfg(test)]
 mod tests {
@@ -70,5 +105,17 @@ mod tests {
         assert_ne!(group_color("a"), group_color("b"));
         // FNV-1a of "a" is 0xe40c292c: pinned so colours never drift.
         assert_eq!(fnv1a("a"), 0xe40c_292c);
+        assert_eq!(hsl_hex(0.0, 1.0, 0.5), "#ff0000");
+        assert_eq!(hsl_hex(120.0, 1.0, 0.25), "#008000");
+        assert_eq!(hsl_hex(210.0, 0.5, 0.5), "#4080bf");
+        assert!(group_color("x").starts_with('#') && group_color("x").len() == 7);
+    }
+
+    #[test]
+    fn xml_text_is_escaped() {
+        assert_eq!(
+            xml("<a href=\"x\">&'\u{1}"),
+            "&lt;a href=&quot;x&quot;&gt;&amp;&#39;\u{fffd}"
+        );
     }
 }

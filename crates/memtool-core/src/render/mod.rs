@@ -12,6 +12,7 @@
 pub mod addr;
 pub mod escape;
 pub mod flame;
+pub mod svg;
 pub mod timeline;
 
 use std::collections::{BTreeMap, HashMap};
@@ -338,6 +339,61 @@ pub fn folded(inputs: Inputs<'_>, options: &RenderOptions) -> String {
     let mut out = String::new();
     tree.folded(&mut out);
     out
+}
+
+/// A static SVG of every memory's timeline (for `render A B`, base then new).
+pub fn svg(inputs: Inputs<'_>, options: &RenderOptions) -> String {
+    let list: Vec<(&str, &Profile)> = match inputs {
+        Inputs::One(p) => vec![("", p)],
+        Inputs::Diff { base, new } => vec![("base: ", base), ("new: ", new)],
+    };
+    let mut timelines = Vec::new();
+    for (role, profile) in list {
+        for memory in options.analysis.selected(profile) {
+            let Some(peak) = replay::peak(memory) else {
+                continue;
+            };
+            let by = options
+                .group_by
+                .unwrap_or_else(|| timeline::default_group_by(&profile.names, memory));
+            let tl = timeline::timeline(
+                &profile.names,
+                memory,
+                by,
+                &options.analysis.frames,
+                options.width,
+                options.bands,
+            );
+            let label = |col: Option<usize>| {
+                col.and_then(|c| Some((*tl.top_points.get(c)?, *tl.x.get(c)? + tl.x0)))
+                    .map_or(String::new(), |(i, at)| point_label(memory, i, at))
+            };
+            let x_labels = [label(Some(0)), label(tl.x.len().checked_sub(1))];
+            let peak_label = point_label(memory, peak.index, peak.at);
+            let title = format!(
+                "{role}{} — peak {} at {peak_label} (stacked by {})",
+                display_id(&memory.id),
+                units::bytes(peak.bytes),
+                by.name().replace('_', " ")
+            );
+            timelines.push((title, x_labels, peak, peak_label, memory.capacity, tl));
+        }
+    }
+    let panels: Vec<svg::Panel<'_>> = timelines
+        .iter()
+        .map(
+            |(title, x_labels, peak, peak_label, capacity, tl)| svg::Panel {
+                title: title.clone(),
+                timeline: tl,
+                x_labels: x_labels.clone(),
+                peak_x: peak.at.wrapping_sub(tl.x0),
+                peak_bytes: peak.bytes,
+                peak_label: peak_label.clone(),
+                capacity: *capacity,
+            },
+        )
+        .collect();
+    svg::document(&panels)
 }
 
 fn paths(profile: &Profile) -> String {
@@ -1107,6 +1163,37 @@ mod tests {
             .unwrap()
             .len();
         assert!(cols <= RenderOptions::default().width, "{cols} columns");
+    }
+
+    #[test]
+    fn svg_timelines_are_static_and_escaped() {
+        let profile = event_profile(30, 12, true);
+        let image = svg(Inputs::One(&profile), &RenderOptions::default());
+        assert_eq!(image, svg(Inputs::One(&profile), &RenderOptions::default()));
+        assert!(image.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\""));
+        assert!(image.ends_with("</svg>\n"));
+        assert!(!image.contains("<script") && !image.contains("<img"));
+        let peak = replay::peak(&profile.memories[0]).unwrap();
+        assert!(image.contains(&format!("GPU_0_bfc — peak {}", units::bytes(peak.bytes))));
+        // One area per band, each named by its group.
+        let bands = image.matches("<path ").count();
+        assert_eq!(bands, 3, "one band per category");
+        assert!(image.contains("<title>activation</title>"));
+        let diff = svg(
+            Inputs::Diff {
+                base: &profile,
+                new: &profile,
+            },
+            &RenderOptions::default(),
+        );
+        assert_eq!(
+            diff.matches("peak ").count(),
+            4,
+            "two titles and two peak marks"
+        );
+        assert!(
+            svg(Inputs::One(&Profile::default()), &RenderOptions::default()).contains("No memory")
+        );
     }
 
     #[test]

@@ -12,6 +12,8 @@ use crate::{inputs, output, Outcome};
 pub enum RenderFormat {
     /// One self-contained HTML page (no network requests; opens from file://).
     Html,
+    /// A static image of the timelines, for READMEs and tickets that strip HTML.
+    Svg,
     /// Collapsed stacks at the peak (`frame;frame;frame bytes`) for other
     /// flame-graph tools.
     Folded,
@@ -47,6 +49,7 @@ impl From<GroupArg> for GroupBy {
   memtool render memory.prof -o report.html
   memtool render memory1.prof memory2.prof memory3.prof -o series.html   # one timeline
   memtool render base.prof new.prof -o diff.html     # two files: what changed
+  memtool render memory.prof --format svg -o timeline.svg
   memtool render memory.prof --format folded > stacks.folded
 
 Two files are compared (base, new); pass --series to read them as one series instead.")]
@@ -116,6 +119,7 @@ pub fn run(args: &RenderArgs) -> Result<Outcome> {
 fn produce(inputs: Inputs<'_>, format: RenderFormat, options: &RenderOptions) -> String {
     match format {
         RenderFormat::Html => render::html(inputs, options),
+        RenderFormat::Svg => render::svg(inputs, options),
         RenderFormat::Folded => render::folded(inputs, options),
     }
 }
