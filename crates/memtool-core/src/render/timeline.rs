@@ -151,59 +151,93 @@ pub fn timeline(
     let mut wanted: Vec<usize> = cols.iter().map(|c| c.top_index).collect();
     wanted.sort_unstable();
     wanted.dedup();
-    let per_point = series::site_totals_at(memory, &wanted);
-    let groups = series::group_series(names, &per_point, by, filter);
     let slot: HashMap<usize, usize> = wanted.iter().enumerate().map(|(i, &p)| (p, i)).collect();
-    let at_col = |g: &series::GroupSeries| -> Vec<u64> {
-        cols.iter()
-            .map(|c| slot.get(&c.top_index).map_or(0, |&i| g.bytes[i]))
-            .collect()
-    };
+    // Each allocation's group, labelling each site once.
+    let mut keys: Vec<String> = Vec::new();
+    let mut key_index: HashMap<String, u32> = HashMap::new();
+    let mut site_group: HashMap<SiteId, u32> = HashMap::new();
+    let group_of_alloc: Vec<u32> = memory
+        .allocations
+        .iter()
+        .map(|a| {
+            *site_group.entry(a.site).or_insert_with(|| {
+                let key = group::label(names, a.site, by, filter);
+                *key_index.entry(key.clone()).or_insert_with(|| {
+                    keys.push(key);
+                    (keys.len() - 1) as u32
+                })
+            })
+        })
+        .collect();
+    // Pass 1: each group's bytes at the peak column and its highest over the
+    // columns, to rank the groups without keeping every group's series.
     let peak_col = cols
         .iter()
         .enumerate()
         .max_by(|a, b| a.1.hi.cmp(&b.1.hi).then(b.0.cmp(&a.0)))
         .map_or(0, |(i, _)| i);
-    let mut ranked: Vec<(String, Vec<u64>)> = groups
-        .iter()
-        .map(|g| (g.key.clone(), at_col(g)))
-        .filter(|(_, v)| v.iter().any(|&b| b > 0))
-        .collect();
-    ranked.sort_by(|a, b| {
-        let at_peak = |v: &[u64]| v.get(peak_col).copied().unwrap_or(0);
-        let most = |v: &[u64]| v.iter().copied().max().unwrap_or(0);
-        at_peak(&b.1)
-            .cmp(&at_peak(&a.1))
-            .then(most(&b.1).cmp(&most(&a.1)))
-            .then_with(|| a.0.cmp(&b.0))
+    let peak_slot = cols
+        .get(peak_col)
+        .and_then(|c| slot.get(&c.top_index))
+        .copied();
+    let mut at_peak = vec![0u64; keys.len()];
+    let mut most = vec![0u64; keys.len()];
+    series::group_bytes_at(memory, &wanted, &group_of_alloc, keys.len(), |k, totals| {
+        for (m, &t) in most.iter_mut().zip(totals) {
+            *m = (*m).max(t);
+        }
+        if Some(k) == peak_slot {
+            at_peak.copy_from_slice(totals);
+        }
+    });
+    let mut ranked: Vec<usize> = (0..keys.len()).filter(|&g| most[g] > 0).collect();
+    ranked.sort_by(|&a, &b| {
+        at_peak[b]
+            .cmp(&at_peak[a])
+            .then(most[b].cmp(&most[a]))
+            .then_with(|| keys[a].cmp(&keys[b]))
     });
     let keep = if ranked.len() > top + 1 {
         top
     } else {
         ranked.len()
     };
-    let rest = ranked.split_off(keep);
-    let mut bands: Vec<Band> = ranked
-        .into_iter()
-        .map(|(key, v)| Band {
-            color: group_color(&key),
-            key,
-            v,
+    let others = ranked.len() - keep;
+    // Pass 2: the kept groups' bytes, and the rest summed, at every column.
+    let mut band_of_group = vec![u32::MAX; keys.len()];
+    for (band, &g) in ranked.iter().enumerate() {
+        band_of_group[g] = band.min(keep) as u32;
+    }
+    let bands_len = keep + usize::from(others > 0);
+    let band_of_alloc: Vec<u32> = group_of_alloc
+        .iter()
+        .map(|&g| band_of_group.get(g as usize).copied().unwrap_or(u32::MAX))
+        .collect();
+    let mut per_slot: Vec<Vec<u64>> = Vec::with_capacity(wanted.len());
+    series::group_bytes_at(memory, &wanted, &band_of_alloc, bands_len, |_, totals| {
+        per_slot.push(totals.to_vec());
+    });
+    let value = |c: &Column, band: usize| {
+        slot.get(&c.top_index)
+            .and_then(|&i| per_slot.get(i))
+            .map_or(0, |v| v[band])
+    };
+    let bands: Vec<Band> = (0..bands_len)
+        .map(|band| {
+            let (key, color) = match ranked.get(band) {
+                Some(&g) if band < keep => (keys[g].clone(), group_color(&keys[g])),
+                _ => (
+                    format!("{OTHER_LABEL} ({others} groups)"),
+                    OTHER_COLOR.to_string(),
+                ),
+            };
+            Band {
+                key,
+                color,
+                v: cols.iter().map(|c| value(c, band)).collect(),
+            }
         })
         .collect();
-    if !rest.is_empty() {
-        let mut v = vec![0u64; cols.len()];
-        for (_, r) in &rest {
-            for (sum, b) in v.iter_mut().zip(r) {
-                *sum += b;
-            }
-        }
-        bands.push(Band {
-            key: format!("{OTHER_LABEL} ({} groups)", rest.len()),
-            color: OTHER_COLOR.to_string(),
-            v,
-        });
-    }
     Timeline {
         x: cols.iter().map(|c| c.top_at.wrapping_sub(x0)).collect(),
         lo: cols.iter().map(|c| c.lo).collect(),
@@ -297,6 +331,41 @@ mod tests {
         assert_eq!(t.bands.len(), 6);
         assert_eq!(t.bands[0].key, format!("op{}", 31_337 % 20));
         assert_eq!(t.bands[5].key, "other (15 groups)");
+    }
+
+    #[test]
+    fn many_groups_fold_into_other() {
+        // 50,000 distinct ops (a trace with a unique stack per allocation):
+        // the timeline keeps 12 bands and sums the rest.
+        let mut names = Names::default();
+        let mut m = Memory::new("gpu", MemoryKind::Allocator, Axis::EventIndex);
+        for i in 0..50_000u32 {
+            let op = names.string(&format!("op{i}"));
+            let site = names.site(Site {
+                op: Some(op),
+                ..Site::default()
+            });
+            let id = m.push_allocation(Allocation {
+                bytes: 100 + u64::from(i % 1000),
+                requested: 1,
+                count: 1,
+                address: None,
+                site,
+            });
+            m.events.push(Event {
+                at: i64::from(i),
+                kind: EventKind::Alloc,
+                alloc: id,
+            });
+        }
+        let t = timeline(&names, &m, GroupBy::Op, &FrameFilter::All, 1000, 12);
+        assert_eq!(t.bands.len(), 13);
+        assert_eq!(t.bands[12].key, "other (49988 groups)");
+        // The largest ops at the peak (the end) come first: 1099 bytes each.
+        assert_eq!(t.bands[0].v.last(), Some(&1099));
+        let last = t.x.len() - 1;
+        let sum: u64 = t.bands.iter().map(|b| b.v[last]).sum();
+        assert_eq!(sum, t.hi[last]);
     }
 
     #[test]
