@@ -52,18 +52,19 @@ elif [ "${MEMTOOL_REQUIRE_FIXTURES:-}" = 1 ]; then
 fi
 
 # --- the browser --------------------------------------------------------------
-run_browser() { # run_browser PAGE OUTPUT_KIND[dom|png] DEST LOG NETLOG
-  local profile_dir
+run_browser() { # run_browser PAGE dom|png|pdf DEST LOG NETLOG [EXTRA_FLAGS...]
+  local page="$1" kind="$2" dest="$3" log="$4" net="$5" profile_dir
+  shift 5
   profile_dir="$(mktemp -d)"
   local args=(--headless --no-sandbox --disable-gpu --disable-background-networking
     --disable-component-update --disable-sync --disable-default-apps --no-first-run
-    --user-data-dir="$profile_dir" --enable-logging=stderr --v=0 --log-net-log="$5"
-    --window-size=1300,2600 --virtual-time-budget=5000)
-  if [ "$2" = dom ]; then
-    timeout 120 "$BROWSER" "${args[@]}" --dump-dom "file://$1" >"$3" 2>"$4" || true
-  else
-    timeout 120 "$BROWSER" "${args[@]}" --screenshot="$3" "file://$1" >/dev/null 2>"$4" || true
-  fi
+    --user-data-dir="$profile_dir" --enable-logging=stderr --v=0 --log-net-log="$net"
+    --window-size=1300,2600 --virtual-time-budget=5000 "$@")
+  case "$kind" in
+    dom) timeout 120 "$BROWSER" "${args[@]}" --dump-dom "file://$page" >"$dest" 2>"$log" || true ;;
+    png) timeout 120 "$BROWSER" "${args[@]}" --screenshot="$dest" "file://$page" >/dev/null 2>"$log" || true ;;
+    pdf) timeout 120 "$BROWSER" "${args[@]}" --no-pdf-header-footer --print-to-pdf="$dest" "file://$page" >/dev/null 2>"$log" || true ;;
+  esac
   rm -rf "$profile_dir"
 }
 
@@ -105,6 +106,10 @@ check_page() { # check_page FILE -> 0 when every check passes
   fi
   run_browser "$page" png "$OUT/screenshots/$name.png" "$OUT/logs/$name.screenshot.stderr" "$OUT/logs/$name.screenshot.netlog.json"
   [ -s "$OUT/screenshots/$name.png" ] || { fail "$name: no screenshot"; ok=1; }
+  # The dark scheme, and the page as printed.
+  run_browser "$page" png "$OUT/screenshots/$name-dark.png" "$OUT/logs/$name.dark.stderr" "$OUT/logs/$name.dark.netlog.json" --force-dark-mode --blink-settings=preferredColorScheme=0
+  run_browser "$page" pdf "$OUT/screenshots/$name.pdf" "$OUT/logs/$name.pdf.stderr" "$OUT/logs/$name.pdf.netlog.json"
+  if ! head -c 5 "$OUT/screenshots/$name.pdf" 2>/dev/null | grep -q '%PDF-'; then fail "$name: printing made no PDF"; ok=1; fi
   [ $ok -eq 0 ] && echo "browser-check: ok: $name ($charts charts, $paths areas; ${results#data-memtool-selftest=})"
   return $ok
 }
@@ -122,6 +127,7 @@ for bad in selftest selftest-xss; do
     exit 1
   fi
 done
+rm -f "$OUT"/screenshots/selftest*
 FAILED=0
 
 shopt -s nullglob

@@ -86,6 +86,9 @@ pub fn address_view(
         .unwrap_or(t_first)
         .max(t_first);
     let t_span = (t_last as i128 - t_first as i128).max(1);
+    // A memory known only by what was live at its start (a snapshot without
+    // a trace) has no time span: its allocations fill the width.
+    let instant = t_last == t_first;
     let col_of = |at: i64| {
         let off = (at as i128 - t_first as i128).clamp(0, t_span);
         ((off * (cols as i128 - 1)) / t_span) as usize
@@ -114,7 +117,11 @@ pub fn address_view(
             row_of(first),
             row_of(first.saturating_add(a.bytes.max(1) - 1)),
         );
-        let (c0, c1) = (col_of(start), col_of(end.max(start)));
+        let (c0, c1) = if instant {
+            (0, cols - 1)
+        } else {
+            (col_of(start), col_of(end.max(start)))
+        };
         let cells = ((r1 - r0 + 1) * (c1 - c0 + 1)) as u64;
         if cells > budget {
             return;
@@ -188,5 +195,11 @@ mod tests {
         );
         // Row 0 (first range) live in columns 0..=1, row 1 in columns 2..=3.
         assert_eq!(v.grid, "AA....BB");
+
+        // Known only as live at the start: both fill the width.
+        m.events.clear();
+        m.live_at_start = vec![AllocId(0), AllocId(1)];
+        let v = address_view(&m, 0, 4, 2, |s| s.index()).unwrap();
+        assert_eq!(v.grid, "AAAABBBB");
     }
 }
