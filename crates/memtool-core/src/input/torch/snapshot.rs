@@ -640,7 +640,16 @@ fn build_memory(
         }
     }
 
-    if freed_before_window > 0 || blocks_before_window > 0 {
+    if trace.is_empty() && blocks_before_window > 0 {
+        profile.warn(
+            path,
+            format!(
+                "{id}: no allocation history was recorded (record it with \
+                 torch.cuda.memory._record_memory_history()); only the {blocks_before_window} \
+                 blocks live at the end are known"
+            ),
+        );
+    } else if freed_before_window > 0 || blocks_before_window > 0 {
         profile.warn(
             path,
             format!(
