@@ -654,7 +654,7 @@ fn build_memory(
             path,
             format!(
                 "{id}: the trace is a ring buffer that starts after the program did: \
-                 {freed_before_window} frees and {blocks_before_window} live blocks are of \
+                 {freed_before_window} frees and {blocks_before_window} live blocks belong to \
                  allocations made before the window; they are counted as live at the start"
             ),
         );
