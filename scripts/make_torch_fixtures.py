@@ -158,6 +158,53 @@ def reference(data):
     return {"devices": devices, "trace_actions": actions, "trace_replay": replay}
 
 
+def chrome_trace():
+    """A Kineto-style trace: two ProfilerStep spans, nested cpu_ops on two
+    threads, [memory] events with Addr and totals on the CPU and cuda:0. One
+    CUDA buffer was allocated before profiling (its free is in the trace)
+    and 1 MiB more was live and never freed (only `Total Allocated` tells)."""
+    pid, main_tid, bwd_tid = 100, 100, 200
+    ev = [{"ph": "M", "name": "process_name", "pid": pid, "args": {"name": "python"}}]
+
+    def op(name, ts, dur, tid=main_tid, cat="cpu_op"):
+        ev.append({"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur,
+                   "args": {"External id": len(ev), "Input Dims": [[8, 64], []]}})
+
+    totals = collections.defaultdict(int)
+    totals[(1, 0)] = 1 * MIB + 4096  # live before the trace on cuda:0
+    reserved = {(0, -1): 0, (1, 0): 8 * MIB}
+
+    def mem(ts, addr, nbytes, dev=(1, 0), tid=main_tid):
+        totals[dev] += nbytes
+        ev.append({"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": pid, "tid": tid,
+                   "ts": ts, "args": {"Total Reserved": reserved[dev], "Total Allocated": totals[dev],
+                                      "Bytes": nbytes, "Addr": addr, "Device Id": dev[1], "Device Type": dev[0]}})
+
+    op("ProfilerStep#0", 1000.0, 500.0, cat="user_annotation")
+    op("aten::linear", 1010.0, 100.0)
+    op("aten::addmm", 1020.5, 50.0)
+    op("aten::empty", 1021.0, 2.0)  # allocates inside addmm inside linear
+    mem(1021.5, 0xA000, 2 * MIB)
+    mem(1090.0, 0xB000, 512 * KIB)  # after addmm ended (1070.5), still inside linear
+    op("aten::relu", 1200.0, 30.0)
+    mem(1210.0, 0xC000, 256 * KIB)
+    mem(1300.0, 0x9000, -4096)  # allocated before the trace
+    mem(1310.0, 0xC000, -256 * KIB)
+    mem(1320.0, 0x1000, 64, dev=(0, -1))  # CPU, outside any op
+    op("ProfilerStep#1", 2000.0, 500.0, cat="user_annotation")
+    op("autograd::engine::evaluate_function: AddmmBackward0", 2010.0, 100.0, tid=bwd_tid)
+    mem(2020.0, 0xD000, 1 * MIB, tid=bwd_tid)
+    mem(2400.0, 0xA000, -2 * MIB)
+    mem(2410.0, 0x1000, -64, dev=(0, -1))
+    # The same events, as a PyTorch 1.9 trace would write them: no Addr, no totals.
+    old = [dict(e, args={k: v for k, v in e["args"].items() if k in ("Bytes", "Device Id", "Device Type")})
+           if e["name"] == "[memory]" else dict(e, cat="Operator") if e.get("cat") == "cpu_op" else e
+           for e in ev]
+    trace = {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "Fake GPU", "totalGlobalMem": 16 * 1024 * MIB}],
+             "traceEvents": ev, "traceName": "synthetic"}
+    return trace, {"traceEvents": old}, dict(totals)
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     snap = snapshot()
@@ -173,9 +220,54 @@ def main():
         pickle.dump({"segments": [fractions.Fraction(1, 3)]}, f, protocol=2)
     with open(os.path.join(OUT, "hostile_stack_global.p4.pickle"), "wb") as f:
         pickle.dump({"segments": [], "device_traces": [[fractions.Fraction(1, 3)]]}, f, protocol=4)
+    trace, old_trace, _ = chrome_trace()
+    with gzip.GzipFile(os.path.join(OUT, "synthetic.pt.trace.json.gz"), "wb", mtime=0) as f:
+        f.write(json.dumps(trace).encode())
+    with open(os.path.join(OUT, "synthetic_v19.pt.trace.json"), "w") as f:
+        json.dump(old_trace, f)
+    mem = [e for e in trace["traceEvents"] if e["name"] == "[memory]"]
+    peaks = {}
+    for e in mem:
+        a = e["args"]
+        key = "cpu" if a["Device Type"] == 0 else f"cuda:{a['Device Id']}"
+        peaks[key] = max(peaks.get(key, 0), a["Total Allocated"])
+    # export_memory_timeline: [times, sizes] (column 0 unused, then the 8
+    # categories), and the raw form [t_ns, action, bytes, category index].
+    times = [10, 20, 30, 40]
+    sizes = [[0, 100, 0, 0, 0, 0, 0, 0, 0],
+             [0, 100, 200, 0, 0, 50, 0, 0, 0],
+             [0, 100, 200, 0, 0, 50, 100, 0, 1],
+             [0, 100, 200, 0, 0, 0, 100, 0, 1]]
+    with open(os.path.join(OUT, "synthetic.memory_timeline.json"), "w") as f:
+        json.dump([times, sizes], f)
+    raw = [[-1, 1, 100, 0], [20000, 2, 200, 1], [20000, 2, 50, 4], [30000, 2, 100, 5],
+           [30000, 2, 1, 7], [35000, 3, -100, 5], [35000, 3, 100, 5], [40000, 4, -50, 4]]
+    with gzip.GzipFile(os.path.join(OUT, "synthetic.memory_timeline.raw.json.gz"), "wb", mtime=0) as f:
+        f.write(json.dumps(raw).encode())
+    # The raw form replayed row by row; the peak is taken between timestamps.
+    raw_total = sum(r[2] for r in raw if r[0] < 0)
+    raw_peak = raw_total
+    for t in sorted({r[0] for r in raw if r[0] >= 0}):
+        raw_total += sum(r[2] for r in raw if r[0] == t)
+        raw_peak = max(raw_peak, raw_total)
+    # Each allocation's innermost enclosing op on its thread.
+    ops = [e for e in trace["traceEvents"] if e.get("cat") == "cpu_op"]
+    attributions = {}
+    for e in mem:
+        if e["args"]["Bytes"] <= 0:
+            continue
+        inside = [o for o in ops if o["tid"] == e["tid"] and o["ts"] <= e["ts"] <= o["ts"] + o["dur"]]
+        inner = max(inside, key=lambda o: o["ts"], default=None)
+        attributions[str(e["args"]["Addr"])] = inner["name"] if inner else None
     expected = {
         "snapshot": reference(snap),
         "legacy": reference(legacy()),
+        "trace_peak_total_allocated": peaks,
+        "timeline_peak": max(sum(r) for r in sizes),
+        "timeline_final": sum(sizes[-1]),
+        "raw_timeline_peak": raw_peak,
+        "raw_timeline_final": raw_total,
+        "alloc_ops": attributions,
     }
     with open(os.path.join(OUT, "expected.json"), "w") as f:
         json.dump(expected, f, indent=1, sort_keys=True)

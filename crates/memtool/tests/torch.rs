@@ -406,3 +406,89 @@ fn every_torch_fixture_works_with_every_command_and_format() {
         );
     }
 }
+
+#[test]
+fn generated_traces_attribute_allocations_to_the_innermost_op() {
+    let expected = read_json(&common::repo_fixture("torch/expected.json"));
+    let path = common::repo_fixture("torch/synthetic.pt.trace.json.gz");
+    let summary = common::json(&["summary", path.to_str().unwrap()]);
+    for m in summary["memories"].as_array().unwrap() {
+        let id = m["id"].as_str().unwrap();
+        assert_eq!(
+            m["peak_bytes"], expected["trace_peak_total_allocated"][id],
+            "{id}: the peak is the largest Total Allocated"
+        );
+    }
+    assert_eq!(summary["memories"][1]["capacity_bytes"], 16u64 << 30);
+    let p = profile(&path);
+    let mut checked = 0;
+    for m in &p.memories {
+        for a in &m.allocations {
+            let Some(addr) = a.address else { continue };
+            let Some(op) = expected["alloc_ops"].get(addr.to_string()) else {
+                continue;
+            };
+            let site = p.names.site_of(a.site);
+            let got = site.op.map(|s| p.names.str(s).to_string());
+            assert_eq!(got.as_deref(), op.as_str(), "allocation at {addr:#x}");
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, expected["alloc_ops"].as_object().unwrap().len());
+    // The same events without Addr or totals pair by size; the live bytes
+    // differ from the full trace only by what only the totals revealed.
+    let old = common::repo_fixture("torch/synthetic_v19.pt.trace.json");
+    let old_summary = common::json(&["summary", old.to_str().unwrap()]);
+    let cuda = |s: &Value| s["memories"][1]["peak_bytes"].as_u64().unwrap();
+    assert_eq!(cuda(&summary) - cuda(&old_summary), 1 << 20);
+    assert_eq!(old_summary["memories"][1]["events"], 7);
+}
+
+#[test]
+fn generated_memory_timelines_replay_their_categories() {
+    let expected = read_json(&common::repo_fixture("torch/expected.json"));
+    for (file, prefix) in [
+        ("synthetic.memory_timeline.json", "timeline"),
+        ("synthetic.memory_timeline.raw.json.gz", "raw_timeline"),
+    ] {
+        let path = common::repo_fixture(&format!("torch/{file}"));
+        let summary = common::json(&["summary", path.to_str().unwrap()]);
+        let m = &summary["memories"][0];
+        assert_eq!(
+            m["peak_bytes"],
+            expected[format!("{prefix}_peak")],
+            "{file}"
+        );
+        assert_eq!(
+            m["final_bytes"],
+            expected[format!("{prefix}_final")],
+            "{file}"
+        );
+    }
+}
+
+#[test]
+fn hostile_json_is_an_error_not_a_panic() {
+    let dir = std::env::temp_dir().join(format!("memtool-torch-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let deep = format!("{{\"traceEvents\": {}", "[".repeat(100_000));
+    for (name, text) in [
+        ("deep.json", deep.as_str()),
+        (
+            "truncated.json",
+            "{\"traceEvents\": [{\"name\": \"[memory]\", \"ts\": 1",
+        ),
+        (
+            "no_memory.json",
+            "{\"traceEvents\": [{\"name\": \"aten::mm\", \"ph\": \"X\"}]}",
+        ),
+        ("bad_timeline.json", "[[1, 2], [[0, 1e400]]]"),
+    ] {
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        let err = common::fails(&["summary", path.to_str().unwrap()], 2);
+        assert!(err.contains(name), "{err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -250,9 +250,13 @@ impl SnapshotVisitor<'_> {
             self.traces.resize_with(device + 1, Vec::new);
             self.actions.resize_with(device + 1, BTreeMap::new);
         }
-        *self.actions[device]
-            .entry(action_name.to_string())
-            .or_insert(0) += 1;
+        let counts = &mut self.actions[device];
+        match counts.get_mut(action_name) {
+            Some(n) => *n += 1,
+            None => {
+                counts.insert(action_name.to_string(), 1);
+            }
+        }
         let action = Action::parse(action_name);
         let addr = self.int(v.get("addr")).unwrap_or(0) as u64;
         let size = self.size(v.get("size"));
