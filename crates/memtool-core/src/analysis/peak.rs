@@ -79,6 +79,10 @@ pub struct ProgramPeak {
     /// Every buffer live at the peak, largest first (with `--xprof-compat`:
     /// in XProf's order, buffers under 16 KiB in one last row).
     pub buffers_at_peak: Vec<BufferAtPeak>,
+    /// Bytes at the peak per training phase (`forward`, `backward`,
+    /// `update`; `<none>` for buffers without one), largest first; empty
+    /// when the program computes no gradients.
+    pub phases: Vec<Group>,
 }
 
 /// One buffer live at a program's peak.
@@ -254,6 +258,32 @@ fn program_peak(
             }
         })
         .collect();
+    let mut phases: Vec<Group> = Vec::new();
+    if live
+        .iter()
+        .any(|&id| program.buffer(id).is_some_and(|b| b.phase.is_some()))
+    {
+        for &id in live {
+            let a = memory.allocation(id);
+            let key = program
+                .buffer(id)
+                .and_then(|b| b.phase)
+                .map_or(group::NONE_LABEL, |p| names.str(p));
+            let totals = group::Totals {
+                bytes: a.bytes,
+                requested_bytes: a.requested,
+                count: a.count,
+            };
+            match phases.iter_mut().find(|g| g.key == key) {
+                Some(g) => g.totals.add(totals),
+                None => phases.push(Group {
+                    key: key.to_string(),
+                    totals,
+                }),
+            }
+        }
+        group::sort_groups(&mut phases);
+    }
     if small > 0 {
         buffers_at_peak.push(BufferAtPeak {
             instruction: format!("small (<{XPROF_SMALL_BUFFER_BYTES} bytes)"),
@@ -273,6 +303,7 @@ fn program_peak(
         heap_timeline_bytes,
         heap_timeline_requested_bytes,
         buffers_at_peak,
+        phases,
     })
 }
 
@@ -426,6 +457,20 @@ impl Report for PeakReport {
         for m in &self.memories {
             if let Some(program) = &m.program {
                 tables.push(self.buffers_table(m, program));
+                if !program.phases.is_empty() {
+                    let mut t = Table::new(
+                        format!("Live at peak by phase — {}", display_id(&m.header.id)),
+                        vec!["phase", "bytes", "buffers"],
+                    );
+                    for g in &program.phases {
+                        t.rows.push(vec![
+                            g.key.clone().into(),
+                            Cell::Bytes(g.totals.bytes),
+                            Cell::Count(g.totals.count),
+                        ]);
+                    }
+                    tables.push(t);
+                }
             }
             if let Some(budget) = m.budget.as_ref().filter(|b| !b.fits) {
                 let mut t = Table::new(

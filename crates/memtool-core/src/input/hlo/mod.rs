@@ -292,7 +292,7 @@ struct SpaceReader<'m, 'h, 'p> {
     path: &'p str,
     memory: Memory,
     info: ProgramInfo,
-    sites: HashMap<(i64, usize), (SiteId, ProgramBuffer)>,
+    sites: HashMap<(i64, &'static str), (SiteId, ProgramBuffer)>,
     stacks: HashMap<i32, StackId>,
     /// A zero-byte allocation that is never live: the event for trace events
     /// that change nothing, so positions stay aligned with the trace.
@@ -551,7 +551,7 @@ impl<'m, 'h, 'p> SpaceReader<'m, 'h, 'p> {
 
     /// The site and program description of a buffer, interned once.
     fn named(&mut self, buffer: &Buffer<'h>, category: &'static str) -> (SiteId, ProgramBuffer) {
-        let key = (buffer.proto.id, category.len());
+        let key = (buffer.proto.id, category);
         if let Some(&named) = self.sites.get(&key) {
             return named;
         }
@@ -587,10 +587,9 @@ impl<'m, 'h, 'p> SpaceReader<'m, 'h, 'p> {
     /// The instruction's Python stack, leaf first: the stack frame index when
     /// the module has one, else the single legacy source file and line.
     fn stack(&mut self, source_file: &str, source_line: i32, frame_id: i32) -> StackId {
-        if let Some(&stack) = self.stacks.get(&frame_id) {
-            if frame_id != 0 {
-                return stack;
-            }
+        // Frame ids are per module; legacy file/line stacks (id 0) are not cached.
+        if let Some(&stack) = self.stacks.get(&frame_id).filter(|_| frame_id != 0) {
+            return stack;
         }
         let mut frames: Vec<FrameId> = Vec::new();
         if let Some(index) = self.module.stack_frames() {
