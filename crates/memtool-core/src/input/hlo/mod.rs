@@ -233,8 +233,19 @@ impl<'h> Module<'h> {
         for color in colors {
             let mut reader = SpaceReader::new(self, profile, path, color);
             reader.read_allocations();
-            if let Some(trace) = self.trace_for(color) {
+            let chosen = self.trace_for(color);
+            if let Some(trace) = chosen {
                 reader.simulate(&self.traces[trace]);
+            }
+            let others = self.other_traces(color, chosen);
+            if others > 0 {
+                let message = format!(
+                    "{}: {others} more heap simulator traces of memory space {color} (one per \
+                     further temporary allocation) are not replayed; the timeline is the \
+                     first one's, as in XProf",
+                    self.name
+                );
+                reader.profile.warn(path, message);
             }
             let memory = reader.finish();
             profile.memories.push(memory);
@@ -268,6 +279,21 @@ impl<'h> Module<'h> {
             }
             best.map(|b| b.0)
         })
+    }
+
+    /// Traces of other temporary allocations of this color than `chosen`.
+    fn other_traces(&self, color: i64, chosen: Option<usize>) -> usize {
+        let mut traces: Vec<usize> = self
+            .allocations
+            .iter()
+            .enumerate()
+            .filter(|(_, a)| a.color == color && !is_indefinite(a))
+            .filter_map(|(i, _)| self.trace_of.get(&i).copied())
+            .filter(|&t| Some(t) != chosen)
+            .collect();
+        traces.sort_unstable();
+        traces.dedup();
+        traces.len()
     }
 
     fn stack_frames(&self) -> Option<&'h StackFrameIndexProto> {
@@ -911,6 +937,53 @@ mod tests {
         let warning = &profile.warnings[0].message;
         assert!(warning.contains("1 frees") && warning.contains("1 events of an unknown kind"));
         assert!(warning.contains("1 events on buffers"), "{warning}");
+    }
+
+    #[test]
+    fn further_traces_of_a_space_are_named_in_a_warning() {
+        let half = MIB / 2;
+        let mut hlo = module(&[half], &[(ALLOC, 1, 0), (FREE, 1, 0)]);
+        let assignment = hlo.buffer_assignment.as_mut().unwrap();
+        assignment.logical_buffers.push(LogicalBufferProto {
+            id: 5,
+            size: MIB,
+            defined_at: Some(Location {
+                instruction_id: 0,
+                ..Default::default()
+            }),
+            color: 0,
+        });
+        assignment.buffer_allocations.push(BufferAllocationProto {
+            index: 2,
+            size: MIB,
+            assigned: vec![Assigned {
+                logical_buffer_id: 5,
+                offset: 0,
+                size: MIB,
+            }],
+            ..Default::default()
+        });
+        let event = |kind| TraceEvent {
+            kind,
+            buffer_id: 5,
+            ..Default::default()
+        };
+        assignment.heap_simulator_traces.push(HeapSimulatorTrace {
+            events: vec![event(ALLOC), event(FREE)],
+            ..Default::default()
+        });
+        let profile = read(&hlo);
+        let memory = &profile.memories[0];
+        assert_eq!(replay::peak(memory).unwrap().bytes, (MIB + half) as u64);
+        assert_eq!(
+            memory.program.as_ref().unwrap().temporary_bytes,
+            2 * MIB as u64
+        );
+        let warning = &profile.warnings[0].message;
+        assert!(
+            warning.contains("1 more heap simulator traces"),
+            "{warning}"
+        );
     }
 
     #[test]
