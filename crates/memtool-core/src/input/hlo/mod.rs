@@ -3,14 +3,14 @@
 //!
 //! A module (one `xla.HloProto` found by [`plane`]) becomes one memory per
 //! memory space (XLA memory color). Buffer allocations that live through the
-//! whole program (entry parameters, outputs, constants, thread-local) are live
-//! from the start, one allocation each, named after their largest logical
-//! buffer. The temporary allocation's heap simulator trace becomes the event
+//! whole program (entry parameters, outputs, constants) are live from the
+//! start, one allocation each, named after their largest logical buffer. The temporary allocation's heap simulator trace becomes the event
 //! stream, one event per trace event, so event `i` is at position `i` and the
 //! replayed timeline is XProf's heap timeline: the bytes before each trace
 //! event and after the last.
 //!
-//! Thread-local allocations are counted apart and are not live in the heap.
+//! Thread-local allocations (per-thread kernel scratch) are counted apart and
+//! are never live, as in XProf 2.24.
 //!
 //! Buffers that share memory (`SHARE_WITH`) are reference counted on their
 //! canonical buffer, as XProf does: the canonical buffer's bytes are live from
@@ -45,6 +45,9 @@ const ALLOC: i32 = 0;
 const FREE: i32 = 1;
 const SHARE_WITH: i32 = 2;
 
+/// Adds a memory per module and memory space of the XSpace's compiled
+/// programs. An XSpace without any (TensorFlow, PyTorch/XLA host traces) adds
+/// none; a module that does not decode is skipped with a warning.
 pub(crate) fn read(profile: &mut Profile, path: &str, bytes: &[u8]) -> Result<()> {
     let modules = plane::modules(path, bytes)?;
     profile.inputs.push(InputInfo {
