@@ -45,6 +45,10 @@ pub struct ReadArgs {
     /// at least 256 MiB, at most 16 GiB). Accepts units: 2GiB, 500MB.
     #[arg(long, value_name = "BYTES", value_parser = parse_size)]
     pub max_decompressed: Option<u64>,
+    /// For a run directory or logdir holding several hosts' `.xplane.pb`:
+    /// read only this host's (the file name without `.xplane.pb`).
+    #[arg(long, value_name = "HOST")]
+    pub host: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -85,6 +89,7 @@ impl AnalysisArgs {
             frames,
             top: self.top,
             memories: self.memories.clone(),
+            ..Options::default()
         }
     }
 }

@@ -41,6 +41,7 @@ enum Command {
     Peak(commands::peak::PeakArgs),
     Leaks(commands::leaks::LeaksArgs),
     Diff(commands::diff::DiffArgs),
+    Frag(commands::frag::FragArgs),
 }
 
 /// How a command ended, when it did not fail.
@@ -62,6 +63,7 @@ fn main() -> ExitCode {
         Command::Peak(a) => commands::peak::run(a),
         Command::Leaks(a) => commands::leaks::run(a),
         Command::Diff(a) => commands::diff::run(a),
+        Command::Frag(a) => commands::frag::run(a),
     };
     match result {
         Ok(Outcome::Success) => ExitCode::SUCCESS,

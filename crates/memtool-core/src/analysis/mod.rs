@@ -3,11 +3,13 @@
 //! Analyses see only the model: no format-specific code lives here.
 
 pub mod diff;
+pub mod frag;
 pub mod group;
 pub mod leaks;
 pub mod peak;
 pub mod replay;
 pub mod series;
+pub mod steps;
 pub mod summary;
 
 use serde::Serialize;
@@ -23,6 +25,8 @@ pub struct Options {
     pub top: usize,
     /// Only these memories (by id); empty for all.
     pub memories: Vec<String>,
+    /// Which of several equal peaks to report.
+    pub ties: replay::Ties,
 }
 
 impl Default for Options {
@@ -31,6 +35,7 @@ impl Default for Options {
             frames: FrameFilter::default(),
             top: 10,
             memories: Vec::new(),
+            ties: replay::Ties::First,
         }
     }
 }
@@ -89,6 +94,42 @@ impl MemoryHeader {
             memory_space: memory.program.as_ref().map(|p| p.memory_space),
         }
     }
+}
+
+/// Totals of a memory that only an allocator reports, at one sample.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct AllocatorState {
+    /// In use + free, when free memory is reported.
+    pub capacity_bytes: Option<u64>,
+    pub fragmentation: Option<f64>,
+}
+
+impl AllocatorState {
+    pub fn at(memory: &Memory, sample: Option<usize>) -> Self {
+        let Some(s) = sample.and_then(|i| memory.allocator_samples.get(i)) else {
+            return AllocatorState::default();
+        };
+        AllocatorState {
+            capacity_bytes: s
+                .allocated_bytes
+                .zip(s.free_bytes)
+                .map(|(a, f)| a.saturating_add(f)),
+            fragmentation: s.fragmentation,
+        }
+    }
+}
+
+/// Allocation and free events of a memory's stream (`None` for snapshots).
+pub fn event_counts(memory: &Memory) -> Option<(usize, usize)> {
+    if memory.events.is_empty() {
+        return None;
+    }
+    let allocs = memory
+        .events
+        .iter()
+        .filter(|e| e.kind == crate::model::EventKind::Alloc)
+        .count();
+    Some((allocs, memory.events.len() - allocs))
 }
 
 /// The inputs and warnings every JSON document carries.

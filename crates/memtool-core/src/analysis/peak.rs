@@ -5,11 +5,15 @@ use std::io::Write;
 
 use serde::Serialize;
 
-use crate::model::{AllocId, Axis, Memory, Profile};
+use std::collections::BTreeMap;
+
+use crate::model::{AllocId, Axis, Memory, Names, Profile};
 use crate::report::{Cell, Report, Table};
 
 use super::group::{self, Group, GroupBy};
-use super::{display_id, point_label, point_step, replay, MemoryHeader, Options, Provenance};
+use super::{
+    display_id, point_label, point_step, replay, AllocatorState, MemoryHeader, Options, Provenance,
+};
 
 pub const SCHEMA: &str = "memtool/peak/v1";
 
@@ -52,6 +56,18 @@ pub struct MemoryPeak {
     pub buffers: u64,
     pub peak_at: i64,
     pub peak_label: String,
+    /// Picoseconds since the profile start, for memories on a ps time axis.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peak_time_ps: Option<i64>,
+    /// The step the peak falls in, when the profile marks steps.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peak_step: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fragmentation_at_peak: Option<f64>,
+    /// Everything live at the peak grouped by (op, shape, dtype, region,
+    /// step), largest first; empty when allocations carry none of these.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub at_peak: Vec<AtPeakRow>,
     /// Breakdowns of the live set at the peak, one per [`GroupBy`]; a
     /// breakdown the profile has no data for (shapes in pprof) is left out.
     pub breakdowns: Vec<Breakdown>,
@@ -130,6 +146,24 @@ pub struct ShrinkCandidate {
     pub cumulative_bytes: u64,
 }
 
+/// One group of allocations live at the peak.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct AtPeakRow {
+    pub op: Option<String>,
+    pub shape: Option<String>,
+    pub dtype: Option<String>,
+    pub region: Option<String>,
+    /// The step the allocations were made in (`None`: before the profile
+    /// started, or outside every step).
+    pub step: Option<i64>,
+    pub bytes: u64,
+    pub requested_bytes: u64,
+    pub count: u64,
+    /// How long the oldest of them had been live at the peak (axis units);
+    /// `None` when it was live before the profile started.
+    pub oldest_age: Option<i64>,
+}
+
 #[derive(Debug, Serialize)]
 pub struct Breakdown {
     pub by: GroupBy,
@@ -158,10 +192,15 @@ pub fn peak_with(profile: &Profile, options: &Options, settings: &PeakSettings) 
     let budget = settings.budget;
     let mut memories = Vec::new();
     for memory in options.selected(profile) {
-        let Some(p) = replay::peak(memory) else {
+        let Some(reported) = replay::reported_peak(memory, options.ties) else {
             continue;
         };
+        let p = reported.point;
+        let state = AllocatorState::at(memory, reported.sample);
+        let mut header = MemoryHeader::of(memory);
+        header.capacity_bytes = state.capacity_bytes.or(header.capacity_bytes);
         let live = replay::live_at(memory, p.index);
+        let at_peak = at_peak_rows(&profile.names, memory, &live, p.index, p.at);
         let by_site = group::totals_by_site(memory, &live);
         let breakdowns = BREAKDOWNS
             .iter()
@@ -172,12 +211,16 @@ pub fn peak_with(profile: &Profile, options: &Options, settings: &PeakSettings) 
             })
             .collect();
         memories.push(MemoryPeak {
-            header: MemoryHeader::of(memory),
-            peak_bytes: p.bytes,
+            header,
+            peak_bytes: reported.bytes,
             peak_requested_bytes: p.requested,
             buffers: p.buffers,
             peak_at: p.at,
             peak_label: point_label(memory, p.index, p.at),
+            peak_time_ps: (memory.axis == Axis::TimePs).then_some(p.at),
+            peak_step: memory.step_at(p.at).map(|s| s.id),
+            fragmentation_at_peak: state.fragmentation,
+            at_peak,
             breakdowns,
             program: program_peak(profile, memory, p, &live, settings.xprof_compat),
             budget: budget.map(|b| budget_check(profile, memory, &live, b, options)),
@@ -190,6 +233,69 @@ pub fn peak_with(profile: &Profile, options: &Options, settings: &PeakSettings) 
         memories,
         top: options.top,
     }
+}
+
+type RowKey = (
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    Option<i64>,
+);
+
+/// Groups the live allocations by (op, shape, dtype, region, step).
+fn at_peak_rows(
+    names: &Names,
+    memory: &Memory,
+    live: &[AllocId],
+    index: usize,
+    peak_at: i64,
+) -> Vec<AtPeakRow> {
+    let text = |id: Option<crate::model::StrId>| id.map(|id| names.str(id).to_string());
+    let described = live.iter().any(|&id| {
+        let site = names.site_of(memory.allocation(id).site);
+        site.op.is_some() || site.shape.is_some() || site.dtype.is_some() || site.category.is_some()
+    });
+    if !described {
+        return Vec::new();
+    }
+    let made_at = replay::allocated_at(memory, index);
+    let mut groups: BTreeMap<RowKey, AtPeakRow> = BTreeMap::new();
+    for &id in live {
+        let a = memory.allocation(id);
+        let site = names.site_of(a.site);
+        let at = made_at.get(id.index()).copied().flatten();
+        let step = at.and_then(|at| memory.step_at(at)).map(|s| s.id);
+        let key = (
+            text(site.op),
+            text(site.shape),
+            text(site.dtype),
+            text(site.category),
+            step,
+        );
+        let row = groups.entry(key.clone()).or_insert_with(|| AtPeakRow {
+            op: key.0,
+            shape: key.1,
+            dtype: key.2,
+            region: key.3,
+            step,
+            bytes: 0,
+            requested_bytes: 0,
+            count: 0,
+            oldest_age: at.map(|at| peak_at.saturating_sub(at)),
+        });
+        row.bytes = row.bytes.saturating_add(a.bytes);
+        row.requested_bytes = row.requested_bytes.saturating_add(a.requested);
+        row.count = row.count.saturating_add(a.count);
+        row.oldest_age = match (row.oldest_age, at) {
+            (Some(age), Some(at)) => Some(age.max(peak_at.saturating_sub(at))),
+            _ => None,
+        };
+    }
+    let mut rows: Vec<AtPeakRow> = groups.into_values().collect();
+    // BTreeMap order breaks ties deterministically; the stable sort keeps it.
+    rows.sort_by_key(|r| std::cmp::Reverse(r.bytes));
+    rows
 }
 
 fn sorted_by_size(memory: &Memory, live: &[AllocId]) -> Vec<AllocId> {
@@ -454,6 +560,39 @@ impl Report for PeakReport {
             ]);
         }
         tables.push(t);
+        for m in self.memories.iter().filter(|m| !m.at_peak.is_empty()) {
+            let mut t = Table::new(
+                format!(
+                    "Live at peak by op, shape, dtype, region, step — {}",
+                    display_id(&m.header.id)
+                ),
+                vec![
+                    "op",
+                    "shape",
+                    "dtype",
+                    "region",
+                    "step",
+                    "bytes",
+                    "requested",
+                    "count",
+                ],
+            );
+            let text = |s: &Option<String>| Cell::Text(s.clone().unwrap_or_default());
+            for r in m.at_peak.iter().take(self.top) {
+                t.rows.push(vec![
+                    text(&r.op),
+                    text(&r.shape),
+                    text(&r.dtype),
+                    text(&r.region),
+                    Cell::Text(r.step.map_or("-".into(), |s| s.to_string())),
+                    Cell::Bytes(r.bytes),
+                    Cell::Bytes(r.requested_bytes),
+                    Cell::Count(r.count),
+                ]);
+            }
+            t.omitted = m.at_peak.len().saturating_sub(self.top);
+            tables.push(t);
+        }
         for m in &self.memories {
             if let Some(program) = &m.program {
                 tables.push(self.buffers_table(m, program));

@@ -7,6 +7,7 @@ pub mod detect;
 mod hlo;
 mod pprof;
 pub mod wire;
+pub mod xspace;
 
 use crate::error::{Error, Result};
 use crate::model::{Format, Profile};
@@ -34,7 +35,33 @@ pub fn load(sources: Vec<Source>, options: &LoadOptions) -> Result<Profile> {
     for source in sources {
         load_into(&mut profile, source, options)?;
     }
+    ensure_memories(&profile)?;
     Ok(profile)
+}
+
+/// A profile with no memory at all gives the commands nothing to say: fail
+/// with what the readers found instead. A pprof snapshot without samples is
+/// the exception: "nothing was live" is a valid answer there.
+fn ensure_memories(profile: &Profile) -> Result<()> {
+    if !profile.memories.is_empty() || profile.inputs.iter().any(|i| i.format == Format::Pprof) {
+        return Ok(());
+    }
+    let Some(first) = profile.inputs.first() else {
+        return Ok(());
+    };
+    let found: Vec<&str> = profile
+        .warnings
+        .iter()
+        .map(|w| w.message.as_str())
+        .collect();
+    Err(Error::NoData {
+        path: first.path.clone(),
+        message: if found.is_empty() {
+            "no memory data in this profile".to_string()
+        } else {
+            found.join("; ")
+        },
+    })
 }
 
 fn load_into(profile: &mut Profile, source: Source, options: &LoadOptions) -> Result<()> {
@@ -87,6 +114,10 @@ fn load_into(profile: &mut Profile, source: Source, options: &LoadOptions) -> Re
     }
     match format {
         Format::Pprof => pprof::read(profile, &path, &bytes),
-        Format::XSpace => hlo::read(profile, &path, &bytes),
+        Format::XSpace => {
+            // One XSpace holds both: allocator events and compiled programs.
+            xspace::read(profile, &path, &bytes)?;
+            hlo::read(profile, &path, &bytes)
+        }
     }
 }

@@ -33,7 +33,7 @@ impl AllocId {
 pub enum Format {
     /// pprof `profile.proto`, as written by `jax.profiler.save_device_memory_profile`.
     Pprof,
-    /// XProf / TensorFlow profiler `XSpace` (`*.xplane.pb`).
+    /// XSpace (`*.xplane.pb`), written by the TensorFlow, JAX and PyTorch/XLA profilers.
     #[serde(rename = "xspace")]
     XSpace,
 }
@@ -68,6 +68,17 @@ pub enum MemoryKind {
     Allocator,
     /// A memory space of a compiled program (XLA buffer assignment).
     ProgramSpace,
+}
+
+impl MemoryKind {
+    /// The name used in every output (as in JSON).
+    pub fn name(self) -> &'static str {
+        match self {
+            MemoryKind::Device => "device",
+            MemoryKind::Allocator => "allocator",
+            MemoryKind::ProgramSpace => "program_space",
+        }
+    }
 }
 
 /// What the positions of a memory's events and instants measure.
@@ -143,11 +154,29 @@ pub struct Memory {
     pub capacity: Option<u64>,
     /// What the allocator itself reported over time (reserved, free,
     /// fragmentation), in axis order; empty when the format has none. The
-    /// input of `frag`.
+    /// input of `frag`. When there is one sample per event
+    /// (`allocator_samples.len() == events.len()`), sample `i` is the
+    /// allocator's state right after event `i`; otherwise samples are placed
+    /// by `at`.
     pub allocator_samples: Vec<AllocatorSample>,
+    /// The allocator's own high-water mark over its whole life (TSL
+    /// `peak_bytes_in_use`), which can exceed every point the profile saw.
+    pub allocator_peak_bytes: Option<u64>,
+    /// Training or inference steps on the memory's axis, in order; empty
+    /// when the profile marks none. Leak detection compares step boundaries.
+    pub steps: Vec<Step>,
     /// For a compiled program's memory space: which program, what its
     /// buffers are, and what the program was doing at each event.
     pub program: Option<Box<ProgramInfo>>,
+}
+
+/// One step of a training or serving loop, as a span of the memory's axis.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Step {
+    /// The step number the program gave (`step_num`).
+    pub id: i64,
+    pub start: i64,
+    pub end: i64,
 }
 
 /// A compiled program's memory space (XLA buffer assignment): which module,
@@ -240,6 +269,8 @@ impl Memory {
             instants: Vec::new(),
             capacity: None,
             allocator_samples: Vec::new(),
+            allocator_peak_bytes: None,
+            steps: Vec::new(),
             program: None,
         }
     }
@@ -253,6 +284,21 @@ impl Memory {
 
     pub fn allocation(&self, id: AllocId) -> &Allocation {
         &self.allocations[id.index()]
+    }
+
+    /// The step a position belongs to: the step whose span holds it, else
+    /// the next step to start (work between two steps prepares the next),
+    /// else none.
+    pub fn step_at(&self, at: i64) -> Option<&Step> {
+        // Steps are sorted by start; the candidate is the last one starting
+        // at or before `at`.
+        let after = self.steps.partition_point(|s| s.start <= at);
+        if let Some(step) = after.checked_sub(1).and_then(|i| self.steps.get(i)) {
+            if at <= step.end {
+                return Some(step);
+            }
+        }
+        self.steps.get(after)
     }
 }
 

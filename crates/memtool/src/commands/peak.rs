@@ -1,6 +1,7 @@
 use anyhow::Result;
 use clap::Args;
 use memtool_core::analysis::peak;
+use memtool_core::analysis::replay::Ties;
 
 use crate::cli::{parse_size, AnalysisArgs, OutputArgs, ReadArgs};
 use crate::{inputs, output, Outcome};
@@ -28,8 +29,10 @@ pub struct PeakArgs {
     /// it. Accepts units: 16GiB, 500MB.
     #[arg(long, value_name = "BYTES", value_parser = parse_size)]
     pub budget: Option<u64>,
-    /// List a compiled program's buffers at the peak as XProf's Memory Viewer
-    /// does: in allocation order, buffers under 16 KiB summed into one row.
+    /// Report as XProf does, to check memtool against its UI: of several
+    /// equal peaks the last; a compiled program's buffers at the peak in
+    /// allocation order, buffers under 16 KiB summed into one row (see
+    /// docs/xprof-differences.md).
     #[arg(long)]
     pub xprof_compat: bool,
     #[command(flatten)]
@@ -38,11 +41,15 @@ pub struct PeakArgs {
 
 pub fn run(args: &PeakArgs) -> Result<Outcome> {
     let profile = inputs::load(&args.files, &args.read)?;
+    let mut options = args.analysis.options();
+    if args.xprof_compat {
+        options.ties = Ties::Last;
+    }
     let settings = peak::PeakSettings {
         budget: args.budget,
         xprof_compat: args.xprof_compat,
     };
-    let report = peak::peak_with(&profile, &args.analysis.options(), &settings);
+    let report = peak::peak_with(&profile, &options, &settings);
     output::write(&report, &args.output)?;
     Ok(if report.over_budget() {
         Outcome::GateFailed
