@@ -1,5 +1,6 @@
 //! `summary`: per memory, the peak, the end state, and the top stacks at peak.
 
+use std::collections::BTreeMap;
 use std::io::Write;
 
 use serde::Serialize;
@@ -64,6 +65,16 @@ pub struct MemorySummary {
     /// One row per step, for memories whose profile marks steps.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub steps: Vec<StepStats>,
+    /// Events per kind as the file records them (PyTorch trace actions).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub events_by_action: BTreeMap<String, u64>,
+    /// Memory the allocator held from the device at the end, when recorded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reserved_bytes: Option<u64>,
+    /// Memory handed out at the end as the allocator reports it (PyTorch:
+    /// live blocks' requested sizes), when recorded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allocated_bytes: Option<u64>,
     /// One row per snapshot, for memories made of snapshots.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub snapshots: Vec<SnapshotRow>,
@@ -146,6 +157,17 @@ pub fn summarize(profile: &Profile, options: &Options) -> SummaryReport {
             live_bytes_at_end: counts.map(|_| end_in_use),
             live_allocations_at_end: counts.map(|_| last.buffers),
             steps: steps::per_step(memory),
+            events_by_action: memory.recorded_events.clone(),
+            reserved_bytes: memory
+                .allocator_samples
+                .iter()
+                .rev()
+                .find_map(|s| s.reserved_bytes),
+            allocated_bytes: memory
+                .allocator_samples
+                .iter()
+                .rev()
+                .find_map(|s| s.allocated_bytes),
             snapshots,
             top_stacks: group::breakdown(&profile.names, &by_site, GroupBy::Stack, &options.frames),
             program: memory.program.as_ref().map(|p| ProgramSizes {

@@ -6,6 +6,7 @@ pub mod decompress;
 pub mod detect;
 mod hlo;
 mod pprof;
+pub mod torch;
 pub mod wire;
 pub mod xspace;
 
@@ -78,6 +79,8 @@ fn load_into(profile: &mut Profile, source: Source, options: &LoadOptions) -> Re
     let format = match sniffed {
         Sniffed::Pprof => Format::Pprof,
         Sniffed::XSpace => Format::XSpace,
+        Sniffed::Pickle => Format::TorchSnapshot,
+        Sniffed::Json => torch::json::classify(&bytes),
         Sniffed::Empty => {
             return Err(Error::NoData {
                 path,
@@ -90,15 +93,6 @@ fn load_into(profile: &mut Profile, source: Source, options: &LoadOptions) -> Re
                 reason: "not a memory profile memtool can read (expected pprof, XSpace \
                          .xplane.pb, a PyTorch snapshot pickle, or a PyTorch trace JSON)"
                     .into(),
-            })
-        }
-        other => {
-            return Err(Error::UnknownFormat {
-                path,
-                reason: format!(
-                    "{} is recognized, but this build of memtool cannot read it yet",
-                    other.describe()
-                ),
             })
         }
     };
@@ -118,6 +112,10 @@ fn load_into(profile: &mut Profile, source: Source, options: &LoadOptions) -> Re
             // One XSpace holds both: allocator events and compiled programs.
             xspace::read(profile, &path, &bytes)?;
             hlo::read(profile, &path, &bytes)
+        }
+        Format::TorchSnapshot => torch::snapshot::read(profile, &path, &bytes),
+        Format::TorchTrace | Format::TorchMemoryTimeline => {
+            torch::json::read(profile, &path, &bytes, format)
         }
     }
 }

@@ -15,6 +15,8 @@ mod intern;
 
 pub use intern::{Frame, FrameId, Names, Site, SiteId, StackFrames, StackId, StrId};
 
+use std::collections::BTreeMap;
+
 use serde::Serialize;
 
 /// Index of an allocation within its memory.
@@ -36,6 +38,12 @@ pub enum Format {
     /// XSpace (`*.xplane.pb`), written by the TensorFlow, JAX and PyTorch/XLA profilers.
     #[serde(rename = "xspace")]
     XSpace,
+    /// PyTorch memory snapshot pickle (`torch.cuda.memory._dump_snapshot`).
+    TorchSnapshot,
+    /// PyTorch profiler Chrome trace (`*.pt.trace.json`) with `[memory]` events.
+    TorchTrace,
+    /// PyTorch `export_memory_timeline` output (`.json` or `.raw.json.gz`).
+    TorchMemoryTimeline,
 }
 
 impl Format {
@@ -43,6 +51,9 @@ impl Format {
         match self {
             Format::Pprof => "pprof",
             Format::XSpace => "xspace",
+            Format::TorchSnapshot => "torch_snapshot",
+            Format::TorchTrace => "torch_trace",
+            Format::TorchMemoryTimeline => "torch_memory_timeline",
         }
     }
 }
@@ -168,6 +179,13 @@ pub struct Memory {
     /// For a compiled program's memory space: which program, what its
     /// buffers are, and what the program was doing at each event.
     pub program: Option<Box<ProgramInfo>>,
+    /// The allocator's layout at the end of the profile (PyTorch snapshot
+    /// `segments`), when the format records it. An input of `frag`.
+    pub segments: Vec<Segment>,
+    /// Events per kind as the file records them (PyTorch trace actions
+    /// `alloc`, `free_requested`, `segment_alloc`, ...), including kinds
+    /// that are not allocation events of the model.
+    pub recorded_events: BTreeMap<String, u64>,
 }
 
 /// One step of a training or serving loop, as a span of the memory's axis.
@@ -239,6 +257,41 @@ impl ProgramInfo {
     }
 }
 
+/// A range the allocator reserved from the device (a PyTorch segment) and
+/// how it is split into blocks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Segment {
+    pub address: Option<u64>,
+    pub bytes: u64,
+    pub stream: Option<i64>,
+    /// The allocator's pool or segment type (`large`, `small`), when known.
+    pub pool: Option<StrId>,
+    /// Blocks in address order as the file lists them.
+    pub blocks: Vec<SegmentBlock>,
+}
+
+/// One block of a segment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SegmentBlock {
+    pub address: Option<u64>,
+    /// Bytes of the block (rounded by the allocator).
+    pub bytes: u64,
+    /// Bytes the program asked for; equal to `bytes` when unknown.
+    pub requested: u64,
+    pub state: BlockState,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BlockState {
+    /// Handed out to the program.
+    Allocated,
+    /// Freed by the program, not yet reusable (pending stream work).
+    PendingFree,
+    /// Free for reuse.
+    Free,
+}
+
 /// The allocator's own view of its state at a position, as the profile
 /// recorded it (XSpace allocator stats, PyTorch segment events). Every field
 /// is optional: formats report different subsets.
@@ -272,6 +325,8 @@ impl Memory {
             allocator_peak_bytes: None,
             steps: Vec::new(),
             program: None,
+            segments: Vec::new(),
+            recorded_events: BTreeMap::new(),
         }
     }
 
