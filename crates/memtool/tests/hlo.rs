@@ -511,3 +511,11 @@ fn phases_split_a_training_step_peak() {
     assert!(phases["backward"] >= backward && phases["backward"] - backward < SMALL);
     assert!(phases["forward"] >= forward && phases["forward"] - forward < SMALL);
 }
+
+#[test]
+fn the_file_is_listed_once_per_load() {
+    let Some(file) = path("jax_mlp") else { return };
+    let report = common::json(&["summary", &file]);
+    assert_eq!(report["inputs"].as_array().unwrap().len(), 1);
+    assert_eq!(report["inputs"][0]["format"], "xspace");
+}

@@ -50,11 +50,18 @@ const SHARE_WITH: i32 = 2;
 /// none; a module that does not decode is skipped with a warning.
 pub(crate) fn read(profile: &mut Profile, path: &str, bytes: &[u8]) -> Result<()> {
     let modules = plane::modules(path, bytes)?;
-    profile.inputs.push(InputInfo {
-        path: path.to_string(),
-        format: Format::XSpace,
-        executables: None,
-    });
+    // The allocator reader of the same file may have listed it already.
+    let listed = profile
+        .inputs
+        .last()
+        .is_some_and(|i| i.path == path && i.format == Format::XSpace);
+    if !listed {
+        profile.inputs.push(InputInfo {
+            path: path.to_string(),
+            format: Format::XSpace,
+            executables: None,
+        });
+    }
     for module in modules {
         match HloProto::decode(module.hlo_proto) {
             Ok(hlo) => Module::new(&hlo, module.program_id).read_into(profile, path),
