@@ -519,3 +519,13 @@ fn the_file_is_listed_once_per_load() {
     assert_eq!(report["inputs"].as_array().unwrap().len(), 1);
     assert_eq!(report["inputs"][0]["format"], "xspace");
 }
+
+#[test]
+fn a_module_that_is_not_there_is_a_usage_error_listing_the_modules() {
+    let Some(file) = path("jax_mlp") else { return };
+    let stderr = common::fails(&["peak", &file, "--module", "jit_nope"], 2);
+    assert!(
+        stderr.contains("`jit_nope`") && stderr.contains("jit_step(10)"),
+        "{stderr}"
+    );
+}
