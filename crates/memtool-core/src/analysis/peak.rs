@@ -333,11 +333,23 @@ fn program_peak(
     } else {
         sorted_by_size(memory, live)
     };
+    // XProf shows each buffer's own size, and in memory spaces other than 0
+    // leaves out the buffers that live through the whole program.
+    let shown = |id: AllocId| {
+        let a = memory.allocation(id);
+        match program.buffer(id).filter(|_| xprof_compat) {
+            Some(b) => (b.own_bytes, b.own_unpadded_bytes),
+            None => (a.bytes, a.requested),
+        }
+    };
     let mut small = 0u64;
     let mut buffers_at_peak: Vec<BufferAtPeak> = order
         .into_iter()
+        .filter(|id| {
+            !(xprof_compat && program.memory_space != 0 && memory.live_at_start.contains(id))
+        })
         .filter(|&id| {
-            let bytes = memory.allocation(id).bytes;
+            let bytes = shown(id).0;
             let lumped = xprof_compat && bytes < XPROF_SMALL_BUFFER_BYTES;
             if lumped {
                 small += bytes;
@@ -346,14 +358,15 @@ fn program_peak(
         })
         .map(|id| {
             let a = memory.allocation(id);
+            let (bytes, unpadded_bytes) = shown(id);
             let site = names.site_of(a.site);
             let buffer = program.buffer(id);
             BufferAtPeak {
                 instruction: buffer.map_or_else(String::new, |b| names.str(b.name).to_string()),
                 opcode: text(buffer.and_then(|b| b.opcode)),
                 shape: text(site.shape),
-                bytes: a.bytes,
-                unpadded_bytes: a.requested,
+                bytes,
+                unpadded_bytes,
                 op_name: text(site.op),
                 category: text(site.category),
                 phase: text(buffer.and_then(|b| b.phase)),

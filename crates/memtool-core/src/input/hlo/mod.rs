@@ -615,6 +615,8 @@ impl<'m, 'h, 'p> SpaceReader<'m, 'h, 'p> {
             name: names.string(&buffer.name()),
             opcode: names.optional_string(&instruction.opcode),
             phase: phase.map(|p| names.string(p)),
+            own_bytes: buffer.bytes(),
+            own_unpadded_bytes: buffer.unpadded_bytes(),
         };
         self.sites.insert(key, (site, program));
         (site, program)
@@ -994,6 +996,48 @@ mod tests {
             warning.contains("1 more heap simulator traces"),
             "{warning}"
         );
+    }
+
+    #[test]
+    fn xprof_compat_shows_own_sizes_and_hides_whole_program_buffers_off_space_0() {
+        use crate::analysis::peak::{peak_with, PeakSettings};
+        use crate::analysis::Options;
+        let quarter = MIB / 4;
+        // B (0.125 MiB) reuses A's 0.25 MiB after A is freed, while C is live.
+        let events = [
+            (ALLOC, 1, 0),
+            (FREE, 1, 0),
+            (ALLOC, 3, 0),
+            (SHARE_WITH, 2, 1),
+            (FREE, 2, 0),
+            (FREE, 3, 0),
+        ];
+        let mut hlo = module(&[quarter, quarter / 2, quarter], &events);
+        let assignment = hlo.buffer_assignment.as_mut().unwrap();
+        for a in &mut assignment.buffer_allocations {
+            a.color = 1;
+        }
+        for b in &mut assignment.logical_buffers {
+            b.color = 1;
+        }
+        let profile = read(&hlo);
+        assert_eq!(profile.memories[0].id, "test_module(7)/S(1)");
+        let settings = PeakSettings {
+            budget: None,
+            xprof_compat: true,
+        };
+        let report = peak_with(&profile, &Options::default(), &settings);
+        let program = report.memories[0].program.as_ref().unwrap();
+        // The heap holds C and A's 0.25 MiB (plus the constant's 1 MiB) ...
+        assert_eq!(report.memories[0].peak_bytes, (MIB + 2 * quarter) as u64);
+        // ... XProf lists B with its own size, and no constant in space 1.
+        let rows: Vec<(&str, u64)> = program
+            .buffers_at_peak
+            .iter()
+            .map(|b| (b.instruction.as_str(), b.bytes))
+            .collect();
+        let (q, e) = (quarter as u64, quarter as u64 / 2);
+        assert_eq!(rows, vec![("fusion.3{0}", q), ("fusion.2{0}", e)]);
     }
 
     #[test]
