@@ -1,5 +1,5 @@
 //! Whatever a reader accepts, every analysis and exporter must handle: runs
-//! summary, peak, leaks and diff on each profile that loads, in every format.
+//! summary, peak, leaks, diff and render on each profile that loads, in every format.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -25,6 +25,16 @@ fuzz_target!(|data: &[u8]| {
         Box::new(leaks::leaks(&profile, &o)),
         Box::new(diff::diff(&profile, &profile, &o, None)),
     ];
+    let r = memtool_core::render::RenderOptions::default();
+    let one = memtool_core::render::Inputs::One(&profile);
+    let _ = memtool_core::render::html(one, &r);
+    let _ = memtool_core::render::svg(one, &r);
+    let _ = memtool_core::render::folded(one, &r);
+    let both = memtool_core::render::Inputs::Diff {
+        base: &profile,
+        new: &profile,
+    };
+    let _ = memtool_core::render::html(both, &r);
     for report in &reports {
         for format in [OutputFormat::Table, OutputFormat::Json, OutputFormat::Csv, OutputFormat::Md] {
             let mut out = Vec::new();

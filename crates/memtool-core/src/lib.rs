@@ -12,6 +12,7 @@ pub mod analysis;
 mod error;
 pub mod input;
 pub mod model;
+pub mod render;
 pub mod report;
 
 pub use error::{Error, Result};

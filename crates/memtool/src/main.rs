@@ -27,6 +27,7 @@ Examples:
   memtool peak memory.prof --top 20
   memtool leaks memory1.prof memory2.prof memory3.prof
   memtool diff base.prof new.prof --fail-on-growth 5%
+  memtool render memory.prof -o report.html
 
 Exit codes: 0 success, 1 a CI gate failed, 2 unreadable input or bad usage."
 )]
@@ -42,6 +43,7 @@ enum Command {
     Leaks(commands::leaks::LeaksArgs),
     Diff(commands::diff::DiffArgs),
     Frag(commands::frag::FragArgs),
+    Render(commands::render::RenderArgs),
 }
 
 /// How a command ended, when it did not fail.
@@ -64,6 +66,7 @@ fn main() -> ExitCode {
         Command::Leaks(a) => commands::leaks::run(a),
         Command::Diff(a) => commands::diff::run(a),
         Command::Frag(a) => commands::frag::run(a),
+        Command::Render(a) => commands::render::run(a),
     };
     match result {
         Ok(Outcome::Success) => ExitCode::SUCCESS,

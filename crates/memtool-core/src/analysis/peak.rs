@@ -657,7 +657,7 @@ impl Report for PeakReport {
                     t.rows.push(vec![
                         g.key.clone().into(),
                         Cell::Bytes(g.totals.bytes),
-                        Cell::Text(share.map_or("n/a".into(), |s| format!("{s:.1}%"))),
+                        Cell::Share(share),
                         Cell::Count(g.totals.count),
                     ]);
                 }

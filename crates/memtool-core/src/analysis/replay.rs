@@ -295,6 +295,35 @@ pub fn live_at(memory: &Memory, index: usize) -> Vec<AllocId> {
     set.ids()
 }
 
+/// Calls `visit(alloc, start, end)` for every interval during which an
+/// allocation of an event stream was live: freed ones in the order of their
+/// frees, then those still live at the last event (ending there), in
+/// allocation order. Memories described by
+/// instants have no lifetimes and visit nothing.
+pub fn for_each_lifetime(memory: &Memory, mut visit: impl FnMut(AllocId, i64, i64)) {
+    if uses_instants(memory) || (memory.events.is_empty() && memory.live_at_start.is_empty()) {
+        return;
+    }
+    let start_at = memory.events.first().map_or(0, |e| e.at);
+    let end_at = memory.events.last().map_or(start_at, |e| e.at);
+    let mut set = LiveSet::at_start(memory);
+    let mut since: Vec<i64> = vec![start_at; memory.allocations.len()];
+    for event in &memory.events {
+        if set.apply(event.kind, event.alloc) {
+            let Some(slot) = since.get_mut(event.alloc.index()) else {
+                continue;
+            };
+            match event.kind {
+                EventKind::Alloc => *slot = event.at,
+                EventKind::Free => visit(event.alloc, *slot, event.at),
+            }
+        }
+    }
+    for id in set.ids() {
+        visit(id, since[id.index()], end_at);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -340,5 +369,14 @@ mod tests {
         );
         assert_eq!(live_at(&m, 2), vec![AllocId(1)]);
         assert_eq!(last(&m).unwrap().bytes, 220);
+    }
+
+    #[test]
+    fn lifetimes_cover_every_live_interval() {
+        let m = memory();
+        let mut spans = Vec::new();
+        for_each_lifetime(&m, |id, start, end| spans.push((id.0, start, end)));
+        // 0 is live from the start until its free at 2, then again from 5 to the end.
+        assert_eq!(spans, vec![(0, 1, 2), (0, 5, 5), (1, 1, 5), (2, 4, 5)]);
     }
 }

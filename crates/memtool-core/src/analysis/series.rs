@@ -74,6 +74,62 @@ pub fn site_totals_at(memory: &Memory, points: &[usize]) -> Vec<HashMap<SiteId, 
     out
 }
 
+/// Live bytes per group at each of `points` (ascending point indices), where
+/// allocation `i` belongs to group `group_of_alloc[i]` (ids past `groups` are
+/// left out). `visit(k, totals)` sees the totals at the k-th point. Unlike
+/// [`site_totals_at`] it keeps one vector of `groups` totals, however many
+/// points are asked for, so it scales to a point per pixel column.
+pub fn group_bytes_at(
+    memory: &Memory,
+    points: &[usize],
+    group_of_alloc: &[u32],
+    groups: usize,
+    mut visit: impl FnMut(usize, &[u64]),
+) {
+    let mut totals = vec![0u64; groups];
+    let slot = |id: crate::model::AllocId| {
+        group_of_alloc
+            .get(id.index())
+            .map(|&g| g as usize)
+            .filter(|&g| g < groups)
+    };
+    if replay::uses_instants(memory) {
+        for (k, &p) in points.iter().enumerate() {
+            totals.iter_mut().for_each(|t| *t = 0);
+            for &id in memory.instants.get(p).map_or(&[][..], |i| &i.live[..]) {
+                if let Some(g) = slot(id) {
+                    totals[g] += memory.allocation(id).bytes;
+                }
+            }
+            visit(k, &totals);
+        }
+        return;
+    }
+    let mut set = LiveSet::at_start(memory);
+    for id in set.ids() {
+        if let Some(g) = slot(id) {
+            totals[g] += memory.allocation(id).bytes;
+        }
+    }
+    let mut applied = 0usize;
+    for (k, &p) in points.iter().enumerate() {
+        while applied < p.min(memory.events.len()) {
+            let event = memory.events[applied];
+            if set.apply(event.kind, event.alloc) {
+                if let Some(g) = slot(event.alloc) {
+                    let bytes = memory.allocation(event.alloc).bytes;
+                    match event.kind {
+                        crate::model::EventKind::Alloc => totals[g] += bytes,
+                        crate::model::EventKind::Free => totals[g] -= bytes,
+                    }
+                }
+            }
+            applied += 1;
+        }
+        visit(k, &totals);
+    }
+}
+
 /// One group's values over the sampled points.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GroupSeries {
@@ -115,4 +171,67 @@ pub fn group_series_by(
     let mut out: Vec<GroupSeries> = groups.into_values().collect();
     out.sort_by(|a, b| a.key.cmp(&b.key));
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{AllocId, Allocation, Axis, Event, EventKind, MemoryKind, Site};
+
+    #[test]
+    fn group_bytes_agree_with_site_totals() {
+        let mut names = Names::default();
+        let sites: Vec<SiteId> = (0..5)
+            .map(|i| {
+                let op = names.string(&format!("op{}", i % 3));
+                names.site(Site {
+                    op: Some(op),
+                    ..Site::default()
+                })
+            })
+            .collect();
+        let mut m = Memory::new("m", MemoryKind::Allocator, Axis::EventIndex);
+        for i in 0..40u64 {
+            let id = m.push_allocation(Allocation {
+                bytes: 10 + i,
+                requested: 10 + i,
+                count: 1,
+                address: None,
+                site: sites[(i % 5) as usize],
+            });
+            m.events.push(Event {
+                at: 2 * i as i64,
+                kind: EventKind::Alloc,
+                alloc: id,
+            });
+            if i % 3 == 0 {
+                m.events.push(Event {
+                    at: 2 * i as i64 + 1,
+                    kind: EventKind::Free,
+                    alloc: AllocId(id.0 / 2),
+                });
+            }
+        }
+        let points = sample_points(&m, 9);
+        let filter = FrameFilter::All;
+        let expected = group_series(&names, &site_totals_at(&m, &points), GroupBy::Op, &filter);
+        // Groups in label order: op0, op1, op2.
+        let group_of: Vec<u32> = m
+            .allocations
+            .iter()
+            .map(|a| {
+                let label = group::label(&names, a.site, GroupBy::Op, &filter);
+                expected.iter().position(|g| g.key == label).unwrap() as u32
+            })
+            .collect();
+        let mut got = vec![Vec::new(); expected.len()];
+        group_bytes_at(&m, &points, &group_of, expected.len(), |_, totals| {
+            for (g, &t) in got.iter_mut().zip(totals) {
+                g.push(t);
+            }
+        });
+        for (g, want) in got.iter().zip(&expected) {
+            assert_eq!(g, &want.bytes, "{}", want.key);
+        }
+    }
 }

@@ -4,4 +4,5 @@ pub mod diff;
 pub mod frag;
 pub mod leaks;
 pub mod peak;
+pub mod render;
 pub mod summary;

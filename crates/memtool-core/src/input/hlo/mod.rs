@@ -30,8 +30,8 @@ use prost::Message;
 
 use crate::error::Result;
 use crate::model::{
-    AllocId, Allocation, Axis, Event, EventKind, Format, Frame, FrameId, InputInfo, Memory,
-    MemoryKind, Profile, ProgramBuffer, ProgramInfo, Site, SiteId, StackId, StrId,
+    AllocId, Allocation, Axis, Event, EventKind, Frame, FrameId, Memory, MemoryKind, Profile,
+    ProgramBuffer, ProgramInfo, Site, SiteId, StackId, StrId,
 };
 
 /// Bytes one memory may hold in all its allocations together, so that no sum
@@ -49,19 +49,8 @@ const SHARE_WITH: i32 = 2;
 /// programs. An XSpace without any (TensorFlow, PyTorch/XLA host traces) adds
 /// none; a module that does not decode is skipped with a warning.
 pub(crate) fn read(profile: &mut Profile, path: &str, bytes: &[u8]) -> Result<()> {
+    // The XSpace reader that runs first has recorded the input.
     let modules = plane::modules(path, bytes)?;
-    // The allocator reader of the same file may have listed it already.
-    let listed = profile
-        .inputs
-        .last()
-        .is_some_and(|i| i.path == path && i.format == Format::XSpace);
-    if !listed {
-        profile.inputs.push(InputInfo {
-            path: path.to_string(),
-            format: Format::XSpace,
-            executables: None,
-        });
-    }
     for module in modules {
         match HloProto::decode(module.hlo_proto) {
             Ok(hlo) => Module::new(&hlo, module.program_id).read_into(profile, path),

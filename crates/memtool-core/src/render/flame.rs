@@ -1,0 +1,226 @@
+//! Call trees of live memory (root = outermost caller), for the icicle graph
+//! and for collapsed-stack (`folded`) output. A tree can hold one profile's
+//! bytes or two (base and new) for a differential view.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde::Serialize;
+
+use crate::analysis::group::{FrameFilter, Totals, NO_STACK_LABEL};
+use crate::model::{Names, SiteId};
+
+/// Bytes of one frame path, in one or two profiles.
+#[derive(Debug, Default)]
+pub struct Tree {
+    /// Bytes here and below (`[base, new]`; a single profile uses `new`).
+    bytes: [u64; 2],
+    /// Bytes allocated by this frame itself.
+    own: [u64; 2],
+    children: BTreeMap<String, Tree>,
+}
+
+/// A node as the page receives it: short keys keep the file small.
+#[derive(Debug, PartialEq, Eq, Serialize)]
+pub struct Node {
+    /// Frame label.
+    pub n: String,
+    /// Bytes here and below.
+    pub v: u64,
+    /// Base bytes here and below (differential trees only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub b: Option<u64>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub c: Vec<Node>,
+}
+
+/// Deepest path kept: deeper frames are folded into their ancestor at this
+/// depth (a recursion gone wild must not make the page huge).
+const MAX_DEPTH: usize = 128;
+
+impl Tree {
+    /// Adds per-site totals to side 0 (base) or 1 (new).
+    pub fn add_sites(
+        &mut self,
+        names: &Names,
+        by_site: &HashMap<SiteId, Totals>,
+        filter: &FrameFilter,
+        side: usize,
+    ) {
+        let side = side.min(1);
+        for (&site, totals) in by_site {
+            if totals.bytes == 0 {
+                continue;
+            }
+            let stack = names.site_of(site).stack;
+            let mut labels: Vec<String> = if stack.0 == 0 {
+                vec![NO_STACK_LABEL.to_string()]
+            } else {
+                let frames = filter.frames(names, stack);
+                frames.iter().rev().map(|&f| names.frame_label(f)).collect()
+            };
+            labels.truncate(MAX_DEPTH);
+            let mut node = &mut *self;
+            node.bytes[side] += totals.bytes;
+            for label in labels {
+                node = node.children.entry(label).or_default();
+                node.bytes[side] += totals.bytes;
+            }
+            node.own[side] += totals.bytes;
+        }
+    }
+
+    /// The tree for the page: children smaller than `min_share` of the root
+    /// are left out (their bytes stay in their parent's total), so the number
+    /// of nodes is bounded whatever the profile.
+    pub fn nodes(&self, root_label: &str, differential: bool, min_share: f64) -> Node {
+        let biggest = self.bytes[0].max(self.bytes[1]);
+        let min_bytes = ((biggest as f64) * min_share).ceil() as u64;
+        self.node(root_label, differential, min_bytes.max(1))
+    }
+
+    fn node(&self, label: &str, differential: bool, min_bytes: u64) -> Node {
+        let mut kids: Vec<(&String, &Tree)> = self
+            .children
+            .iter()
+            .filter(|(_, t)| t.bytes[0].max(t.bytes[1]) >= min_bytes)
+            .collect();
+        kids.sort_by(|a, b| {
+            b.1.bytes[1]
+                .max(b.1.bytes[0])
+                .cmp(&a.1.bytes[1].max(a.1.bytes[0]))
+                .then_with(|| a.0.cmp(b.0))
+        });
+        Node {
+            n: label.to_string(),
+            v: self.bytes[1],
+            b: differential.then_some(self.bytes[0]),
+            c: kids
+                .into_iter()
+                .map(|(l, t)| t.node(l, differential, min_bytes))
+                .collect(),
+        }
+    }
+
+    /// Collapsed stacks, `frame;frame;frame bytes`, one line per frame path
+    /// that allocated, sorted by path (what flamegraph.pl and speedscope read).
+    pub fn folded(&self, out: &mut String) {
+        let mut path: Vec<&str> = Vec::new();
+        self.fold(&mut path, out);
+    }
+
+    fn fold<'a>(&'a self, path: &mut Vec<&'a str>, out: &mut String) {
+        if self.own[1] > 0 && !path.is_empty() {
+            // `;` separates frames and a newline ends the record: neither may
+            // appear inside a frame.
+            let joined: Vec<String> = path
+                .iter()
+                .map(|p| p.replace([';', '\n', '\r'], " "))
+                .collect();
+            out.push_str(&joined.join(";"));
+            out.push(' ');
+            out.push_str(&self.own[1].to_string());
+            out.push('\n');
+        }
+        for (label, child) in &self.children {
+            path.push(label);
+            child.fold(path, out);
+            path.pop();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Frame, Site};
+
+    fn site(names: &mut Names, frames: &[&str]) -> SiteId {
+        let ids: Vec<_> = frames
+            .iter()
+            .map(|f| {
+                let function = names.string(f);
+                names.frame(Frame {
+                    function,
+                    file: crate::model::StrId(0),
+                    line: 0,
+                })
+            })
+            .collect();
+        let stack = names.stack_leaf_first(&ids);
+        names.site(Site {
+            stack,
+            ..Site::default()
+        })
+    }
+
+    fn totals(bytes: u64) -> Totals {
+        Totals {
+            bytes,
+            requested_bytes: bytes,
+            count: 1,
+        }
+    }
+
+    #[test]
+    fn builds_root_first_trees_and_folds_them() {
+        let mut names = Names::default();
+        let a = site(&mut names, &["leaf1", "mid", "main"]);
+        let b = site(&mut names, &["leaf2", "mid", "main"]);
+        let c = site(&mut names, &["main"]);
+        let tiny = site(&mut names, &["tiny", "main"]);
+        let by_site: HashMap<_, _> = [
+            (a, totals(600)),
+            (b, totals(300)),
+            (c, totals(100)),
+            (tiny, totals(1)),
+        ]
+        .into();
+        let mut tree = Tree::default();
+        tree.add_sites(&names, &by_site, &FrameFilter::All, 1);
+        let root = tree.nodes("all", false, 0.01);
+        assert_eq!(root.v, 1001);
+        assert_eq!(root.c.len(), 1);
+        let main = &root.c[0];
+        assert_eq!((main.n.as_str(), main.v), ("main", 1001));
+        // `tiny` is under 1% and left out; `mid` holds both leaves.
+        assert_eq!(main.c.len(), 1);
+        assert_eq!(
+            main.c[0].c.iter().map(|n| n.v).collect::<Vec<_>>(),
+            vec![600, 300]
+        );
+        let mut folded = String::new();
+        tree.folded(&mut folded);
+        assert_eq!(
+            folded,
+            "main 100\nmain;mid;leaf1 600\nmain;mid;leaf2 300\nmain;tiny 1\n"
+        );
+    }
+
+    #[test]
+    fn differential_trees_carry_both_sides() {
+        let mut names = Names::default();
+        let a = site(&mut names, &["grow", "main"]);
+        let b = site(&mut names, &["shrink", "main"]);
+        let mut tree = Tree::default();
+        tree.add_sites(
+            &names,
+            &[(a, totals(100)), (b, totals(500))].into(),
+            &FrameFilter::All,
+            0,
+        );
+        tree.add_sites(
+            &names,
+            &[(a, totals(400)), (b, totals(200))].into(),
+            &FrameFilter::All,
+            1,
+        );
+        let root = tree.nodes("all", true, 0.0);
+        assert_eq!((root.v, root.b), (600, Some(600)));
+        let main = &root.c[0];
+        let kids: Vec<_> = main.c.iter().map(|n| (n.n.as_str(), n.b, n.v)).collect();
+        assert_eq!(
+            kids,
+            vec![("shrink", Some(500), 200), ("grow", Some(100), 400)]
+        );
+    }
+}

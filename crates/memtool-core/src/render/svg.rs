@@ -1,0 +1,223 @@
+//! A static timeline image (`render --format svg`) for READMEs and tickets
+//! that strip HTML: the same downsampled stacked areas as the page, one panel
+//! per memory, no script.
+
+use std::fmt::Write;
+
+use crate::report::units;
+
+use super::escape::xml;
+use super::timeline::Timeline;
+
+const WIDTH: f64 = 1000.0;
+const PLOT_HEIGHT: f64 = 240.0;
+const LEFT: f64 = 76.0;
+const RIGHT: f64 = 16.0;
+const TITLE: f64 = 30.0;
+const AXIS: f64 = 24.0;
+const LEGEND_ROW: f64 = 16.0;
+
+/// One memory's panel.
+pub struct Panel<'a> {
+    pub title: String,
+    pub timeline: &'a Timeline,
+    /// First and last x label (snapshot names, times).
+    pub x_labels: [String; 2],
+    pub peak_x: i64,
+    pub peak_bytes: u64,
+    pub peak_label: String,
+    pub capacity: Option<u64>,
+}
+
+fn fmt(v: f64) -> String {
+    format!("{v:.1}")
+}
+
+/// Byte ticks at a round step of the largest binary unit below `max`.
+fn tick_step(max: u64) -> u64 {
+    let mut unit: u64 = 1;
+    while max / unit >= 1024 && unit < 1 << 50 {
+        unit *= 1024;
+    }
+    let raw = (max as f64 / unit as f64 / 4.0).max(1e-9);
+    let p = 10f64.powf(raw.log10().floor());
+    let step = [1.0, 2.0, 2.5, 5.0, 10.0]
+        .into_iter()
+        .map(|s| s * p)
+        .find(|&s| raw <= s)
+        .unwrap_or(10.0 * p);
+    ((step * unit as f64).round() as u64).max(1)
+}
+
+pub fn document(panels: &[Panel<'_>]) -> String {
+    let heights: Vec<f64> = panels
+        .iter()
+        .map(|p| {
+            let rows = p.timeline.bands.len().div_ceil(2) as f64;
+            TITLE + PLOT_HEIGHT + AXIS + rows * LEGEND_ROW + 20.0
+        })
+        .collect();
+    let total: f64 = heights.iter().sum::<f64>().max(40.0);
+    let mut out = String::new();
+    let _ = write!(
+        out,
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {WIDTH} {h}\" width=\"{WIDTH}\" height=\"{h}\" \
+         font-family=\"system-ui, sans-serif\" font-size=\"11\">\n<rect width=\"100%\" height=\"100%\" fill=\"#ffffff\"/>\n",
+        h = fmt(total)
+    );
+    if panels.is_empty() {
+        out.push_str(
+            "<text x=\"10\" y=\"24\" fill=\"#333\">No memory holds any allocation.</text>\n",
+        );
+    }
+    let mut top = 0.0;
+    for (panel, height) in panels.iter().zip(&heights) {
+        write_panel(&mut out, panel, top);
+        top += height;
+    }
+    out.push_str("</svg>\n");
+    out
+}
+
+fn write_panel(out: &mut String, p: &Panel<'_>, top: f64) {
+    let t = p.timeline;
+    let n = t.x.len();
+    let plot_top = top + TITLE;
+    let plot_bottom = plot_top + PLOT_HEIGHT;
+    let _ = writeln!(
+        out,
+        "<text x=\"{}\" y=\"{}\" font-size=\"14\" font-weight=\"600\" fill=\"#1d2127\">{}</text>",
+        LEFT,
+        fmt(top + 20.0),
+        xml(&p.title)
+    );
+    let mut max = t.hi.iter().copied().max().unwrap_or(0);
+    let cap_on_scale = p.capacity.filter(|&c| c as f64 <= max.max(1) as f64 * 1.5);
+    if let Some(c) = cap_on_scale {
+        max = max.max(c);
+    }
+    let step = tick_step(max.max(1));
+    let y_max = (((max as f64 * 1.04) / step as f64).ceil() as u64).max(1) * step;
+    let (x0, x1) = match (t.x.first(), t.x.last()) {
+        (Some(&a), Some(&b)) if b > a => (a as f64, b as f64),
+        (Some(&a), _) => (a as f64 - 0.5, a as f64 + 0.5),
+        _ => (0.0, 1.0),
+    };
+    let sx = |x: f64| LEFT + (x - x0) / (x1 - x0) * (WIDTH - LEFT - RIGHT);
+    let sy = |b: u64| plot_top + (1.0 - b as f64 / y_max as f64) * PLOT_HEIGHT;
+    let mut y = 0;
+    while y <= y_max {
+        let _ = writeln!(
+            out,
+            "<line x1=\"{LEFT}\" x2=\"{}\" y1=\"{yy}\" y2=\"{yy}\" stroke=\"#e6e9ee\"/><text x=\"{}\" y=\"{}\" text-anchor=\"end\" fill=\"#5d6673\">{}</text>",
+            WIDTH - RIGHT,
+            LEFT - 6.0,
+            fmt(sy(y) + 4.0),
+            xml(&units::bytes(y)),
+            yy = fmt(sy(y)),
+        );
+        y += step;
+    }
+    // Bands, bottom up; a single point is drawn across the whole width.
+    let xs: Vec<f64> = if n == 1 {
+        vec![sx(x0), sx(x1)]
+    } else {
+        t.x.iter().map(|&x| sx(x as f64)).collect()
+    };
+    let value = |band: &[u64], i: usize| if n == 1 { band[0] } else { band[i] };
+    let mut below = vec![0u64; xs.len()];
+    for band in &t.bands {
+        let mut d = String::from("M");
+        let mut above = below.clone();
+        for (i, (&x, a)) in xs.iter().zip(above.iter_mut()).enumerate() {
+            *a += value(&band.v, i);
+            if i > 0 {
+                d.push('L');
+            }
+            let _ = write!(d, "{},{}", fmt(x), fmt(sy(*a)));
+        }
+        for (i, &x) in xs.iter().enumerate().rev() {
+            let _ = write!(d, "L{},{}", fmt(x), fmt(sy(below[i])));
+        }
+        d.push('Z');
+        let _ = writeln!(
+            out,
+            "<path d=\"{d}\" fill=\"{c}\" fill-opacity=\"0.9\" stroke=\"{c}\" stroke-width=\"0.5\"><title>{}</title></path>",
+            xml(&band.key),
+            c = band.color
+        );
+        below = above;
+    }
+    if n > 1 && t.lo.iter().zip(&t.hi).any(|(l, h)| l < h) {
+        let pts: Vec<String> = xs
+            .iter()
+            .zip(&t.lo)
+            .map(|(&x, &l)| format!("{},{}", fmt(x), fmt(sy(l))))
+            .collect();
+        let _ = writeln!(
+            out,
+            "<polyline points=\"{}\" fill=\"none\" stroke=\"#1d2127\" stroke-opacity=\"0.55\" stroke-dasharray=\"2 2\"/>",
+            pts.join(" ")
+        );
+    }
+    if let Some(c) = cap_on_scale {
+        let _ = writeln!(
+            out,
+            "<line x1=\"{LEFT}\" x2=\"{}\" y1=\"{yy}\" y2=\"{yy}\" stroke=\"#1d2127\" stroke-dasharray=\"6 4\"/>",
+            WIDTH - RIGHT,
+            yy = fmt(sy(c))
+        );
+    }
+    let _ = writeln!(
+        out,
+        "<line x1=\"{LEFT}\" x2=\"{}\" y1=\"{yy}\" y2=\"{yy}\" stroke=\"#d5dae1\"/>",
+        WIDTH - RIGHT,
+        yy = fmt(plot_bottom)
+    );
+    let px = if n == 1 {
+        sx((x0 + x1) / 2.0)
+    } else {
+        sx(p.peak_x as f64)
+    };
+    let right = px > WIDTH * 0.75;
+    let _ = writeln!(
+        out,
+        "<line x1=\"{x}\" x2=\"{x}\" y1=\"{}\" y2=\"{}\" stroke=\"#c0392b\" stroke-width=\"1.5\"/><text x=\"{}\" y=\"{}\" fill=\"#c0392b\" font-weight=\"600\" text-anchor=\"{}\">{}</text>",
+        fmt(sy(p.peak_bytes)),
+        fmt(plot_bottom),
+        fmt(if right { px - 6.0 } else { px + 6.0 }),
+        fmt((sy(p.peak_bytes) - 6.0).max(plot_top + 10.0)),
+        if right { "end" } else { "start" },
+        xml(&format!("peak {} at {}", units::bytes(p.peak_bytes), p.peak_label)),
+        x = fmt(px),
+    );
+    let _ = writeln!(
+        out,
+        "<text x=\"{LEFT}\" y=\"{y}\" fill=\"#5d6673\">{}</text><text x=\"{}\" y=\"{y}\" text-anchor=\"end\" fill=\"#5d6673\">{}</text>",
+        xml(&p.x_labels[0]),
+        WIDTH - RIGHT,
+        if n > 1 { xml(&p.x_labels[1]) } else { String::new() },
+        y = fmt(plot_bottom + 16.0),
+    );
+    let legend_top = plot_bottom + AXIS + 8.0;
+    for (i, band) in t.bands.iter().enumerate() {
+        let col = (i % 2) as f64;
+        let row = (i / 2) as f64;
+        let x = LEFT + col * (WIDTH - LEFT) / 2.0;
+        let y = legend_top + row * LEGEND_ROW;
+        let mut key = band.key.clone();
+        if key.chars().count() > 70 {
+            key = key.chars().take(69).collect::<String>() + "…";
+        }
+        let _ = writeln!(
+            out,
+            "<rect x=\"{}\" y=\"{}\" width=\"10\" height=\"10\" rx=\"2\" fill=\"{}\"/><text x=\"{}\" y=\"{}\" fill=\"#1d2127\">{}</text>",
+            fmt(x),
+            fmt(y - 9.0),
+            band.color,
+            fmt(x + 14.0),
+            fmt(y),
+            xml(&key)
+        );
+    }
+}

@@ -1,0 +1,125 @@
+use std::io::Write;
+
+use anyhow::{bail, Result};
+use clap::{Args, ValueEnum};
+use memtool_core::analysis::GroupBy;
+use memtool_core::render::{self, Inputs, RenderOptions};
+
+use crate::cli::{AnalysisArgs, ReadArgs};
+use crate::{inputs, output, Outcome};
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum RenderFormat {
+    /// One self-contained HTML page (no network requests; opens from file://).
+    Html,
+    /// A static image of the timelines, for READMEs and tickets that strip HTML.
+    Svg,
+    /// Collapsed stacks at the peak (`frame;frame;frame bytes`) for other
+    /// flame-graph tools.
+    Folded,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum GroupArg {
+    Stack,
+    UserFrame,
+    Shape,
+    Op,
+    Dtype,
+    Category,
+}
+
+impl From<GroupArg> for GroupBy {
+    fn from(g: GroupArg) -> Self {
+        match g {
+            GroupArg::Stack => GroupBy::Stack,
+            GroupArg::UserFrame => GroupBy::UserFrame,
+            GroupArg::Shape => GroupBy::Shape,
+            GroupArg::Op => GroupBy::Op,
+            GroupArg::Dtype => GroupBy::Dtype,
+            GroupArg::Category => GroupBy::Category,
+        }
+    }
+}
+
+/// An HTML report to open offline or attach to a ticket: timeline, breakdown
+/// at peak, call tree, leaks, addresses.
+#[derive(Args, Debug)]
+#[command(after_help = "Examples:
+  memtool render memory.prof -o report.html
+  memtool render memory1.prof memory2.prof memory3.prof -o series.html   # one timeline
+  memtool render base.prof new.prof -o diff.html     # two files: what changed
+  memtool render memory.prof --format svg -o timeline.svg
+  memtool render memory.prof --format folded > stacks.folded
+
+Two files are compared (base, new); pass --series to read them as one series instead.")]
+pub struct RenderArgs {
+    /// Profile files (`-` for stdin). One file or a series; exactly two are
+    /// compared unless --series is given.
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<String>,
+    /// Read two files as one series of snapshots rather than comparing them.
+    #[arg(long)]
+    pub series: bool,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "html")]
+    pub format: RenderFormat,
+    /// Write to FILE instead of stdout (atomically: never a partial file).
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<std::path::PathBuf>,
+    /// Stack the timeline by this key (default: category, else op, else the
+    /// user's own frame, whichever the profile has).
+    #[arg(long, value_enum, value_name = "KEY")]
+    pub group_by: Option<GroupArg>,
+    /// Groups drawn on their own in the timeline; the rest are "other".
+    #[arg(long, default_value_t = 12, value_name = "N")]
+    pub bands: usize,
+    #[command(flatten)]
+    pub read: ReadArgs,
+    #[command(flatten)]
+    pub analysis: AnalysisArgs,
+}
+
+pub fn run(args: &RenderArgs) -> Result<Outcome> {
+    if args.bands == 0 || args.bands > 50 {
+        bail!("--bands must be between 1 and 50");
+    }
+    let options = RenderOptions {
+        analysis: args.analysis.options(),
+        group_by: args.group_by.map(Into::into),
+        bands: args.bands,
+        ..RenderOptions::default()
+    };
+    let text = if args.files.len() == 2 && !args.series {
+        let base = inputs::load(std::slice::from_ref(&args.files[0]), &args.read)?;
+        let new = inputs::load(std::slice::from_ref(&args.files[1]), &args.read)?;
+        produce(
+            Inputs::Diff {
+                base: &base,
+                new: &new,
+            },
+            args.format,
+            &options,
+        )
+    } else {
+        let profile = inputs::load(&args.files, &args.read)?;
+        produce(Inputs::One(&profile), args.format, &options)
+    };
+    match &args.output {
+        Some(path) => output::write_atomically(path, |out| out.write_all(text.as_bytes()))?,
+        None => {
+            let mut out = std::io::stdout().lock();
+            out.write_all(text.as_bytes())?;
+            out.flush()?;
+        }
+    }
+    Ok(Outcome::Success)
+}
+
+fn produce(inputs: Inputs<'_>, format: RenderFormat, options: &RenderOptions) -> String {
+    match format {
+        RenderFormat::Html => render::html(inputs, options),
+        RenderFormat::Svg => render::svg(inputs, options),
+        RenderFormat::Folded => render::folded(inputs, options),
+    }
+}

@@ -1,0 +1,276 @@
+//! `memtool render`: the HTML report and collapsed stacks, checked against the
+//! reference numbers in `../shared/fixtures/pprof/expected` (an independent
+//! protobuf decoder, `reference.json`). The page's data is read back from its
+//! embedded JSON, the way its script reads it.
+
+mod common;
+
+use common::{fails, memtool, shared_fixture};
+use serde_json::Value;
+
+fn reference() -> Option<Value> {
+    let path = shared_fixture("pprof/expected/reference.json")?;
+    Some(serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap())
+}
+
+fn path(name: &str) -> String {
+    shared_fixture(&format!("pprof/{name}"))
+        .unwrap()
+        .display()
+        .to_string()
+}
+
+fn temp_dir(tag: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("memtool-render-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Runs `memtool render ARGS` to stdout and returns the page.
+fn render(args: &[&str]) -> String {
+    let out = memtool().arg("render").args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "memtool render {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The JSON the page's script draws from.
+fn data(page: &str) -> Value {
+    let tag = "<script type=\"application/json\" id=\"memtool-data\">";
+    let start = page.find(tag).expect("data element") + tag.len();
+    let end = start + page[start..].find("</script>").unwrap();
+    serde_json::from_str(&page[start..end]).expect("valid JSON")
+}
+
+/// Bytes under the outermost call-tree nodes whose frame starts with
+/// `name_prefix` (one node per call line, as memtool labels frames).
+fn bytes_under(node: &Value, name_prefix: &str) -> u64 {
+    if node["n"]
+        .as_str()
+        .is_some_and(|n| n.starts_with(name_prefix))
+    {
+        return node["v"].as_u64().unwrap();
+    }
+    node["c"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| bytes_under(c, name_prefix))
+        .sum()
+}
+
+#[test]
+fn a_snapshot_renders_its_peak_and_call_tree() {
+    let Some(reference) = reference() else { return };
+    let want = &reference["memory.prof"];
+    let page = render(&[&path("memory.prof")]);
+    assert!(page.starts_with("<!DOCTYPE html>"));
+    let d = data(&page);
+    let m = &d["memories"][0];
+    assert_eq!(m["peak"]["bytes"], want["devices"]["cpu:0"]["bytes"]);
+    assert_eq!(m["peak"]["label"], "memory.prof");
+    assert_eq!(m["timeline"]["hi"][0], want["devices"]["cpu:0"]["bytes"]);
+    assert_eq!(m["flame"]["v"], want["buffer_bytes"]);
+    // func2's subtree holds every stack through func2 (pprof's `cum`).
+    let through_func2: u64 = want["top_stacks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["stack"].as_str().unwrap().contains("func2 "))
+        .map(|s| s["bytes"].as_u64().unwrap())
+        .sum();
+    assert_eq!(through_func2, 80_000_000);
+    assert_eq!(bytes_under(&m["flame"], "func2 "), through_func2);
+    assert!(page.contains(&format!(
+        "({} bytes, {} buffers)",
+        want["devices"]["cpu:0"]["bytes"], want["devices"]["cpu:0"]["buffers"]
+    )));
+    // pprof has no addresses: no address view.
+    assert!(m.get("addr").is_none());
+    assert!(!page.contains("Addresses over time"));
+}
+
+#[test]
+fn a_series_is_one_timeline_with_its_leak() {
+    let Some(reference) = reference() else { return };
+    let files: Vec<String> = (1..=9).map(|i| path(&format!("memory{i}.prof"))).collect();
+    let args: Vec<&str> = files.iter().map(String::as_str).collect();
+    let page = render(&args);
+    let d = data(&page);
+    let m = &d["memories"][0];
+    let want: Vec<u64> = (1..=9)
+        .map(|i| {
+            reference[format!("memory{i}.prof")]["devices"]["cpu:0"]["bytes"]
+                .as_u64()
+                .unwrap()
+        })
+        .collect();
+    let hi: Vec<u64> = serde_json::from_value(m["timeline"]["hi"].clone()).unwrap();
+    assert_eq!(hi, want);
+    assert_eq!(m["labels"][8], "memory9.prof");
+    assert_eq!(m["peak"]["label"], "memory9.prof");
+    // The one growing stack accounts for the whole growth of the series.
+    let line: Vec<u64> = serde_json::from_value(m["leaks"]["lines"][0]["v"].clone()).unwrap();
+    assert_eq!(line.len(), 9);
+    assert_eq!(line[8] - line[0], want[8] - want[0]);
+    assert!(page.contains("<dt>leaks</dt><dd>steady growth: +1.68 MiB over 9 points"));
+    assert!(line[0] > 0 && line[8] > line[0]);
+}
+
+#[test]
+fn two_files_are_compared() {
+    let Some(reference) = reference() else { return };
+    let base = reference["memory1.prof"]["buffer_bytes"].as_u64().unwrap();
+    let new = reference["memory9.prof"]["buffer_bytes"].as_u64().unwrap();
+    let page = render(&[&path("memory1.prof"), &path("memory9.prof")]);
+    let d = data(&page);
+    assert_eq!(d["diff"]["v"].as_u64(), Some(new));
+    assert_eq!(d["diff"]["b"].as_u64(), Some(base));
+    assert_eq!(d["memories"].as_array().unwrap().len(), 2);
+    assert!(page.contains("What changed (new vs base)"));
+    // 48,040,000 → 49,800,000 bytes: go tool pprof -diff_base shows 1.68MB (MiB).
+    assert!(page.contains("45.81 MiB → 47.49 MiB (+1.68 MiB, +3.7%)"));
+    // --series reads the same two files as one timeline instead.
+    let series = data(&render(&[
+        "--series",
+        &path("memory1.prof"),
+        &path("memory9.prof"),
+    ]));
+    assert!(series.get("diff").is_none());
+    assert_eq!(
+        series["memories"][0]["timeline"]["hi"],
+        serde_json::json!([base, new])
+    );
+}
+
+#[test]
+fn every_device_gets_a_section() {
+    let Some(reference) = reference() else { return };
+    let d = data(&render(&[&path("sharded.prof")]));
+    let devices = reference["sharded.prof"]["devices"].as_object().unwrap();
+    let memories = d["memories"].as_array().unwrap();
+    assert_eq!(memories.len(), devices.len());
+    let mut peaks: Vec<u64> = memories
+        .iter()
+        .map(|m| m["peak"]["bytes"].as_u64().unwrap())
+        .collect();
+    let mut want: Vec<u64> = devices
+        .values()
+        .map(|v| v["bytes"].as_u64().unwrap())
+        .collect();
+    peaks.sort_unstable();
+    want.sort_unstable();
+    assert_eq!(peaks, want);
+}
+
+#[test]
+fn svg_has_one_timeline_per_device() {
+    let Some(reference) = reference() else { return };
+    let image = render(&["--format", "svg", &path("sharded.prof")]);
+    assert!(image.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\""));
+    let devices = reference["sharded.prof"]["devices"].as_object().unwrap();
+    for (device, want) in devices {
+        // 2,883,584 bytes each.
+        let bytes = want["bytes"].as_u64().unwrap();
+        assert_eq!(bytes, 2_883_584);
+        assert!(
+            image.contains(&format!("{device} — peak 2.75 MiB at sharded.prof")),
+            "{device}"
+        );
+    }
+    assert_eq!(image.matches("font-size=\"14\"").count(), devices.len());
+}
+
+#[test]
+fn reports_are_deterministic_and_written_atomically() {
+    if reference().is_none() {
+        return;
+    }
+    let dir = temp_dir("det");
+    let (a, b) = (dir.join("a.html"), dir.join("b.html"));
+    for out in [&a, &b] {
+        memtool()
+            .args(["render", &path("memory.prof"), "-o"])
+            .arg(out)
+            .assert()
+            .success();
+    }
+    let (a, b) = (std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
+    assert_eq!(a, b);
+    assert_eq!(
+        std::fs::read_dir(&dir).unwrap().count(),
+        2,
+        "no temporaries left"
+    );
+    // The SVG namespace is a name, not an address the page loads.
+    let page = String::from_utf8(a)
+        .unwrap()
+        .replace("'http://www.w3.org/2000/svg'", "");
+    // Self-contained: no address the browser could fetch.
+    for needle in ["http://", "https://", "src=", "@import"] {
+        assert!(!page.contains(needle), "page contains {needle}");
+    }
+    // `url(#clip)` points inside the page; any other `url(` could fetch.
+    assert!(page
+        .match_indices("url(")
+        .all(|(i, _)| page[i + 4..].starts_with('#')));
+    assert!(page.contains("default-src 'none'"));
+}
+
+#[test]
+fn file_names_are_text() {
+    let Some(src) = shared_fixture("pprof/memory.prof") else {
+        return;
+    };
+    // `/` cannot be in a file name, so the payload spans a directory and a file.
+    let dir = temp_dir("xss").join("<");
+    std::fs::create_dir_all(&dir).unwrap();
+    let hostile = dir.join("script><img src=x onerror=alert(1)>.prof");
+    std::fs::copy(src, &hostile).unwrap();
+    let shown = hostile.display().to_string();
+    assert!(shown.contains("</script><img src=x onerror=alert(1)>"));
+    let page = render(&[&shown]);
+    assert!(!page.contains("<img"));
+    assert_eq!(page.matches("</script>").count(), 2);
+    assert!(page.contains("&#60;/script&#62;&#60;img src=x onerror=alert(1)&#62;.prof"));
+}
+
+#[test]
+fn folded_stacks_add_up_to_the_peak() {
+    let Some(reference) = reference() else { return };
+    let want = &reference["memory.prof"];
+    let out = render(&["--format", "folded", "--all-frames", &path("memory.prof")]);
+    let mut total = 0u64;
+    for line in out.lines() {
+        let (stack, bytes) = line.rsplit_once(' ').unwrap();
+        total += bytes.parse::<u64>().unwrap();
+        assert!(stack.starts_with("<module> "), "{line}");
+    }
+    assert_eq!(total, want["buffer_bytes"].as_u64().unwrap());
+    // Each reference stack (leaf first, ` <- `) is one folded line (root first, `;`).
+    for s in want["top_stacks"].as_array().unwrap() {
+        let frames: Vec<&str> = s["stack"].as_str().unwrap().split(" <- ").collect();
+        let root_first: Vec<&str> = frames.into_iter().rev().collect();
+        assert!(
+            out.contains(&root_first.join(";")),
+            "missing {root_first:?}"
+        );
+    }
+}
+
+#[test]
+fn empty_profiles_and_bad_inputs() {
+    if reference().is_none() {
+        return;
+    }
+    let page = render(&[&path("empty.prof")]);
+    assert!(page.contains("No memory in this input holds any allocation."));
+    assert_eq!(data(&page)["memories"], serde_json::json!([]));
+    let err = fails(&["render", "/nonexistent/x.prof"], 2);
+    assert!(err.contains("/nonexistent/x.prof: no such file"), "{err}");
+    fails(&["render", &path("memory.prof"), "--bands", "0"], 2);
+}

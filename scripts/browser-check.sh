@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# Opens memtool's HTML reports in headless Chromium from file:// and checks that
+# the page's script ran without errors, drew its charts, printed nothing to the
+# console (a blocked request or a CSP violation would), made no network request,
+# and that profile text written as markup (</script><img onerror=...>) stayed text.
+# Screenshots of every report are kept under OUT_DIR/screenshots to look at.
+#
+#   scripts/browser-check.sh [OUT_DIR]        (default: target/browser-check)
+#
+# Without a browser it prints a notice and exits 0, unless
+# MEMTOOL_REQUIRE_BROWSER=1 (CI), where that is a failure.
+# Needs Debian's `chromium` (apt-get install -y chromium) or CHROMIUM=/path.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT="${1:-target/browser-check}"
+
+BROWSER="${CHROMIUM:-}"
+if [ -z "$BROWSER" ]; then
+  for b in chromium chromium-browser google-chrome; do
+    if command -v "$b" >/dev/null 2>&1; then BROWSER="$(command -v "$b")"; break; fi
+  done
+fi
+if [ -z "$BROWSER" ]; then
+  if [ "${MEMTOOL_REQUIRE_BROWSER:-}" = 1 ]; then
+    echo "browser-check: FAILED: no chromium found and MEMTOOL_REQUIRE_BROWSER=1" >&2
+    exit 1
+  fi
+  echo "browser-check: skipped: no chromium found (apt-get install -y chromium, or set CHROMIUM)"
+  exit 0
+fi
+
+rm -rf "$OUT"
+mkdir -p "$OUT/reports" "$OUT/screenshots" "$OUT/logs"
+OUT="$(cd "$OUT" && pwd)"
+REPORTS="$OUT/reports"
+
+# --- the reports ------------------------------------------------------------
+cargo build -q -p memtool
+MEMTOOL="${CARGO_TARGET_DIR:-target}/debug/memtool"
+# Event streams (allocator events with addresses, the hostile names) come from
+# the core's tests, which build them through the model.
+MEMTOOL_RENDER_SAMPLES="$REPORTS" cargo test -q -p memtool-core --lib render::tests::samples_for_the_browser_check >/dev/null
+FIX=../shared/fixtures
+if [ -d "$FIX/pprof" ]; then
+  "$MEMTOOL" render "$FIX/pprof/memory.prof" -o "$REPORTS/pprof-memory.html"
+  "$MEMTOOL" render "$FIX"/pprof/memory{1,2,3,4,5,6,7,8,9}.prof -o "$REPORTS/pprof-series.html"
+  "$MEMTOOL" render "$FIX/pprof/memory1.prof" "$FIX/pprof/memory9.prof" -o "$REPORTS/pprof-diff.html"
+  "$MEMTOOL" render "$FIX/pprof/sharded.prof" -o "$REPORTS/pprof-sharded.html"
+elif [ "${MEMTOOL_REQUIRE_FIXTURES:-}" = 1 ]; then
+  echo "browser-check: FAILED: $FIX is missing and MEMTOOL_REQUIRE_FIXTURES=1" >&2
+  exit 1
+fi
+
+# --- the browser --------------------------------------------------------------
+run_browser() { # run_browser PAGE dom|png|pdf DEST LOG NETLOG [EXTRA_FLAGS...]
+  local page="$1" kind="$2" dest="$3" log="$4" net="$5" profile_dir
+  shift 5
+  profile_dir="$(mktemp -d)"
+  local args=(--headless --no-sandbox --disable-gpu --disable-background-networking
+    --disable-component-update --disable-sync --disable-default-apps --no-first-run
+    --user-data-dir="$profile_dir" --enable-logging=stderr --v=0 --log-net-log="$net"
+    --window-size=1300,2600 --virtual-time-budget=5000 "$@")
+  case "$kind" in
+    dom) timeout 120 "$BROWSER" "${args[@]}" --dump-dom "file://$page" >"$dest" 2>"$log" || true ;;
+    png) timeout 120 "$BROWSER" "${args[@]}" --screenshot="$dest" "file://$page" >/dev/null 2>"$log" || true ;;
+    pdf) timeout 120 "$BROWSER" "${args[@]}" --no-pdf-header-footer --print-to-pdf="$dest" "file://$page" >/dev/null 2>"$log" || true ;;
+  esac
+  rm -rf "$profile_dir"
+}
+
+FAILED=0
+fail() { echo "browser-check: FAIL: $*" >&2; FAILED=1; }
+
+check_page() { # check_page FILE -> 0 when every check passes
+  local page="$1" name
+  name="$(basename "$page" .html)"
+  local dom="$OUT/logs/$name.dom.html" log="$OUT/logs/$name.stderr" net="$OUT/logs/$name.netlog.json"
+  run_browser "$page" dom "$dom" "$log" "$net"
+  local ok=0
+  grep -q 'data-memtool="ready"' "$dom" || { fail "$name: the script did not finish (status: $(grep -o 'memtool-js:[^<]*' "$dom" | head -1))"; ok=1; }
+  if grep -q ':CONSOLE' "$log"; then fail "$name: console output: $(grep ':CONSOLE' "$log" | head -3)"; ok=1; fi
+  # As text the payload is escaped (&lt;img); as markup it is an element, and
+  # one of the names sets data-xss on <html> when its onerror runs.
+  if grep -qiE '<img[ />]' "$dom" || grep -qE '<html[^>]*data-xss' "$dom"; then fail "$name: markup from the profile became HTML"; ok=1; fi
+  # Chromium's own service requests (time, update checks, accounts) appear in
+  # the net log even with background networking off; the page makes none.
+  local urls
+  urls="$(grep -o '"url":"[^"]*"' "$net" 2>/dev/null | grep -v -E '"url":"https?://([a-z0-9-]+\.)*(google\.com|googleapis\.com|gstatic\.com|gvt1\.com)[/:"]' | sort -u || true)"
+  if [ -n "$urls" ]; then fail "$name: network requests: $urls"; ok=1; fi
+  local charts
+  charts="$(grep -o 'data-memtool-charts="[0-9]*"' "$dom" | grep -o '[0-9]*' || echo 0)"
+  [ "${charts:-0}" -gt 0 ] || { fail "$name: no chart drawn"; ok=1; }
+  local timelines paths
+  timelines="$(grep -o 'class="timeline chart"' "$dom" | wc -l)"
+  paths="$(grep -o '<path ' "$dom" | wc -l)"
+  if [ "$timelines" -gt 0 ] && [ "$paths" -eq 0 ]; then fail "$name: timelines have no areas"; ok=1; fi
+  if grep -q 'class="flame"' "$dom" && ! grep -q 'data-nodes="[1-9]' "$dom"; then fail "$name: empty call tree"; ok=1; fi
+  if grep -q 'class="addr' "$dom" && ! grep -q 'data-cells="[1-9]' "$dom"; then fail "$name: empty address view"; ok=1; fi
+  # The page drives its own hover, zoom, sort, filter and call-tree zoom.
+  local st="$OUT/logs/$name.selftest.html"
+  run_browser "$page#memtool-selftest" dom "$st" "$OUT/logs/$name.selftest.stderr" "$OUT/logs/$name.selftest.netlog.json"
+  local results
+  results="$(grep -o 'data-memtool-selftest="[^"]*"' "$st" | head -1)"
+  if [ -z "$results" ] || echo "$results" | grep -q FAIL || ! grep -q 'data-memtool="ready"' "$st"; then
+    fail "$name: interaction self-test: ${results:-did not run}"; ok=1
+  fi
+  run_browser "$page" png "$OUT/screenshots/$name.png" "$OUT/logs/$name.screenshot.stderr" "$OUT/logs/$name.screenshot.netlog.json"
+  [ -s "$OUT/screenshots/$name.png" ] || { fail "$name: no screenshot"; ok=1; }
+  # The dark scheme, and the page as printed.
+  run_browser "$page" png "$OUT/screenshots/$name-dark.png" "$OUT/logs/$name.dark.stderr" "$OUT/logs/$name.dark.netlog.json" --force-dark-mode --blink-settings=preferredColorScheme=0
+  run_browser "$page" pdf "$OUT/screenshots/$name.pdf" "$OUT/logs/$name.pdf.stderr" "$OUT/logs/$name.pdf.netlog.json"
+  if ! head -c 5 "$OUT/screenshots/$name.pdf" 2>/dev/null | grep -q '%PDF-'; then fail "$name: printing made no PDF"; ok=1; fi
+  [ $ok -eq 0 ] && echo "browser-check: ok: $name ($charts charts, $paths areas; ${results#data-memtool-selftest=})"
+  return $ok
+}
+
+# The checker must catch a broken page, or its passes mean nothing.
+cat >"$OUT/logs/selftest.html" <<'HTML'
+<!DOCTYPE html><html><head><meta charset="utf-8"></head><body><script>console.error("selftest");</script></body></html>
+HTML
+cat >"$OUT/logs/selftest-xss.html" <<'HTML'
+<!DOCTYPE html><html><head><meta charset="utf-8"></head><body><div data-memtool-charts="1"></div><img src=x onerror="document.documentElement.setAttribute('data-xss','ran')"><script>document.documentElement.setAttribute('data-memtool','ready')</script></body></html>
+HTML
+for bad in selftest selftest-xss; do
+  if check_page "$OUT/logs/$bad.html" 2>/dev/null; then
+    echo "browser-check: FAILED: the self-test page $bad.html passed the checks" >&2
+    exit 1
+  fi
+done
+rm -f "$OUT"/screenshots/selftest*
+FAILED=0
+
+shopt -s nullglob
+pages=("$REPORTS"/*.html)
+[ ${#pages[@]} -gt 0 ] || { echo "browser-check: FAILED: no reports were made" >&2; exit 1; }
+for page in "${pages[@]}"; do check_page "$page" || true; done
+if [ $FAILED -ne 0 ]; then
+  echo "browser-check: FAILED (logs and screenshots in $OUT)" >&2
+  exit 1
+fi
+echo "browser-check: all ${#pages[@]} reports passed; screenshots in $OUT/screenshots"
