@@ -41,6 +41,7 @@ pub struct PeakArgs {
 
 pub fn run(args: &PeakArgs) -> Result<Outcome> {
     let profile = inputs::load(&args.files, &args.read)?;
+    crate::cli::check_selection(&profile, &args.analysis.options())?;
     let mut options = args.analysis.options();
     if args.xprof_compat {
         options.ties = Ties::Last;

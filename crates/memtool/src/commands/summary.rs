@@ -32,6 +32,7 @@ pub struct SummaryArgs {
 
 pub fn run(args: &SummaryArgs) -> Result<Outcome> {
     let profile = inputs::load(&args.files, &args.read)?;
+    crate::cli::check_selection(&profile, &args.analysis.options())?;
     let mut options = args.analysis.options();
     if args.xprof_compat {
         options.ties = Ties::Last;
