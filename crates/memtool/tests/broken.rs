@@ -44,17 +44,33 @@ fn each_broken_input_gives_its_expected_line() {
     for case in cases() {
         let path = format!("tests/broken/{}", case.file);
         for cmd in ["summary", "peak", "leaks"] {
-            let out = memtool().current_dir(repo()).args([cmd, &path]).output().unwrap();
+            let out = memtool()
+                .current_dir(repo())
+                .args([cmd, &path])
+                .output()
+                .unwrap();
             let stderr = String::from_utf8_lossy(&out.stderr);
             assert_eq!(out.status.code(), Some(case.code), "{cmd} {path}: {stderr}");
             if case.code == 2 {
-                assert_eq!(stderr, format!("memtool: {path}: {}\n", case.message), "{cmd} {path}");
+                assert_eq!(
+                    stderr,
+                    format!("memtool: {path}: {}\n", case.message),
+                    "{cmd} {path}"
+                );
             }
         }
         if case.code == 0 {
             let v = common::json(&["summary", &repo().join(&path).display().to_string()]);
-            let warnings: Vec<&str> = v["warnings"].as_array().unwrap().iter().map(|w| w["message"].as_str().unwrap()).collect();
-            assert!(warnings.contains(&case.message.as_str()), "{path}: {warnings:?}");
+            let warnings: Vec<&str> = v["warnings"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|w| w["message"].as_str().unwrap())
+                .collect();
+            assert!(
+                warnings.contains(&case.message.as_str()),
+                "{path}: {warnings:?}"
+            );
         }
     }
 }
@@ -64,7 +80,12 @@ fn a_raised_limit_lets_a_trusted_large_file_through() {
     // The bomb is 300 MiB of zeros: past the default cap, and not a profile.
     let out = memtool()
         .current_dir(repo())
-        .args(["summary", "tests/broken/bomb.gz", "--max-decompressed", "400MiB"])
+        .args([
+            "summary",
+            "tests/broken/bomb.gz",
+            "--max-decompressed",
+            "400MiB",
+        ])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
@@ -87,5 +108,8 @@ fn a_file_without_read_permission_is_one_clear_error() {
     }
     let p = path.display().to_string();
     let stderr = common::fails(&["summary", &p], 2);
-    assert_eq!(stderr, format!("memtool: {p}: permission denied (cannot read the file)\n"));
+    assert_eq!(
+        stderr,
+        format!("memtool: {p}: permission denied (cannot read the file)\n")
+    );
 }
