@@ -13,7 +13,10 @@ fn seeds() -> Vec<(String, Vec<u8>)> {
     let crate_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let mut out = Vec::new();
     // The repository's fixtures, and every input a fuzzer ever crashed on.
-    let mut dirs = vec![crate_dir.join("../../tests"), crate_dir.join("tests/regressions")];
+    let mut dirs = vec![
+        crate_dir.join("../../tests"),
+        crate_dir.join("tests/regressions"),
+    ];
     while let Some(dir) = dirs.pop() {
         let Ok(entries) = std::fs::read_dir(&dir) else {
             continue;
