@@ -13,6 +13,7 @@ mod error;
 pub mod input;
 pub mod model;
 pub mod report;
+pub mod timings;
 
 pub use error::{Error, Result};
 pub use input::{load, LoadOptions, Source};

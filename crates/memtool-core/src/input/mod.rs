@@ -39,6 +39,7 @@ pub fn load(sources: Vec<Source>, options: &LoadOptions) -> Result<Profile> {
 fn load_into(profile: &mut Profile, source: Source, options: &LoadOptions) -> Result<()> {
     let Source { path, bytes } = source;
     let bytes = if decompress::is_gzip(&bytes) {
+        let _span = crate::timings::span("gunzip");
         let limit = options
             .max_decompressed
             .unwrap_or_else(|| decompress::default_limit(bytes.len()));

@@ -27,7 +27,9 @@ pub struct PeakArgs {
 
 pub fn run(args: &PeakArgs) -> Result<Outcome> {
     let profile = inputs::load(&args.files, &args.read)?;
-    let report = peak::peak(&profile, &args.analysis.options());
+    let report = memtool_core::timings::time("analysis", || {
+        peak::peak(&profile, &args.analysis.options())
+    });
     output::write(&report, &args.output)?;
     Ok(Outcome::Success)
 }

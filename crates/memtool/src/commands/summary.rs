@@ -26,7 +26,9 @@ pub struct SummaryArgs {
 
 pub fn run(args: &SummaryArgs) -> Result<Outcome> {
     let profile = inputs::load(&args.files, &args.read)?;
-    let report = summary::summarize(&profile, &args.analysis.options());
+    let report = memtool_core::timings::time("analysis", || {
+        summary::summarize(&profile, &args.analysis.options())
+    });
     output::write(&report, &args.output)?;
     Ok(Outcome::Success)
 }
