@@ -37,7 +37,7 @@ pub fn run(args: &SummaryArgs) -> Result<Outcome> {
     if args.xprof_compat {
         options.ties = Ties::Last;
     }
-    let report = summary::summarize(&profile, &options);
+    let report = memtool_core::timings::time("analysis", || summary::summarize(&profile, &options));
     output::write(&report, &args.output)?;
     Ok(Outcome::Success)
 }
