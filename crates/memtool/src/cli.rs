@@ -57,7 +57,9 @@ pub struct AnalysisArgs {
     #[arg(long, default_value_t = 10, value_name = "N")]
     pub top: usize,
     /// Show every frame of each stack. By default library frames (files under
-    /// site-packages or dist-packages) are hidden so bytes land on your code.
+    /// site-packages or dist-packages, and native C++ frames) are hidden so
+    /// bytes land on your code; a stack with no frame of yours is named by its
+    /// op and autograd node.
     #[arg(long)]
     pub all_frames: bool,
     /// Treat files whose path contains PATTERN as library code (repeatable;
