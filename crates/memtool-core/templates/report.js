@@ -179,11 +179,15 @@
           d = 'M' + sx(full[0]) + ',' + sy(cum[0] + b.v[0]) + 'H' + sx(full[1]) + 'V' + sy(cum[0]) + 'H' + sx(full[0]) + 'Z';
           cum[0] += b.v[0];
         } else {
+          // Memory holds its value until the next event: steps, not slopes.
           var upper = [], lower = [];
           for (var i = i0; i <= i1; i++) {
-            lower.push(xsOf(i).toFixed(1) + ',' + sy(cum[i]).toFixed(1));
+            var xa = xsOf(i).toFixed(1), xb = (i < i1 ? xsOf(i + 1) : xsOf(i)).toFixed(1);
+            var yl = sy(cum[i]).toFixed(1);
+            lower.push(xa + ',' + yl, xb + ',' + yl);
             cum[i] += b.v[i];
-            upper.push(xsOf(i).toFixed(1) + ',' + sy(cum[i]).toFixed(1));
+            var yu = sy(cum[i]).toFixed(1);
+            upper.push(xa + ',' + yu, xb + ',' + yu);
           }
           d = 'M' + upper.join('L') + 'L' + lower.reverse().join('L') + 'Z';
         }
@@ -195,7 +199,10 @@
       for (var k = i0; k <= i1; k++) { if (t.lo[k] < t.hi[k]) { dips = true; break; } }
       if (dips && n > 1) {
         var pts = [];
-        for (var j = i0; j <= i1; j++) { pts.push(xsOf(j).toFixed(1) + ',' + sy(t.lo[j]).toFixed(1)); }
+        for (var j = i0; j <= i1; j++) {
+          var ly = sy(t.lo[j]).toFixed(1);
+          pts.push(xsOf(j).toFixed(1) + ',' + ly, (j < i1 ? xsOf(j + 1) : xsOf(j)).toFixed(1) + ',' + ly);
+        }
         g.appendChild(svgEl('polyline', { points: pts.join(' '), 'class': 'lo' }));
       }
       if (m.reserved && m.reserved.length) {
@@ -218,11 +225,11 @@
     }
     var cursor, sel, dragFrom = null;
     function invX(px) { return domain[0] + (px - L) / (W - L - R) * (domain[1] - domain[0]); }
+    // The column whose step covers x: the last one starting at or before it.
     function nearest(x) {
       var i = lowerBound(t.x, x);
-      if (i >= n) { return n - 1; }
-      if (i > 0 && Math.abs(t.x[i - 1] - x) <= Math.abs(t.x[i] - x)) { return i - 1; }
-      return i;
+      if (i < n && t.x[i] === x) { return i; }
+      return Math.max(0, Math.min(n - 1, i - 1));
     }
     svg.addEventListener('mousemove', function (ev) {
       var p = svgPoint(svg, ev, W);

@@ -495,11 +495,12 @@ fn memory_view(
         .map(|r| r.1.bytes)
         .sum();
     let show = |f: fn(&crate::model::Site) -> bool| by_site.keys().any(|&s| f(names.site_of(s)));
+    // The first column already holds the grouping key: no second copy.
     let (show_op, show_shape, show_dtype, show_category) = (
-        show(|s| s.op.is_some()),
-        show(|s| s.shape.is_some()),
-        show(|s| s.dtype.is_some()),
-        show(|s| s.category.is_some()),
+        by != GroupBy::Op && show(|s| s.op.is_some()),
+        by != GroupBy::Shape && show(|s| s.shape.is_some()),
+        by != GroupBy::Dtype && show(|s| s.dtype.is_some()),
+        by != GroupBy::Category && show(|s| s.category.is_some()),
     );
     let rows: Vec<BreakdownRow> = rows
         .into_iter()

@@ -125,6 +125,8 @@ fn write_panel(out: &mut String, p: &Panel<'_>, top: f64) {
         t.x.iter().map(|&x| sx(x as f64)).collect()
     };
     let value = |band: &[u64], i: usize| if n == 1 { band[0] } else { band[i] };
+    // Memory holds its value until the next point: steps, not slopes.
+    let next_x = |i: usize| xs.get(i + 1).copied().unwrap_or(xs[i]);
     let mut below = vec![0u64; xs.len()];
     for band in &t.bands {
         let mut d = String::from("M");
@@ -134,10 +136,12 @@ fn write_panel(out: &mut String, p: &Panel<'_>, top: f64) {
             if i > 0 {
                 d.push('L');
             }
-            let _ = write!(d, "{},{}", fmt(x), fmt(sy(*a)));
+            let y = fmt(sy(*a));
+            let _ = write!(d, "{},{y}L{},{y}", fmt(x), fmt(next_x(i)));
         }
         for (i, &x) in xs.iter().enumerate().rev() {
-            let _ = write!(d, "L{},{}", fmt(x), fmt(sy(below[i])));
+            let y = fmt(sy(below[i]));
+            let _ = write!(d, "L{},{y}L{},{y}", fmt(next_x(i)), fmt(x));
         }
         d.push('Z');
         let _ = writeln!(
@@ -152,7 +156,10 @@ fn write_panel(out: &mut String, p: &Panel<'_>, top: f64) {
         let pts: Vec<String> = xs
             .iter()
             .zip(&t.lo)
-            .map(|(&x, &l)| format!("{},{}", fmt(x), fmt(sy(l))))
+            .enumerate()
+            .map(|(i, (&x, &l))| {
+                format!("{x},{y} {},{y}", fmt(next_x(i)), x = fmt(x), y = fmt(sy(l)))
+            })
             .collect();
         let _ = writeln!(
             out,
