@@ -150,8 +150,12 @@ fn two_files_are_compared() {
 #[test]
 fn every_device_gets_a_section() {
     let Some(reference) = reference() else { return };
-    let d = data(&render(&[&path("sharded.prof")]));
+    let page = render(&[&path("sharded.prof")]);
+    let d = data(&page);
     let devices = reference["sharded.prof"]["devices"].as_object().unwrap();
+    // A contents list links every device's section.
+    assert_eq!(page.matches("<li><a href=\"#m0-").count(), devices.len());
+    assert!(page.contains("cpu:3 (snapshots)</a>: peak 2.75 MiB at sharded.prof"));
     let memories = d["memories"].as_array().unwrap();
     assert_eq!(memories.len(), devices.len());
     let mut peaks: Vec<u64> = memories

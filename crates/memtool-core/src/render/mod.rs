@@ -199,6 +199,8 @@ struct Fact {
 struct MemoryView {
     dom: String,
     title: String,
+    /// Peak in human units, for the contents list.
+    peak_short: String,
     facts: Vec<Fact>,
     leak_verdict: String,
     frag: Option<FragSection>,
@@ -247,6 +249,8 @@ struct Page {
     warnings: Vec<String>,
     diff: Option<DiffView>,
     profiles: Vec<ProfileView>,
+    /// Memories on the page (a contents list is shown when there are several).
+    memory_count: usize,
     css: &'static str,
     js: &'static str,
     data_json: String,
@@ -305,12 +309,14 @@ pub fn html(inputs: Inputs<'_>, options: &RenderOptions) -> String {
         Inputs::One(p) => format!("memtool: {}", paths(p)),
         Inputs::Diff { base, new } => format!("memtool: {} → {}", paths(base), paths(new)),
     };
+    let memory_count = profiles.iter().map(|p| p.memories.len()).sum();
     let page = Page {
         title,
         inputs: page_inputs,
         warnings,
         diff,
         profiles,
+        memory_count,
         css: CSS,
         js: JS,
         data_json: escape::script_json(&data),
@@ -684,6 +690,7 @@ fn memory_view(
     let view = MemoryView {
         dom: dom.clone(),
         title: format!("{} ({})", display_id(&memory.id), axis_name(memory.axis)),
+        peak_short: format!("{} at {}", units::bytes(peak.bytes), peak_label),
         facts,
         leak_verdict,
         frag,
@@ -1002,6 +1009,7 @@ mod tests {
             inputs: Vec::new(),
             warnings: Vec::new(),
             diff: None,
+            memory_count: 1,
             profiles: vec![ProfileView {
                 heading: String::new(),
                 memories: vec![MemoryView {
@@ -1067,6 +1075,7 @@ mod tests {
         MemoryView {
             dom: "m0-0".into(),
             title: "gpu".into(),
+            peak_short: String::new(),
             facts: Vec::new(),
             leak_verdict: String::new(),
             frag: None,
