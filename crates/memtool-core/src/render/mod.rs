@@ -82,13 +82,46 @@ pub struct FragSection {
     /// One line, shown in the memory's header too.
     pub verdict: String,
     pub columns: Vec<String>,
-    /// Cells as shown; the page sorts a column numerically when every cell
-    /// of it parses as a number.
-    pub rows: Vec<Vec<String>>,
+    pub rows: Vec<Vec<FragCell>>,
 }
 
-/// The fragmentation section of one memory. The hook for `analysis::frag`:
-/// build the [`FragSection`] from its report here.
+/// A table cell: its text, and for numbers the exact value to sort by.
+#[derive(Clone, Debug, Default)]
+pub struct FragCell {
+    pub text: String,
+    pub value: Option<String>,
+}
+
+impl FragSection {
+    /// A section from one of a report's tables (as `Report::tables` gives
+    /// them), so the page shows what `memtool frag` prints.
+    pub fn from_table(verdict: String, table: &crate::report::Table) -> FragSection {
+        use crate::report::Cell;
+        FragSection {
+            verdict,
+            columns: table.columns.iter().map(|c| c.replace('_', " ")).collect(),
+            rows: table
+                .rows
+                .iter()
+                .map(|row| {
+                    row.iter()
+                        .map(|cell| FragCell {
+                            text: cell.human(),
+                            value: match cell {
+                                Cell::Text(_) | Cell::Empty | Cell::Percent(None) => None,
+                                other => Some(other.exact()),
+                            },
+                        })
+                        .collect()
+                })
+                .collect(),
+        }
+    }
+}
+
+/// The fragmentation section of one memory: the hook for `analysis::frag`
+/// (build the [`FragSection`] from its report here, e.g. with
+/// [`FragSection::from_table`]).
 fn frag_section(_profile: &Profile, _memory: &Memory) -> Option<FragSection> {
     None
 }
@@ -1013,11 +1046,18 @@ mod tests {
             profiles: vec![ProfileView {
                 heading: String::new(),
                 memories: vec![MemoryView {
-                    frag: Some(FragSection {
-                        verdict: "external fragmentation 12%".into(),
-                        columns: vec!["at".into(), "largest free".into()],
-                        rows: vec![vec!["1 s".into(), "<b>".into()]],
-                    }),
+                    frag: Some(FragSection::from_table(
+                        "external fragmentation 12%".into(),
+                        &{
+                            let mut t = crate::report::Table::new(
+                                "Fragmentation",
+                                vec!["at", "largest_free"],
+                            );
+                            t.rows
+                                .push(vec!["<b>".into(), crate::report::Cell::Bytes(3 << 20)]);
+                            t
+                        },
+                    )),
                     ..test_memory_view()
                 }],
                 empty: Vec::new(),
@@ -1030,6 +1070,8 @@ mod tests {
         assert!(page.contains("<dt>fragmentation</dt><dd>external fragmentation 12%</dd>"));
         assert!(page.contains("<h3>Fragmentation</h3>"));
         assert!(page.contains("<td>&#60;b&#62;</td>") || page.contains("<td>&lt;b&gt;</td>"));
+        assert!(page.contains("<th>largest free</th>"));
+        assert!(page.contains("<td class=\"num\" data-v=\"3145728\">3.00 MiB</td>"));
     }
 
     /// Writes reports of synthetic event streams (including the hostile one)
