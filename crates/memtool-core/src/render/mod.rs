@@ -914,12 +914,13 @@ mod tests {
                     format!("op{i}")
                 });
                 let category = names.string(["activation", "parameter", "temp"][i as usize % 3]);
+                let odd = (hostile && i == 3).then(|| names.string(XSS));
                 names.site(Site {
                     stack,
                     op: Some(op),
-                    shape: None,
-                    dtype: None,
-                    category: Some(category),
+                    shape: odd,
+                    dtype: odd,
+                    category: Some(odd.unwrap_or(category)),
                 })
             })
             .collect();
@@ -1229,8 +1230,10 @@ mod tests {
         assert!(image.contains(&format!("GPU_0_bfc — peak {}", units::bytes(peak.bytes))));
         // One area per band, each named by its group.
         let bands = image.matches("<path ").count();
-        assert_eq!(bands, 3, "one band per category");
+        assert_eq!(bands, 4, "one band per category");
         assert!(image.contains("<title>activation</title>"));
+        // The hostile category is a band too, as text.
+        assert!(image.contains("<title>&lt;/script&gt;&lt;img src=x onerror=alert(1)&gt;</title>"));
         let diff = svg(
             Inputs::Diff {
                 base: &profile,
