@@ -109,7 +109,10 @@
     if (n === 0) { return; }
     container.classList.add('chart');
     var W = 1000, H = 300, L = 70, R = 14, T = 16, B = 28;
-    var full = n === 1 ? [t.x[0] - 0.5, t.x[0] + 0.5] : [t.x[0], t.x[n - 1]];
+    // Each column holds until the next one; the last holds for one average
+    // column, so a final snapshot (often the peak) has a width like the others.
+    var lastW = n > 1 ? (t.x[n - 1] - t.x[0]) / (n - 1) : 1;
+    var full = n === 1 ? [t.x[0] - 0.5, t.x[0] + 0.5] : [t.x[0], t.x[n - 1] + lastW];
     if (full[0] === full[1]) { full = [full[0] - 1, full[1] + 1]; }
     var domain = full.slice();
     var svg = svgEl('svg', { viewBox: '0 0 ' + W + ' ' + H, role: 'img', 'aria-label': 'memory timeline' });
@@ -182,7 +185,7 @@
           // Memory holds its value until the next event: steps, not slopes.
           var upper = [], lower = [];
           for (var i = i0; i <= i1; i++) {
-            var xa = xsOf(i).toFixed(1), xb = (i < i1 ? xsOf(i + 1) : xsOf(i)).toFixed(1);
+            var xa = xsOf(i).toFixed(1), xb = sx(i < n - 1 ? t.x[i + 1] : t.x[n - 1] + lastW).toFixed(1);
             var yl = sy(cum[i]).toFixed(1);
             lower.push(xa + ',' + yl, xb + ',' + yl);
             cum[i] += b.v[i];
@@ -201,7 +204,7 @@
         var pts = [];
         for (var j = i0; j <= i1; j++) {
           var ly = sy(t.lo[j]).toFixed(1);
-          pts.push(xsOf(j).toFixed(1) + ',' + ly, (j < i1 ? xsOf(j + 1) : xsOf(j)).toFixed(1) + ',' + ly);
+          pts.push(xsOf(j).toFixed(1) + ',' + ly, sx(j < n - 1 ? t.x[j + 1] : t.x[n - 1] + lastW).toFixed(1) + ',' + ly);
         }
         g.appendChild(svgEl('polyline', { points: pts.join(' '), 'class': 'lo' }));
       }

@@ -98,8 +98,9 @@ fn write_panel(out: &mut String, p: &Panel<'_>, top: f64) {
     }
     let step = tick_step(max.max(1));
     let y_max = (((max as f64 * 1.04) / step as f64).ceil() as u64).max(1) * step;
+    // Each column holds until the next; the last for one average column.
     let (x0, x1) = match (t.x.first(), t.x.last()) {
-        (Some(&a), Some(&b)) if b > a => (a as f64, b as f64),
+        (Some(&a), Some(&b)) if b > a => (a as f64, b as f64 + (b - a) as f64 / (n - 1) as f64),
         (Some(&a), _) => (a as f64 - 0.5, a as f64 + 0.5),
         _ => (0.0, 1.0),
     };
@@ -126,7 +127,7 @@ fn write_panel(out: &mut String, p: &Panel<'_>, top: f64) {
     };
     let value = |band: &[u64], i: usize| if n == 1 { band[0] } else { band[i] };
     // Memory holds its value until the next point: steps, not slopes.
-    let next_x = |i: usize| xs.get(i + 1).copied().unwrap_or(xs[i]);
+    let next_x = |i: usize| xs.get(i + 1).copied().unwrap_or(sx(x1));
     let mut below = vec![0u64; xs.len()];
     for band in &t.bands {
         let mut d = String::from("M");
