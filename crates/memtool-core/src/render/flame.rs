@@ -71,13 +71,15 @@ impl Tree {
                 frames.iter().rev().map(|&f| names.frame_label(f)).collect()
             };
             labels.truncate(MAX_DEPTH);
+            // Saturating: a differential tree sums every memory of a profile,
+            // which a hostile file can push past u64.
             let mut node = &mut *self;
-            node.bytes[side] += totals.bytes;
+            node.bytes[side] = node.bytes[side].saturating_add(totals.bytes);
             for label in labels {
                 node = node.children.entry(label).or_default();
-                node.bytes[side] += totals.bytes;
+                node.bytes[side] = node.bytes[side].saturating_add(totals.bytes);
             }
-            node.own[side] += totals.bytes;
+            node.own[side] = node.own[side].saturating_add(totals.bytes);
         }
     }
 

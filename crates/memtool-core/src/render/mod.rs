@@ -404,7 +404,7 @@ pub fn svg(inputs: Inputs<'_>, options: &RenderOptions) -> String {
                 options.bands,
             );
             let label = |col: Option<usize>| {
-                col.and_then(|c| Some((*tl.top_points.get(c)?, *tl.x.get(c)? + tl.x0)))
+                col.and_then(|c| Some((*tl.top_points.get(c)?, tl.x.get(c)?.wrapping_add(tl.x0))))
                     .map_or(String::new(), |(i, at)| point_label(memory, i, at))
             };
             let x_labels = [label(Some(0)), label(tl.x.len().checked_sub(1))];
@@ -1249,6 +1249,64 @@ mod tests {
         assert!(
             svg(Inputs::One(&Profile::default()), &RenderOptions::default()).contains("No memory")
         );
+    }
+
+    #[test]
+    fn extreme_values_render_without_panicking() {
+        let mut profile = Profile::default();
+        let site = profile.names.site(Site::default());
+        let mut m = Memory::new("x", MemoryKind::Allocator, Axis::TimePs);
+        m.capacity = Some(u64::MAX);
+        for (i, (at, address)) in [(i64::MIN, u64::MAX - 1), (i64::MAX, 0), (0, u64::MAX / 2)]
+            .into_iter()
+            .enumerate()
+        {
+            let id = m.push_allocation(Allocation {
+                bytes: u64::MAX / 4,
+                requested: u64::MAX / 4,
+                count: 1,
+                address: Some(address),
+                site,
+            });
+            m.events.push(Event {
+                at,
+                kind: EventKind::Alloc,
+                alloc: id,
+            });
+            if i == 1 {
+                m.events.push(Event {
+                    at: i64::MIN,
+                    kind: EventKind::Free,
+                    alloc: AllocId(0),
+                });
+            }
+        }
+        m.allocator_samples.push(AllocatorSample {
+            at: i64::MAX,
+            reserved_bytes: Some(u64::MAX),
+            ..AllocatorSample::default()
+        });
+        profile.memories.push(m);
+        let options = RenderOptions::default();
+        let page = html(Inputs::One(&profile), &options);
+        assert!(page.contains("data-mem=\"m0-0\""));
+        assert!(svg(Inputs::One(&profile), &options).ends_with("</svg>\n"));
+        assert!(!folded(
+            Inputs::Diff {
+                base: &profile,
+                new: &profile
+            },
+            &options
+        )
+        .is_empty());
+        let both = html(
+            Inputs::Diff {
+                base: &profile,
+                new: &profile,
+            },
+            &options,
+        );
+        assert!(both.contains("What changed"));
     }
 
     #[test]

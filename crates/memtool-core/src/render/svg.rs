@@ -97,10 +97,14 @@ fn write_panel(out: &mut String, p: &Panel<'_>, top: f64) {
         max = max.max(c);
     }
     let step = tick_step(max.max(1));
-    let y_max = (((max as f64 * 1.04) / step as f64).ceil() as u64).max(1) * step;
+    let y_max = (((max as f64 * 1.04) / step as f64).ceil() as u64)
+        .max(1)
+        .saturating_mul(step);
     // Each column holds until the next; the last for one average column.
     let (x0, x1) = match (t.x.first(), t.x.last()) {
-        (Some(&a), Some(&b)) if b > a => (a as f64, b as f64 + (b - a) as f64 / (n - 1) as f64),
+        (Some(&a), Some(&b)) if b > a => {
+            (a as f64, b as f64 + (b as f64 - a as f64) / (n - 1) as f64)
+        }
         (Some(&a), _) => (a as f64 - 0.5, a as f64 + 0.5),
         _ => (0.0, 1.0),
     };
@@ -117,7 +121,10 @@ fn write_panel(out: &mut String, p: &Panel<'_>, top: f64) {
             xml(&units::bytes(y)),
             yy = fmt(sy(y)),
         );
-        y += step;
+        let Some(next) = y.checked_add(step) else {
+            break;
+        };
+        y = next;
     }
     // Bands, bottom up; a single point is drawn across the whole width.
     let xs: Vec<f64> = if n == 1 {
