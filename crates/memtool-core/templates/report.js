@@ -417,7 +417,8 @@
       var b = bandIndex(a.grid.charAt(r * a.cols + c));
       var lines = [fmtX(m, x)];
       if (seg) { lines.push('range from 0x' + seg[0].toString(16) + ' (' + fmtBytes(seg[1] - seg[0]) + ')'); }
-      lines.push(b < 0 ? 'free' : m.timeline.bands[Math.min(b, m.timeline.bands.length - 1)].key);
+      var band = m.timeline.bands[Math.min(b, m.timeline.bands.length - 1)];
+      lines.push(b < 0 ? 'free' : band ? band.key : 'in use');
       tip.show(lines, ev);
     });
     canvas.addEventListener('mouseleave', function () { tip.hide(); });
