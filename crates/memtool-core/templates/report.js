@@ -215,6 +215,17 @@
       if (capOnScale) {
         g.appendChild(svgEl('line', { x1: L, x2: W - R, y1: sy(m.capacity), y2: sy(m.capacity), 'class': 'capacity' }));
       }
+      // Step boundaries; labels only where there is room for them.
+      var steps = (m.steps || []).filter(function (st) { return st.x >= d0 && st.x <= d1; });
+      var lastLabel = -Infinity;
+      steps.forEach(function (st) {
+        var x = sx(st.x);
+        g.appendChild(svgEl('line', { x1: x, x2: x, y1: T, y2: H - B, 'class': 'step' }));
+        if (x - lastLabel > 60) {
+          svg.appendChild(svgEl('text', { x: x + 3, y: T + 8, 'class': 'steplabel' }, st.label));
+          lastLabel = x;
+        }
+      });
       var px = n === 1 ? sx(t.x[0]) : sx(m.peak.x);
       if (px >= L && px <= W - R) {
         g.appendChild(svgEl('line', { x1: px, x2: px, y1: sy(m.peak.bytes), y2: H - B, 'class': 'peak' }));

@@ -126,6 +126,20 @@ fn frag_section(_profile: &Profile, _memory: &Memory) -> Option<FragSection> {
     None
 }
 
+/// A step boundary drawn on the timeline: where a training or serving step
+/// starts, relative to the timeline's `x0`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct StepMark {
+    pub x: i64,
+    pub label: String,
+}
+
+/// The step boundaries of one memory: the hook for the model's steps (see
+/// `docs/render.md`); the timeline draws a dashed line and a label at each.
+fn step_marks(_memory: &Memory, _x0: i64) -> Vec<StepMark> {
+    Vec::new()
+}
+
 // ---------------------------------------------------------------------------
 // Data embedded as JSON for the page's script.
 
@@ -164,6 +178,8 @@ struct MemoryData {
     /// The allocator's reserved bytes, `[x, bytes]`, downsampled.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     reserved: Vec<[i64; 2]>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    steps: Vec<StepMark>,
     flame: Node,
     #[serde(skip_serializing_if = "Option::is_none")]
     addr: Option<addr::AddressView>,
@@ -741,6 +757,7 @@ fn memory_view(
         has_addr: addr.is_some(),
     };
     let reserved = reserved_series(memory, tl.x0, options.width);
+    let steps = step_marks(memory, tl.x0);
     let data = MemoryData {
         dom,
         axis: memory.axis,
@@ -753,6 +770,7 @@ fn memory_view(
         timeline: tl,
         capacity: memory.capacity,
         reserved,
+        steps,
         flame,
         addr,
         leaks: leak_chart,
