@@ -231,7 +231,7 @@
         g.appendChild(svgEl('line', { x1: px, x2: px, y1: sy(m.peak.bytes), y2: H - B, 'class': 'peak' }));
         g.appendChild(svgEl('circle', { cx: px, cy: sy(m.peak.bytes), r: 3.5, fill: 'none', 'class': 'peak' }));
         var right = px > W * 0.75;
-        svg.appendChild(svgEl('text', { x: px + (right ? -6 : 6), y: Math.max(T + 10, sy(m.peak.bytes) - 6), 'class': 'peaklabel', 'text-anchor': right ? 'end' : 'start' }, 'peak ' + fmtBytes(m.peak.bytes) + ' at ' + m.peak.label));
+        svg.appendChild(svgEl('text', { x: px + (right ? -6 : 6), y: Math.max(T + 10, sy(m.peak.bytes) - 6), 'class': 'peaklabel', 'text-anchor': right ? 'end' : 'start' }, 'peak ' + m.peak.text + ' at ' + m.peak.label));
       }
       cursor = svgEl('line', { x1: 0, x2: 0, y1: T, y2: H - B, 'class': 'cursor', visibility: 'hidden' }); svg.appendChild(cursor);
       sel = svgEl('rect', { x: 0, y: T, width: 0, height: H - T - B, 'class': 'selection', visibility: 'hidden' }); svg.appendChild(sel);

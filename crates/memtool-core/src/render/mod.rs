@@ -155,6 +155,8 @@ struct PageData {
 struct PeakMark {
     x: i64,
     bytes: u64,
+    /// The bytes as the header prints them (JavaScript rounds halves otherwise).
+    text: String,
     label: String,
 }
 
@@ -765,6 +767,7 @@ fn memory_view(
         peak: PeakMark {
             x: peak.at.wrapping_sub(tl.x0),
             bytes: peak.bytes,
+            text: units::bytes(peak.bytes),
             label: peak_label,
         },
         timeline: tl,
