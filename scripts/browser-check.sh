@@ -96,6 +96,7 @@ check_page() { # check_page FILE -> 0 when every check passes
   if [ "$timelines" -gt 0 ] && [ "$paths" -eq 0 ]; then fail "$name: timelines have no areas"; ok=1; fi
   if grep -q 'class="flame"' "$dom" && ! grep -q 'data-nodes="[1-9]' "$dom"; then fail "$name: empty call tree"; ok=1; fi
   if grep -q 'class="addr' "$dom" && ! grep -q 'data-cells="[1-9]' "$dom"; then fail "$name: empty address view"; ok=1; fi
+  if grep -q '"steps":\[' "$page" && ! grep -q 'class="step"' "$dom"; then fail "$name: step boundaries not drawn"; ok=1; fi
   # The page drives its own hover, zoom, sort, filter and call-tree zoom.
   local st="$OUT/logs/$name.selftest.html"
   run_browser "$page#memtool-selftest" dom "$st" "$OUT/logs/$name.selftest.stderr" "$OUT/logs/$name.selftest.netlog.json"

@@ -1126,6 +1126,38 @@ mod tests {
         for (_, page) in &pages {
             assert!(page.contains("id=\"memtool-data\""));
         }
+        // No reader marks steps on this branch yet: add marks to the data the
+        // way `step_marks` will, so the browser check draws them.
+        let mut data = embedded_data(&pages[0].1);
+        let end = data["memories"][0]["timeline"]["x"]
+            .as_array()
+            .unwrap()
+            .last()
+            .unwrap()
+            .as_i64()
+            .unwrap();
+        data["memories"][0]["steps"] = serde_json::to_value(
+            (0..10)
+                .map(|i| StepMark {
+                    x: end * i / 10,
+                    label: format!("step {i}"),
+                })
+                .collect::<Vec<_>>(),
+        )
+        .unwrap();
+        let (start, stop) = data_span(&pages[0].1);
+        let stepped = format!(
+            "{}{}{}",
+            &pages[0].1[..start],
+            escape::script_json(&data),
+            &pages[0].1[stop..]
+        );
+        let pages = [
+            pages[0].clone(),
+            pages[1].clone(),
+            pages[2].clone(),
+            ("events-steps.html", stepped),
+        ];
         if let Some(dir) = std::env::var_os("MEMTOOL_RENDER_SAMPLES") {
             let dir = std::path::PathBuf::from(dir);
             std::fs::create_dir_all(&dir).unwrap();
@@ -1158,9 +1190,14 @@ mod tests {
         }
     }
 
-    fn embedded_data(page: &str) -> serde_json::Value {
+    /// Where the embedded JSON starts and ends in a page.
+    fn data_span(page: &str) -> (usize, usize) {
         let start = page.find("id=\"memtool-data\">").unwrap() + "id=\"memtool-data\">".len();
-        let end = start + page[start..].find("</script>").unwrap();
+        (start, start + page[start..].find("</script>").unwrap())
+    }
+
+    fn embedded_data(page: &str) -> serde_json::Value {
+        let (start, end) = data_span(page);
         serde_json::from_str(&page[start..end]).unwrap()
     }
 
