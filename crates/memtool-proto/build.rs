@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../proto");
-    let files = ["profile.proto"];
+    let files = ["profile.proto", "xla_hlo.proto"];
     for f in &files {
         println!("cargo:rerun-if-changed={}", root.join(f).display());
     }

@@ -9,3 +9,11 @@ pub mod pprof {
     #![allow(clippy::all, missing_docs)]
     include!(concat!(env!("OUT_DIR"), "/perftools.profiles.rs"));
 }
+
+/// The subset of XLA's `hlo.proto` / `xla_data.proto` that memtool reads: one
+/// compiled module with its buffer assignment (bounded per module, so decoded
+/// whole; the XSpace around it is walked with the wire reader).
+pub mod xla {
+    #![allow(clippy::all, missing_docs)]
+    include!(concat!(env!("OUT_DIR"), "/xla.rs"));
+}

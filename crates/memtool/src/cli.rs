@@ -45,6 +45,10 @@ pub struct ReadArgs {
     /// at least 256 MiB, at most 16 GiB). Accepts units: 2GiB, 500MB.
     #[arg(long, value_name = "BYTES", value_parser = parse_size)]
     pub max_decompressed: Option<u64>,
+    /// For a run directory or logdir holding several hosts' `.xplane.pb`:
+    /// read only this host's (the file name without `.xplane.pb`).
+    #[arg(long, value_name = "HOST")]
+    pub host: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -64,8 +68,9 @@ pub struct AnalysisArgs {
         conflicts_with = "all_frames"
     )]
     pub library: Vec<String>,
-    /// Only this memory (device or allocator id, e.g. cpu:0); repeatable.
-    #[arg(long = "memory", value_name = "ID")]
+    /// Only this memory (device or allocator id, e.g. cpu:0, or a compiled
+    /// program's module, e.g. jit_step or jit_step(10)); repeatable.
+    #[arg(long = "memory", visible_alias = "module", value_name = "ID")]
     pub memories: Vec<String>,
 }
 
@@ -84,6 +89,7 @@ impl AnalysisArgs {
             frames,
             top: self.top,
             memories: self.memories.clone(),
+            ..Options::default()
         }
     }
 }

@@ -2,7 +2,7 @@
 //! touches input files; the core gets bytes.
 
 use std::io::{IsTerminal, Read, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use memtool_core::model::Profile;
@@ -22,7 +22,7 @@ pub fn read_source(path: &str) -> Result<Source> {
     } else {
         let p = Path::new(path);
         if p.is_dir() {
-            bail!("{path}: is a directory, not a profile file");
+            bail!("{path}: is a directory, not a profile file, run directory or TensorBoard logdir (no .xplane.pb in it)");
         }
         std::fs::read(p).map_err(|e| anyhow::anyhow!("{path}: {}", describe_io(&e)))?
     };
@@ -48,7 +48,11 @@ pub fn load(paths: &[String], args: &ReadArgs) -> Result<Profile> {
     if paths.iter().filter(|p| *p == "-").count() > 1 {
         bail!("standard input (-) can be given only once");
     }
-    let sources = paths
+    let mut files = Vec::new();
+    for path in paths {
+        files.extend(expand(path, args.host.as_deref())?);
+    }
+    let sources = files
         .iter()
         .map(|p| read_source(p))
         .collect::<Result<Vec<_>>>()?;
@@ -91,4 +95,83 @@ impl Progress {
             let _ = write!(std::io::stderr().lock(), "\r\x1b[2K");
         }
     }
+}
+
+const XSPACE_SUFFIX: &str = ".xplane.pb";
+
+/// The profile files a command-line path stands for: the path itself, or for
+/// a directory the `.xplane.pb` files of a run directory, or of the newest
+/// run of a TensorBoard logdir (`plugins/profile/<run>/<host>.xplane.pb`).
+/// `host` keeps only that host's file.
+pub fn expand(path: &str, host: Option<&str>) -> Result<Vec<String>> {
+    let dir = Path::new(path);
+    if path == "-" || !dir.is_dir() {
+        return Ok(vec![path.to_string()]);
+    }
+    let run = if has_xspace(dir) {
+        Some(dir.to_path_buf())
+    } else {
+        [dir.join("plugins").join("profile"), dir.to_path_buf()]
+            .iter()
+            .find_map(|runs| newest_run(runs))
+    };
+    let Some(run) = run else {
+        // read_source explains what a directory must hold.
+        return Ok(vec![path.to_string()]);
+    };
+    let mut files = xspace_files(&run);
+    if let Some(host) = host {
+        files.retain(|f| host_of(f) == host);
+        if files.is_empty() {
+            let hosts: Vec<String> = xspace_files(&run).iter().map(|f| host_of(f)).collect();
+            bail!(
+                "{}: no host `{host}` (hosts: {})",
+                run.display(),
+                hosts.join(", ")
+            );
+        }
+    }
+    Ok(files
+        .into_iter()
+        .map(|f| f.to_string_lossy().into_owned())
+        .collect())
+}
+
+fn xspace_files(dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut files: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_file() && p.to_string_lossy().ends_with(XSPACE_SUFFIX))
+        .collect();
+    files.sort();
+    files
+}
+
+fn has_xspace(dir: &Path) -> bool {
+    !xspace_files(dir).is_empty()
+}
+
+/// The run directory under `runs` that holds profiles and sorts last: run
+/// names are timestamps (`2024_05_01_12_30_00`), so the last is the newest.
+fn newest_run(runs: &Path) -> Option<PathBuf> {
+    let mut candidates: Vec<PathBuf> = std::fs::read_dir(runs)
+        .ok()?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_dir() && has_xspace(p))
+        .collect();
+    candidates.sort();
+    candidates.pop()
+}
+
+/// `host` of `.../host.xplane.pb`.
+fn host_of(file: &Path) -> String {
+    let name = file
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    name.strip_suffix(XSPACE_SUFFIX)
+        .unwrap_or(&name)
+        .to_string()
 }

@@ -42,6 +42,7 @@ enum Command {
     Peak(commands::peak::PeakArgs),
     Leaks(commands::leaks::LeaksArgs),
     Diff(commands::diff::DiffArgs),
+    Frag(commands::frag::FragArgs),
     Render(commands::render::RenderArgs),
 }
 
@@ -64,6 +65,7 @@ fn main() -> ExitCode {
         Command::Peak(a) => commands::peak::run(a),
         Command::Leaks(a) => commands::leaks::run(a),
         Command::Diff(a) => commands::diff::run(a),
+        Command::Frag(a) => commands::frag::run(a),
         Command::Render(a) => commands::render::run(a),
     };
     match result {

@@ -24,6 +24,8 @@ pub struct DiffReport {
     pub total: DeltaTotals,
     pub memories: Vec<MemoryDelta>,
     pub rows: Vec<DiffRow>,
+    /// What rows are keyed by (`stack` unless `--by` says otherwise).
+    pub by: GroupBy,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gate: Option<GateResult>,
     #[serde(skip)]
@@ -114,8 +116,12 @@ pub struct GateResult {
 /// A memory's id, kind and live bytes at its peak.
 type PeakBytes = (String, crate::model::MemoryKind, u64);
 
-/// Live bytes per stack at the peak of each memory of a profile.
-fn peak_groups(profile: &Profile, options: &Options) -> (BTreeMap<String, Totals>, Vec<PeakBytes>) {
+/// Live bytes per group at the peak of each memory of a profile.
+fn peak_groups(
+    profile: &Profile,
+    options: &Options,
+    by: GroupBy,
+) -> (BTreeMap<String, Totals>, Vec<PeakBytes>) {
     let mut groups: BTreeMap<String, Totals> = BTreeMap::new();
     let mut memories = Vec::new();
     for memory in options.selected(profile) {
@@ -125,12 +131,7 @@ fn peak_groups(profile: &Profile, options: &Options) -> (BTreeMap<String, Totals
         let by_site = group::totals_by_site(memory, &replay::live_at(memory, p.index));
         for (site, totals) in by_site {
             groups
-                .entry(group::label(
-                    &profile.names,
-                    site,
-                    GroupBy::Stack,
-                    &options.frames,
-                ))
+                .entry(group::label(&profile.names, site, by, &options.frames))
                 .or_default()
                 .add(totals);
         }
@@ -145,8 +146,20 @@ pub fn diff(
     options: &Options,
     limit: Option<GrowthLimit>,
 ) -> DiffReport {
-    let (base_groups, base_memories) = peak_groups(base, options);
-    let (new_groups, new_memories) = peak_groups(new, options);
+    diff_by(base, new, options, limit, GroupBy::Stack)
+}
+
+/// [`diff`] with rows keyed by `by` instead of the call stack (`op` compares
+/// two compiles of a program op by op).
+pub fn diff_by(
+    base: &Profile,
+    new: &Profile,
+    options: &Options,
+    limit: Option<GrowthLimit>,
+    by: GroupBy,
+) -> DiffReport {
+    let (base_groups, base_memories) = peak_groups(base, options, by);
+    let (new_groups, new_memories) = peak_groups(new, options, by);
     let mut keys: Vec<&String> = base_groups.keys().chain(new_groups.keys()).collect();
     keys.sort();
     keys.dedup();
@@ -205,6 +218,7 @@ pub fn diff(
         total,
         memories,
         rows,
+        by,
         gate,
         top: options.top,
     }
@@ -249,9 +263,12 @@ impl DiffReport {
 
     fn rows_table(&self, limit: usize) -> Table {
         let mut t = Table::new(
-            "Change per stack (at each memory's peak)",
+            format!(
+                "Change per {} (at each memory's peak)",
+                self.by.name().replace('_', " ")
+            ),
             vec![
-                "stack",
+                self.by.name(),
                 "base_bytes",
                 "new_bytes",
                 "delta_bytes",
@@ -332,7 +349,8 @@ impl Report for DiffReport {
             .collect();
         let unchanged = self.rows.iter().filter(|r| r.delta_bytes == 0).count();
         if unchanged > 0 {
-            notes.push(format!("{unchanged} stacks unchanged (not shown)"));
+            let by = self.by.name().replace('_', " ");
+            notes.push(format!("{unchanged} {by}s unchanged (not shown)"));
         }
         if let Some(g) = &self.gate {
             notes.push(g.message.clone());

@@ -6,12 +6,15 @@ use std::io::Write;
 
 use serde::Serialize;
 
-use crate::model::Profile;
+use std::collections::BTreeMap;
+
+use crate::model::{Memory, Names, Profile, SiteId};
 use crate::report::{units, Cell, Report, Table};
 
-use super::group::GroupBy;
+use super::group::{self, FrameFilter, GroupBy};
 use super::series::{self, GroupSeries};
-use super::{display_id, point_label, MemoryHeader, Options, Provenance};
+use super::steps::{self, StepStats};
+use super::{display_id, point_label, replay, MemoryHeader, Options, Provenance};
 
 pub const SCHEMA: &str = "memtool/leaks/v1";
 
@@ -36,9 +39,27 @@ pub struct MemoryLeaks {
     pub points: Vec<String>,
     /// Total live bytes at each point.
     pub total_bytes: Vec<u64>,
+    /// What the points are: `snapshot`, `step` (the end of each step) or
+    /// `event` (evenly spaced events of a stream without steps).
+    pub point_kind: &'static str,
     /// One line: the strongest finding, or why there is none.
     pub verdict: String,
     pub findings: Vec<LeakFinding>,
+    /// Allocations and frees per step, and what each step left in use.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub steps: Vec<StepStats>,
+    /// Allocations made inside the profile and still live at its end, by
+    /// group and step, largest first.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub never_freed: Vec<NeverFreed>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct NeverFreed {
+    pub key: String,
+    pub step: Option<i64>,
+    pub bytes: u64,
+    pub count: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -70,11 +91,27 @@ pub struct LeakFinding {
 pub fn leaks(profile: &Profile, options: &Options) -> LeaksReport {
     let mut memories = Vec::new();
     for memory in options.selected(profile) {
-        let points = series::sample_points(memory, EVENT_STREAM_POINTS);
+        let step_ends = series::step_end_points(memory);
+        let (points, point_kind) = if replay::uses_instants(memory) {
+            (
+                series::sample_points(memory, EVENT_STREAM_POINTS),
+                "snapshot",
+            )
+        } else if step_ends.len() >= 2 {
+            (step_ends.iter().map(|&(_, p)| p).collect(), "step")
+        } else {
+            (series::sample_points(memory, EVENT_STREAM_POINTS), "event")
+        };
         let per_point = series::site_totals_at(memory, &points);
         let labels: Vec<String> = points
             .iter()
-            .map(|&p| {
+            .enumerate()
+            .map(|(i, &p)| {
+                if point_kind == "step" {
+                    if let Some((step, _)) = step_ends.get(i) {
+                        return format!("step {step}");
+                    }
+                }
                 let at = memory
                     .instants
                     .get(p)
@@ -93,8 +130,9 @@ pub fn leaks(profile: &Profile, options: &Options) -> LeaksReport {
             .iter()
             .map(|m| m.values().map(|t| t.bytes).sum())
             .collect();
+        let names = &profile.names;
         let groups =
-            series::group_series(&profile.names, &per_point, GroupBy::Stack, &options.frames);
+            series::group_series_by(&per_point, |site| leak_key(names, site, &options.frames));
         let mut findings: Vec<LeakFinding> = groups
             .into_iter()
             .filter_map(|g| classify(g, &labels))
@@ -105,13 +143,16 @@ pub fn leaks(profile: &Profile, options: &Options) -> LeaksReport {
                 .then(b.growth_bytes.cmp(&a.growth_bytes))
                 .then_with(|| a.key.cmp(&b.key))
         });
-        let verdict = verdict(&findings, &labels);
+        let verdict = verdict(&findings, &labels, point_kind);
         memories.push(MemoryLeaks {
             header: MemoryHeader::of(memory),
             points: labels,
             total_bytes,
+            point_kind,
             verdict,
             findings,
+            steps: steps::per_step(memory),
+            never_freed: never_freed(names, memory, &options.frames),
         });
     }
     LeaksReport {
@@ -120,6 +161,55 @@ pub fn leaks(profile: &Profile, options: &Options) -> LeaksReport {
         memories,
         top: options.top,
     }
+}
+
+/// The group an allocation's growth is tracked by: its call stack, or for
+/// profiles without stacks (allocator events) its op and shape.
+pub fn leak_key(names: &Names, site: SiteId, filter: &FrameFilter) -> String {
+    let s = names.site_of(site);
+    if s.stack.0 != 0 || (s.op.is_none() && s.shape.is_none()) {
+        return group::label(names, site, GroupBy::Stack, filter);
+    }
+    let parts: Vec<&str> = [s.op, s.shape]
+        .into_iter()
+        .flatten()
+        .map(|id| names.str(id))
+        .collect();
+    parts.join(" ")
+}
+
+/// Allocations made during the profile (not live at its start) that are
+/// still live after the last event.
+fn never_freed(names: &Names, memory: &Memory, filter: &FrameFilter) -> Vec<NeverFreed> {
+    if replay::uses_instants(memory) || memory.events.is_empty() {
+        return Vec::new();
+    }
+    let end = memory.events.len();
+    let made_at = replay::allocated_at(memory, end);
+    let mut groups: BTreeMap<(String, Option<i64>), (u64, u64)> = BTreeMap::new();
+    for id in replay::live_at(memory, end) {
+        let Some(at) = made_at.get(id.index()).copied().flatten() else {
+            continue;
+        };
+        let a = memory.allocation(id);
+        let step = memory.step_at(at).map(|s| s.id);
+        let g = groups
+            .entry((leak_key(names, a.site, filter), step))
+            .or_default();
+        g.0 = g.0.saturating_add(a.bytes);
+        g.1 = g.1.saturating_add(a.count);
+    }
+    let mut rows: Vec<NeverFreed> = groups
+        .into_iter()
+        .map(|((key, step), (bytes, count))| NeverFreed {
+            key,
+            step,
+            bytes,
+            count,
+        })
+        .collect();
+    rows.sort_by_key(|r| std::cmp::Reverse(r.bytes));
+    rows
 }
 
 /// Classifies one group's series; `None` when it did not grow.
@@ -156,13 +246,18 @@ pub fn classify(g: GroupSeries, labels: &[String]) -> Option<LeakFinding> {
     })
 }
 
-fn verdict(findings: &[LeakFinding], labels: &[String]) -> String {
+fn verdict(findings: &[LeakFinding], labels: &[String], point_kind: &str) -> String {
     if labels.len() < 2 {
         return "one point only: give a series of snapshots (memory1.prof memory2.prof ...) to look for growth".into();
     }
+    let unit = if point_kind == "step" {
+        "step"
+    } else {
+        "point"
+    };
     match findings.first() {
         Some(f) if f.growth == Growth::Steady => format!(
-            "steady growth: +{} over {} points ({}/point), still growing at {}: {}",
+            "steady growth: +{} over {} {unit}s ({}/{unit}), still growing at {}: {}",
             units::bytes(f.growth_bytes),
             labels.len(),
             units::bytes(f.bytes_per_point),
@@ -175,6 +270,9 @@ fn verdict(findings: &[LeakFinding], labels: &[String]) -> String {
             f.stopped_at.as_deref().unwrap_or(""),
             f.key
         ),
+        None if point_kind == "step" => {
+            "no growth: no group holds more at the end of the last step than at the end of the first".into()
+        }
         None => "no growth: no stack holds more at the end than at the start".into(),
     }
 }

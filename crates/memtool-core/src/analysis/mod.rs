@@ -3,11 +3,13 @@
 //! Analyses see only the model: no format-specific code lives here.
 
 pub mod diff;
+pub mod frag;
 pub mod group;
 pub mod leaks;
 pub mod peak;
 pub mod replay;
 pub mod series;
+pub mod steps;
 pub mod summary;
 
 use serde::Serialize;
@@ -23,6 +25,8 @@ pub struct Options {
     pub top: usize,
     /// Only these memories (by id); empty for all.
     pub memories: Vec<String>,
+    /// Which of several equal peaks to report.
+    pub ties: replay::Ties,
 }
 
 impl Default for Options {
@@ -31,18 +35,36 @@ impl Default for Options {
             frames: FrameFilter::default(),
             top: 10,
             memories: Vec::new(),
+            ties: replay::Ties::First,
         }
     }
 }
 
 impl Options {
-    /// The memories of `profile` this analysis covers, in profile order.
+    /// The memories of `profile` this analysis covers, in profile order. A
+    /// name selects a memory by id, or every memory space of a compiled
+    /// program by module, with or without its program id (`jit_step(10)`,
+    /// `jit_step`).
     pub fn selected<'a>(&'a self, profile: &'a Profile) -> impl Iterator<Item = &'a Memory> + 'a {
-        profile
-            .memories
-            .iter()
-            .filter(|m| self.memories.is_empty() || self.memories.iter().any(|id| id == &m.id))
+        profile.memories.iter().filter(|m| {
+            self.memories.is_empty() || self.memories.iter().any(|name| selects(m, name))
+        })
     }
+}
+
+fn selects(memory: &Memory, name: &str) -> bool {
+    if memory.id == name {
+        return true;
+    }
+    let Some(program) = &memory.program else {
+        return false;
+    };
+    let module = program.module.as_str();
+    let base = module
+        .rsplit_once('(')
+        .filter(|(_, id)| id.ends_with(')'))
+        .map_or(module, |(base, _)| base);
+    module == name || base == name
 }
 
 /// The fields that identify a memory in every JSON document.
@@ -53,6 +75,12 @@ pub struct MemoryHeader {
     pub axis: Axis,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub capacity_bytes: Option<u64>,
+    /// For a compiled program's memory: the module (`jit_step(10)`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub module: Option<String>,
+    /// For a compiled program's memory: its memory space (0 = main memory).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory_space: Option<i64>,
 }
 
 impl MemoryHeader {
@@ -62,8 +90,46 @@ impl MemoryHeader {
             kind: memory.kind,
             axis: memory.axis,
             capacity_bytes: memory.capacity,
+            module: memory.program.as_ref().map(|p| p.module.clone()),
+            memory_space: memory.program.as_ref().map(|p| p.memory_space),
         }
     }
+}
+
+/// Totals of a memory that only an allocator reports, at one sample.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct AllocatorState {
+    /// In use + free, when free memory is reported.
+    pub capacity_bytes: Option<u64>,
+    pub fragmentation: Option<f64>,
+}
+
+impl AllocatorState {
+    pub fn at(memory: &Memory, sample: Option<usize>) -> Self {
+        let Some(s) = sample.and_then(|i| memory.allocator_samples.get(i)) else {
+            return AllocatorState::default();
+        };
+        AllocatorState {
+            capacity_bytes: s
+                .allocated_bytes
+                .zip(s.free_bytes)
+                .map(|(a, f)| a.saturating_add(f)),
+            fragmentation: s.fragmentation,
+        }
+    }
+}
+
+/// Allocation and free events of a memory's stream (`None` for snapshots).
+pub fn event_counts(memory: &Memory) -> Option<(usize, usize)> {
+    if memory.events.is_empty() {
+        return None;
+    }
+    let allocs = memory
+        .events
+        .iter()
+        .filter(|e| e.kind == crate::model::EventKind::Alloc)
+        .count();
+    Some((allocs, memory.events.len() - allocs))
 }
 
 /// The inputs and warnings every JSON document carries.
@@ -91,14 +157,25 @@ pub fn display_id(id: &str) -> String {
     }
 }
 
-/// The label of a point: the instant's label (snapshot file), else its position.
+/// The label of a point: the instant's label (snapshot file), else its
+/// position, with the program step that caused it when the memory names one.
 pub fn point_label(memory: &Memory, index: usize, at: i64) -> String {
     match memory.instants.get(index) {
         Some(instant) => instant.label.clone(),
         None => match memory.axis {
             Axis::TimePs => format!("{:.6} s", at as f64 / 1e12),
             Axis::TimeUs => format!("{at} us"),
-            _ => format!("#{at}"),
+            _ => match point_step(memory, index) {
+                Some(step) => format!("#{at} ({step})"),
+                None => format!("#{at}"),
+            },
         },
     }
+}
+
+/// The program step (instruction) whose event led to point `index`, if the
+/// memory names its steps. Point 0 is before any event.
+pub fn point_step(memory: &Memory, index: usize) -> Option<&str> {
+    let program = memory.program.as_ref()?;
+    program.step(index.checked_sub(1)?)
 }

@@ -5,11 +5,15 @@ use std::io::Write;
 
 use serde::Serialize;
 
-use crate::model::{Axis, Profile};
+use std::collections::BTreeMap;
+
+use crate::model::{AllocId, Axis, Memory, Names, Profile};
 use crate::report::{Cell, Report, Table};
 
 use super::group::{self, Group, GroupBy};
-use super::{display_id, point_label, replay, MemoryHeader, Options, Provenance};
+use super::{
+    display_id, point_label, point_step, replay, AllocatorState, MemoryHeader, Options, Provenance,
+};
 
 pub const SCHEMA: &str = "memtool/peak/v1";
 
@@ -52,9 +56,108 @@ pub struct MemoryPeak {
     pub buffers: u64,
     pub peak_at: i64,
     pub peak_label: String,
+    /// Picoseconds since the profile start, for memories on a ps time axis.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peak_time_ps: Option<i64>,
+    /// The step the peak falls in, when the profile marks steps.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peak_step: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fragmentation_at_peak: Option<f64>,
+    /// Everything live at the peak grouped by (op, shape, dtype, region,
+    /// step), largest first; empty when allocations carry none of these.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub at_peak: Vec<AtPeakRow>,
     /// Breakdowns of the live set at the peak, one per [`GroupBy`]; a
     /// breakdown the profile has no data for (shapes in pprof) is left out.
     pub breakdowns: Vec<Breakdown>,
+    /// For a compiled program's memory: the heap timeline and each buffer
+    /// live at the peak.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub program: Option<ProgramPeak>,
+    /// With `--budget`: whether the peak fits, and what would have to shrink.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub budget: Option<BudgetCheck>,
+}
+
+/// The peak of a compiled program's memory space, buffer by buffer.
+#[derive(Debug, Serialize)]
+pub struct ProgramPeak {
+    /// Index of the event that causes the peak (0 when nothing is allocated
+    /// past the start), as XProf's `peakHeapSizePosition`.
+    pub peak_position: i64,
+    /// The instruction being executed at the peak.
+    pub peak_instruction: Option<String>,
+    /// Live bytes before each event and after the last (n + 1 points).
+    pub heap_timeline_bytes: Vec<u64>,
+    /// The same without padding.
+    pub heap_timeline_requested_bytes: Vec<u64>,
+    /// Every buffer live at the peak, largest first (with `--xprof-compat`:
+    /// in XProf's order, buffers under 16 KiB in one last row).
+    pub buffers_at_peak: Vec<BufferAtPeak>,
+}
+
+/// One buffer live at a program's peak.
+#[derive(Debug, Serialize)]
+pub struct BufferAtPeak {
+    /// The instruction that defines it (with its tuple index, `fusion{1}`).
+    pub instruction: String,
+    pub opcode: Option<String>,
+    pub shape: Option<String>,
+    pub bytes: u64,
+    pub unpadded_bytes: u64,
+    /// The framework op (`jit(step)/transpose(jvp())/dot_general`).
+    pub op_name: Option<String>,
+    /// Parameter, Output, Thread-local, Constant or Temporary.
+    pub category: Option<String>,
+    /// forward, backward or update, when the op name tells.
+    pub phase: Option<String>,
+    /// The innermost source line, `file:line`.
+    pub source: Option<String>,
+}
+
+/// How a memory's peak compares with a budget.
+#[derive(Debug, Serialize)]
+pub struct BudgetCheck {
+    pub budget_bytes: u64,
+    pub fits: bool,
+    /// Bytes the peak must lose to fit (0 when it fits).
+    pub excess_bytes: u64,
+    /// Points of the timeline above the budget, and the first and last.
+    pub points_over_budget: usize,
+    pub first_over_at: Option<i64>,
+    pub last_over_at: Option<i64>,
+    /// The largest allocations live at the peak, largest first, until
+    /// together they cover the excess: what must shrink (or be freed earlier)
+    /// for the peak to fit.
+    pub shrink: Vec<ShrinkCandidate>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ShrinkCandidate {
+    /// The buffer's name when the profile names it, else its stack.
+    pub key: String,
+    pub bytes: u64,
+    /// Bytes of this and every larger candidate together.
+    pub cumulative_bytes: u64,
+}
+
+/// One group of allocations live at the peak.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct AtPeakRow {
+    pub op: Option<String>,
+    pub shape: Option<String>,
+    pub dtype: Option<String>,
+    pub region: Option<String>,
+    /// The step the allocations were made in (`None`: before the profile
+    /// started, or outside every step).
+    pub step: Option<i64>,
+    pub bytes: u64,
+    pub requested_bytes: u64,
+    pub count: u64,
+    /// How long the oldest of them had been live at the peak (axis units);
+    /// `None` when it was live before the profile started.
+    pub oldest_age: Option<i64>,
 }
 
 #[derive(Debug, Serialize)]
@@ -64,12 +167,36 @@ pub struct Breakdown {
 }
 
 pub fn peak(profile: &Profile, options: &Options) -> PeakReport {
+    peak_with(profile, options, &PeakSettings::default())
+}
+
+/// Choices of the `peak` command beyond [`Options`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PeakSettings {
+    /// Check each memory's peak against this many bytes.
+    pub budget: Option<u64>,
+    /// List a program's buffers at the peak the way XProf's Memory Viewer
+    /// does: in allocation order, buffers under 16 KiB summed into one row.
+    pub xprof_compat: bool,
+}
+
+/// XProf's Memory Viewer sums buffers under this size into one row.
+pub const XPROF_SMALL_BUFFER_BYTES: u64 = 16384;
+
+/// [`peak`] with the command's settings.
+pub fn peak_with(profile: &Profile, options: &Options, settings: &PeakSettings) -> PeakReport {
+    let budget = settings.budget;
     let mut memories = Vec::new();
     for memory in options.selected(profile) {
-        let Some(p) = replay::peak(memory) else {
+        let Some(reported) = replay::reported_peak(memory, options.ties) else {
             continue;
         };
+        let p = reported.point;
+        let state = AllocatorState::at(memory, reported.sample);
+        let mut header = MemoryHeader::of(memory);
+        header.capacity_bytes = state.capacity_bytes.or(header.capacity_bytes);
         let live = replay::live_at(memory, p.index);
+        let at_peak = at_peak_rows(&profile.names, memory, &live, p.index, p.at);
         let by_site = group::totals_by_site(memory, &live);
         let breakdowns = BREAKDOWNS
             .iter()
@@ -80,13 +207,19 @@ pub fn peak(profile: &Profile, options: &Options) -> PeakReport {
             })
             .collect();
         memories.push(MemoryPeak {
-            header: MemoryHeader::of(memory),
-            peak_bytes: p.bytes,
+            header,
+            peak_bytes: reported.bytes,
             peak_requested_bytes: p.requested,
             buffers: p.buffers,
             peak_at: p.at,
             peak_label: point_label(memory, p.index, p.at),
+            peak_time_ps: (memory.axis == Axis::TimePs).then_some(p.at),
+            peak_step: memory.step_at(p.at).map(|s| s.id),
+            fragmentation_at_peak: state.fragmentation,
+            at_peak,
             breakdowns,
+            program: program_peak(profile, memory, p, &live, settings.xprof_compat),
+            budget: budget.map(|b| budget_check(profile, memory, &live, b, options)),
         });
     }
     PeakReport {
@@ -95,6 +228,207 @@ pub fn peak(profile: &Profile, options: &Options) -> PeakReport {
         overall: overall(profile, options),
         memories,
         top: options.top,
+    }
+}
+
+type RowKey = (
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    Option<i64>,
+);
+
+/// Groups the live allocations by (op, shape, dtype, region, step).
+fn at_peak_rows(
+    names: &Names,
+    memory: &Memory,
+    live: &[AllocId],
+    index: usize,
+    peak_at: i64,
+) -> Vec<AtPeakRow> {
+    let text = |id: Option<crate::model::StrId>| id.map(|id| names.str(id).to_string());
+    let described = live.iter().any(|&id| {
+        let site = names.site_of(memory.allocation(id).site);
+        site.op.is_some() || site.shape.is_some() || site.dtype.is_some() || site.category.is_some()
+    });
+    if !described {
+        return Vec::new();
+    }
+    let made_at = replay::allocated_at(memory, index);
+    let mut groups: BTreeMap<RowKey, AtPeakRow> = BTreeMap::new();
+    for &id in live {
+        let a = memory.allocation(id);
+        let site = names.site_of(a.site);
+        let at = made_at.get(id.index()).copied().flatten();
+        let step = at.and_then(|at| memory.step_at(at)).map(|s| s.id);
+        let key = (
+            text(site.op),
+            text(site.shape),
+            text(site.dtype),
+            text(site.category),
+            step,
+        );
+        let row = groups.entry(key.clone()).or_insert_with(|| AtPeakRow {
+            op: key.0,
+            shape: key.1,
+            dtype: key.2,
+            region: key.3,
+            step,
+            bytes: 0,
+            requested_bytes: 0,
+            count: 0,
+            oldest_age: at.map(|at| peak_at.saturating_sub(at)),
+        });
+        row.bytes = row.bytes.saturating_add(a.bytes);
+        row.requested_bytes = row.requested_bytes.saturating_add(a.requested);
+        row.count = row.count.saturating_add(a.count);
+        row.oldest_age = match (row.oldest_age, at) {
+            (Some(age), Some(at)) => Some(age.max(peak_at.saturating_sub(at))),
+            _ => None,
+        };
+    }
+    let mut rows: Vec<AtPeakRow> = groups.into_values().collect();
+    // BTreeMap order breaks ties deterministically; the stable sort keeps it.
+    rows.sort_by_key(|r| std::cmp::Reverse(r.bytes));
+    rows
+}
+
+fn sorted_by_size(memory: &Memory, live: &[AllocId]) -> Vec<AllocId> {
+    let mut ids = live.to_vec();
+    ids.sort_by(|a, b| {
+        memory
+            .allocation(*b)
+            .bytes
+            .cmp(&memory.allocation(*a).bytes)
+            .then(a.cmp(b))
+    });
+    ids
+}
+
+fn program_peak(
+    profile: &Profile,
+    memory: &Memory,
+    p: replay::Point,
+    live: &[AllocId],
+    xprof_compat: bool,
+) -> Option<ProgramPeak> {
+    let program = memory.program.as_ref()?;
+    let names = &profile.names;
+    let text = |id: Option<crate::model::StrId>| id.map(|s| names.str(s).to_string());
+    let mut heap_timeline_bytes = Vec::new();
+    let mut heap_timeline_requested_bytes = Vec::new();
+    replay::for_each_point(memory, |point| {
+        heap_timeline_bytes.push(point.bytes);
+        heap_timeline_requested_bytes.push(point.requested);
+    });
+    let order = if xprof_compat {
+        // Whole-program buffers first, then the heap's in the order they
+        // were allocated: XProf's `maxHeap` order.
+        live.to_vec()
+    } else {
+        sorted_by_size(memory, live)
+    };
+    let mut small = 0u64;
+    let mut buffers_at_peak: Vec<BufferAtPeak> = order
+        .into_iter()
+        .filter(|&id| {
+            let bytes = memory.allocation(id).bytes;
+            let lumped = xprof_compat && bytes < XPROF_SMALL_BUFFER_BYTES;
+            if lumped {
+                small += bytes;
+            }
+            !lumped
+        })
+        .map(|id| {
+            let a = memory.allocation(id);
+            let site = names.site_of(a.site);
+            let buffer = program.buffer(id);
+            BufferAtPeak {
+                instruction: buffer.map_or_else(String::new, |b| names.str(b.name).to_string()),
+                opcode: text(buffer.and_then(|b| b.opcode)),
+                shape: text(site.shape),
+                bytes: a.bytes,
+                unpadded_bytes: a.requested,
+                op_name: text(site.op),
+                category: text(site.category),
+                phase: text(buffer.and_then(|b| b.phase)),
+                source: names.leaf(site.stack).map(|f| {
+                    let frame = names.frame_of(f);
+                    format!("{}:{}", names.str(frame.file), frame.line)
+                }),
+            }
+        })
+        .collect();
+    if small > 0 {
+        buffers_at_peak.push(BufferAtPeak {
+            instruction: format!("small (<{XPROF_SMALL_BUFFER_BYTES} bytes)"),
+            opcode: None,
+            shape: None,
+            bytes: small,
+            unpadded_bytes: 0,
+            op_name: None,
+            category: None,
+            phase: None,
+            source: None,
+        });
+    }
+    Some(ProgramPeak {
+        peak_position: if p.index == 0 { 0 } else { p.at },
+        peak_instruction: point_step(memory, p.index).map(str::to_string),
+        heap_timeline_bytes,
+        heap_timeline_requested_bytes,
+        buffers_at_peak,
+    })
+}
+
+fn budget_check(
+    profile: &Profile,
+    memory: &Memory,
+    live: &[AllocId],
+    budget: u64,
+    options: &Options,
+) -> BudgetCheck {
+    let (mut peak, mut over, mut first, mut last) = (0u64, 0usize, None, None);
+    replay::for_each_point(memory, |point| {
+        peak = peak.max(point.bytes);
+        if point.bytes > budget {
+            over += 1;
+            first = first.or(Some(point.at));
+            last = Some(point.at);
+        }
+    });
+    let excess_bytes = peak.saturating_sub(budget);
+    let mut shrink = Vec::new();
+    let mut cumulative_bytes = 0u64;
+    for id in sorted_by_size(memory, live) {
+        if cumulative_bytes >= excess_bytes {
+            break;
+        }
+        let a = memory.allocation(id);
+        cumulative_bytes += a.bytes;
+        let named = memory
+            .program
+            .as_ref()
+            .and_then(|p| p.buffer(id))
+            .map(|b| profile.names.str(b.name).to_string());
+        let key = named.unwrap_or_else(|| {
+            group::label(&profile.names, a.site, GroupBy::Stack, &options.frames)
+        });
+        shrink.push(ShrinkCandidate {
+            key,
+            bytes: a.bytes,
+            cumulative_bytes,
+        });
+    }
+    BudgetCheck {
+        budget_bytes: budget,
+        fits: excess_bytes == 0,
+        excess_bytes,
+        points_over_budget: over,
+        first_over_at: first,
+        last_over_at: last,
+        shrink,
     }
 }
 
@@ -124,6 +458,50 @@ fn overall(profile: &Profile, options: &Options) -> Option<OverallPeak> {
     })
 }
 
+impl PeakReport {
+    /// Whether `--budget` was given and some peak exceeds it.
+    pub fn over_budget(&self) -> bool {
+        self.memories
+            .iter()
+            .any(|m| m.budget.as_ref().is_some_and(|b| !b.fits))
+    }
+
+    fn buffers_table(&self, m: &MemoryPeak, program: &ProgramPeak) -> Table {
+        let mut t = Table::new(
+            format!(
+                "Buffers at peak — {} ({})",
+                display_id(&m.header.id),
+                m.peak_label
+            ),
+            vec![
+                "instruction",
+                "shape",
+                "bytes",
+                "unpadded_bytes",
+                "category",
+                "phase",
+                "op_name",
+                "source",
+            ],
+        );
+        let text = |s: &Option<String>| Cell::Text(s.clone().unwrap_or_default());
+        for b in program.buffers_at_peak.iter().take(self.top) {
+            t.rows.push(vec![
+                b.instruction.clone().into(),
+                text(&b.shape),
+                Cell::Bytes(b.bytes),
+                Cell::Bytes(b.unpadded_bytes),
+                text(&b.category),
+                text(&b.phase),
+                text(&b.op_name),
+                text(&b.source),
+            ]);
+        }
+        t.omitted = program.buffers_at_peak.len().saturating_sub(self.top);
+        t
+    }
+}
+
 impl Report for PeakReport {
     fn write_json(&self, out: &mut dyn Write) -> serde_json::Result<()> {
         serde_json::to_writer_pretty(out, self)
@@ -151,7 +529,61 @@ impl Report for PeakReport {
             ]);
         }
         tables.push(t);
+        for m in self.memories.iter().filter(|m| !m.at_peak.is_empty()) {
+            let mut t = Table::new(
+                format!(
+                    "Live at peak by op, shape, dtype, region, step — {}",
+                    display_id(&m.header.id)
+                ),
+                vec![
+                    "op",
+                    "shape",
+                    "dtype",
+                    "region",
+                    "step",
+                    "bytes",
+                    "requested",
+                    "count",
+                ],
+            );
+            let text = |s: &Option<String>| Cell::Text(s.clone().unwrap_or_default());
+            for r in m.at_peak.iter().take(self.top) {
+                t.rows.push(vec![
+                    text(&r.op),
+                    text(&r.shape),
+                    text(&r.dtype),
+                    text(&r.region),
+                    Cell::Text(r.step.map_or("-".into(), |s| s.to_string())),
+                    Cell::Bytes(r.bytes),
+                    Cell::Bytes(r.requested_bytes),
+                    Cell::Count(r.count),
+                ]);
+            }
+            t.omitted = m.at_peak.len().saturating_sub(self.top);
+            tables.push(t);
+        }
         for m in &self.memories {
+            if let Some(program) = &m.program {
+                tables.push(self.buffers_table(m, program));
+            }
+            if let Some(budget) = m.budget.as_ref().filter(|b| !b.fits) {
+                let mut t = Table::new(
+                    format!(
+                        "Over budget by {} — {}: shrink or free earlier",
+                        crate::report::units::bytes(budget.excess_bytes),
+                        display_id(&m.header.id)
+                    ),
+                    vec!["buffer", "bytes", "cumulative_bytes"],
+                );
+                for c in &budget.shrink {
+                    t.rows.push(vec![
+                        c.key.clone().into(),
+                        Cell::Bytes(c.bytes),
+                        Cell::Bytes(c.cumulative_bytes),
+                    ]);
+                }
+                tables.push(t);
+            }
             for b in &m.breakdowns {
                 let mut t = Table::new(
                     format!(
@@ -167,7 +599,7 @@ impl Report for PeakReport {
                     t.rows.push(vec![
                         g.key.clone().into(),
                         Cell::Bytes(g.totals.bytes),
-                        Cell::Text(share.map_or("n/a".into(), |s| format!("{s:.1}%"))),
+                        Cell::Share(share),
                         Cell::Count(g.totals.count),
                     ]);
                 }
@@ -216,6 +648,18 @@ impl Report for PeakReport {
             .iter()
             .map(|w| format!("warning: {}: {}", w.path, w.message))
             .collect();
+        for m in &self.memories {
+            if let Some(b) = m.budget.as_ref().filter(|b| !b.fits) {
+                notes.push(format!(
+                    "over budget: {} peaks at {}, {} more than {} ({} points over)",
+                    display_id(&m.header.id),
+                    crate::report::units::bytes(m.peak_bytes),
+                    crate::report::units::bytes(b.excess_bytes),
+                    crate::report::units::bytes(b.budget_bytes),
+                    b.points_over_budget,
+                ));
+            }
+        }
         if let Some(o) = &self.overall {
             if self.memories.len() > 1 || self.memories.iter().any(|m| m.peak_label != o.label) {
                 notes.push(format!(

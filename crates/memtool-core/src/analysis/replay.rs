@@ -154,6 +154,124 @@ pub fn peak(memory: &Memory) -> Option<Point> {
     best
 }
 
+/// How to choose among points that tie for the most bytes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Ties {
+    /// The first (memtool's default: when the peak was first reached).
+    #[default]
+    First,
+    /// The last (what XProf reports).
+    Last,
+}
+
+/// The peak as the commands report it. When the allocator reports its own
+/// in-use figure ([`crate::model::AllocatorSample::allocated_bytes`]), that
+/// figure decides — it counts what the recorded events may miss — and the
+/// live set is the replayed one at the same position; otherwise it is the
+/// replayed peak.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Peak {
+    /// The timeline point at the peak (replayed totals).
+    pub point: Point,
+    /// Bytes in use at the peak: the allocator's figure, else `point.bytes`.
+    pub bytes: u64,
+    /// The allocator sample at the peak, when the peak came from one.
+    pub sample: Option<usize>,
+}
+
+pub fn reported_peak(memory: &Memory, ties: Ties) -> Option<Peak> {
+    let mut best: Option<(usize, u64)> = None;
+    for (i, s) in memory.allocator_samples.iter().enumerate() {
+        let Some(bytes) = s.allocated_bytes else {
+            continue;
+        };
+        let better = match (best, ties) {
+            (None, _) => true,
+            (Some((_, b)), Ties::First) => bytes > b,
+            (Some((_, b)), Ties::Last) => bytes >= b,
+        };
+        if better {
+            best = Some((i, bytes));
+        }
+    }
+    match best {
+        Some((sample, bytes)) => {
+            let index = point_of_sample(memory, sample);
+            let point = point_at(memory, index)?;
+            Some(Peak {
+                point,
+                bytes,
+                sample: Some(sample),
+            })
+        }
+        None => {
+            let point = match ties {
+                Ties::First => peak(memory)?,
+                Ties::Last => {
+                    let mut best: Option<Point> = None;
+                    for_each_point(memory, |p| {
+                        if best.is_none_or(|b| p.bytes >= b.bytes) {
+                            best = Some(p);
+                        }
+                    });
+                    best?
+                }
+            };
+            Some(Peak {
+                point,
+                bytes: point.bytes,
+                sample: None,
+            })
+        }
+    }
+}
+
+/// The timeline point an allocator sample describes: right after its event
+/// when there is one sample per event, else after the last event at or
+/// before the sample's position.
+pub fn point_of_sample(memory: &Memory, sample: usize) -> usize {
+    if uses_instants(memory) {
+        return memory.allocator_samples.get(sample).map_or(0, |s| {
+            memory
+                .instants
+                .partition_point(|i| i.at <= s.at)
+                .saturating_sub(1)
+        });
+    }
+    if memory.allocator_samples.len() == memory.events.len() {
+        return sample + 1;
+    }
+    memory
+        .allocator_samples
+        .get(sample)
+        .map_or(0, |s| memory.events.partition_point(|e| e.at <= s.at))
+}
+
+/// The point with this index, if the timeline has it.
+pub fn point_at(memory: &Memory, index: usize) -> Option<Point> {
+    let mut out = None;
+    for_each_point(memory, |p| {
+        if p.index == index {
+            out = Some(p);
+        }
+    });
+    out
+}
+
+/// When each allocation was made, from the events before point `index`
+/// (`None` for allocations live at the start or not yet made).
+pub fn allocated_at(memory: &Memory, index: usize) -> Vec<Option<i64>> {
+    let mut at = vec![None; memory.allocations.len()];
+    for event in memory.events.iter().take(index) {
+        if event.kind == EventKind::Alloc {
+            if let Some(slot) = at.get_mut(event.alloc.index()) {
+                *slot = Some(event.at);
+            }
+        }
+    }
+    at
+}
+
 /// The last point of the timeline.
 pub fn last(memory: &Memory) -> Option<Point> {
     let mut out = None;

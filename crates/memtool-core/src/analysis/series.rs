@@ -24,6 +24,15 @@ pub fn sample_points(memory: &Memory, max_points: usize) -> Vec<usize> {
     points
 }
 
+/// The point after the last event of each step, when the memory has steps
+/// with events: comparing step ends measures what each step left behind.
+pub fn step_end_points(memory: &Memory) -> Vec<(i64, usize)> {
+    super::steps::per_step(memory)
+        .iter()
+        .map(|s| (s.step, s.end_point))
+        .collect()
+}
+
 /// Live totals per site at each of `points` (ascending point indices).
 pub fn site_totals_at(memory: &Memory, points: &[usize]) -> Vec<HashMap<SiteId, Totals>> {
     if replay::uses_instants(memory) {
@@ -136,15 +145,20 @@ pub fn group_series(
     by: GroupBy,
     filter: &FrameFilter,
 ) -> Vec<GroupSeries> {
+    group_series_by(per_point, |site| group::label(names, site, by, filter))
+}
+
+/// Like [`group_series`], with the group of each site given by `key`.
+pub fn group_series_by(
+    per_point: &[HashMap<SiteId, Totals>],
+    mut key: impl FnMut(SiteId) -> String,
+) -> Vec<GroupSeries> {
     let n = per_point.len();
     let mut labels: HashMap<SiteId, String> = HashMap::new();
     let mut groups: HashMap<String, GroupSeries> = HashMap::new();
     for (i, sites) in per_point.iter().enumerate() {
         for (&site, totals) in sites {
-            let key = labels
-                .entry(site)
-                .or_insert_with(|| group::label(names, site, by, filter))
-                .clone();
+            let key = labels.entry(site).or_insert_with(|| key(site)).clone();
             let g = groups.entry(key.clone()).or_insert_with(|| GroupSeries {
                 key,
                 bytes: vec![0; n],

@@ -1,5 +1,6 @@
 //! `summary`: per memory, the peak, the end state, and the top stacks at peak.
 
+use std::collections::BTreeMap;
 use std::io::Write;
 
 use serde::Serialize;
@@ -8,7 +9,12 @@ use crate::model::Profile;
 use crate::report::{Cell, Report, Table};
 
 use super::group::{self, Group, GroupBy};
-use super::{display_id, point_label, replay, MemoryHeader, Options, Provenance};
+use super::steps::{self, StepStats};
+use super::{
+    display_id, event_counts, point_label, replay, AllocatorState, MemoryHeader, Options,
+    Provenance,
+};
+use crate::model::Axis;
 
 pub const SCHEMA: &str = "memtool/summary/v1";
 
@@ -35,13 +41,60 @@ pub struct MemorySummary {
     pub peak_label: String,
     pub final_bytes: u64,
     pub final_buffers: u64,
+    /// Allocation events of an event stream; allocations of snapshots.
     pub allocations: usize,
     pub events: usize,
+    /// Picoseconds since the profile start, for memories on a ps time axis.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peak_time_ps: Option<i64>,
+    /// The most ever in use, including the allocator's own high-water mark
+    /// (which can be higher than any point the profile saw).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lifetime_peak_bytes: Option<u64>,
+    /// The allocator's fragmentation figure at the peak, in [0, 1].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fragmentation_at_peak: Option<f64>,
+    /// Free events of an event stream.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deallocations: Option<usize>,
+    /// Bytes in use after the last event of an event stream.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub live_bytes_at_end: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub live_allocations_at_end: Option<u64>,
+    /// One row per step, for memories whose profile marks steps.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub steps: Vec<StepStats>,
+    /// Events per kind as the file records them (PyTorch trace actions).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub events_by_action: BTreeMap<String, u64>,
+    /// Memory the allocator held from the device at the end, when recorded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reserved_bytes: Option<u64>,
+    /// Memory handed out at the end as the allocator reports it (PyTorch:
+    /// live blocks' requested sizes), when recorded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allocated_bytes: Option<u64>,
     /// One row per snapshot, for memories made of snapshots.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub snapshots: Vec<SnapshotRow>,
     /// Live bytes at the peak by call stack, largest first.
     pub top_stacks: Vec<Group>,
+    /// For a compiled program's memory: what its compiler allocated.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub program: Option<ProgramSizes>,
+}
+
+/// The buffer allocations of a compiled program's memory space, by kind.
+#[derive(Debug, Serialize)]
+pub struct ProgramSizes {
+    pub parameter_bytes: u64,
+    /// May be live after the program ends; can overlap parameters.
+    pub output_bytes: u64,
+    pub temporary_bytes: u64,
+    pub constant_bytes: u64,
+    pub thread_local_bytes: u64,
+    pub total_allocation_bytes: u64,
 }
 
 #[derive(Debug, Serialize)]
@@ -55,10 +108,24 @@ pub struct SnapshotRow {
 pub fn summarize(profile: &Profile, options: &Options) -> SummaryReport {
     let mut memories = Vec::new();
     for memory in options.selected(profile) {
-        let Some(peak) = replay::peak(memory) else {
+        let Some(reported) = replay::reported_peak(memory, options.ties) else {
             continue;
         };
+        let peak = reported.point;
         let last = replay::last(memory).unwrap_or(peak);
+        let state = AllocatorState::at(memory, reported.sample);
+        let mut header = MemoryHeader::of(memory);
+        header.capacity_bytes = state.capacity_bytes.or(header.capacity_bytes);
+        let counts = event_counts(memory);
+        let reports_totals = !memory.allocator_samples.is_empty();
+        let end_in_use = memory
+            .allocator_samples
+            .last()
+            .filter(|_| memory.allocator_samples.len() == memory.events.len())
+            .and_then(|s| s.allocated_bytes)
+            .unwrap_or(last.bytes);
+        let lifetime_peak = (reports_totals || memory.allocator_peak_bytes.is_some())
+            .then(|| memory.allocator_peak_bytes.unwrap_or(0).max(reported.bytes));
         let mut snapshots = Vec::new();
         if replay::uses_instants(memory) {
             replay::for_each_point(memory, |p| {
@@ -73,18 +140,44 @@ pub fn summarize(profile: &Profile, options: &Options) -> SummaryReport {
         let live = replay::live_at(memory, peak.index);
         let by_site = group::totals_by_site(memory, &live);
         memories.push(MemorySummary {
-            header: MemoryHeader::of(memory),
-            peak_bytes: peak.bytes,
+            header,
+            peak_bytes: reported.bytes,
             peak_requested_bytes: peak.requested,
             buffers: peak.buffers,
             peak_at: peak.at,
             peak_label: point_label(memory, peak.index, peak.at),
             final_bytes: last.bytes,
             final_buffers: last.buffers,
-            allocations: memory.allocations.len(),
+            allocations: counts.map_or(memory.allocations.len(), |c| c.0),
             events: memory.events.len(),
+            peak_time_ps: (memory.axis == Axis::TimePs).then_some(peak.at),
+            lifetime_peak_bytes: lifetime_peak,
+            fragmentation_at_peak: state.fragmentation,
+            deallocations: counts.map(|c| c.1),
+            live_bytes_at_end: counts.map(|_| end_in_use),
+            live_allocations_at_end: counts.map(|_| last.buffers),
+            steps: steps::per_step(memory),
+            events_by_action: memory.recorded_events.clone(),
+            reserved_bytes: memory
+                .allocator_samples
+                .iter()
+                .rev()
+                .find_map(|s| s.reserved_bytes),
+            allocated_bytes: memory
+                .allocator_samples
+                .iter()
+                .rev()
+                .find_map(|s| s.allocated_bytes),
             snapshots,
             top_stacks: group::breakdown(&profile.names, &by_site, GroupBy::Stack, &options.frames),
+            program: memory.program.as_ref().map(|p| ProgramSizes {
+                parameter_bytes: p.parameter_bytes,
+                output_bytes: p.output_bytes,
+                temporary_bytes: p.temporary_bytes,
+                constant_bytes: p.constant_bytes,
+                thread_local_bytes: p.thread_local_bytes,
+                total_allocation_bytes: p.total_allocation_bytes,
+            }),
         });
     }
     SummaryReport {
@@ -112,7 +205,7 @@ impl SummaryReport {
         for m in &self.memories {
             t.rows.push(vec![
                 display_id(&m.header.id).into(),
-                Cell::Text(format!("{:?}", m.header.kind).to_lowercase()),
+                m.header.kind.name().into(),
                 Cell::Bytes(m.peak_bytes),
                 Cell::Count(m.buffers),
                 m.peak_label.clone().into(),
@@ -124,6 +217,50 @@ impl SummaryReport {
     }
 }
 
+impl SummaryReport {
+    /// Compiled programs, one row per module and memory space, biggest peak
+    /// first.
+    fn programs_table(&self) -> Option<Table> {
+        let mut programs: Vec<(&MemorySummary, &ProgramSizes)> = self
+            .memories
+            .iter()
+            .filter_map(|m| m.program.as_ref().map(|p| (m, p)))
+            .collect();
+        if programs.is_empty() {
+            return None;
+        }
+        programs.sort_by(|a, b| {
+            b.0.peak_bytes
+                .cmp(&a.0.peak_bytes)
+                .then_with(|| a.0.header.id.cmp(&b.0.header.id))
+        });
+        let mut t = Table::new(
+            "Compiled programs (biggest peak first)",
+            vec![
+                "module",
+                "memory_space",
+                "peak_bytes",
+                "parameter_bytes",
+                "output_bytes",
+                "temporary_bytes",
+                "total_allocation_bytes",
+            ],
+        );
+        for (m, p) in programs {
+            t.rows.push(vec![
+                m.header.module.clone().unwrap_or_default().into(),
+                Cell::Int(m.header.memory_space.unwrap_or(0)),
+                Cell::Bytes(m.peak_bytes),
+                Cell::Bytes(p.parameter_bytes),
+                Cell::Bytes(p.output_bytes),
+                Cell::Bytes(p.temporary_bytes),
+                Cell::Bytes(p.total_allocation_bytes),
+            ]);
+        }
+        Some(t)
+    }
+}
+
 impl Report for SummaryReport {
     fn write_json(&self, out: &mut dyn Write) -> serde_json::Result<()> {
         serde_json::to_writer_pretty(out, self)
@@ -131,6 +268,9 @@ impl Report for SummaryReport {
 
     fn tables(&self) -> Vec<Table> {
         let mut tables = vec![self.memories_table()];
+        if let Some(t) = self.programs_table() {
+            tables.push(t);
+        }
         let series = self.memories.iter().any(|m| m.snapshots.len() > 1);
         if series {
             let mut t = Table::new("Snapshots", vec!["snapshot", "memory", "bytes", "buffers"]);
@@ -143,6 +283,72 @@ impl Report for SummaryReport {
                         Cell::Count(s.buffers),
                     ]);
                 }
+            }
+            tables.push(t);
+        }
+        let allocators: Vec<&MemorySummary> = self
+            .memories
+            .iter()
+            .filter(|m| m.lifetime_peak_bytes.is_some() || m.deallocations.is_some())
+            .collect();
+        if !allocators.is_empty() {
+            let mut t = Table::new(
+                "Allocators",
+                vec![
+                    "memory",
+                    "peak_bytes",
+                    "lifetime_peak",
+                    "capacity",
+                    "fragmentation_at_peak",
+                    "allocations",
+                    "frees",
+                    "live_at_end",
+                ],
+            );
+            for m in allocators {
+                t.rows.push(vec![
+                    display_id(&m.header.id).into(),
+                    Cell::Bytes(m.peak_bytes),
+                    m.lifetime_peak_bytes
+                        .map_or(Cell::Text("n/a".into()), Cell::Bytes),
+                    m.header
+                        .capacity_bytes
+                        .map_or(Cell::Text("n/a".into()), Cell::Bytes),
+                    Cell::Text(
+                        m.fragmentation_at_peak
+                            .map_or("n/a".into(), |f| format!("{:.1}%", f * 100.0)),
+                    ),
+                    Cell::Count(m.allocations as u64),
+                    Cell::Count(m.deallocations.unwrap_or(0) as u64),
+                    m.live_bytes_at_end
+                        .map_or(Cell::Text("n/a".into()), Cell::Bytes),
+                ]);
+            }
+            tables.push(t);
+        }
+        for m in self.memories.iter().filter(|m| !m.steps.is_empty()) {
+            let mut t = Table::new(
+                format!("Steps — {}", display_id(&m.header.id)),
+                vec![
+                    "step",
+                    "peak_bytes",
+                    "allocations",
+                    "frees",
+                    "allocated",
+                    "freed",
+                    "in_use_at_end",
+                ],
+            );
+            for s in &m.steps {
+                t.rows.push(vec![
+                    Cell::Int(s.step),
+                    Cell::Bytes(s.peak_bytes),
+                    Cell::Count(s.allocations),
+                    Cell::Count(s.deallocations),
+                    Cell::Bytes(s.allocated_bytes),
+                    Cell::Bytes(s.freed_bytes),
+                    Cell::Bytes(s.end_bytes),
+                ]);
             }
             tables.push(t);
         }

@@ -4,8 +4,11 @@
 
 pub mod decompress;
 pub mod detect;
+mod hlo;
 mod pprof;
+pub mod torch;
 pub mod wire;
+pub mod xspace;
 
 use crate::error::{Error, Result};
 use crate::model::{Format, Profile};
@@ -33,7 +36,33 @@ pub fn load(sources: Vec<Source>, options: &LoadOptions) -> Result<Profile> {
     for source in sources {
         load_into(&mut profile, source, options)?;
     }
+    ensure_memories(&profile)?;
     Ok(profile)
+}
+
+/// A profile with no memory at all gives the commands nothing to say: fail
+/// with what the readers found instead. A pprof snapshot without samples is
+/// the exception: "nothing was live" is a valid answer there.
+fn ensure_memories(profile: &Profile) -> Result<()> {
+    if !profile.memories.is_empty() || profile.inputs.iter().any(|i| i.format == Format::Pprof) {
+        return Ok(());
+    }
+    let Some(first) = profile.inputs.first() else {
+        return Ok(());
+    };
+    let found: Vec<&str> = profile
+        .warnings
+        .iter()
+        .map(|w| w.message.as_str())
+        .collect();
+    Err(Error::NoData {
+        path: first.path.clone(),
+        message: if found.is_empty() {
+            "no memory data in this profile".to_string()
+        } else {
+            found.join("; ")
+        },
+    })
 }
 
 fn load_into(profile: &mut Profile, source: Source, options: &LoadOptions) -> Result<()> {
@@ -49,6 +78,9 @@ fn load_into(profile: &mut Profile, source: Source, options: &LoadOptions) -> Re
     let sniffed = detect::sniff(&bytes);
     let format = match sniffed {
         Sniffed::Pprof => Format::Pprof,
+        Sniffed::XSpace => Format::XSpace,
+        Sniffed::Pickle => Format::TorchSnapshot,
+        Sniffed::Json => torch::json::classify(&bytes),
         Sniffed::Empty => {
             return Err(Error::NoData {
                 path,
@@ -61,15 +93,6 @@ fn load_into(profile: &mut Profile, source: Source, options: &LoadOptions) -> Re
                 reason: "not a memory profile memtool can read (expected pprof, XSpace \
                          .xplane.pb, a PyTorch snapshot pickle, or a PyTorch trace JSON)"
                     .into(),
-            })
-        }
-        other => {
-            return Err(Error::UnknownFormat {
-                path,
-                reason: format!(
-                    "{} is recognized, but this build of memtool cannot read it yet",
-                    other.describe()
-                ),
             })
         }
     };
@@ -85,5 +108,14 @@ fn load_into(profile: &mut Profile, source: Source, options: &LoadOptions) -> Re
     }
     match format {
         Format::Pprof => pprof::read(profile, &path, &bytes),
+        Format::XSpace => {
+            // One XSpace holds both: allocator events and compiled programs.
+            xspace::read(profile, &path, &bytes)?;
+            hlo::read(profile, &path, &bytes)
+        }
+        Format::TorchSnapshot => torch::snapshot::read(profile, &path, &bytes),
+        Format::TorchTrace | Format::TorchMemoryTimeline => {
+            torch::json::read(profile, &path, &bytes, format)
+        }
     }
 }

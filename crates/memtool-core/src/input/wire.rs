@@ -112,7 +112,8 @@ impl<'a> Fields<'a> {
             2 => {
                 let len = self.varint()?;
                 let len = usize::try_from(len).unwrap_or(usize::MAX);
-                // For bytes, the offset of the payload: what a nested reader needs.
+                // The value starts after its length prefix: sub-messages are
+                // framed from there, so their error offsets must be too.
                 value_at = self.base + self.pos;
                 Value::Bytes(self.take(len, "length prefix runs past the end of the data")?)
             }

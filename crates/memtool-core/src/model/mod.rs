@@ -15,6 +15,8 @@ mod intern;
 
 pub use intern::{Frame, FrameId, Names, Site, SiteId, StackFrames, StackId, StrId};
 
+use std::collections::BTreeMap;
+
 use serde::Serialize;
 
 /// Index of an allocation within its memory.
@@ -33,12 +35,25 @@ impl AllocId {
 pub enum Format {
     /// pprof `profile.proto`, as written by `jax.profiler.save_device_memory_profile`.
     Pprof,
+    /// XSpace (`*.xplane.pb`), written by the TensorFlow, JAX and PyTorch/XLA profilers.
+    #[serde(rename = "xspace")]
+    XSpace,
+    /// PyTorch memory snapshot pickle (`torch.cuda.memory._dump_snapshot`).
+    TorchSnapshot,
+    /// PyTorch profiler Chrome trace (`*.pt.trace.json`) with `[memory]` events.
+    TorchTrace,
+    /// PyTorch `export_memory_timeline` output (`.json` or `.raw.json.gz`).
+    TorchMemoryTimeline,
 }
 
 impl Format {
     pub fn name(self) -> &'static str {
         match self {
             Format::Pprof => "pprof",
+            Format::XSpace => "xspace",
+            Format::TorchSnapshot => "torch_snapshot",
+            Format::TorchTrace => "torch_trace",
+            Format::TorchMemoryTimeline => "torch_memory_timeline",
         }
     }
 }
@@ -64,6 +79,17 @@ pub enum MemoryKind {
     Allocator,
     /// A memory space of a compiled program (XLA buffer assignment).
     ProgramSpace,
+}
+
+impl MemoryKind {
+    /// The name used in every output (as in JSON).
+    pub fn name(self) -> &'static str {
+        match self {
+            MemoryKind::Device => "device",
+            MemoryKind::Allocator => "allocator",
+            MemoryKind::ProgramSpace => "program_space",
+        }
+    }
 }
 
 /// What the positions of a memory's events and instants measure.
@@ -139,8 +165,131 @@ pub struct Memory {
     pub capacity: Option<u64>,
     /// What the allocator itself reported over time (reserved, free,
     /// fragmentation), in axis order; empty when the format has none. The
-    /// input of `frag`.
+    /// input of `frag`. When there is one sample per event
+    /// (`allocator_samples.len() == events.len()`), sample `i` is the
+    /// allocator's state right after event `i`; otherwise samples are placed
+    /// by `at`.
     pub allocator_samples: Vec<AllocatorSample>,
+    /// The allocator's own high-water mark over its whole life (TSL
+    /// `peak_bytes_in_use`), which can exceed every point the profile saw.
+    pub allocator_peak_bytes: Option<u64>,
+    /// Training or inference steps on the memory's axis, in order; empty
+    /// when the profile marks none. Leak detection compares step boundaries.
+    pub steps: Vec<Step>,
+    /// For a compiled program's memory space: which program, what its
+    /// buffers are, and what the program was doing at each event.
+    pub program: Option<Box<ProgramInfo>>,
+    /// The allocator's layout at the end of the profile (PyTorch snapshot
+    /// `segments`), when the format records it. An input of `frag`.
+    pub segments: Vec<Segment>,
+    /// Events per kind as the file records them (PyTorch trace actions
+    /// `alloc`, `free_requested`, `segment_alloc`, ...), including kinds
+    /// that are not allocation events of the model.
+    pub recorded_events: BTreeMap<String, u64>,
+}
+
+/// One step of a training or serving loop, as a span of the memory's axis.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Step {
+    /// The step number the program gave (`step_num`).
+    pub id: i64,
+    pub start: i64,
+    pub end: i64,
+}
+
+/// A compiled program's memory space (XLA buffer assignment): which module,
+/// the sizes its compiler decided, and names for its buffers and steps.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct ProgramInfo {
+    /// The module with its program id, `jit_train_step(34)`.
+    pub module: String,
+    /// The memory space (XLA memory color); 0 is the device's main memory.
+    pub memory_space: i64,
+    /// Sizes of the space's buffer allocations by kind, as XProf counts
+    /// them: an allocation can be both a parameter and an output.
+    pub parameter_bytes: u64,
+    /// Allocations that may be live after the program ends.
+    pub output_bytes: u64,
+    pub constant_bytes: u64,
+    /// Allocations reused within the program (the simulated heap).
+    pub temporary_bytes: u64,
+    /// All allocations of the space together, but thread-local ones.
+    pub total_allocation_bytes: u64,
+    /// Per-thread scratch allocations of kernels: not device memory, not in
+    /// the total, never live in the memory's timeline.
+    pub thread_local_bytes: u64,
+    /// Per allocation (indexed by [`AllocId`]): the buffer's name and how it
+    /// is computed; `None` for allocations the program does not name.
+    #[serde(skip)]
+    pub buffers: Vec<Option<ProgramBuffer>>,
+    /// The program's steps (instruction names) that events refer to.
+    #[serde(skip)]
+    pub steps: Vec<String>,
+    /// Per event (indexed like [`Memory::events`]): the index in `steps` of
+    /// the step being executed when the event happened, if known.
+    #[serde(skip)]
+    pub event_steps: Vec<Option<u32>>,
+}
+
+/// What the program says about one buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProgramBuffer {
+    /// The instruction that defines the buffer, with its tuple index when it
+    /// is part of a tuple: `dot.1`, `fusion.3{1}`.
+    pub name: StrId,
+    /// What the instruction does (`fusion`, `dot`, `parameter`).
+    pub opcode: Option<StrId>,
+    /// Where in a training step the buffer is made (`forward`, `backward`,
+    /// `update`), when the op name tells.
+    pub phase: Option<StrId>,
+}
+
+impl ProgramInfo {
+    /// The buffer description of an allocation, if the program has one.
+    pub fn buffer(&self, id: AllocId) -> Option<&ProgramBuffer> {
+        self.buffers.get(id.index()).and_then(Option::as_ref)
+    }
+
+    /// The program step of event `index`, if known.
+    pub fn step(&self, index: usize) -> Option<&str> {
+        let step = self.event_steps.get(index).copied().flatten()?;
+        self.steps.get(step as usize).map(String::as_str)
+    }
+}
+
+/// A range the allocator reserved from the device (a PyTorch segment) and
+/// how it is split into blocks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Segment {
+    pub address: Option<u64>,
+    pub bytes: u64,
+    pub stream: Option<i64>,
+    /// The allocator's pool or segment type (`large`, `small`), when known.
+    pub pool: Option<StrId>,
+    /// Blocks in address order as the file lists them.
+    pub blocks: Vec<SegmentBlock>,
+}
+
+/// One block of a segment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SegmentBlock {
+    pub address: Option<u64>,
+    /// Bytes of the block (rounded by the allocator).
+    pub bytes: u64,
+    /// Bytes the program asked for; equal to `bytes` when unknown.
+    pub requested: u64,
+    pub state: BlockState,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BlockState {
+    /// Handed out to the program.
+    Allocated,
+    /// Freed by the program, not yet reusable (pending stream work).
+    PendingFree,
+    /// Free for reuse.
+    Free,
 }
 
 /// The allocator's own view of its state at a position, as the profile
@@ -173,6 +322,11 @@ impl Memory {
             instants: Vec::new(),
             capacity: None,
             allocator_samples: Vec::new(),
+            allocator_peak_bytes: None,
+            steps: Vec::new(),
+            program: None,
+            segments: Vec::new(),
+            recorded_events: BTreeMap::new(),
         }
     }
 
@@ -185,6 +339,21 @@ impl Memory {
 
     pub fn allocation(&self, id: AllocId) -> &Allocation {
         &self.allocations[id.index()]
+    }
+
+    /// The step a position belongs to: the step whose span holds it, else
+    /// the next step to start (work between two steps prepares the next),
+    /// else none.
+    pub fn step_at(&self, at: i64) -> Option<&Step> {
+        // Steps are sorted by start; the candidate is the last one starting
+        // at or before `at`.
+        let after = self.steps.partition_point(|s| s.start <= at);
+        if let Some(step) = after.checked_sub(1).and_then(|i| self.steps.get(i)) {
+            if at <= step.end {
+                return Some(step);
+            }
+        }
+        self.steps.get(after)
     }
 }
 

@@ -28,8 +28,10 @@ pub enum Cell {
     DeltaBytes(i64),
     Count(u64),
     Int(i64),
-    /// A percentage (`None` when undefined, e.g. growth from zero).
+    /// A signed percentage change (`None` when undefined, e.g. growth from zero).
     Percent(Option<f64>),
+    /// A part of a whole, in percent (`None` when the whole is zero).
+    Share(Option<f64>),
     Empty,
 }
 
@@ -52,8 +54,8 @@ impl Cell {
             Cell::Text(s) => s.clone(),
             Cell::Bytes(b) | Cell::Count(b) => b.to_string(),
             Cell::DeltaBytes(d) | Cell::Int(d) => d.to_string(),
-            Cell::Percent(Some(p)) => format!("{p:.2}"),
-            Cell::Percent(None) | Cell::Empty => String::new(),
+            Cell::Percent(Some(p)) | Cell::Share(Some(p)) => format!("{p:.2}"),
+            Cell::Percent(None) | Cell::Share(None) | Cell::Empty => String::new(),
         }
     }
 
@@ -63,7 +65,8 @@ impl Cell {
             Cell::Bytes(b) => units::bytes(*b),
             Cell::DeltaBytes(d) => units::delta_bytes(*d),
             Cell::Percent(Some(p)) => format!("{p:+.1}%").replace("+-", "-"),
-            Cell::Percent(None) => "n/a".to_string(),
+            Cell::Percent(None) | Cell::Share(None) => "n/a".to_string(),
+            Cell::Share(Some(p)) => format!("{p:.1}%"),
             other => other.exact(),
         }
     }

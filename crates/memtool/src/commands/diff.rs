@@ -1,6 +1,7 @@
 use anyhow::{Context, Result};
-use clap::Args;
+use clap::{Args, ValueEnum};
 use memtool_core::analysis::diff::{self, GrowthLimit};
+use memtool_core::analysis::GroupBy;
 
 use crate::cli::{AnalysisArgs, OutputArgs, ReadArgs};
 use crate::{inputs, output, Outcome};
@@ -11,6 +12,7 @@ use crate::{inputs, output, Outcome};
   memtool diff base.prof new.prof
   memtool diff base.prof new.prof --fail-on-growth 5%      # exit 1 if total grew more than 5%
   memtool diff base.prof new.prof --fail-on-growth 64MiB --format md >> $GITHUB_STEP_SUMMARY
+  memtool diff old.xplane.pb new.xplane.pb --module jit_train_step --by op
 
 Exit codes: 0 ok, 1 the --fail-on-growth gate failed, 2 unreadable input or bad usage.")]
 pub struct DiffArgs {
@@ -24,12 +26,39 @@ pub struct DiffArgs {
     /// (1000000, 64MiB) or a percentage of the base (5%).
     #[arg(long, value_name = "BYTES|PCT", value_parser = parse_limit)]
     pub fail_on_growth: Option<GrowthLimit>,
+    /// Compare per call stack (default) or per op, shape, dtype, category or
+    /// user frame; `--by op` compares two compiles of a program op by op.
+    #[arg(long, value_enum, default_value = "stack")]
+    pub by: ByArg,
     #[command(flatten)]
     pub read: ReadArgs,
     #[command(flatten)]
     pub analysis: AnalysisArgs,
     #[command(flatten)]
     pub output: OutputArgs,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum ByArg {
+    Stack,
+    UserFrame,
+    Shape,
+    Op,
+    Dtype,
+    Category,
+}
+
+impl From<ByArg> for GroupBy {
+    fn from(by: ByArg) -> GroupBy {
+        match by {
+            ByArg::Stack => GroupBy::Stack,
+            ByArg::UserFrame => GroupBy::UserFrame,
+            ByArg::Shape => GroupBy::Shape,
+            ByArg::Op => GroupBy::Op,
+            ByArg::Dtype => GroupBy::Dtype,
+            ByArg::Category => GroupBy::Category,
+        }
+    }
 }
 
 fn parse_limit(text: &str) -> Result<GrowthLimit, String> {
@@ -40,7 +69,13 @@ fn parse_limit(text: &str) -> Result<GrowthLimit, String> {
 pub fn run(args: &DiffArgs) -> Result<Outcome> {
     let base = inputs::load(std::slice::from_ref(&args.base), &args.read)?;
     let new = inputs::load(std::slice::from_ref(&args.new), &args.read)?;
-    let report = diff::diff(&base, &new, &args.analysis.options(), args.fail_on_growth);
+    let report = diff::diff_by(
+        &base,
+        &new,
+        &args.analysis.options(),
+        args.fail_on_growth,
+        args.by.into(),
+    );
     output::write(&report, &args.output).context("writing the diff")?;
     if report.gate_failed() {
         if let Some(g) = &report.gate {

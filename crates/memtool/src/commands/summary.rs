@@ -1,5 +1,6 @@
 use anyhow::Result;
 use clap::Args;
+use memtool_core::analysis::replay::Ties;
 use memtool_core::analysis::summary;
 
 use crate::cli::{AnalysisArgs, OutputArgs, ReadArgs};
@@ -20,13 +21,22 @@ pub struct SummaryArgs {
     pub read: ReadArgs,
     #[command(flatten)]
     pub analysis: AnalysisArgs,
+    /// Report the peak as XProf's Memory Profile does where the two differ:
+    /// of several equal peaks the last, not the first (see
+    /// docs/xprof-differences.md).
+    #[arg(long)]
+    pub xprof_compat: bool,
     #[command(flatten)]
     pub output: OutputArgs,
 }
 
 pub fn run(args: &SummaryArgs) -> Result<Outcome> {
     let profile = inputs::load(&args.files, &args.read)?;
-    let report = summary::summarize(&profile, &args.analysis.options());
+    let mut options = args.analysis.options();
+    if args.xprof_compat {
+        options.ties = Ties::Last;
+    }
+    let report = summary::summarize(&profile, &options);
     output::write(&report, &args.output)?;
     Ok(Outcome::Success)
 }

@@ -1,0 +1,147 @@
+//! Per-step figures of a memory with steps: the peak in use inside each step,
+//! allocations and frees, and what was in use when the step ended — the
+//! input of per-step summaries and of leak detection at step boundaries.
+
+use serde::Serialize;
+
+use crate::model::{EventKind, Memory};
+
+use super::replay;
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct StepStats {
+    pub step: i64,
+    pub start: i64,
+    pub end: i64,
+    /// Most bytes in use at an event of the step (the allocator's figure
+    /// when it reports one).
+    pub peak_bytes: u64,
+    pub peak_at: i64,
+    pub allocations: u64,
+    pub deallocations: u64,
+    pub allocated_bytes: u64,
+    pub freed_bytes: u64,
+    /// Bytes in use after the step's last event.
+    pub end_bytes: u64,
+    /// Index of the timeline point after the step's last event.
+    #[serde(skip)]
+    pub end_point: usize,
+}
+
+/// One row per step that has events, in step order. Events between two steps
+/// count for the next one (they prepare it), as [`Memory::step_at`] says.
+pub fn per_step(memory: &Memory) -> Vec<StepStats> {
+    if memory.steps.is_empty() || replay::uses_instants(memory) {
+        return Vec::new();
+    }
+    let aligned = memory.allocator_samples.len() == memory.events.len();
+    let mut rows: Vec<StepStats> = Vec::new();
+    replay::for_each_point(memory, |p| {
+        let Some(event) = p.index.checked_sub(1).and_then(|i| memory.events.get(i)) else {
+            return;
+        };
+        let Some(step) = memory.step_at(event.at) else {
+            return;
+        };
+        let in_use = aligned
+            .then(|| memory.allocator_samples.get(p.index - 1))
+            .flatten()
+            .and_then(|s| s.allocated_bytes)
+            .unwrap_or(p.bytes);
+        if rows.last().is_none_or(|r| r.step != step.id) {
+            rows.push(StepStats {
+                step: step.id,
+                start: step.start,
+                end: step.end,
+                peak_bytes: 0,
+                peak_at: event.at,
+                allocations: 0,
+                deallocations: 0,
+                allocated_bytes: 0,
+                freed_bytes: 0,
+                end_bytes: 0,
+                end_point: p.index,
+            });
+        }
+        let Some(row) = rows.last_mut() else {
+            return;
+        };
+        let bytes = memory.allocation(event.alloc).bytes;
+        match event.kind {
+            EventKind::Alloc => {
+                row.allocations += 1;
+                row.allocated_bytes = row.allocated_bytes.saturating_add(bytes);
+            }
+            EventKind::Free => {
+                row.deallocations += 1;
+                row.freed_bytes = row.freed_bytes.saturating_add(bytes);
+            }
+        }
+        if in_use > row.peak_bytes {
+            row.peak_bytes = in_use;
+            row.peak_at = event.at;
+        }
+        row.end_bytes = in_use;
+        row.end_point = p.index;
+    });
+    rows
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{AllocId, Allocation, Axis, Event, MemoryKind, SiteId, Step};
+
+    #[test]
+    fn events_count_for_their_step_and_gaps_for_the_next() {
+        let mut m = Memory::new("m", MemoryKind::Allocator, Axis::TimePs);
+        for bytes in [10, 20, 30] {
+            m.push_allocation(Allocation {
+                bytes,
+                requested: bytes,
+                count: 1,
+                address: None,
+                site: SiteId(0),
+            });
+        }
+        let ev = |at, kind, a| Event {
+            at,
+            kind,
+            alloc: AllocId(a),
+        };
+        m.events = vec![
+            ev(5, EventKind::Alloc, 0),
+            ev(12, EventKind::Alloc, 1),
+            ev(15, EventKind::Free, 1),
+            ev(25, EventKind::Alloc, 2),
+        ];
+        m.steps = vec![
+            Step {
+                id: 0,
+                start: 0,
+                end: 10,
+            },
+            Step {
+                id: 1,
+                start: 20,
+                end: 30,
+            },
+        ];
+        let rows = per_step(&m);
+        assert_eq!(rows.len(), 2);
+        assert_eq!(
+            (rows[0].step, rows[0].allocations, rows[0].end_bytes),
+            (0, 1, 10)
+        );
+        // 12 and 15 fall between the steps: they count for step 1.
+        assert_eq!(
+            (
+                rows[1].allocations,
+                rows[1].deallocations,
+                rows[1].peak_bytes
+            ),
+            (2, 1, 40)
+        );
+        assert_eq!((rows[1].end_bytes, rows[1].end_point), (40, 4));
+    }
+}

@@ -1,0 +1,721 @@
+//! A small, safe pickle decoder for plain data (protocols 2 to 5).
+//!
+//! It knows nothing of PyTorch: it builds containers of plain values and lets
+//! a [`Visitor`] claim lists by where they sit ("the `segments` list of the
+//! top-level dict"). Items appended to a claimed list are handed to the
+//! visitor as soon as they are complete and are then dropped, so a snapshot
+//! never exists as one value tree; the visitor may also replace a memo entry
+//! by a [`Value::Handle`] of its own (an interned stack), so data the pickle
+//! shares through its memo is converted once and stays shared.
+//!
+//! Nothing is ever executed: every opcode that would import, call or build an
+//! object is refused. Lengths are checked against the bytes present before
+//! anything is read, memo references must exist, containers cannot be changed
+//! once they are inside another (so no cycles), and nesting is bounded.
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::rc::Rc;
+
+/// Containers nested deeper than this are refused; a PyTorch snapshot needs 6.
+pub const MAX_DEPTH: u32 = 64;
+
+/// Why a pickle could not be decoded, with the byte offset of the opcode.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PickleError {
+    pub offset: u64,
+    pub message: String,
+}
+
+type Result<T> = std::result::Result<T, PickleError>;
+
+/// A list or dict under construction. `sealed` is set once the container is
+/// placed inside another one; pickles of plain data never change it after that.
+#[derive(Debug)]
+pub struct Container<T> {
+    pub items: RefCell<Vec<T>>,
+    /// The visitor's tag for this container, when it claimed it.
+    pub route: Option<u32>,
+    /// The memo slot holding this container, if it was memoized.
+    pub memo_id: Cell<Option<u32>>,
+    /// Items appended so far, including those the visitor consumed.
+    appended: Cell<usize>,
+    depth: Cell<u32>,
+    sealed: Cell<bool>,
+}
+
+impl<T> Container<T> {
+    fn new(route: Option<u32>) -> Rc<Self> {
+        Rc::new(Container {
+            items: RefCell::new(Vec::new()),
+            route,
+            memo_id: Cell::new(None),
+            appended: Cell::new(0),
+            depth: Cell::new(1),
+            sealed: Cell::new(false),
+        })
+    }
+}
+
+/// A decoded value.
+#[derive(Clone, Debug)]
+pub enum Value {
+    None,
+    Bool(bool),
+    Int(i64),
+    /// An integer too large for `i64`, approximated.
+    BigInt(f64),
+    Float(f64),
+    Str(Rc<str>),
+    Bytes(Rc<[u8]>),
+    List(Rc<Container<Value>>),
+    Dict(Rc<Container<(Value, Value)>>),
+    Tuple(Rc<[Value]>),
+    /// What the visitor put in place of a memoized value it converted.
+    Handle(u32),
+}
+
+impl Value {
+    fn depth(&self) -> u32 {
+        match self {
+            Value::List(c) => c.depth.get(),
+            Value::Dict(c) => c.depth.get(),
+            Value::Tuple(items) => 1 + items.iter().map(Value::depth).max().unwrap_or(0),
+            _ => 0,
+        }
+    }
+
+    fn seal(&self) {
+        match self {
+            Value::List(c) => c.sealed.set(true),
+            Value::Dict(c) => c.sealed.set(true),
+            _ => {}
+        }
+    }
+
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            Value::Str(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The value as an integer: ints, bools, and floats that are whole.
+    pub fn as_i64(&self) -> Option<i64> {
+        match self {
+            Value::Int(i) => Some(*i),
+            Value::Bool(b) => Some(i64::from(*b)),
+            _ => None,
+        }
+    }
+
+    /// The value of `key` in a dict with string keys.
+    pub fn get(&self, key: &str) -> Option<Value> {
+        let Value::Dict(d) = self else { return None };
+        let items = d.items.borrow();
+        items
+            .iter()
+            .find(|(k, _)| k.as_str() == Some(key))
+            .map(|(_, v)| v.clone())
+    }
+
+    /// The items of a list or tuple, cloned (cheap: values are reference counted).
+    pub fn items(&self) -> Option<Vec<Value>> {
+        match self {
+            Value::List(l) => Some(l.items.borrow().clone()),
+            Value::Tuple(t) => Some(t.to_vec()),
+            _ => None,
+        }
+    }
+
+    /// The memo slot of a memoized list or dict.
+    pub fn memo_id(&self) -> Option<u32> {
+        match self {
+            Value::List(c) => c.memo_id.get(),
+            Value::Dict(c) => c.memo_id.get(),
+            _ => None,
+        }
+    }
+}
+
+/// Where a new container sits, for [`Visitor::route`].
+#[derive(Clone, Copy, Debug)]
+pub enum Parent<'a> {
+    /// The first value of the pickle (nothing below it on the stack).
+    Root,
+    /// The value of `key` in a dict the visitor claimed with `route`.
+    DictKey { route: u32, key: &'a str },
+    /// Item `index` of a list the visitor claimed with `route`.
+    ListItem { route: u32, index: usize },
+}
+
+/// The memo, which a visitor may rewrite (see [`Value::Handle`]).
+#[derive(Default)]
+pub struct Memo {
+    /// `None` for an entry the visitor consumed: it still counts for MEMOIZE
+    /// numbering, but a reference to it is an error.
+    slots: HashMap<u32, Option<Value>>,
+}
+
+impl Memo {
+    /// Replaces a memo slot's value; later references to it get `value`.
+    pub fn replace(&mut self, id: u32, value: Value) {
+        if let Some(slot @ Some(_)) = self.slots.get_mut(&id) {
+            *slot = Some(value);
+        }
+    }
+
+    /// Forgets a memo slot: a reference to it later is an error.
+    pub fn forget(&mut self, id: u32) {
+        if let Some(slot) = self.slots.get_mut(&id) {
+            *slot = None;
+        }
+    }
+
+    fn put(&mut self, id: u32, value: Value) {
+        match &value {
+            Value::List(c) => c.memo_id.set(Some(id)),
+            Value::Dict(c) => c.memo_id.set(Some(id)),
+            _ => {}
+        }
+        self.slots.insert(id, Some(value));
+    }
+}
+
+/// Claims containers and consumes the items of claimed lists.
+pub trait Visitor {
+    /// A tag for a new list or dict at `parent`, or `None` to build it as
+    /// plain data. Only claimed containers report their children.
+    fn route(&mut self, parent: Parent<'_>, is_list: bool) -> Option<u32>;
+
+    /// A complete item appended to a list claimed with `route`. Return `true`
+    /// to consume it (it is not stored in the list).
+    fn item(
+        &mut self,
+        route: u32,
+        item: &Value,
+        memo: &mut Memo,
+    ) -> std::result::Result<bool, String>;
+}
+
+/// A visitor that claims nothing: the pickle is decoded into one value.
+pub struct PlainData;
+
+impl Visitor for PlainData {
+    fn route(&mut self, _: Parent<'_>, _: bool) -> Option<u32> {
+        None
+    }
+    fn item(&mut self, _: u32, _: &Value, _: &mut Memo) -> std::result::Result<bool, String> {
+        Ok(false)
+    }
+}
+
+enum Slot {
+    Mark,
+    Value(Value),
+}
+
+struct Machine<'b, 'v, V: Visitor> {
+    bytes: &'b [u8],
+    pos: usize,
+    op_offset: usize,
+    stack: Vec<Slot>,
+    memo: Memo,
+    visitor: &'v mut V,
+}
+
+/// Decodes `bytes` as a pickle of plain data; the result is the top value
+/// (claimed lists are empty in it). Bytes after STOP are ignored.
+pub fn decode<V: Visitor>(bytes: &[u8], visitor: &mut V) -> Result<Value> {
+    let mut m = Machine {
+        bytes,
+        pos: 0,
+        op_offset: 0,
+        stack: Vec::new(),
+        memo: Memo::default(),
+        visitor,
+    };
+    m.run()
+}
+
+impl<'b, V: Visitor> Machine<'b, '_, V> {
+    fn err<T>(&self, message: impl Into<String>) -> Result<T> {
+        Err(PickleError {
+            offset: self.op_offset as u64,
+            message: message.into(),
+        })
+    }
+
+    fn take(&mut self, n: u64) -> Result<&'b [u8]> {
+        let remaining = self.bytes.len() - self.pos;
+        match usize::try_from(n) {
+            Ok(n) if n <= remaining => {
+                let bytes: &'b [u8] = self.bytes;
+                let out = &bytes[self.pos..self.pos + n];
+                self.pos += n;
+                Ok(out)
+            }
+            _ => self.err(format!(
+                "truncated: the opcode needs {n} bytes but {remaining} remain"
+            )),
+        }
+    }
+
+    fn u8(&mut self) -> Result<u8> {
+        Ok(self.take(1)?[0])
+    }
+
+    fn le<const N: usize>(&mut self) -> Result<[u8; N]> {
+        let mut out = [0u8; N];
+        out.copy_from_slice(self.take(N as u64)?);
+        Ok(out)
+    }
+
+    fn push(&mut self, v: Value) {
+        self.stack.push(Slot::Value(v));
+    }
+
+    fn pop(&mut self) -> Result<Value> {
+        match self.stack.pop() {
+            Some(Slot::Value(v)) => Ok(v),
+            Some(Slot::Mark) => self.err("a MARK where a value was expected"),
+            None => self.err("stack underflow"),
+        }
+    }
+
+    fn top(&self) -> Result<&Value> {
+        match self.stack.last() {
+            Some(Slot::Value(v)) => Ok(v),
+            Some(Slot::Mark) => self.err("a MARK where a value was expected"),
+            None => self.err("stack underflow"),
+        }
+    }
+
+    /// Pops everything above the topmost MARK, and the MARK.
+    fn pop_mark(&mut self) -> Result<Vec<Value>> {
+        let Some(mark) = self.stack.iter().rposition(|s| matches!(s, Slot::Mark)) else {
+            return self.err("no MARK on the stack");
+        };
+        let values = self
+            .stack
+            .drain(mark..)
+            .skip(1)
+            .map(|s| match s {
+                Slot::Value(v) => v,
+                Slot::Mark => Value::None,
+            })
+            .collect();
+        Ok(values)
+    }
+
+    fn str_value(&self, raw: &[u8]) -> Value {
+        Value::Str(String::from_utf8_lossy(raw).into())
+    }
+
+    /// The visitor's route for a container about to be pushed, from where it
+    /// sits on the stack. The parent is a claimed container still being
+    /// filled: a list followed by its own MARK and complete items (or by
+    /// nothing: a single APPEND), a dict followed by its MARK (or not) and
+    /// keys and values ending with a key. A container followed by values but
+    /// no MARK is complete, waiting to be added to the one below it.
+    fn route_new(&mut self, is_list: bool) -> Option<u32> {
+        if self.stack.is_empty() {
+            return self.visitor.route(Parent::Root, is_list);
+        }
+        let mut end = self.stack.len();
+        loop {
+            let p = self.stack[..end].iter().rposition(|s| match s {
+                Slot::Value(Value::List(c)) => c.route.is_some() && !c.sealed.get(),
+                Slot::Value(Value::Dict(c)) => c.route.is_some() && !c.sealed.get(),
+                _ => false,
+            })?;
+            let above = self.stack.get(p + 1..)?;
+            let own_mark = matches!(above.first(), Some(Slot::Mark));
+            let skip = usize::from(own_mark);
+            if above.iter().skip(skip).any(|s| matches!(s, Slot::Mark)) {
+                // An unclaimed container is being filled above it.
+                return None;
+            }
+            let n = above.len() - skip;
+            match self.stack.get(p) {
+                Some(Slot::Value(Value::Dict(d))) => {
+                    let route = d.route?;
+                    let top_key = match self.stack.last() {
+                        Some(Slot::Value(Value::Str(key))) => Some(key.clone()),
+                        _ => None,
+                    };
+                    if own_mark || n <= 1 {
+                        let key = top_key.filter(|_| n % 2 == 1)?;
+                        return self
+                            .visitor
+                            .route(Parent::DictKey { route, key: &key }, is_list);
+                    }
+                }
+                Some(Slot::Value(Value::List(l))) => {
+                    let route = l.route?;
+                    if own_mark || n == 0 {
+                        let index = l.appended.get().saturating_add(n);
+                        return self
+                            .visitor
+                            .route(Parent::ListItem { route, index }, is_list);
+                    }
+                }
+                _ => return None,
+            }
+            end = p;
+        }
+    }
+
+    fn check_child(&self, parent_depth: &Cell<u32>, child: &Value) -> Result<()> {
+        let depth = child.depth().saturating_add(1);
+        if depth > MAX_DEPTH {
+            return self.err(format!("containers nested deeper than {MAX_DEPTH}"));
+        }
+        if depth > parent_depth.get() {
+            parent_depth.set(depth);
+        }
+        Ok(())
+    }
+
+    fn append(&mut self, target: &Value, items: Vec<Value>) -> Result<()> {
+        let Value::List(list) = target else {
+            return self.err("APPEND to something that is not a list");
+        };
+        if list.sealed.get() {
+            return self.err("APPEND to a list already inside another container");
+        }
+        for item in items {
+            if matches!(&item, Value::List(c) if Rc::ptr_eq(c, list)) {
+                return self.err("a list that contains itself");
+            }
+            self.check_child(&list.depth, &item)?;
+            item.seal();
+            list.appended.set(list.appended.get().saturating_add(1));
+            if let Some(route) = list.route {
+                match self.visitor.item(route, &item, &mut self.memo) {
+                    Ok(true) => continue,
+                    Ok(false) => {}
+                    Err(message) => return self.err(message),
+                }
+            }
+            list.items.borrow_mut().push(item);
+        }
+        Ok(())
+    }
+
+    fn set_items(&mut self, target: &Value, items: Vec<Value>) -> Result<()> {
+        let Value::Dict(dict) = target else {
+            return self.err("SETITEM on something that is not a dict");
+        };
+        if dict.sealed.get() {
+            return self.err("SETITEM on a dict already inside another container");
+        }
+        if items.len() & 1 == 1 {
+            return self.err("SETITEMS with an odd number of values");
+        }
+        let mut it = items.into_iter();
+        while let (Some(k), Some(v)) = (it.next(), it.next()) {
+            if matches!(&v, Value::Dict(c) if Rc::ptr_eq(c, dict)) {
+                return self.err("a dict that contains itself");
+            }
+            self.check_child(&dict.depth, &k)?;
+            self.check_child(&dict.depth, &v)?;
+            k.seal();
+            v.seal();
+            dict.items.borrow_mut().push((k, v));
+        }
+        Ok(())
+    }
+
+    fn tuple(&mut self, items: Vec<Value>) -> Result<()> {
+        let depth = items.iter().map(Value::depth).max().unwrap_or(0);
+        if depth >= MAX_DEPTH {
+            return self.err(format!("containers nested deeper than {MAX_DEPTH}"));
+        }
+        items.iter().for_each(Value::seal);
+        self.push(Value::Tuple(items.into()));
+        Ok(())
+    }
+
+    fn memo_get(&mut self, id: u32) -> Result<()> {
+        match self.memo.slots.get(&id) {
+            Some(Some(v)) => {
+                let v = v.clone();
+                self.push(v);
+                Ok(())
+            }
+            Some(None) => self.err(format!(
+                "reference to memo entry {id}, a record already consumed (shared records \
+                 are not expected there)"
+            )),
+            None => self.err(format!(
+                "reference to memo entry {id}, which was never stored"
+            )),
+        }
+    }
+
+    fn memo_put(&mut self, id: u32) -> Result<()> {
+        let v = self.top()?.clone();
+        self.memo.put(id, v);
+        Ok(())
+    }
+
+    fn long(&mut self, n: u64) -> Result<Value> {
+        let raw = self.take(n)?;
+        if raw.is_empty() {
+            return Ok(Value::Int(0));
+        }
+        if raw.len() <= 8 {
+            let negative = raw[raw.len() - 1] & 0x80 != 0;
+            let mut buf = if negative { [0xffu8; 8] } else { [0u8; 8] };
+            buf[..raw.len()].copy_from_slice(raw);
+            return Ok(Value::Int(i64::from_le_bytes(buf)));
+        }
+        // Two's complement little-endian of any length, approximated as f64.
+        let negative = raw[raw.len() - 1] & 0x80 != 0;
+        let mut value = 0f64;
+        for &b in raw.iter().rev() {
+            let b = if negative { !b } else { b };
+            value = value * 256.0 + f64::from(b);
+        }
+        Ok(Value::BigInt(if negative { -(value + 1.0) } else { value }))
+    }
+
+    fn run(&mut self) -> Result<Value> {
+        loop {
+            self.op_offset = self.pos;
+            if self.pos >= self.bytes.len() {
+                return self.err("truncated: the pickle ends before STOP");
+            }
+            let op = self.u8()?;
+            match op {
+                0x80 => {
+                    let proto = self.u8()?;
+                    if proto > 5 {
+                        return self.err(format!("unsupported pickle protocol {proto}"));
+                    }
+                }
+                // FRAME: a length hint for buffered readers; the bytes follow inline.
+                0x95 => {
+                    self.le::<8>()?;
+                }
+                b'.' => {
+                    let top = self.pop()?;
+                    return Ok(top);
+                }
+                b'(' => self.stack.push(Slot::Mark),
+                b'0' => {
+                    self.stack.pop();
+                }
+                b'1' => {
+                    self.pop_mark()?;
+                }
+                b'2' => {
+                    let v = self.top()?.clone();
+                    self.push(v);
+                }
+                b'N' => self.push(Value::None),
+                0x88 => self.push(Value::Bool(true)),
+                0x89 => self.push(Value::Bool(false)),
+                b'J' => {
+                    let v = i32::from_le_bytes(self.le()?);
+                    self.push(Value::Int(i64::from(v)));
+                }
+                b'K' => {
+                    let v = self.u8()?;
+                    self.push(Value::Int(i64::from(v)));
+                }
+                b'M' => {
+                    let v = u16::from_le_bytes(self.le()?);
+                    self.push(Value::Int(i64::from(v)));
+                }
+                0x8a => {
+                    let n = self.u8()?;
+                    let v = self.long(u64::from(n))?;
+                    self.push(v);
+                }
+                0x8b => {
+                    let n = i32::from_le_bytes(self.le()?);
+                    let Ok(n) = u64::try_from(n) else {
+                        return self.err("LONG4 with a negative length");
+                    };
+                    let v = self.long(n)?;
+                    self.push(v);
+                }
+                b'G' => {
+                    let v = f64::from_be_bytes(self.le()?);
+                    self.push(Value::Float(v));
+                }
+                0x8c => {
+                    let n = self.u8()?;
+                    let raw = self.take(u64::from(n))?;
+                    let v = self.str_value(raw);
+                    self.push(v);
+                }
+                b'X' => {
+                    let n = u32::from_le_bytes(self.le()?);
+                    let raw = self.take(u64::from(n))?;
+                    let v = self.str_value(raw);
+                    self.push(v);
+                }
+                0x8d => {
+                    let n = u64::from_le_bytes(self.le()?);
+                    let raw = self.take(n)?;
+                    let v = self.str_value(raw);
+                    self.push(v);
+                }
+                // SHORT_BINSTRING / BINSTRING: protocol-2 byte strings, read as text.
+                b'U' => {
+                    let n = self.u8()?;
+                    let raw = self.take(u64::from(n))?;
+                    let v = self.str_value(raw);
+                    self.push(v);
+                }
+                b'T' => {
+                    let n = u32::from_le_bytes(self.le()?);
+                    let raw = self.take(u64::from(n))?;
+                    let v = self.str_value(raw);
+                    self.push(v);
+                }
+                b'C' => {
+                    let n = self.u8()?;
+                    let raw: Rc<[u8]> = self.take(u64::from(n))?.into();
+                    self.push(Value::Bytes(raw));
+                }
+                b'B' => {
+                    let n = u32::from_le_bytes(self.le()?);
+                    let raw: Rc<[u8]> = self.take(u64::from(n))?.into();
+                    self.push(Value::Bytes(raw));
+                }
+                0x8e | 0x96 => {
+                    let n = u64::from_le_bytes(self.le()?);
+                    let raw: Rc<[u8]> = self.take(n)?.into();
+                    self.push(Value::Bytes(raw));
+                }
+                b']' | b'}' | 0x8f => {
+                    let is_list = op != b'}';
+                    let route = self.route_new(is_list);
+                    let v = if is_list {
+                        Value::List(Container::new(route))
+                    } else {
+                        Value::Dict(Container::new(route))
+                    };
+                    self.push(v);
+                }
+                b'l' => {
+                    let items = self.pop_mark()?;
+                    let route = self.route_new(true);
+                    let list = Value::List(Container::new(route));
+                    self.append(&list, items)?;
+                    self.push(list);
+                }
+                b'd' => {
+                    let items = self.pop_mark()?;
+                    let route = self.route_new(false);
+                    let dict = Value::Dict(Container::new(route));
+                    self.set_items(&dict, items)?;
+                    self.push(dict);
+                }
+                b')' => self.push(Value::Tuple(Rc::from(Vec::new()))),
+                b't' => {
+                    let items = self.pop_mark()?;
+                    self.tuple(items)?;
+                }
+                0x85..=0x87 => {
+                    let n = usize::from(op - 0x84);
+                    let mut items = Vec::with_capacity(n);
+                    for _ in 0..n {
+                        items.push(self.pop()?);
+                    }
+                    items.reverse();
+                    self.tuple(items)?;
+                }
+                b'a' => {
+                    let item = self.pop()?;
+                    let list = self.top()?.clone();
+                    self.append(&list, vec![item])?;
+                }
+                b'e' | 0x90 => {
+                    let items = self.pop_mark()?;
+                    let list = self.top()?.clone();
+                    self.append(&list, items)?;
+                }
+                0x91 => {
+                    let items = self.pop_mark()?;
+                    self.tuple(items)?;
+                }
+                b's' => {
+                    let v = self.pop()?;
+                    let k = self.pop()?;
+                    let dict = self.top()?.clone();
+                    self.set_items(&dict, vec![k, v])?;
+                }
+                b'u' => {
+                    let items = self.pop_mark()?;
+                    let dict = self.top()?.clone();
+                    self.set_items(&dict, items)?;
+                }
+                0x94 => {
+                    let id = u32::try_from(self.memo.slots.len()).unwrap_or(u32::MAX);
+                    self.memo_put(id)?;
+                }
+                b'q' => {
+                    let id = self.u8()?;
+                    self.memo_put(u32::from(id))?;
+                }
+                b'r' => {
+                    let id = u32::from_le_bytes(self.le()?);
+                    self.memo_put(id)?;
+                }
+                b'h' => {
+                    let id = self.u8()?;
+                    self.memo_get(u32::from(id))?;
+                }
+                b'j' => {
+                    let id = u32::from_le_bytes(self.le()?);
+                    self.memo_get(id)?;
+                }
+                b'c' | 0x93 | b'R' | b'b' | b'i' | b'o' | 0x81 | 0x92 | b'P' | b'Q' | 0x82
+                | 0x83 | 0x84 | 0x97 | 0x98 => {
+                    return self.err(format!(
+                        "opcode {} would import or call Python code; memtool reads only \
+                         plain data and refuses it",
+                        opcode_name(op)
+                    ));
+                }
+                other => {
+                    return self.err(format!(
+                        "unsupported pickle opcode 0x{other:02x} ({})",
+                        opcode_name(other)
+                    ))
+                }
+            }
+        }
+    }
+}
+
+fn opcode_name(op: u8) -> &'static str {
+    match op {
+        b'c' => "GLOBAL",
+        0x93 => "STACK_GLOBAL",
+        b'R' => "REDUCE",
+        b'b' => "BUILD",
+        b'i' => "INST",
+        b'o' => "OBJ",
+        0x81 => "NEWOBJ",
+        0x92 => "NEWOBJ_EX",
+        b'P' => "PERSID",
+        b'Q' => "BINPERSID",
+        0x82..=0x84 => "EXT",
+        0x97 => "NEXT_BUFFER",
+        0x98 => "READONLY_BUFFER",
+        b'I' => "INT (protocol 0)",
+        b'L' => "LONG (protocol 0)",
+        b'S' => "STRING (protocol 0)",
+        b'V' => "UNICODE (protocol 0)",
+        b'F' => "FLOAT (protocol 0)",
+        b'p' => "PUT (protocol 0)",
+        b'g' => "GET (protocol 0)",
+        _ => "unknown",
+    }
+}

@@ -1,0 +1,32 @@
+use anyhow::Result;
+use clap::Args;
+use memtool_core::analysis::frag;
+
+use crate::cli::{AnalysisArgs, OutputArgs, ReadArgs};
+use crate::{inputs, output, Outcome};
+
+/// Fragmentation: the allocator's own figure over time, its worst points and
+/// what was live there, and memtool's figure from allocation addresses.
+#[derive(Args, Debug)]
+#[command(after_help = "Examples:
+  memtool frag run.xplane.pb
+  memtool frag logdir/ --top 5
+  memtool frag run.xplane.pb --format json | jq '.memories[] | {id, allocator}'")]
+pub struct FragArgs {
+    /// Profile files, run directories or TensorBoard logdirs (`-` for stdin).
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<String>,
+    #[command(flatten)]
+    pub read: ReadArgs,
+    #[command(flatten)]
+    pub analysis: AnalysisArgs,
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+pub fn run(args: &FragArgs) -> Result<Outcome> {
+    let profile = inputs::load(&args.files, &args.read)?;
+    let report = frag::frag(&profile, &args.analysis.options());
+    output::write(&report, &args.output)?;
+    Ok(Outcome::Success)
+}
