@@ -74,9 +74,9 @@ const LEAK_LINES: usize = 5;
 /// Rows of the differential table.
 const DIFF_ROWS: usize = 50;
 
-/// The fragmentation part of a memory's section. `render` leaves it `None`
-/// until `analysis::frag` feeds it (see [`frag_section`]); the page shows
-/// the section, and a line in the memory's header, only when it is `Some`.
+/// The fragmentation part of a memory's section (see [`frag_section`]); the
+/// page shows the section, and a line in the memory's header, only when there
+/// is one.
 #[derive(Clone, Debug, Default)]
 pub struct FragSection {
     /// One line, shown in the memory's header too.
@@ -119,11 +119,39 @@ impl FragSection {
     }
 }
 
-/// The fragmentation section of one memory: the hook for `analysis::frag`
-/// (build the [`FragSection`] from its report here, e.g. with
-/// [`FragSection::from_table`]).
-fn frag_section(_profile: &Profile, _memory: &Memory) -> Option<FragSection> {
-    None
+/// The fragmentation section of one memory, from `analysis::frag`: `None`
+/// when the profile has neither the allocator's figure nor addresses.
+fn frag_section(profile: &Profile, memory: &Memory, options: &Options) -> Option<FragSection> {
+    use crate::report::Report;
+    let options = Options {
+        memories: vec![memory.id.clone()],
+        ..options.clone()
+    };
+    let report = crate::analysis::frag::frag(profile, &options);
+    let m = report.memories.first()?;
+    let mut parts = Vec::new();
+    if let Some(a) = &m.allocator {
+        parts.push(format!(
+            "allocator fragmentation max {:.1}%, mean {:.1}%",
+            a.max * 100.0,
+            a.mean * 100.0
+        ));
+    }
+    if let Some(a) = m.at_peak.as_ref().and_then(|p| p.address) {
+        parts.push(format!(
+            "at peak {:.1}% of free address space is outside the largest gap ({} gaps, largest {})",
+            a.fragmentation * 100.0,
+            a.gaps,
+            units::bytes(a.largest_gap_bytes)
+        ));
+    }
+    if parts.is_empty() {
+        return None;
+    }
+    let tables = report.tables();
+    // tables[0] is the one-row-per-memory summary; [1] the worst points.
+    let table = tables.get(1).or(tables.first())?;
+    Some(FragSection::from_table(parts.join("; "), table))
 }
 
 /// A step boundary drawn on the timeline: where a training or serving step
@@ -134,10 +162,16 @@ pub struct StepMark {
     pub label: String,
 }
 
-/// The step boundaries of one memory: the hook for the model's steps (see
-/// `docs/render.md`); the timeline draws a dashed line and a label at each.
-fn step_marks(_memory: &Memory, _x0: i64) -> Vec<StepMark> {
-    Vec::new()
+/// The step boundaries of one memory, drawn as dashed lines on its timeline.
+fn step_marks(memory: &Memory, x0: i64) -> Vec<StepMark> {
+    memory
+        .steps
+        .iter()
+        .map(|s| StepMark {
+            x: s.start.wrapping_sub(x0),
+            label: format!("step {}", s.id),
+        })
+        .collect()
 }
 
 // ---------------------------------------------------------------------------
@@ -407,9 +441,10 @@ pub fn svg(inputs: Inputs<'_>, options: &RenderOptions) -> String {
     let mut timelines = Vec::new();
     for (role, profile) in list {
         for memory in options.analysis.selected(profile) {
-            let Some(peak) = replay::peak(memory) else {
+            let Some(reported) = replay::reported_peak(memory, options.analysis.ties) else {
                 continue;
             };
+            let peak = reported.point;
             let by = options
                 .group_by
                 .unwrap_or_else(|| timeline::default_group_by(&profile.names, memory));
@@ -430,10 +465,18 @@ pub fn svg(inputs: Inputs<'_>, options: &RenderOptions) -> String {
             let title = format!(
                 "{role}{} — peak {} at {peak_label} (stacked by {})",
                 display_id(&memory.id),
-                units::bytes(peak.bytes),
+                units::bytes(reported.bytes),
                 by.name().replace('_', " ")
             );
-            timelines.push((title, x_labels, peak, peak_label, memory.capacity, tl));
+            let peak_text = units::bytes(reported.bytes);
+            timelines.push((
+                title,
+                x_labels,
+                peak,
+                (peak_label, peak_text),
+                memory.capacity,
+                tl,
+            ));
         }
     }
     let panels: Vec<svg::Panel<'_>> = timelines
@@ -445,7 +488,8 @@ pub fn svg(inputs: Inputs<'_>, options: &RenderOptions) -> String {
                 x_labels: x_labels.clone(),
                 peak_x: peak.at.wrapping_sub(tl.x0),
                 peak_bytes: peak.bytes,
-                peak_label: peak_label.clone(),
+                peak_label: peak_label.0.clone(),
+                peak_text: peak_label.1.clone(),
                 capacity: *capacity,
             },
         )
@@ -480,7 +524,9 @@ fn profile_view(
     let mut memories = Vec::new();
     let mut empty = Vec::new();
     for (m, memory) in options.analysis.selected(profile).enumerate() {
-        let Some(peak) = replay::peak(memory) else {
+        // The peak the `peak` and `summary` commands report (the allocator's
+        // own figure when it gives one, `--ties`).
+        let Some(peak) = replay::reported_peak(memory, options.analysis.ties) else {
             empty.push(display_id(&memory.id));
             continue;
         };
@@ -503,18 +549,20 @@ type RowKey = (String, String, String, String, String);
 fn memory_view(
     profile: &Profile,
     memory: &Memory,
-    peak: replay::Point,
+    reported: replay::Peak,
     leak: Option<&MemoryLeaks>,
     dom: String,
     options: &RenderOptions,
 ) -> (MemoryView, MemoryData) {
+    // The point drawn and broken down; `reported.bytes` is what the header says.
+    let peak = reported.point;
     let names = &profile.names;
     let filter = &options.analysis.frames;
     let by = options
         .group_by
         .unwrap_or_else(|| timeline::default_group_by(names, memory));
     let tl = timeline::timeline(names, memory, by, filter, options.width, options.bands);
-    let by_site = at_peak(memory);
+    let by_site = group::totals_by_site(memory, &replay::live_at(memory, peak.index));
 
     // Breakdown rows: one per distinct site as shown (op, shape, dtype,
     // category, stack), largest first.
@@ -681,7 +729,7 @@ fn memory_view(
         ),
     };
 
-    let frag = frag_section(profile, memory);
+    let frag = frag_section(profile, memory, &options.analysis);
     let peak_label = point_label(memory, peak.index, peak.at);
     let mut facts = vec![
         Fact {
@@ -690,12 +738,22 @@ fn memory_view(
         },
         Fact {
             name: "peak",
-            value: format!(
-                "{} ({} bytes, {} buffers)",
-                units::bytes(peak.bytes),
-                peak.bytes,
-                peak.buffers
-            ),
+            value: if reported.bytes == peak.bytes {
+                format!(
+                    "{} ({} bytes, {} buffers)",
+                    units::bytes(peak.bytes),
+                    peak.bytes,
+                    peak.buffers
+                )
+            } else {
+                format!(
+                    "{} ({} bytes, as the allocator reported it; the events replayed there hold {} in {} buffers)",
+                    units::bytes(reported.bytes),
+                    reported.bytes,
+                    units::bytes(peak.bytes),
+                    peak.buffers
+                )
+            },
         },
         Fact {
             name: "peak at",
@@ -704,7 +762,10 @@ fn memory_view(
     ];
     if let Some(c) = memory.capacity {
         let share = if c > 0 {
-            format!(" — peak is {:.1}%", peak.bytes as f64 * 100.0 / c as f64)
+            format!(
+                " — peak is {:.1}%",
+                reported.bytes as f64 * 100.0 / c as f64
+            )
         } else {
             String::new()
         };
@@ -741,7 +802,7 @@ fn memory_view(
     let view = MemoryView {
         dom: dom.clone(),
         title: format!("{} ({})", display_id(&memory.id), axis_name(memory.axis)),
-        peak_short: format!("{} at {}", units::bytes(peak.bytes), peak_label),
+        peak_short: format!("{} at {}", units::bytes(reported.bytes), peak_label),
         facts,
         leak_verdict,
         frag,
@@ -767,7 +828,7 @@ fn memory_view(
         peak: PeakMark {
             x: peak.at.wrapping_sub(tl.x0),
             bytes: peak.bytes,
-            text: units::bytes(peak.bytes),
+            text: units::bytes(reported.bytes),
             label: peak_label,
         },
         timeline: tl,
@@ -951,6 +1012,7 @@ mod tests {
         let mut next_addr = 0x7f00_0000_0000u64;
         let (mut live, mut reserved) = (0u64, 0u64);
         for step in 0..steps {
+            let step_start = at + 100;
             let mut ids = Vec::new();
             for j in 0..per_step {
                 let bytes = 4096 * (1 + (step * 7 + j) % 64);
@@ -982,6 +1044,11 @@ mod tests {
                 });
                 live -= m.allocations[id.index()].bytes;
             }
+            m.steps.push(crate::model::Step {
+                id: step as i64,
+                start: step_start,
+                end: at,
+            });
             m.allocator_samples.push(AllocatorSample {
                 at,
                 reserved_bytes: Some(reserved),
@@ -1037,8 +1104,16 @@ mod tests {
             "{}",
             &page[..2000]
         );
-        // No fragmentation analysis is wired in yet: no section, no empty heading.
-        assert!(!page.contains("Fragmentation"));
+        // Addresses give `frag` its address-gap figure: the section and the
+        // header line say what it says.
+        let frag = crate::analysis::frag::frag(&profile, &Options::default());
+        let gaps = frag.memories[0].at_peak.as_ref().unwrap().address.unwrap();
+        assert!(page.contains("<h3>Fragmentation</h3>"));
+        assert!(page.contains(&format!(
+            "({} gaps, largest {})</dd>",
+            gaps.gaps,
+            units::bytes(gaps.largest_gap_bytes)
+        )));
         let data = embedded_data(&page);
         let m = &data["memories"][0];
         assert_eq!(m["peak"]["bytes"], peak.bytes);
@@ -1051,13 +1126,20 @@ mod tests {
             Some(peak.bytes.div_ceil(2 << 20) * (2 << 20))
         );
         assert_eq!(m["flame"]["v"], peak.bytes);
+        let steps = m["steps"].as_array().unwrap();
+        assert_eq!(steps.len(), 50);
+        assert_eq!(steps[1]["label"], "step 1");
     }
 
     #[test]
     fn frag_sections_show_when_given() {
-        let profile = event_profile(5, 4, false);
+        // Without addresses or the allocator's own figure: no section at all.
+        let mut profile = event_profile(5, 4, false);
+        for a in &mut profile.memories[0].allocations {
+            a.address = None;
+        }
         let page = html(Inputs::One(&profile), &RenderOptions::default());
-        assert!(!page.contains("<dt>fragmentation</dt>"));
+        assert!(!page.contains("<dt>fragmentation</dt>") && !page.contains("Fragmentation"));
         // The template block the frag analysis feeds.
         let view = Page {
             title: "t".into(),
@@ -1126,38 +1208,6 @@ mod tests {
         for (_, page) in &pages {
             assert!(page.contains("id=\"memtool-data\""));
         }
-        // No reader marks steps on this branch yet: add marks to the data the
-        // way `step_marks` will, so the browser check draws them.
-        let mut data = embedded_data(&pages[0].1);
-        let end = data["memories"][0]["timeline"]["x"]
-            .as_array()
-            .unwrap()
-            .last()
-            .unwrap()
-            .as_i64()
-            .unwrap();
-        data["memories"][0]["steps"] = serde_json::to_value(
-            (0..10)
-                .map(|i| StepMark {
-                    x: end * i / 10,
-                    label: format!("step {i}"),
-                })
-                .collect::<Vec<_>>(),
-        )
-        .unwrap();
-        let (start, stop) = data_span(&pages[0].1);
-        let stepped = format!(
-            "{}{}{}",
-            &pages[0].1[..start],
-            escape::script_json(&data),
-            &pages[0].1[stop..]
-        );
-        let pages = [
-            pages[0].clone(),
-            pages[1].clone(),
-            pages[2].clone(),
-            ("events-steps.html", stepped),
-        ];
         if let Some(dir) = std::env::var_os("MEMTOOL_RENDER_SAMPLES") {
             let dir = std::path::PathBuf::from(dir);
             std::fs::create_dir_all(&dir).unwrap();

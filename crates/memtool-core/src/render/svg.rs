@@ -24,7 +24,10 @@ pub struct Panel<'a> {
     /// First and last x label (snapshot names, times).
     pub x_labels: [String; 2],
     pub peak_x: i64,
+    /// Height of the peak mark (the replayed total there).
     pub peak_bytes: u64,
+    /// The peak as reported (the allocator's figure when it gives one).
+    pub peak_text: String,
     pub peak_label: String,
     pub capacity: Option<u64>,
 }
@@ -203,7 +206,7 @@ fn write_panel(out: &mut String, p: &Panel<'_>, top: f64) {
         fmt(if right { px - 6.0 } else { px + 6.0 }),
         fmt((sy(p.peak_bytes) - 6.0).max(plot_top + 10.0)),
         if right { "end" } else { "start" },
-        xml(&format!("peak {} at {}", units::bytes(p.peak_bytes), p.peak_label)),
+        xml(&format!("peak {} at {}", p.peak_text, p.peak_label)),
         x = fmt(px),
     );
     let _ = writeln!(
