@@ -358,3 +358,30 @@ fn compiled_programs_show_xprofs_heap_peak() {
     // 18 programs: a contents list links them.
     assert!(page.contains("<nav class=\"contents\">"));
 }
+
+#[test]
+fn a_tensorflow_allocator_shows_xprofs_peak_its_steps_and_its_leak() {
+    let Some(file) = shared_fixture("xspace/tf_cnn_leak.xplane.pb") else {
+        return;
+    };
+    let expected = shared_fixture("xspace/expected/tf_cnn_leak.memory_profile.json").unwrap();
+    let xprof: Value = serde_json::from_str(&std::fs::read_to_string(expected).unwrap()).unwrap();
+    let summary = &xprof["memoryProfilePerAllocator"]["mklcpu"]["profileSummary"];
+    let peak: u64 = summary["peakStats"]["peakBytesInUse"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let page = render(&[file.to_str().unwrap()]);
+    let d = data(&page);
+    let m = &d["memories"][0];
+    assert!(page.contains(&format!("({peak} bytes, ")), "header peak");
+    // Six training steps, each marked on the timeline.
+    assert_eq!(m["steps"].as_array().unwrap().len(), 6);
+    // The fixture keeps six [256,1024] AddV2 tensors alive: a steady leak.
+    assert!(page.contains("<dt>leaks</dt><dd>steady growth"));
+    assert!(page.contains("AddV2 [256,1024]"));
+    // Allocator statistics and addresses: both parts of the frag section.
+    assert!(page.contains("<dt>fragmentation</dt><dd>allocator fragmentation max"));
+    assert!(m["addr"]["grid"].as_str().unwrap().contains('A'));
+}
