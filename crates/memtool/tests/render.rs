@@ -383,5 +383,9 @@ fn a_tensorflow_allocator_shows_xprofs_peak_its_steps_and_its_leak() {
     assert!(page.contains("AddV2 [256,1024]"));
     // Allocator statistics and addresses: both parts of the frag section.
     assert!(page.contains("<dt>fragmentation</dt><dd>allocator fragmentation max"));
-    assert!(m["addr"]["grid"].as_str().unwrap().contains('A'));
+    assert!(m["addr"]["grid"]
+        .as_str()
+        .unwrap()
+        .chars()
+        .any(|c| c != '.'));
 }
