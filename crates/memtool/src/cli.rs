@@ -98,3 +98,29 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
     memtool_core::report::units::parse_bytes(text)
         .ok_or_else(|| format!("`{text}` is not a size (examples: 1000, 64KiB, 2GiB, 500MB)"))
 }
+
+/// Fails when a `--memory` / `--module` name selects nothing, listing what
+/// there is, rather than printing empty tables.
+pub fn check_selection(
+    profile: &memtool_core::model::Profile,
+    options: &Options,
+) -> anyhow::Result<()> {
+    let unmatched = options.unmatched(profile);
+    if unmatched.is_empty() {
+        return Ok(());
+    }
+    let available: Vec<&str> = profile.memories.iter().map(|m| m.id.as_str()).collect();
+    anyhow::bail!(
+        "no memory or module named {} (there are: {})",
+        unmatched
+            .iter()
+            .map(|n| format!("`{n}`"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        if available.is_empty() {
+            "none".to_string()
+        } else {
+            available.join(", ")
+        }
+    )
+}

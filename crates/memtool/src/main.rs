@@ -7,6 +7,7 @@ mod cli;
 mod commands;
 mod inputs;
 mod output;
+mod phases;
 
 use std::io::{self, Write};
 use std::process::ExitCode;
@@ -60,6 +61,8 @@ fn main() -> ExitCode {
             return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
         }
     };
+    phases::init();
+    let total = memtool_core::timings::span("total");
     let result = match &cli.command {
         Command::Summary(a) => commands::summary::run(a),
         Command::Peak(a) => commands::peak::run(a),
@@ -68,6 +71,8 @@ fn main() -> ExitCode {
         Command::Frag(a) => commands::frag::run(a),
         Command::Render(a) => commands::render::run(a),
     };
+    drop(total);
+    phases::print();
     match result {
         Ok(Outcome::Success) => ExitCode::SUCCESS,
         Ok(Outcome::GateFailed) => ExitCode::from(1),

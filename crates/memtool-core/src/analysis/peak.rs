@@ -95,6 +95,10 @@ pub struct ProgramPeak {
     /// Every buffer live at the peak, largest first (with `--xprof-compat`:
     /// in XProf's order, buffers under 16 KiB in one last row).
     pub buffers_at_peak: Vec<BufferAtPeak>,
+    /// Bytes at the peak per training phase (`forward`, `backward`,
+    /// `update`; `<none>` for buffers without one), largest first; empty
+    /// when the program computes no gradients.
+    pub phases: Vec<Group>,
 }
 
 /// One buffer live at a program's peak.
@@ -329,11 +333,23 @@ fn program_peak(
     } else {
         sorted_by_size(memory, live)
     };
+    // XProf shows each buffer's own size, and in memory spaces other than 0
+    // leaves out the buffers that live through the whole program.
+    let shown = |id: AllocId| {
+        let a = memory.allocation(id);
+        match program.buffer(id).filter(|_| xprof_compat) {
+            Some(b) => (b.own_bytes, b.own_unpadded_bytes),
+            None => (a.bytes, a.requested),
+        }
+    };
     let mut small = 0u64;
     let mut buffers_at_peak: Vec<BufferAtPeak> = order
         .into_iter()
+        .filter(|id| {
+            !(xprof_compat && program.memory_space != 0 && memory.live_at_start.contains(id))
+        })
         .filter(|&id| {
-            let bytes = memory.allocation(id).bytes;
+            let bytes = shown(id).0;
             let lumped = xprof_compat && bytes < XPROF_SMALL_BUFFER_BYTES;
             if lumped {
                 small += bytes;
@@ -342,14 +358,15 @@ fn program_peak(
         })
         .map(|id| {
             let a = memory.allocation(id);
+            let (bytes, unpadded_bytes) = shown(id);
             let site = names.site_of(a.site);
             let buffer = program.buffer(id);
             BufferAtPeak {
                 instruction: buffer.map_or_else(String::new, |b| names.str(b.name).to_string()),
                 opcode: text(buffer.and_then(|b| b.opcode)),
                 shape: text(site.shape),
-                bytes: a.bytes,
-                unpadded_bytes: a.requested,
+                bytes,
+                unpadded_bytes,
                 op_name: text(site.op),
                 category: text(site.category),
                 phase: text(buffer.and_then(|b| b.phase)),
@@ -360,6 +377,32 @@ fn program_peak(
             }
         })
         .collect();
+    let mut phases: Vec<Group> = Vec::new();
+    if live
+        .iter()
+        .any(|&id| program.buffer(id).is_some_and(|b| b.phase.is_some()))
+    {
+        for &id in live {
+            let a = memory.allocation(id);
+            let key = program
+                .buffer(id)
+                .and_then(|b| b.phase)
+                .map_or(group::NONE_LABEL, |p| names.str(p));
+            let totals = group::Totals {
+                bytes: a.bytes,
+                requested_bytes: a.requested,
+                count: a.count,
+            };
+            match phases.iter_mut().find(|g| g.key == key) {
+                Some(g) => g.totals.add(totals),
+                None => phases.push(Group {
+                    key: key.to_string(),
+                    totals,
+                }),
+            }
+        }
+        group::sort_groups(&mut phases);
+    }
     if small > 0 {
         buffers_at_peak.push(BufferAtPeak {
             instruction: format!("small (<{XPROF_SMALL_BUFFER_BYTES} bytes)"),
@@ -379,6 +422,7 @@ fn program_peak(
         heap_timeline_bytes,
         heap_timeline_requested_bytes,
         buffers_at_peak,
+        phases,
     })
 }
 
@@ -565,6 +609,20 @@ impl Report for PeakReport {
         for m in &self.memories {
             if let Some(program) = &m.program {
                 tables.push(self.buffers_table(m, program));
+                if !program.phases.is_empty() {
+                    let mut t = Table::new(
+                        format!("Live at peak by phase — {}", display_id(&m.header.id)),
+                        vec!["phase", "bytes", "buffers"],
+                    );
+                    for g in &program.phases {
+                        t.rows.push(vec![
+                            g.key.clone().into(),
+                            Cell::Bytes(g.totals.bytes),
+                            Cell::Count(g.totals.count),
+                        ]);
+                    }
+                    tables.push(t);
+                }
             }
             if let Some(budget) = m.budget.as_ref().filter(|b| !b.fits) {
                 let mut t = Table::new(

@@ -286,6 +286,31 @@ impl Report for SummaryReport {
             }
             tables.push(t);
         }
+        if self
+            .memories
+            .iter()
+            .any(|m| m.reserved_bytes.is_some() || !m.events_by_action.is_empty())
+        {
+            let mut t = Table::new(
+                "Allocator (as the profile records it)",
+                vec!["memory", "reserved", "allocated", "events by kind"],
+            );
+            for m in &self.memories {
+                let events: Vec<String> = m
+                    .events_by_action
+                    .iter()
+                    .map(|(k, n)| format!("{k} {n}"))
+                    .collect();
+                let bytes = |b: Option<u64>| b.map_or(Cell::Empty, Cell::Bytes);
+                t.rows.push(vec![
+                    display_id(&m.header.id).into(),
+                    bytes(m.reserved_bytes),
+                    bytes(m.allocated_bytes),
+                    Cell::Text(events.join(", ")),
+                ]);
+            }
+            tables.push(t);
+        }
         let allocators: Vec<&MemorySummary> = self
             .memories
             .iter()

@@ -25,7 +25,9 @@ pub struct LeaksArgs {
 
 pub fn run(args: &LeaksArgs) -> Result<Outcome> {
     let profile = inputs::load(&args.files, &args.read)?;
-    let report = leaks::leaks(&profile, &args.analysis.options());
+    let report = memtool_core::timings::time("analysis", || {
+        leaks::leaks(&profile, &args.analysis.options())
+    });
     output::write(&report, &args.output)?;
     Ok(Outcome::Success)
 }

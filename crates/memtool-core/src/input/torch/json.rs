@@ -136,6 +136,64 @@ impl<'de> Deserialize<'de> for Loose {
     }
 }
 
+/// A string field that may hold anything else (read as absent).
+#[derive(Debug, Default)]
+struct LooseStr<'a>(Option<Cow<'a, str>>);
+
+impl<'a> LooseStr<'a> {
+    fn as_deref(&self) -> Option<&str> {
+        self.0.as_deref()
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for LooseStr<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct V<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> Visitor<'de> for V<'a> {
+            type Value = LooseStr<'a>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> std::result::Result<Self::Value, E> {
+                Ok(LooseStr(Some(Cow::Borrowed(v))))
+            }
+            fn visit_str<E>(self, v: &str) -> std::result::Result<Self::Value, E> {
+                Ok(LooseStr(Some(Cow::Owned(v.to_string()))))
+            }
+            fn visit_i64<E>(self, _: i64) -> std::result::Result<Self::Value, E> {
+                Ok(LooseStr(None))
+            }
+            fn visit_u64<E>(self, _: u64) -> std::result::Result<Self::Value, E> {
+                Ok(LooseStr(None))
+            }
+            fn visit_f64<E>(self, _: f64) -> std::result::Result<Self::Value, E> {
+                Ok(LooseStr(None))
+            }
+            fn visit_bool<E>(self, _: bool) -> std::result::Result<Self::Value, E> {
+                Ok(LooseStr(None))
+            }
+            fn visit_unit<E>(self) -> std::result::Result<Self::Value, E> {
+                Ok(LooseStr(None))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(
+                self,
+                mut a: A,
+            ) -> std::result::Result<Self::Value, A::Error> {
+                while a.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(LooseStr(None))
+            }
+            fn visit_map<A: MapAccess<'de>>(
+                self,
+                mut a: A,
+            ) -> std::result::Result<Self::Value, A::Error> {
+                while a.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(LooseStr(None))
+            }
+        }
+        d.deserialize_any(V(std::marker::PhantomData))
+    }
+}
+
 /// The arguments of a `[memory]` event; every other argument is skipped.
 #[derive(Debug, Default, Deserialize)]
 struct MemoryArgs {
@@ -157,11 +215,11 @@ struct MemoryArgs {
 #[derive(Debug, Deserialize)]
 struct RawEvent<'a> {
     #[serde(borrow, default)]
-    name: Option<Cow<'a, str>>,
+    name: LooseStr<'a>,
     #[serde(borrow, default)]
-    ph: Option<Cow<'a, str>>,
+    ph: LooseStr<'a>,
     #[serde(borrow, default)]
-    cat: Option<Cow<'a, str>>,
+    cat: LooseStr<'a>,
     #[serde(default)]
     pid: Loose,
     #[serde(default)]
@@ -171,7 +229,55 @@ struct RawEvent<'a> {
     #[serde(default)]
     dur: Loose,
     #[serde(default)]
-    args: Option<MemoryArgs>,
+    args: LooseArgs,
+}
+
+/// `args`, or defaults when it is not an object.
+#[derive(Debug, Default)]
+struct LooseArgs(MemoryArgs);
+
+impl<'de> Deserialize<'de> for LooseArgs {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = LooseArgs;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("an args object")
+            }
+            fn visit_map<A: MapAccess<'de>>(
+                self,
+                a: A,
+            ) -> std::result::Result<LooseArgs, A::Error> {
+                MemoryArgs::deserialize(de::value::MapAccessDeserializer::new(a)).map(LooseArgs)
+            }
+            fn visit_seq<A: SeqAccess<'de>>(
+                self,
+                mut a: A,
+            ) -> std::result::Result<LooseArgs, A::Error> {
+                while a.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(LooseArgs::default())
+            }
+            fn visit_str<E>(self, _: &str) -> std::result::Result<LooseArgs, E> {
+                Ok(LooseArgs::default())
+            }
+            fn visit_i64<E>(self, _: i64) -> std::result::Result<LooseArgs, E> {
+                Ok(LooseArgs::default())
+            }
+            fn visit_u64<E>(self, _: u64) -> std::result::Result<LooseArgs, E> {
+                Ok(LooseArgs::default())
+            }
+            fn visit_f64<E>(self, _: f64) -> std::result::Result<LooseArgs, E> {
+                Ok(LooseArgs::default())
+            }
+            fn visit_bool<E>(self, _: bool) -> std::result::Result<LooseArgs, E> {
+                Ok(LooseArgs::default())
+            }
+            fn visit_unit<E>(self) -> std::result::Result<LooseArgs, E> {
+                Ok(LooseArgs::default())
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -215,7 +321,7 @@ impl TraceState<'_> {
         let name = e.name.as_deref().unwrap_or("");
         let ph = e.ph.as_deref().unwrap_or("");
         if name == "[memory]" {
-            let args = e.args.unwrap_or_default();
+            let args = e.args.0;
             let Some(bytes) = args.bytes.int() else {
                 return;
             };
@@ -771,4 +877,52 @@ fn read_timeline(profile: &mut Profile, path: &str, bytes: &[u8]) -> Result<()> 
     memory.events = events;
     memory.live_at_start = live_at_start;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(text: &str) -> Result<Profile> {
+        let mut profile = Profile::default();
+        let format = classify(text.as_bytes());
+        read(&mut profile, "t.json", text.as_bytes(), format)?;
+        Ok(profile)
+    }
+
+    #[test]
+    fn classifies_timelines_and_traces() {
+        assert_eq!(classify(b" [ [1], [[0]]]"), Format::TorchMemoryTimeline);
+        assert_eq!(classify(b"[[-1, 1, 5, 0]]"), Format::TorchMemoryTimeline);
+        assert_eq!(classify(b"{\"traceEvents\": []}"), Format::TorchTrace);
+        assert_eq!(classify(b"[{\"name\": \"x\"}]"), Format::TorchTrace);
+    }
+
+    #[test]
+    fn fields_of_unexpected_types_are_read_around() {
+        // A numeric name, string ids and sizes, args that are not an object,
+        // a bare array of events: none of it is fatal.
+        let p = load(
+            r#"[{"name": 5, "ph": "X", "cat": "cpu_op", "ts": 0, "dur": 10, "tid": "main"},
+                {"name": "[memory]", "ph": "i", "ts": "2", "tid": "main",
+                 "args": {"Bytes": "100", "Addr": 16, "Device Type": 1, "Device Id": 0}},
+                {"name": "[memory]", "ph": "i", "ts": 3, "args": "oops"},
+                {"name": "[memory]", "ph": "i", "ts": 4,
+                 "args": {"Bytes": -100, "Addr": 16, "Device Type": 1, "Device Id": 0, "Total Allocated": []}}]"#,
+        )
+        .unwrap();
+        assert_eq!(p.memories.len(), 1);
+        let m = &p.memories[0];
+        assert_eq!(m.id, "cuda:0");
+        assert_eq!(m.events.len(), 2);
+        assert_eq!(m.allocations[0].bytes, 100);
+    }
+
+    #[test]
+    fn malformed_documents_are_errors() {
+        assert!(load("{\"traceEvents\": [1, 2]}").is_err());
+        assert!(load("{\"traceEvents\": [").is_err());
+        assert!(matches!(load("{}"), Err(Error::NoData { .. })));
+        assert!(load("[[1, 2, 3]]").is_ok());
+    }
 }

@@ -149,26 +149,51 @@ pub enum Parent<'a> {
     ListItem { route: u32, index: usize },
 }
 
-/// The memo, which a visitor may rewrite (see [`Value::Handle`]).
+/// The memo, which a visitor may rewrite (see [`Value::Handle`]). MEMOIZE
+/// numbers entries densely, so they live in a vector; ids a BINPUT places
+/// past its end go to a map, so a large id never sizes an allocation.
 #[derive(Default)]
 pub struct Memo {
-    /// `None` for an entry the visitor consumed: it still counts for MEMOIZE
+    dense: Vec<MemoSlot>,
+    sparse: HashMap<u32, MemoSlot>,
+}
+
+#[derive(Clone)]
+enum MemoSlot {
+    Value(Value),
+    /// An entry the visitor consumed: it still counts for MEMOIZE
     /// numbering, but a reference to it is an error.
-    slots: HashMap<u32, Option<Value>>,
+    Forgotten,
 }
 
 impl Memo {
+    fn slot_mut(&mut self, id: u32) -> Option<&mut MemoSlot> {
+        match self.dense.get_mut(id as usize) {
+            Some(slot) => Some(slot),
+            None => self.sparse.get_mut(&id),
+        }
+    }
+
+    fn get(&self, id: u32) -> Option<&MemoSlot> {
+        self.dense.get(id as usize).or_else(|| self.sparse.get(&id))
+    }
+
+    /// Distinct ids stored, as Python's `len(memo)`.
+    fn len(&self) -> usize {
+        self.dense.len() + self.sparse.len()
+    }
+
     /// Replaces a memo slot's value; later references to it get `value`.
     pub fn replace(&mut self, id: u32, value: Value) {
-        if let Some(slot @ Some(_)) = self.slots.get_mut(&id) {
-            *slot = Some(value);
+        if let Some(slot @ MemoSlot::Value(_)) = self.slot_mut(id) {
+            *slot = MemoSlot::Value(value);
         }
     }
 
     /// Forgets a memo slot: a reference to it later is an error.
     pub fn forget(&mut self, id: u32) {
-        if let Some(slot) = self.slots.get_mut(&id) {
-            *slot = None;
+        if let Some(slot) = self.slot_mut(id) {
+            *slot = MemoSlot::Forgotten;
         }
     }
 
@@ -178,7 +203,14 @@ impl Memo {
             Value::Dict(c) => c.memo_id.set(Some(id)),
             _ => {}
         }
-        self.slots.insert(id, Some(value));
+        let slot = MemoSlot::Value(value);
+        if let Some(existing) = self.slot_mut(id) {
+            *existing = slot;
+        } else if id as usize == self.dense.len() && self.sparse.is_empty() {
+            self.dense.push(slot);
+        } else {
+            self.sparse.insert(id, slot);
+        }
     }
 }
 
@@ -220,6 +252,11 @@ struct Machine<'b, 'v, V: Visitor> {
     pos: usize,
     op_offset: usize,
     stack: Vec<Slot>,
+    /// Stack positions of the MARKs, bottom to top.
+    marks: Vec<usize>,
+    /// Stack positions where claimed containers were pushed (some may be
+    /// stale; [`Machine::route_new`] checks them).
+    claimed: Vec<usize>,
     memo: Memo,
     visitor: &'v mut V,
 }
@@ -232,6 +269,8 @@ pub fn decode<V: Visitor>(bytes: &[u8], visitor: &mut V) -> Result<Value> {
         pos: 0,
         op_offset: 0,
         stack: Vec::new(),
+        marks: Vec::new(),
+        claimed: Vec::new(),
         memo: Memo::default(),
         visitor,
     };
@@ -293,16 +332,16 @@ impl<'b, V: Visitor> Machine<'b, '_, V> {
 
     /// Pops everything above the topmost MARK, and the MARK.
     fn pop_mark(&mut self) -> Result<Vec<Value>> {
-        let Some(mark) = self.stack.iter().rposition(|s| matches!(s, Slot::Mark)) else {
+        let Some(mark) = self.marks.pop() else {
             return self.err("no MARK on the stack");
         };
         let values = self
             .stack
-            .drain(mark..)
+            .drain(mark.min(self.stack.len())..)
             .skip(1)
-            .map(|s| match s {
-                Slot::Value(v) => v,
-                Slot::Mark => Value::None,
+            .filter_map(|s| match s {
+                Slot::Value(v) => Some(v),
+                Slot::Mark => None,
             })
             .collect();
         Ok(values)
@@ -310,6 +349,21 @@ impl<'b, V: Visitor> Machine<'b, '_, V> {
 
     fn str_value(&self, raw: &[u8]) -> Value {
         Value::Str(String::from_utf8_lossy(raw).into())
+    }
+
+    /// Pushes a new list or dict, remembering where claimed ones are.
+    fn push_container(&mut self, v: Value) {
+        let claimed = match &v {
+            Value::List(c) => c.route.is_some(),
+            Value::Dict(c) => c.route.is_some(),
+            _ => false,
+        };
+        if claimed {
+            let at = self.stack.len();
+            self.claimed.retain(|&p| p < at);
+            self.claimed.push(at);
+        }
+        self.push(v);
     }
 
     /// The visitor's route for a container about to be pushed, from where it
@@ -322,37 +376,24 @@ impl<'b, V: Visitor> Machine<'b, '_, V> {
         if self.stack.is_empty() {
             return self.visitor.route(Parent::Root, is_list);
         }
-        let mut end = self.stack.len();
-        loop {
-            let p = self.stack[..end].iter().rposition(|s| match s {
-                Slot::Value(Value::List(c)) => c.route.is_some() && !c.sealed.get(),
-                Slot::Value(Value::Dict(c)) => c.route.is_some() && !c.sealed.get(),
-                _ => false,
-            })?;
-            let above = self.stack.get(p + 1..)?;
-            let own_mark = matches!(above.first(), Some(Slot::Mark));
-            let skip = usize::from(own_mark);
-            if above.iter().skip(skip).any(|s| matches!(s, Slot::Mark)) {
+        let len = self.stack.len();
+        self.claimed.retain(|&p| p < len);
+        let top_mark = self.marks.last().copied();
+        for i in (0..self.claimed.len()).rev() {
+            let p = self.claimed[i];
+            let (route, list) = match self.stack.get(p) {
+                Some(Slot::Value(Value::List(c))) if !c.sealed.get() => (c.route?, Some(c)),
+                Some(Slot::Value(Value::Dict(c))) if !c.sealed.get() => (c.route?, None),
+                _ => continue,
+            };
+            let own_mark = top_mark == Some(p + 1);
+            if top_mark.is_some_and(|m| m > p + 1) {
                 // An unclaimed container is being filled above it.
                 return None;
             }
-            let n = above.len() - skip;
-            match self.stack.get(p) {
-                Some(Slot::Value(Value::Dict(d))) => {
-                    let route = d.route?;
-                    let top_key = match self.stack.last() {
-                        Some(Slot::Value(Value::Str(key))) => Some(key.clone()),
-                        _ => None,
-                    };
-                    if own_mark || n <= 1 {
-                        let key = top_key.filter(|_| n % 2 == 1)?;
-                        return self
-                            .visitor
-                            .route(Parent::DictKey { route, key: &key }, is_list);
-                    }
-                }
-                Some(Slot::Value(Value::List(l))) => {
-                    let route = l.route?;
+            let n = len - p - 1 - usize::from(own_mark);
+            match list {
+                Some(l) => {
                     if own_mark || n == 0 {
                         let index = l.appended.get().saturating_add(n);
                         return self
@@ -360,10 +401,20 @@ impl<'b, V: Visitor> Machine<'b, '_, V> {
                             .route(Parent::ListItem { route, index }, is_list);
                     }
                 }
-                _ => return None,
+                None => {
+                    if own_mark || n <= 1 {
+                        let key = match self.stack.last() {
+                            Some(Slot::Value(Value::Str(key))) if n % 2 == 1 => key.clone(),
+                            _ => return None,
+                        };
+                        return self
+                            .visitor
+                            .route(Parent::DictKey { route, key: &key }, is_list);
+                    }
+                }
             }
-            end = p;
         }
+        None
     }
 
     fn check_child(&self, parent_depth: &Cell<u32>, child: &Value) -> Result<()> {
@@ -438,13 +489,13 @@ impl<'b, V: Visitor> Machine<'b, '_, V> {
     }
 
     fn memo_get(&mut self, id: u32) -> Result<()> {
-        match self.memo.slots.get(&id) {
-            Some(Some(v)) => {
+        match self.memo.get(id) {
+            Some(MemoSlot::Value(v)) => {
                 let v = v.clone();
                 self.push(v);
                 Ok(())
             }
-            Some(None) => self.err(format!(
+            Some(MemoSlot::Forgotten) => self.err(format!(
                 "reference to memo entry {id}, a record already consumed (shared records \
                  are not expected there)"
             )),
@@ -503,9 +554,14 @@ impl<'b, V: Visitor> Machine<'b, '_, V> {
                     let top = self.pop()?;
                     return Ok(top);
                 }
-                b'(' => self.stack.push(Slot::Mark),
+                b'(' => {
+                    self.marks.push(self.stack.len());
+                    self.stack.push(Slot::Mark);
+                }
                 b'0' => {
-                    self.stack.pop();
+                    if let Some(Slot::Mark) = self.stack.pop() {
+                        self.marks.pop();
+                    }
                 }
                 b'1' => {
                     self.pop_mark()?;
@@ -600,21 +656,21 @@ impl<'b, V: Visitor> Machine<'b, '_, V> {
                     } else {
                         Value::Dict(Container::new(route))
                     };
-                    self.push(v);
+                    self.push_container(v);
                 }
                 b'l' => {
                     let items = self.pop_mark()?;
                     let route = self.route_new(true);
                     let list = Value::List(Container::new(route));
                     self.append(&list, items)?;
-                    self.push(list);
+                    self.push_container(list);
                 }
                 b'd' => {
                     let items = self.pop_mark()?;
                     let route = self.route_new(false);
                     let dict = Value::Dict(Container::new(route));
                     self.set_items(&dict, items)?;
-                    self.push(dict);
+                    self.push_container(dict);
                 }
                 b')' => self.push(Value::Tuple(Rc::from(Vec::new()))),
                 b't' => {
@@ -656,7 +712,7 @@ impl<'b, V: Visitor> Machine<'b, '_, V> {
                     self.set_items(&dict, items)?;
                 }
                 0x94 => {
-                    let id = u32::try_from(self.memo.slots.len()).unwrap_or(u32::MAX);
+                    let id = u32::try_from(self.memo.len()).unwrap_or(u32::MAX);
                     self.memo_put(id)?;
                 }
                 b'q' => {
@@ -717,5 +773,156 @@ fn opcode_name(op: u8) -> &'static str {
         b'p' => "PUT (protocol 0)",
         b'g' => "GET (protocol 0)",
         _ => "unknown",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plain(bytes: &[u8]) -> Result<Value> {
+        decode(bytes, &mut PlainData)
+    }
+
+    fn error(bytes: &[u8]) -> String {
+        match plain(bytes) {
+            Ok(v) => panic!("decoded {v:?}"),
+            Err(e) => e.message,
+        }
+    }
+
+    /// `pickle.dumps({'a': [1, 'x', None, True, 1.5], 'b': 2**40}, protocol=4)`
+    /// without FRAME, plus a shared list referenced twice.
+    #[test]
+    fn decodes_plain_data_and_shares_memoized_containers() {
+        let mut p = vec![0x80, 4, b'}', 0x94, b'('];
+        p.extend([0x8c, 1, b'a', 0x94, b']', 0x94, b'(']);
+        p.extend([b'K', 1, 0x8c, 1, b'x', 0x94, b'N', 0x88, b'G']);
+        p.extend(1.5f64.to_be_bytes());
+        p.extend([b'e', 0x8c, 1, b'b', 0x94, 0x8a, 6, 0, 0, 0, 0, 0, 1]);
+        p.extend([0x8c, 1, b'c', 0x94, b'h', 2, b'u', b'.']);
+        let v = plain(&p).unwrap();
+        let a = v.get("a").unwrap().items().unwrap();
+        assert_eq!(a.len(), 5);
+        assert_eq!(a[0].as_i64(), Some(1));
+        assert_eq!(a[1].as_str(), Some("x"));
+        assert!(matches!(a[2], Value::None));
+        assert!(matches!(a[3], Value::Bool(true)));
+        assert!(matches!(a[4], Value::Float(f) if f == 1.5));
+        assert_eq!(v.get("b").unwrap().as_i64(), Some(1 << 40));
+        let (Some(Value::List(x)), Some(Value::List(y))) = (v.get("a"), v.get("c")) else {
+            panic!("lists expected");
+        };
+        assert!(Rc::ptr_eq(&x, &y), "a memo reference is the same list");
+    }
+
+    #[test]
+    fn long_integers_of_any_length_decode() {
+        // LONG1 of -1 (one byte 0xff), LONG1 of 2**64 (9 bytes), LONG4 of 2**80.
+        assert_eq!(plain(&[0x8a, 1, 0xff, b'.']).unwrap().as_i64(), Some(-1));
+        let mut p = vec![0x8a, 9, 0, 0, 0, 0, 0, 0, 0, 0, 1, b'.'];
+        assert!(matches!(plain(&p).unwrap(), Value::BigInt(f) if f == 18446744073709551616.0));
+        p = vec![0x8b, 11, 0, 0, 0];
+        p.extend([0; 10]);
+        p.extend([1, b'.']);
+        assert!(matches!(plain(&p).unwrap(), Value::BigInt(f) if f == 2f64.powi(80)));
+        // LONG1 of -2**64 - 1 in 9 bytes two's complement.
+        let p = [
+            0x8a, 9, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xfe, b'.',
+        ];
+        assert!(matches!(plain(&p).unwrap(), Value::BigInt(f) if f == -18446744073709551617.0));
+    }
+
+    #[test]
+    fn code_execution_opcodes_are_refused() {
+        // GLOBAL 'os\nsystem\n', then REDUCE.
+        let mut p = vec![0x80, 2, b'c'];
+        p.extend(b"os\nsystem\n");
+        p.extend([b'X', 2, 0, 0, 0, b'l', b's', 0x85, b'R', b'.']);
+        let e = error(&p);
+        assert!(e.contains("GLOBAL") && e.contains("refuses"), "{e}");
+        for (op, name) in [
+            (b'R', "REDUCE"),
+            (0x93, "STACK_GLOBAL"),
+            (b'b', "BUILD"),
+            (b'i', "INST"),
+            (b'o', "OBJ"),
+            (0x81, "NEWOBJ"),
+            (0x92, "NEWOBJ_EX"),
+            (b'Q', "BINPERSID"),
+        ] {
+            let e = error(&[0x80, 4, b'N', b'N', op, b'.']);
+            assert!(e.contains(name), "{name}: {e}");
+        }
+    }
+
+    #[test]
+    fn missing_memo_entries_are_errors() {
+        let e = error(&[0x80, 4, b']', b'h', 7, b'.']);
+        assert!(e.contains("memo entry 7"), "{e}");
+        let e = error(&[0x80, 4, b'j', 0xff, 0xff, 0xff, 0xff, b'.']);
+        assert!(e.contains("memo entry 4294967295"), "{e}");
+    }
+
+    #[test]
+    fn truncated_input_and_huge_claimed_lengths_are_errors() {
+        assert!(error(&[0x80, 4, b']']).contains("ends before STOP"));
+        assert!(error(&[0x80, 4, b'J', 1, 2]).contains("truncated"));
+        // BINUNICODE8 claiming 2**63 bytes, BINBYTES8 claiming u64::MAX, LONG4
+        // claiming 2 GiB: nothing is allocated for them.
+        let mut p = vec![0x80, 4, 0x8d];
+        p.extend((1u64 << 63).to_le_bytes());
+        assert!(error(&p).contains("truncated"));
+        let mut p = vec![0x80, 4, 0x8e];
+        p.extend(u64::MAX.to_le_bytes());
+        assert!(error(&p).contains("truncated"));
+        let mut p = vec![0x80, 4, 0x8b];
+        p.extend(0x7fff_ffffu32.to_le_bytes());
+        assert!(error(&p).contains("truncated"));
+        assert!(error(&[0x80, 4, 0x8b, 0xff, 0xff, 0xff, 0xff]).contains("negative"));
+        assert!(error(&[]).contains("ends before STOP"));
+    }
+
+    #[test]
+    fn deep_nesting_and_self_reference_are_errors() {
+        // [[[[...]]]] 100 deep: EMPTY_LIST x100, then APPEND x99.
+        let mut p = vec![0x80, 4];
+        p.extend([b']'; 100]);
+        p.extend([b'a'; 99]);
+        p.push(b'.');
+        assert!(error(&p).contains("nested deeper"));
+        // The same depth reached by appending into lists already placed.
+        let mut p = vec![0x80, 4, b']', 0x94];
+        for i in 0..100u8 {
+            // get the innermost list, append a new one, memoize that one.
+            p.extend([b'h', i, b']', 0x94, b'a', b'0']);
+        }
+        p.push(b'.');
+        let e = error(&p);
+        assert!(e.contains("already inside"), "{e}");
+        // a = []; a.append(a)
+        let e = error(&[0x80, 4, b']', 0x94, b'h', 0, b'a', b'.']);
+        assert!(e.contains("contains itself"), "{e}");
+        // Tuples nest too: TUPLE1 x100.
+        let mut p = vec![0x80, 4, b'N'];
+        p.extend([0x85; 100]);
+        p.push(b'.');
+        assert!(error(&p).contains("nested deeper"));
+    }
+
+    #[test]
+    fn bytes_after_stop_are_ignored_and_stack_errors_are_clean() {
+        assert_eq!(
+            plain(&[0x80, 4, b'K', 5, b'.', 0xde, 0xad])
+                .unwrap()
+                .as_i64(),
+            Some(5)
+        );
+        assert!(error(&[0x80, 4, b'.']).contains("underflow"));
+        assert!(error(&[0x80, 4, b'(', b'.']).contains("MARK"));
+        assert!(error(&[0x80, 4, b'K', 1, b'e', b'.']).contains("MARK"));
+        assert!(error(&[0x80, 4, b'K', 1, b'K', 2, b'a', b'.']).contains("not a list"));
+        assert!(error(&[0x80, 9, b'N', b'.']).contains("protocol 9"));
+        assert!(error(b"I1\n.").contains("unsupported"));
     }
 }

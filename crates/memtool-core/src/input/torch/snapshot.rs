@@ -250,9 +250,13 @@ impl SnapshotVisitor<'_> {
             self.traces.resize_with(device + 1, Vec::new);
             self.actions.resize_with(device + 1, BTreeMap::new);
         }
-        *self.actions[device]
-            .entry(action_name.to_string())
-            .or_insert(0) += 1;
+        let counts = &mut self.actions[device];
+        match counts.get_mut(action_name) {
+            Some(n) => *n += 1,
+            None => {
+                counts.insert(action_name.to_string(), 1);
+            }
+        }
         let action = Action::parse(action_name);
         let addr = self.int(v.get("addr")).unwrap_or(0) as u64;
         let size = self.size(v.get("size"));
@@ -640,12 +644,21 @@ fn build_memory(
         }
     }
 
-    if freed_before_window > 0 || blocks_before_window > 0 {
+    if trace.is_empty() && blocks_before_window > 0 {
+        profile.warn(
+            path,
+            format!(
+                "{id}: no allocation history was recorded (record it with \
+                 torch.cuda.memory._record_memory_history()); only the {blocks_before_window} \
+                 blocks live at the end are known"
+            ),
+        );
+    } else if freed_before_window > 0 || blocks_before_window > 0 {
         profile.warn(
             path,
             format!(
                 "{id}: the trace is a ring buffer that starts after the program did: \
-                 {freed_before_window} frees and {blocks_before_window} live blocks are of \
+                 {freed_before_window} frees and {blocks_before_window} live blocks belong to \
                  allocations made before the window; they are counted as live at the start"
             ),
         );

@@ -1,0 +1,494 @@
+//! PyTorch inputs against the references: snapshot pickles against torch's own
+//! `_memory_viz.segsum` numbers and a plain `pickle.load` replay
+//! (`../shared/fixtures/torch/expected/reference.json`, and
+//! `tests/torch/expected.json` for the fixtures `scripts/make_torch_fixtures.py`
+//! writes), profiler traces against the totals the trace itself records.
+
+mod common;
+
+use std::io::Read;
+use std::path::Path;
+
+use memtool_core::model::{BlockState, Memory};
+use memtool_core::{load, LoadOptions, Source};
+use serde_json::Value;
+
+const SNAPSHOTS: [&str; 7] = [
+    "bcrafton_memory_snapshot.pickle",
+    "magma27_memory_snapshot.pickle",
+    "silmont2000_mem_snapshot.pickle",
+    "silmont2000_memory_forward_bf16_128.pickle",
+    "silmont2000_memory_forward_fp32_128.pickle",
+    "torch_cpu_transformer.snapshot.pickle",
+    "transformer_nuggets_mini_snapshot.pickle",
+];
+
+fn read_json(path: &Path) -> Value {
+    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+}
+
+fn profile(path: &Path) -> memtool_core::model::Profile {
+    load(
+        vec![Source {
+            path: path.display().to_string(),
+            bytes: std::fs::read(path).unwrap(),
+        }],
+        &LoadOptions::default(),
+    )
+    .unwrap()
+}
+
+/// torch's `segsum` split of a memory's end state: (reserved, allocated,
+/// free external, free internal).
+fn segsum(memory: &Memory) -> (u64, u64, u64, u64) {
+    let (mut reserved, mut allocated, mut external, mut internal) = (0, 0, 0, 0);
+    for s in &memory.segments {
+        reserved += s.bytes;
+        for b in &s.blocks {
+            if b.state == BlockState::Allocated {
+                allocated += b.requested;
+                internal += b.bytes - b.requested;
+            } else {
+                external += b.bytes;
+            }
+        }
+    }
+    (reserved, allocated, external, internal)
+}
+
+/// Checks one snapshot's memtool output against a reference entry of the
+/// shape `torch_reference.py` writes (per device: reserved, allocated;
+/// per trace: actions, net change, maximum rise).
+fn check_snapshot(path: &Path, reference: &Value) {
+    let name = path.display().to_string();
+    let summary = common::json(&["summary", path.to_str().unwrap()]);
+    let memories = summary["memories"].as_array().unwrap();
+    let devices = reference["devices"].as_object().unwrap();
+    assert_eq!(
+        memories.len(),
+        devices.len(),
+        "{name}: one memory per device"
+    );
+    let loaded = profile(path);
+    for (device, expected) in devices {
+        let m = memories
+            .iter()
+            .find(|m| m["id"].as_str().unwrap().ends_with(&format!(":{device}")))
+            .unwrap_or_else(|| panic!("{name}: no memory for device {device}"));
+        assert_eq!(m["reserved_bytes"], expected["reserved"], "{name} reserved");
+        assert_eq!(
+            m["allocated_bytes"], expected["allocated"],
+            "{name} allocated"
+        );
+        let memory = loaded
+            .memories
+            .iter()
+            .find(|x| x.id == m["id"].as_str().unwrap())
+            .unwrap();
+        let (reserved, allocated, external, internal) = segsum(memory);
+        assert_eq!(Some(reserved), expected["reserved"].as_u64(), "{name}");
+        assert_eq!(Some(allocated), expected["allocated"].as_u64(), "{name}");
+        if let Some(ext) = expected.get("free_external") {
+            assert_eq!(Some(external), ext.as_u64(), "{name} free external");
+            assert_eq!(Some(internal), expected["free_internal"].as_u64(), "{name}");
+        }
+        assert_eq!(
+            memory.segments.len() as u64,
+            expected["segments"].as_u64().unwrap(),
+            "{name} segments"
+        );
+
+        let actions = &reference["trace_actions"][device.as_str()];
+        let replay = &reference["trace_replay"][device.as_str()];
+        if actions.is_null() {
+            assert!(m.get("events_by_action").is_none(), "{name}: no trace");
+            continue;
+        }
+        assert_eq!(&m["events_by_action"], actions, "{name} events per action");
+        // The replay starts from what was live before the window, so its
+        // peak is the reference's maximum rise above the start, and its end
+        // the net change: peak - final = max_rise - net_change.
+        let peak = m["peak_bytes"].as_i64().unwrap();
+        let last = m["final_bytes"].as_i64().unwrap();
+        let max_rise = replay["max_rise"].as_i64().unwrap();
+        let net = replay["net_change"].as_i64().unwrap();
+        assert_eq!(peak - last, max_rise - net, "{name} peak above the end");
+        let requested = m["peak_requested_bytes"].as_i64().unwrap();
+        assert!(requested <= peak, "{name}");
+    }
+}
+
+#[test]
+fn real_snapshots_match_torch_segsum_and_the_pickle_replay() {
+    let Some(expected) = common::shared_fixture("torch/expected/reference.json") else {
+        return;
+    };
+    let reference = read_json(&expected);
+    for name in SNAPSHOTS {
+        let path = common::shared_fixture(&format!("torch/{name}")).unwrap();
+        let r = &reference[name];
+        // Reshape the oracle's entry: totals per device, and the file-wide
+        // free split (every fixture has one device).
+        let mut devices = r["devices"].clone();
+        for d in devices.as_object_mut().unwrap().values_mut() {
+            d["free_external"] = r["free_external_bytes"].clone();
+            d["free_internal"] = r["free_internal_bytes"].clone();
+        }
+        let entry = serde_json::json!({
+            "devices": devices,
+            "trace_actions": r["trace_actions"],
+            "trace_replay": r["trace_replay"],
+        });
+        check_snapshot(&path, &entry);
+    }
+}
+
+#[test]
+fn generated_snapshots_match_their_expected_numbers() {
+    let expected = read_json(&common::repo_fixture("torch/expected.json"));
+    for file in [
+        "snapshot.p2.pickle",
+        "snapshot.p4.pickle",
+        "snapshot.p5.pickle",
+        "snapshot.p4.pickle.gz",
+    ] {
+        check_snapshot(
+            &common::repo_fixture(&format!("torch/{file}")),
+            &expected["snapshot"],
+        );
+    }
+    check_snapshot(
+        &common::repo_fixture("torch/legacy.p2.pickle"),
+        &expected["legacy"],
+    );
+}
+
+/// Everything but the input's own path and format.
+fn without_inputs(mut v: Value) -> Value {
+    v.as_object_mut().unwrap().remove("inputs");
+    for w in v["warnings"].as_array_mut().unwrap() {
+        w.as_object_mut().unwrap().remove("path");
+    }
+    v
+}
+
+#[test]
+fn pickle_protocols_and_gzip_give_identical_output() {
+    for command in ["summary", "peak", "leaks"] {
+        let outputs: Vec<Value> = ["p2.pickle", "p4.pickle", "p5.pickle", "p4.pickle.gz"]
+            .iter()
+            .map(|v| {
+                let path = common::repo_fixture(&format!("torch/snapshot.{v}"));
+                without_inputs(common::json(&[command, path.to_str().unwrap()]))
+            })
+            .collect();
+        for o in &outputs[1..] {
+            assert_eq!(o, &outputs[0], "{command}");
+        }
+    }
+}
+
+#[test]
+fn the_ring_buffer_and_its_end_state_are_explained() {
+    let path = common::repo_fixture("torch/snapshot.p4.pickle");
+    let p = profile(&path);
+    let m = &p.memories[0];
+    assert_eq!(m.id, "cuda:0");
+    // One allocation freed in the window but made before it, one live block
+    // never allocated in it: both are live at the start.
+    assert_eq!(m.live_at_start.len(), 2);
+    let starts: u64 = m.live_at_start.iter().map(|&a| m.allocation(a).bytes).sum();
+    assert_eq!(starts, 100_000 + 1024 * 1024);
+    // The pending-free block (300 bytes requested) is still held at the end.
+    let summary = common::json(&["summary", path.to_str().unwrap()]);
+    let cuda0 = &summary["memories"][0];
+    assert_eq!(cuda0["final_bytes"], 1024 * 1024 + 500_000 + 300);
+    assert_eq!(cuda0["final_buffers"], 3);
+    // Reserved over time: the small segment was allocated in the window.
+    let reserved: Vec<u64> = m
+        .allocator_samples
+        .iter()
+        .filter_map(|s| s.reserved_bytes)
+        .collect();
+    assert_eq!(reserved, vec![2 << 20, 3 << 20, 3 << 20]);
+    let warning = &summary["warnings"][0]["message"];
+    assert!(warning
+        .as_str()
+        .unwrap()
+        .contains("1 frees and 1 live blocks belong to allocations made before"));
+    // Frames keep Python's names as written, leaf first.
+    let peak = common::json(&["peak", path.to_str().unwrap(), "--all-frames"]);
+    let stacks = peak["memories"][0]["breakdowns"][0]["groups"].to_string();
+    assert!(stacks.contains("<module> train.py:40"), "{stacks}");
+}
+
+#[test]
+fn pickles_that_would_run_code_are_refused() {
+    for file in ["hostile_reduce.p2.pickle", "hostile_stack_global.p4.pickle"] {
+        let path = common::repo_fixture(&format!("torch/{file}"));
+        let err = common::fails(&["summary", path.to_str().unwrap()], 2);
+        assert!(err.contains(file), "{err}");
+        assert!(err.contains("GLOBAL"), "{err}");
+        assert!(err.contains("refuses"), "{err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    }
+}
+
+/// The largest `Total Allocated` per device in a Chrome trace, read with a
+/// plain JSON parse (the reference the trace itself gives).
+fn max_total_allocated(path: &Path) -> std::collections::BTreeMap<String, u64> {
+    let mut text = Vec::new();
+    flate2::read::GzDecoder::new(std::fs::File::open(path).unwrap())
+        .read_to_end(&mut text)
+        .unwrap();
+    let trace: Value = serde_json::from_slice(&text).unwrap();
+    let mut out = std::collections::BTreeMap::new();
+    for e in trace["traceEvents"].as_array().unwrap() {
+        if e["name"] != "[memory]" {
+            continue;
+        }
+        let Some(total) = e["args"]["Total Allocated"].as_u64() else {
+            continue;
+        };
+        let id = match e["args"]["Device Type"].as_i64().unwrap() {
+            0 => "cpu".to_string(),
+            _ => format!("cuda:{}", e["args"]["Device Id"]),
+        };
+        let slot = out.entry(id).or_insert(0);
+        *slot = total.max(*slot);
+    }
+    out
+}
+
+#[test]
+fn profiler_traces_peak_at_the_largest_total_allocated() {
+    for name in [
+        "torch_cpu_transformer.pt.trace.json.gz",
+        "hta_df_index_resolver.pt.trace.json.gz",
+    ] {
+        let Some(path) = common::shared_fixture(&format!("torch/{name}")) else {
+            return;
+        };
+        let expected = max_total_allocated(&path);
+        let summary = common::json(&["summary", path.to_str().unwrap()]);
+        for m in summary["memories"].as_array().unwrap() {
+            let id = m["id"].as_str().unwrap();
+            assert_eq!(
+                m["peak_bytes"].as_u64(),
+                expected.get(id).copied(),
+                "{name} {id}"
+            );
+        }
+        // Allocations are attributed to the operators that made them.
+        let peak = common::json(&["peak", path.to_str().unwrap()]);
+        let ops = peak["memories"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|m| m["breakdowns"].as_array().unwrap())
+            .filter(|b| b["by"] == "op")
+            .flat_map(|b| b["groups"].as_array().unwrap())
+            .filter(|g| g["key"].as_str().unwrap().starts_with("aten::"))
+            .count();
+        assert!(ops > 0, "{name}: no allocation attributed to an aten:: op");
+    }
+}
+
+#[test]
+fn old_traces_without_addresses_pair_frees_by_size() {
+    let Some(path) =
+        common::shared_fixture("torch/kineto_tb_plugin_resnet50_worker0.pt.trace.json.gz")
+    else {
+        return;
+    };
+    let summary = common::json(&["summary", path.to_str().unwrap()]);
+    let memories = summary["memories"].as_array().unwrap();
+    let ids: Vec<&str> = memories.iter().map(|m| m["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["cpu", "cuda:0"]);
+    // 12,838 [memory] events: 4,618 on the CPU, 8,220 on cuda:0.
+    let events: Vec<u64> = memories
+        .iter()
+        .map(|m| m["events"].as_u64().unwrap())
+        .collect();
+    assert_eq!(events, [4618, 8220]);
+    assert!(summary["warnings"][0]["message"]
+        .as_str()
+        .unwrap()
+        .contains("no Addr"));
+}
+
+#[test]
+fn memory_timelines_peak_at_the_largest_category_sum() {
+    let Some(path) = common::shared_fixture("torch/torch_cpu_transformer.memory_timeline.json")
+    else {
+        return;
+    };
+    let [times, sizes]: [Value; 2] =
+        serde_json::from_value(read_json(&path)).expect("[times, sizes]");
+    assert_eq!(
+        times.as_array().unwrap().len(),
+        sizes.as_array().unwrap().len()
+    );
+    let largest = sizes
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|row| {
+            row.as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_u64().unwrap())
+                .sum::<u64>()
+        })
+        .max()
+        .unwrap();
+    let summary = common::json(&["summary", path.to_str().unwrap()]);
+    assert_eq!(summary["memories"][0]["peak_bytes"].as_u64(), Some(largest));
+    // The snapshot of the same run peaks at the same bytes.
+    let snapshot = common::shared_fixture("torch/torch_cpu_transformer.snapshot.pickle").unwrap();
+    let s = common::json(&["summary", snapshot.to_str().unwrap()]);
+    assert_eq!(s["memories"][0]["peak_bytes"].as_u64(), Some(largest));
+    // Categories are the torch names.
+    let peak = common::json(&["peak", path.to_str().unwrap()]);
+    let by_category = peak["memories"][0]["breakdowns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["by"] == "category")
+        .unwrap()
+        .to_string();
+    assert!(by_category.contains("PARAMETER") && by_category.contains("OPTIMIZER_STATE"));
+}
+
+#[test]
+fn every_torch_fixture_works_with_every_command_and_format() {
+    let Some(dir) = common::shared_fixture("torch") else {
+        return;
+    };
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_file())
+        .collect();
+    files.sort();
+    assert!(files.len() >= 12);
+    for f in &files {
+        // The 53 MB trace once per command is enough; the rest in every format.
+        let big = f.metadata().unwrap().len() > 1 << 20;
+        let formats: &[&str] = if big {
+            &["csv"]
+        } else {
+            &["table", "json", "csv"]
+        };
+        let f = f.to_str().unwrap();
+        for command in ["summary", "peak", "leaks"] {
+            for &format in formats {
+                let out = common::memtool()
+                    .args([command, f, "--format", format])
+                    .output()
+                    .unwrap();
+                assert!(
+                    out.status.success(),
+                    "{command} {f} {format}: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                assert!(!out.stdout.is_empty());
+            }
+        }
+        let out = common::memtool()
+            .args(["diff", f, f, "--format", "json"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "diff {f}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+#[test]
+fn generated_traces_attribute_allocations_to_the_innermost_op() {
+    let expected = read_json(&common::repo_fixture("torch/expected.json"));
+    let path = common::repo_fixture("torch/synthetic.pt.trace.json.gz");
+    let summary = common::json(&["summary", path.to_str().unwrap()]);
+    for m in summary["memories"].as_array().unwrap() {
+        let id = m["id"].as_str().unwrap();
+        assert_eq!(
+            m["peak_bytes"], expected["trace_peak_total_allocated"][id],
+            "{id}: the peak is the largest Total Allocated"
+        );
+    }
+    assert_eq!(summary["memories"][1]["capacity_bytes"], 16u64 << 30);
+    let p = profile(&path);
+    let mut checked = 0;
+    for m in &p.memories {
+        for a in &m.allocations {
+            let Some(addr) = a.address else { continue };
+            let Some(op) = expected["alloc_ops"].get(addr.to_string()) else {
+                continue;
+            };
+            let site = p.names.site_of(a.site);
+            let got = site.op.map(|s| p.names.str(s).to_string());
+            assert_eq!(got.as_deref(), op.as_str(), "allocation at {addr:#x}");
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, expected["alloc_ops"].as_object().unwrap().len());
+    // The same events without Addr or totals pair by size; the live bytes
+    // differ from the full trace only by what only the totals revealed.
+    let old = common::repo_fixture("torch/synthetic_v19.pt.trace.json");
+    let old_summary = common::json(&["summary", old.to_str().unwrap()]);
+    let cuda = |s: &Value| s["memories"][1]["peak_bytes"].as_u64().unwrap();
+    assert_eq!(cuda(&summary) - cuda(&old_summary), 1 << 20);
+    assert_eq!(old_summary["memories"][1]["events"], 7);
+}
+
+#[test]
+fn generated_memory_timelines_replay_their_categories() {
+    let expected = read_json(&common::repo_fixture("torch/expected.json"));
+    for (file, prefix) in [
+        ("synthetic.memory_timeline.json", "timeline"),
+        ("synthetic.memory_timeline.raw.json.gz", "raw_timeline"),
+    ] {
+        let path = common::repo_fixture(&format!("torch/{file}"));
+        let summary = common::json(&["summary", path.to_str().unwrap()]);
+        let m = &summary["memories"][0];
+        assert_eq!(
+            m["peak_bytes"],
+            expected[format!("{prefix}_peak")],
+            "{file}"
+        );
+        assert_eq!(
+            m["final_bytes"],
+            expected[format!("{prefix}_final")],
+            "{file}"
+        );
+    }
+}
+
+#[test]
+fn hostile_json_is_an_error_not_a_panic() {
+    let dir = std::env::temp_dir().join(format!("memtool-torch-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let deep = format!("{{\"traceEvents\": {}", "[".repeat(100_000));
+    for (name, text) in [
+        ("deep.json", deep.as_str()),
+        (
+            "truncated.json",
+            "{\"traceEvents\": [{\"name\": \"[memory]\", \"ts\": 1",
+        ),
+        (
+            "no_memory.json",
+            "{\"traceEvents\": [{\"name\": \"aten::mm\", \"ph\": \"X\"}]}",
+        ),
+        ("bad_timeline.json", "[[1, 2], [[0, 1e400]]]"),
+    ] {
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        let err = common::fails(&["summary", path.to_str().unwrap()], 2);
+        assert!(err.contains(name), "{err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
