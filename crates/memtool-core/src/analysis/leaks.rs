@@ -163,6 +163,15 @@ pub fn leaks(profile: &Profile, options: &Options) -> LeaksReport {
     }
 }
 
+impl LeaksReport {
+    /// Whether any memory has a group that was still growing at the end.
+    pub fn has_steady_growth(&self) -> bool {
+        self.memories
+            .iter()
+            .any(|m| m.findings.iter().any(|f| f.growth == Growth::Steady))
+    }
+}
+
 /// The group an allocation's growth is tracked by: its call stack, or for
 /// profiles without stacks (allocator events) its op and shape.
 pub fn leak_key(names: &Names, site: SiteId, filter: &FrameFilter) -> String {

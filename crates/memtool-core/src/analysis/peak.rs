@@ -15,6 +15,10 @@ use super::{display_id, point_label, replay, AllocatorState, MemoryHeader, Optio
 
 pub const SCHEMA: &str = "memtool/peak/v1";
 
+/// The `at_peak` row for bytes the allocator reports in use that no recorded
+/// allocation accounts for.
+pub const UNEXPLAINED_OP: &str = "<in use by the allocator's count, not in any recorded event>";
+
 /// Breakdowns shown for every memory, in this order.
 const BREAKDOWNS: [GroupBy; 6] = [
     GroupBy::Stack,
@@ -106,7 +110,25 @@ pub fn peak(profile: &Profile, options: &Options) -> PeakReport {
         let mut header = MemoryHeader::of(memory);
         header.capacity_bytes = state.capacity_bytes.or(header.capacity_bytes);
         let live = replay::live_at(memory, p.index);
-        let at_peak = at_peak_rows(&profile.names, memory, &live, p.index, p.at);
+        let mut at_peak = at_peak_rows(&profile.names, memory, &live, p.index, p.at);
+        // The allocator counted more than the recorded events explain (events
+        // lost, or allocations it made for itself): say so, so the rows add
+        // up to the peak.
+        let unexplained = reported.bytes.saturating_sub(p.bytes);
+        if unexplained > 0 && !at_peak.is_empty() {
+            at_peak.push(AtPeakRow {
+                op: Some(UNEXPLAINED_OP.to_string()),
+                shape: None,
+                dtype: None,
+                region: None,
+                step: None,
+                bytes: unexplained,
+                requested_bytes: unexplained,
+                count: 0,
+                oldest_age: None,
+            });
+            at_peak.sort_by_key(|r| std::cmp::Reverse(r.bytes));
+        }
         let by_site = group::totals_by_site(memory, &live);
         let breakdowns = BREAKDOWNS
             .iter()

@@ -48,17 +48,23 @@ pub fn sniff(bytes: &[u8]) -> Sniffed {
 fn sniff_protobuf(bytes: &[u8]) -> Sniffed {
     let mut fields = Fields::new(bytes);
     let mut seen_any = false;
+    // Text can frame as a few varint fields by chance; real profiles start
+    // with a length-delimited field, so an early framing error only keeps
+    // the vote once one was seen.
+    let mut seen_message = false;
     let mut vote = Sniffed::Unknown;
     // The first few top-level fields decide; a huge XSpace has only a handful.
     for _ in 0..64 {
         let (number, value) = match fields.next_field() {
             Ok(Some((n, v, _))) => (n, v),
             Ok(None) => break,
-            Err(_) => return if seen_any { vote } else { Sniffed::Unknown },
+            Err(_) if !seen_any && truncated_xspace(bytes) => return Sniffed::XSpace,
+            Err(_) => return if seen_message { vote } else { Sniffed::Unknown },
         };
         seen_any = true;
+        seen_message |= matches!(value, Value::Bytes(_));
         match (number, value) {
-            (5..=15, _) => return Sniffed::Pprof,
+            (5..=15, _) => vote = Sniffed::Pprof,
             (1, Value::Bytes(inner)) => {
                 let inner: Vec<_> = Fields::new(inner).take(8).collect();
                 if inner.iter().any(|f| f.is_err()) {
@@ -78,6 +84,23 @@ fn sniff_protobuf(bytes: &[u8]) -> Sniffed {
         }
     }
     vote
+}
+
+/// An XSpace cut short inside its first plane (usually the only big one):
+/// field 1 is length-delimited and what is there of it starts like an
+/// `XPlane` (id, then a name), so the reader can say where it is cut.
+fn truncated_xspace(bytes: &[u8]) -> bool {
+    if bytes.first() != Some(&0x0a) {
+        return false;
+    }
+    // Skip the length prefix of field 1.
+    let Some(len_bytes) = bytes.iter().skip(1).take(10).position(|b| b & 0x80 == 0) else {
+        return false;
+    };
+    let inner = bytes.get(2 + len_bytes..).unwrap_or_default();
+    Fields::new(inner).take(4).any(|f| {
+        matches!(f, Ok((2, Value::Bytes(name), _)) if std::str::from_utf8(name).is_ok_and(|n| n.starts_with('/') || n == "Task Environment"))
+    })
 }
 
 #[cfg(test)]

@@ -39,7 +39,11 @@ pub fn memtool() -> Command {
 
 /// Runs memtool and parses its stdout as JSON, asserting exit code 0.
 pub fn json(args: &[&str]) -> serde_json::Value {
-    let out = memtool().args(args).args(["--format", "json"]).output().unwrap();
+    let out = memtool()
+        .args(args)
+        .args(["--format", "json"])
+        .output()
+        .unwrap();
     assert!(
         out.status.success(),
         "memtool {args:?} failed: {}",
@@ -51,6 +55,11 @@ pub fn json(args: &[&str]) -> serde_json::Value {
 /// Runs memtool expecting failure with `code`; returns stderr.
 pub fn fails(args: &[&str], code: i32) -> String {
     let out = memtool().args(args).output().unwrap();
-    assert_eq!(out.status.code(), Some(code), "memtool {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "memtool {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8(out.stderr).unwrap()
 }
