@@ -703,3 +703,43 @@ fn damaged_profiles_never_panic() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn budget_lists_the_fewest_largest_groups_to_remove() {
+    let Some(f) = fixture("tf_cnn") else { return };
+    let peak = num(&f.xprof["mklcpu"]["profileSummary"]["peakStats"]["peakBytesInUse"]);
+    let fits = json(&["peak", path(&f.profile), "--budget", &peak.to_string()]);
+    let cut = &memory(&fits, "mklcpu")["budget"];
+    assert_eq!(
+        (num(&cut["over_bytes"]), cut["fits"].as_bool()),
+        (0, Some(true))
+    );
+    assert!(cut["remove"].as_array().unwrap().is_empty());
+
+    let budget = peak - 20 * 1024 * 1024;
+    let doc = json(&["peak", path(&f.profile), "--budget", &budget.to_string()]);
+    let m = memory(&doc, "mklcpu");
+    let cut = &m["budget"];
+    assert_eq!(num(&cut["over_bytes"]), 20 * 1024 * 1024);
+    let removed: Vec<i64> = cut["remove"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| num(&g["bytes"]))
+        .collect();
+    let total: i64 = removed.iter().sum();
+    assert!(total >= num(&cut["over_bytes"]));
+    assert!(
+        total - removed.last().unwrap() < num(&cut["over_bytes"]),
+        "{removed:?}"
+    );
+    // The largest rows live at the peak, in order.
+    let mut rows: Vec<i64> = m["at_peak"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| num(&r["bytes"]))
+        .collect();
+    rows.sort_by(|a, b| b.cmp(a));
+    assert_eq!(removed, rows[..removed.len()].to_vec());
+}

@@ -70,9 +70,98 @@ pub struct MemoryPeak {
     /// step), largest first; empty when allocations carry none of these.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub at_peak: Vec<AtPeakRow>,
+    /// With `--budget`: what would have to go for the peak to fit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub budget: Option<BudgetCut>,
     /// Breakdowns of the live set at the peak, one per [`GroupBy`]; a
     /// breakdown the profile has no data for (shapes in pprof) is left out.
     pub breakdowns: Vec<Breakdown>,
+}
+
+/// The fewest groups live at the peak whose removal brings it under a budget:
+/// the largest first (taking the largest groups is what needs the fewest).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct BudgetCut {
+    pub budget_bytes: u64,
+    /// Bytes over the budget at the peak (0: it fits).
+    pub over_bytes: u64,
+    /// Whether removing every listed group is enough.
+    pub fits: bool,
+    /// The groups to remove (`at_peak` groups, else call stacks), largest first.
+    pub remove: Vec<BudgetGroup>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct BudgetGroup {
+    pub key: String,
+    pub bytes: u64,
+}
+
+impl MemoryPeak {
+    fn budget_cut(&self, budget: u64) -> BudgetCut {
+        let over = self.peak_bytes.saturating_sub(budget);
+        let mut groups: Vec<BudgetGroup> = if self.at_peak.is_empty() {
+            self.breakdowns
+                .first()
+                .map(|b| {
+                    b.groups
+                        .iter()
+                        .map(|g| BudgetGroup {
+                            key: g.key.clone(),
+                            bytes: g.totals.bytes,
+                        })
+                        .collect()
+                })
+                .unwrap_or_default()
+        } else {
+            self.at_peak
+                .iter()
+                .map(|r| BudgetGroup {
+                    key: row_label(r),
+                    bytes: r.bytes,
+                })
+                .collect()
+        };
+        groups.sort_by(|a, b| b.bytes.cmp(&a.bytes).then_with(|| a.key.cmp(&b.key)));
+        let mut removed = 0u64;
+        let mut remove = Vec::new();
+        for g in groups {
+            if removed >= over {
+                break;
+            }
+            removed = removed.saturating_add(g.bytes);
+            remove.push(g);
+        }
+        BudgetCut {
+            budget_bytes: budget,
+            over_bytes: over,
+            fits: removed >= over,
+            remove,
+        }
+    }
+}
+
+/// `op shape dtype region (step k)`, the parts that are known.
+fn row_label(r: &AtPeakRow) -> String {
+    let mut parts: Vec<String> = [&r.op, &r.shape, &r.dtype, &r.region]
+        .into_iter()
+        .flatten()
+        .cloned()
+        .collect();
+    if let Some(step) = r.step {
+        parts.push(format!("(step {step})"));
+    }
+    parts.join(" ")
+}
+
+impl PeakReport {
+    /// Lists, per memory, the groups to remove for its peak to fit `budget`.
+    pub fn with_budget(mut self, budget: u64) -> Self {
+        for m in &mut self.memories {
+            m.budget = Some(m.budget_cut(budget));
+        }
+        self
+    }
 }
 
 /// One group of allocations live at the peak.
@@ -149,6 +238,7 @@ pub fn peak(profile: &Profile, options: &Options) -> PeakReport {
             peak_step: memory.step_at(p.at).map(|s| s.id),
             fragmentation_at_peak: state.fragmentation,
             at_peak,
+            budget: None,
             breakdowns,
         });
     }
@@ -277,6 +367,30 @@ impl Report for PeakReport {
             ]);
         }
         tables.push(t);
+        for m in &self.memories {
+            let Some(cut) = &m.budget else {
+                continue;
+            };
+            let mut t = Table::new(
+                format!(
+                    "To fit {} — {} ({} over{})",
+                    crate::report::units::bytes(cut.budget_bytes),
+                    display_id(&m.header.id),
+                    crate::report::units::bytes(cut.over_bytes),
+                    if cut.fits {
+                        ""
+                    } else {
+                        "; removing everything is not enough"
+                    }
+                ),
+                vec!["remove", "bytes"],
+            );
+            for g in &cut.remove {
+                t.rows
+                    .push(vec![g.key.clone().into(), Cell::Bytes(g.bytes)]);
+            }
+            tables.push(t);
+        }
         for m in self.memories.iter().filter(|m| !m.at_peak.is_empty()) {
             let mut t = Table::new(
                 format!(

@@ -26,6 +26,10 @@ pub struct PeakArgs {
     /// docs/xprof-differences.md).
     #[arg(long)]
     pub xprof_compat: bool,
+    /// List the fewest groups live at the peak that would have to go for it
+    /// to fit in BYTES (e.g. 16GiB).
+    #[arg(long, value_name = "BYTES", value_parser = crate::cli::parse_size)]
+    pub budget: Option<u64>,
     #[command(flatten)]
     pub output: OutputArgs,
 }
@@ -36,7 +40,10 @@ pub fn run(args: &PeakArgs) -> Result<Outcome> {
     if args.xprof_compat {
         options.ties = Ties::Last;
     }
-    let report = peak::peak(&profile, &options);
+    let mut report = peak::peak(&profile, &options);
+    if let Some(budget) = args.budget {
+        report = report.with_budget(budget);
+    }
     output::write(&report, &args.output)?;
     Ok(Outcome::Success)
 }
