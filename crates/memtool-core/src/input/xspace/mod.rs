@@ -163,6 +163,25 @@ pub struct Metadata<'a> {
 }
 
 impl<'a> Metadata<'a> {
+    /// Every event type: (metadata id, name), in id order.
+    pub fn events(&self) -> Vec<(i64, &str)> {
+        let mut out: Vec<(i64, &str)> = self
+            .events
+            .iter()
+            .map(|(&id, n)| (id, n.as_ref()))
+            .collect();
+        out.sort_unstable();
+        out
+    }
+
+    /// Every stat type: (metadata id, name), in id order.
+    pub fn stats(&self) -> Vec<(i64, &str)> {
+        let mut out: Vec<(i64, &str)> =
+            self.stats.iter().map(|(&id, n)| (id, n.as_ref())).collect();
+        out.sort_unstable();
+        out
+    }
+
     pub fn event_name(&self, id: i64) -> Option<&str> {
         self.events.get(&id).map(|n| n.as_ref())
     }
