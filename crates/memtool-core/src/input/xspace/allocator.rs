@@ -23,7 +23,7 @@
 
 use std::collections::HashMap;
 
-use super::{corrupt, planes, Line, Metadata, Plane, StatValue};
+use super::{corrupt, planes, Line, Metadata, Plane, StatKeys, StatValue};
 use crate::error::Result;
 use crate::model::{
     AllocId, Allocation, AllocatorSample, Axis, Event, EventKind, Format, InputInfo, Memory,
@@ -117,6 +117,7 @@ pub(crate) fn read(profile: &mut Profile, path: &str, bytes: &[u8]) -> Result<()
         steps: HashMap::new(),
         seq: 0,
         bad_times: 0,
+        ref_strings: Vec::new(),
     };
     for plane in planes(bytes) {
         let plane = plane.map_err(|e| corrupt(path, e))?;
@@ -150,12 +151,15 @@ struct Reader<'p> {
     profile: &'p mut Profile,
     path: &'p str,
     start_ns: Option<i64>,
-    allocators: Vec<String>,
+    /// Allocator names, interned.
+    allocators: Vec<Option<StrId>>,
     events: Vec<RawEvent>,
     /// Step number → span, merged over every event that marks it.
     steps: HashMap<i64, Step>,
     seq: u64,
     bad_times: u64,
+    /// Interned text of `ref_value` stats of the current plane, by ref id.
+    ref_strings: Vec<Option<Option<StrId>>>,
 }
 
 impl Reader<'_> {
@@ -165,7 +169,8 @@ impl Reader<'_> {
         let allocs = meta.event_ids("MemoryAllocation");
         let frees = meta.event_ids("MemoryDeallocation");
         let keys = meta.stat_keys(&STAT_NAMES);
-        let has_steps = keys.values().any(|&k| k == Key::StepNum);
+        let has_steps = keys.contains(Key::StepNum);
+        self.ref_strings.clear();
         for line in plane.lines() {
             let line = line.map_err(|e| corrupt(path, e))?;
             let origin_ps = self.origin_ps(&line);
@@ -205,13 +210,13 @@ impl Reader<'_> {
 
     fn step_event(
         &mut self,
-        keys: &HashMap<i64, Key>,
+        keys: &StatKeys<Key>,
         event: &super::Event<'_>,
         at: i64,
     ) -> Result<()> {
         for stat in event.stats() {
             let stat = stat.map_err(|e| corrupt(self.path, e))?;
-            if keys.get(&stat.metadata_id) != Some(&Key::StepNum) {
+            if keys.get(stat.metadata_id) != Some(Key::StepNum) {
                 continue;
             }
             let Some(id) = stat.value.as_i64() else {
@@ -232,7 +237,7 @@ impl Reader<'_> {
     fn allocator_event(
         &mut self,
         meta: &Metadata<'_>,
-        keys: &HashMap<i64, Key>,
+        keys: &StatKeys<Key>,
         event: &super::Event<'_>,
         at: i64,
         free: bool,
@@ -243,25 +248,42 @@ impl Reader<'_> {
             free,
             ..RawEvent::default()
         };
-        let mut allocator: Option<String> = None;
+        let mut allocator: Option<Option<StrId>> = None;
         let names = &mut self.profile.names;
+        let ref_strings = &mut self.ref_strings;
         for stat in event.stats() {
             let stat = stat.map_err(|e| corrupt(self.path, e))?;
-            let Some(&key) = keys.get(&stat.metadata_id) else {
+            let Some(key) = keys.get(stat.metadata_id) else {
                 continue;
             };
             let v = stat.value;
+            // Strings are nearly always `ref_value`s: intern each once.
             let mut string = |v: &StatValue<'_>| {
-                meta.str_value(v)
-                    .and_then(|s| names.optional_string(s.as_ref()))
+                let cached = match *v {
+                    StatValue::Ref(id) => usize::try_from(id).ok().filter(|&i| i < 1 << 20),
+                    _ => None,
+                };
+                if let Some(Some(id)) = cached.and_then(|i| ref_strings.get(i)) {
+                    return *id;
+                }
+                let interned = meta
+                    .str_value(v)
+                    .and_then(|s| names.optional_string(s.as_ref()));
+                if let Some(i) = cached {
+                    if ref_strings.len() <= i {
+                        ref_strings.resize(i + 1, None);
+                    }
+                    ref_strings[i] = Some(interned);
+                }
+                interned
             };
             match key {
                 Key::AllocatorName => {
-                    allocator = meta.str_value(&v).map(|s| s.into_owned());
+                    allocator = Some(string(&v));
                 }
                 Key::DeviceOrdinal | Key::IndexOnHost => {
                     if allocator.is_none() {
-                        allocator = v.as_i64().map(|n| n.to_string());
+                        allocator = v.as_i64().map(|n| Some(names.string(&n.to_string())));
                     }
                 }
                 Key::Reserved => raw.stack = v.as_u64(),
@@ -284,7 +306,7 @@ impl Reader<'_> {
                 Key::StepNum => {}
             }
         }
-        let allocator = allocator.unwrap_or_else(|| "<unnamed allocator>".to_string());
+        let allocator = allocator.flatten();
         raw.allocator = match self.allocators.iter().position(|a| *a == allocator) {
             Some(i) => i as u32,
             None => {
@@ -324,10 +346,11 @@ impl Reader<'_> {
             }
         }
         for (name, events) in allocators.into_iter().zip(per_allocator) {
+            let name = name.map_or("<unnamed allocator>", |n| profile.names.str(n));
             let id = if profile.memories.iter().any(|m| m.id == name) {
                 format!("{name} ({})", file_name(path))
             } else {
-                name
+                name.to_string()
             };
             let mut memory = Memory::new(id, MemoryKind::Allocator, Axis::TimePs);
             memory.steps = steps.clone();

@@ -205,16 +205,28 @@ impl<'a> Metadata<'a> {
 
     /// A map from stat metadata id to a caller's key, for the stat names in
     /// `wanted` — so the hot loop over events compares integers, not strings.
-    pub fn stat_keys<K: Copy>(&self, wanted: &[(&str, K)]) -> HashMap<i64, K> {
-        self.stats
-            .iter()
-            .filter_map(|(&id, name)| {
-                wanted
-                    .iter()
-                    .find(|(w, _)| *w == name.as_ref())
-                    .map(|&(_, k)| (id, k))
-            })
-            .collect()
+    pub fn stat_keys<K: Copy + PartialEq>(&self, wanted: &[(&str, K)]) -> StatKeys<K> {
+        let mut keys = StatKeys {
+            dense: Vec::new(),
+            sparse: HashMap::new(),
+        };
+        for (&id, name) in &self.stats {
+            let Some(&(_, k)) = wanted.iter().find(|(w, _)| *w == name.as_ref()) else {
+                continue;
+            };
+            match usize::try_from(id).ok().filter(|&i| i < DENSE_IDS) {
+                Some(i) => {
+                    if keys.dense.len() <= i {
+                        keys.dense.resize(i + 1, None);
+                    }
+                    keys.dense[i] = Some(k);
+                }
+                None => {
+                    keys.sparse.insert(id, k);
+                }
+            }
+        }
+        keys
     }
 
     /// A stat's value as text: a string, or a `ref_value` resolved to the
@@ -228,6 +240,30 @@ impl<'a> Metadata<'a> {
                 .map(|n| Cow::Borrowed(n.as_ref())),
             _ => None,
         }
+    }
+}
+
+/// Metadata ids below this are looked up in a table rather than hashed:
+/// writers number metadata densely from 1.
+const DENSE_IDS: usize = 1 << 16;
+
+/// Stat metadata ids mapped to a caller's keys (see [`Metadata::stat_keys`]).
+#[derive(Clone, Debug)]
+pub struct StatKeys<K> {
+    dense: Vec<Option<K>>,
+    sparse: HashMap<i64, K>,
+}
+
+impl<K: Copy + PartialEq> StatKeys<K> {
+    pub fn get(&self, id: i64) -> Option<K> {
+        match usize::try_from(id).ok().filter(|&i| i < DENSE_IDS) {
+            Some(i) => self.dense.get(i).copied().flatten(),
+            None => self.sparse.get(&id).copied(),
+        }
+    }
+
+    pub fn contains(&self, key: K) -> bool {
+        self.dense.iter().flatten().any(|&k| k == key) || self.sparse.values().any(|&k| k == key)
     }
 }
 
