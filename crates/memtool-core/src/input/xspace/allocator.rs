@@ -338,14 +338,14 @@ impl Reader<'_> {
         if events.is_empty() {
             profile.warn(path, NO_EVENTS_HINT);
         }
-        events.sort_by_key(|e| (e.at, e.seq));
-        let mut per_allocator: Vec<Vec<RawEvent>> = vec![Vec::new(); allocators.len()];
-        for e in events {
-            if let Some(v) = per_allocator.get_mut(e.allocator as usize) {
-                v.push(e);
-            }
-        }
-        for (name, events) in allocators.into_iter().zip(per_allocator) {
+        // Each allocator's events become one contiguous run, in time order:
+        // no copy per allocator.
+        events.sort_by_key(|e| (e.allocator, e.at, e.seq));
+        let mut rest: &[RawEvent] = &events;
+        for (index, name) in allocators.into_iter().enumerate() {
+            let n = rest.partition_point(|e| e.allocator as usize == index);
+            let (events, tail) = rest.split_at(n);
+            rest = tail;
             let name = name.map_or("<unnamed allocator>", |n| profile.names.str(n));
             let id = if profile.memories.iter().any(|m| m.id == name) {
                 format!("{name} ({})", file_name(path))
@@ -354,7 +354,7 @@ impl Reader<'_> {
             };
             let mut memory = Memory::new(id, MemoryKind::Allocator, Axis::TimePs);
             memory.steps = steps.clone();
-            build_memory(profile, path, &mut memory, &events);
+            build_memory(profile, path, &mut memory, events);
             profile.memories.push(memory);
         }
         profile.inputs.push(InputInfo {
