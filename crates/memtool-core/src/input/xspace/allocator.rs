@@ -26,8 +26,8 @@ use std::collections::HashMap;
 use super::{corrupt, planes, Line, Metadata, Plane, StatKeys, StatValue};
 use crate::error::Result;
 use crate::model::{
-    AllocId, Allocation, AllocatorSample, Axis, Event, EventKind, Format, InputInfo, Memory,
-    MemoryKind, Profile, Site, StackId, Step, StrId,
+    AllocId, Allocation, AllocatorSample, Axis, Event, EventKind, Memory, MemoryKind, Profile,
+    Site, StackId, Step, StrId,
 };
 
 /// The op label of the heap held before the first event.
@@ -357,11 +357,6 @@ impl Reader<'_> {
             build_memory(profile, path, &mut memory, events);
             profile.memories.push(memory);
         }
-        profile.inputs.push(InputInfo {
-            path: path.to_string(),
-            format: Format::XSpace,
-            executables: None,
-        });
     }
 }
 
