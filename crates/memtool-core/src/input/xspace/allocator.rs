@@ -84,26 +84,93 @@ const STAT_NAMES: [(&str, Key); 16] = [
     ("step_num", Key::StepNum),
 ];
 
-/// One allocator event as read, before it is placed in its memory.
-#[derive(Clone, Debug, Default)]
+/// One allocator event as read, before it is placed in its memory. Kept
+/// compact (about 100 bytes): a profile holds millions of them until they
+/// are sorted. Absent numbers are `u64::MAX`, absent strings `StrId(0)` (the
+/// empty string, which is never stored as a value).
+#[derive(Clone, Debug)]
 struct RawEvent {
     at: i64,
     /// Walk order: (line, index) ties.
     seq: u64,
     free: bool,
     allocator: u32,
-    address: Option<u64>,
-    allocation_bytes: Option<u64>,
-    requested: Option<u64>,
-    stack: Option<u64>,
-    heap: Option<u64>,
-    available: Option<u64>,
-    fragmentation: Option<f64>,
-    peak_in_use: Option<u64>,
-    op: Option<StrId>,
-    shape: Option<StrId>,
-    dtype: Option<StrId>,
-    region: Option<StrId>,
+    numbers: [u64; 7],
+    /// NaN when absent.
+    fragmentation: f64,
+    strings: [StrId; 4],
+}
+
+const ADDRESS: usize = 0;
+const ALLOCATION_BYTES: usize = 1;
+const REQUESTED: usize = 2;
+const STACK: usize = 3;
+const HEAP: usize = 4;
+const AVAILABLE: usize = 5;
+const PEAK_IN_USE: usize = 6;
+
+const OP: usize = 0;
+const SHAPE: usize = 1;
+const DTYPE: usize = 2;
+const REGION: usize = 3;
+
+impl RawEvent {
+    fn new(at: i64, seq: u64, free: bool) -> RawEvent {
+        RawEvent {
+            at,
+            seq,
+            free,
+            allocator: 0,
+            numbers: [u64::MAX; 7],
+            fragmentation: f64::NAN,
+            strings: [StrId(0); 4],
+        }
+    }
+
+    fn number(&self, which: usize) -> Option<u64> {
+        self.numbers.get(which).copied().filter(|&n| n != u64::MAX)
+    }
+
+    fn set_number(&mut self, which: usize, value: Option<u64>) {
+        if let Some(slot) = self.numbers.get_mut(which) {
+            *slot = value.unwrap_or(u64::MAX);
+        }
+    }
+
+    fn string(&self, which: usize) -> Option<StrId> {
+        self.strings.get(which).copied().filter(|s| s.0 != 0)
+    }
+
+    fn set_string(&mut self, which: usize, value: Option<StrId>) {
+        if let Some(slot) = self.strings.get_mut(which) {
+            *slot = value.unwrap_or(StrId(0));
+        }
+    }
+
+    fn address(&self) -> Option<u64> {
+        self.number(ADDRESS)
+    }
+    fn allocation_bytes(&self) -> Option<u64> {
+        self.number(ALLOCATION_BYTES)
+    }
+    fn requested(&self) -> Option<u64> {
+        self.number(REQUESTED)
+    }
+    fn stack(&self) -> Option<u64> {
+        self.number(STACK)
+    }
+    fn heap(&self) -> Option<u64> {
+        self.number(HEAP)
+    }
+    fn available(&self) -> Option<u64> {
+        self.number(AVAILABLE)
+    }
+    fn peak_in_use(&self) -> Option<u64> {
+        self.number(PEAK_IN_USE)
+    }
+    fn fragmentation(&self) -> Option<f64> {
+        Some(self.fragmentation).filter(|f| f.is_finite())
+    }
 }
 
 pub(crate) fn read(profile: &mut Profile, path: &str, bytes: &[u8]) -> Result<()> {
@@ -242,12 +309,7 @@ impl Reader<'_> {
         at: i64,
         free: bool,
     ) -> Result<RawEvent> {
-        let mut raw = RawEvent {
-            at,
-            seq: self.seq,
-            free,
-            ..RawEvent::default()
-        };
+        let mut raw = RawEvent::new(at, self.seq, free);
         let mut allocator: Option<Option<StrId>> = None;
         let names = &mut self.profile.names;
         let ref_strings = &mut self.ref_strings;
@@ -286,22 +348,23 @@ impl Reader<'_> {
                         allocator = v.as_i64().map(|n| Some(names.string(&n.to_string())));
                     }
                 }
-                Key::Reserved => raw.stack = v.as_u64(),
-                Key::Allocated => raw.heap = v.as_u64(),
-                Key::Available => raw.available = v.as_u64(),
-                Key::Fragmentation => raw.fragmentation = v.as_f64().filter(|f| f.is_finite()),
-                Key::PeakInUse => raw.peak_in_use = v.as_u64(),
-                Key::Requested => raw.requested = v.as_u64(),
-                Key::AllocationBytes => raw.allocation_bytes = v.as_u64(),
-                Key::Address => raw.address = v.as_u64(),
-                Key::TfOp => raw.op = string(&v),
-                Key::Region => raw.region = string(&v),
-                Key::Shape => raw.shape = string(&v),
+                Key::Reserved => raw.set_number(STACK, v.as_u64()),
+                Key::Allocated => raw.set_number(HEAP, v.as_u64()),
+                Key::Available => raw.set_number(AVAILABLE, v.as_u64()),
+                Key::Fragmentation => raw.fragmentation = v.as_f64().unwrap_or(f64::NAN),
+                Key::PeakInUse => raw.set_number(PEAK_IN_USE, v.as_u64()),
+                Key::Requested => raw.set_number(REQUESTED, v.as_u64()),
+                Key::AllocationBytes => raw.set_number(ALLOCATION_BYTES, v.as_u64()),
+                Key::Address => raw.set_number(ADDRESS, v.as_u64()),
+                Key::TfOp => raw.set_string(OP, string(&v)),
+                Key::Region => raw.set_string(REGION, string(&v)),
+                Key::Shape => raw.set_string(SHAPE, string(&v)),
                 Key::DataType => {
-                    raw.dtype = v
+                    let dtype = v
                         .as_i64()
                         .and_then(dtype_name)
-                        .map(|name| names.string(name))
+                        .map(|name| names.string(name));
+                    raw.set_string(DTYPE, dtype);
                 }
                 Key::StepNum => {}
             }
@@ -372,29 +435,29 @@ fn build_memory(profile: &mut Profile, path: &str, memory: &mut Memory, events: 
     let (mut reused, mut no_address_frees, mut stack_changes) = (0u64, 0u64, 0u64);
     memory.events.reserve(events.len());
     memory.allocator_samples.reserve(events.len());
-    let first_stack = events.first().and_then(|e| e.stack);
+    let first_stack = events.first().and_then(|e| e.stack());
     for e in events {
-        let bytes = e.allocation_bytes.or(e.requested).unwrap_or(0);
+        let bytes = e.allocation_bytes().or(e.requested()).unwrap_or(0);
         let site = profile.names.site(Site {
             stack: StackId(0),
-            op: e.op,
-            shape: e.shape,
-            dtype: e.dtype,
-            category: e.region,
+            op: e.string(OP),
+            shape: e.string(SHAPE),
+            dtype: e.string(DTYPE),
+            category: e.string(REGION),
         });
         let allocation = Allocation {
             bytes,
-            requested: e.requested.unwrap_or(bytes),
+            requested: e.requested().unwrap_or(bytes),
             count: 1,
-            address: e.address,
+            address: e.address(),
             site,
         };
         let id = if e.free {
-            match e.address.and_then(|a| live.remove(&a)) {
+            match e.address().and_then(|a| live.remove(&a)) {
                 Some(id) => id,
                 None => {
                     // Freed, never seen allocated: it was live at the start.
-                    if e.address.is_none() {
+                    if e.address().is_none() {
                         no_address_frees += 1;
                     }
                     let id = memory.push_allocation(allocation);
@@ -405,7 +468,7 @@ fn build_memory(profile: &mut Profile, path: &str, memory: &mut Memory, events: 
             }
         } else {
             let id = memory.push_allocation(allocation);
-            if let Some(address) = e.address {
+            if let Some(address) = e.address() {
                 if live.insert(address, id).is_some() {
                     reused += 1;
                 }
@@ -421,25 +484,25 @@ fn build_memory(profile: &mut Profile, path: &str, memory: &mut Memory, events: 
             },
             alloc: id,
         });
-        if e.stack != first_stack {
+        if e.stack() != first_stack {
             stack_changes += 1;
         }
         memory.allocator_samples.push(AllocatorSample {
             at: e.at,
             reserved_bytes: None,
-            allocated_bytes: e.heap.map(|h| h.saturating_add(e.stack.unwrap_or(0))),
-            free_bytes: e.available,
+            allocated_bytes: e.heap().map(|h| h.saturating_add(e.stack().unwrap_or(0))),
+            free_bytes: e.available(),
             largest_free_block: None,
-            fragmentation: e.fragmentation,
+            fragmentation: e.fragmentation(),
         });
-        if let Some(p) = e.peak_in_use {
+        if let Some(p) = e.peak_in_use() {
             memory.allocator_peak_bytes = Some(memory.allocator_peak_bytes.map_or(p, |q| q.max(p)));
         }
     }
     // What the heap held before the first event that no free accounts for.
     if let Some(first) = events.first() {
-        if let Some(heap) = first.heap {
-            let own = first.allocation_bytes.or(first.requested).unwrap_or(0);
+        if let Some(heap) = first.heap() {
+            let own = first.allocation_bytes().or(first.requested()).unwrap_or(0);
             let before = if first.free {
                 heap.saturating_add(own)
             } else {
