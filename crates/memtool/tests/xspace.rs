@@ -743,3 +743,38 @@ fn budget_lists_the_fewest_largest_groups_to_remove() {
     rows.sort_by(|a, b| b.cmp(a));
     assert_eq!(removed, rows[..removed.len()].to_vec());
 }
+
+#[test]
+fn diff_compares_op_and_shape_groups_at_the_peaks() {
+    let (Some(base), Some(new)) = (fixture("tf_cnn"), fixture("tf_cnn_leak")) else {
+        return;
+    };
+    let peak =
+        |f: &Fixture| num(&f.xprof["mklcpu"]["profileSummary"]["peakStats"]["peakBytesInUse"]);
+    let doc = json(&["diff", path(&base.profile), path(&new.profile)]);
+    assert_eq!(num(&doc["total"]["base_bytes"]), peak(&base));
+    assert_eq!(num(&doc["total"]["new_bytes"]), peak(&new));
+    let x = &new.xprof["mklcpu"];
+    let peak_time = num(&x["profileSummary"]["peakStatsTimePs"]);
+    let leaked_before_peak = x["sampledTimelineSnapshots"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| {
+            s["activityMetadata"]["tfOpName"] == "AddV2"
+                && s["activityMetadata"]["memoryActivity"] == "ALLOCATION"
+                && num(&s["timeOffsetPs"]) <= peak_time
+        })
+        .count() as i64;
+    let row = doc["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["key"] == "AddV2 [256,1024]")
+        .expect("AddV2 row");
+    assert_eq!(
+        (num(&row["base_count"]), num(&row["new_count"])),
+        (0, leaked_before_peak)
+    );
+    assert!(num(&row["delta_bytes"]) >= leaked_before_peak * 256 * 1024 * 4);
+}

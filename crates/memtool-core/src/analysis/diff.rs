@@ -10,7 +10,7 @@ use serde::Serialize;
 use crate::model::{InputInfo, Profile, Warning};
 use crate::report::{units, Cell, Report, Table};
 
-use super::group::{self, GroupBy, Totals};
+use super::group::{self, Totals};
 use super::{display_id, replay, Options};
 
 pub const SCHEMA: &str = "memtool/diff/v1";
@@ -123,22 +123,22 @@ fn peak_groups(
     let mut groups: BTreeMap<String, Totals> = BTreeMap::new();
     let mut memories = Vec::new();
     for memory in options.selected(profile) {
-        let Some(p) = replay::peak(memory) else {
+        let Some(peak) = replay::reported_peak(memory, options.ties) else {
             continue;
         };
-        let by_site = group::totals_by_site(memory, &replay::live_at(memory, p.index));
+        let live = replay::live_at(memory, peak.point.index);
+        let by_site = group::totals_by_site(memory, &live);
         for (site, totals) in by_site {
             groups
-                .entry(group::label(
+                .entry(group::stack_or_op_shape(
                     &profile.names,
                     site,
-                    GroupBy::Stack,
                     &options.frames,
                 ))
                 .or_default()
                 .add(totals);
         }
-        memories.push((memory.id.clone(), memory.kind, p.bytes));
+        memories.push((memory.id.clone(), memory.kind, peak.bytes));
     }
     (groups, memories)
 }

@@ -8,10 +8,10 @@ use serde::Serialize;
 
 use std::collections::BTreeMap;
 
-use crate::model::{Memory, Names, Profile, SiteId};
+use crate::model::{Memory, Names, Profile};
 use crate::report::{units, Cell, Report, Table};
 
-use super::group::{self, FrameFilter, GroupBy};
+use super::group::{self, FrameFilter};
 use super::series::{self, GroupSeries};
 use super::steps::{self, StepStats};
 use super::{display_id, point_label, replay, MemoryHeader, Options, Provenance};
@@ -131,8 +131,9 @@ pub fn leaks(profile: &Profile, options: &Options) -> LeaksReport {
             .map(|m| m.values().map(|t| t.bytes).sum())
             .collect();
         let names = &profile.names;
-        let groups =
-            series::group_series_by(&per_point, |site| leak_key(names, site, &options.frames));
+        let groups = series::group_series_by(&per_point, |site| {
+            group::stack_or_op_shape(names, site, &options.frames)
+        });
         let mut findings: Vec<LeakFinding> = groups
             .into_iter()
             .filter_map(|g| classify(g, &labels))
@@ -172,21 +173,6 @@ impl LeaksReport {
     }
 }
 
-/// The group an allocation's growth is tracked by: its call stack, or for
-/// profiles without stacks (allocator events) its op and shape.
-pub fn leak_key(names: &Names, site: SiteId, filter: &FrameFilter) -> String {
-    let s = names.site_of(site);
-    if s.stack.0 != 0 || (s.op.is_none() && s.shape.is_none()) {
-        return group::label(names, site, GroupBy::Stack, filter);
-    }
-    let parts: Vec<&str> = [s.op, s.shape]
-        .into_iter()
-        .flatten()
-        .map(|id| names.str(id))
-        .collect();
-    parts.join(" ")
-}
-
 /// Allocations made during the profile (not live at its start) that are
 /// still live after the last event.
 fn never_freed(names: &Names, memory: &Memory, filter: &FrameFilter) -> Vec<NeverFreed> {
@@ -203,7 +189,7 @@ fn never_freed(names: &Names, memory: &Memory, filter: &FrameFilter) -> Vec<Neve
         let a = memory.allocation(id);
         let step = memory.step_at(at).map(|s| s.id);
         let g = groups
-            .entry((leak_key(names, a.site, filter), step))
+            .entry((group::stack_or_op_shape(names, a.site, filter), step))
             .or_default();
         g.0 = g.0.saturating_add(a.bytes);
         g.1 = g.1.saturating_add(a.count);
