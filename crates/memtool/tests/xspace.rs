@@ -778,3 +778,67 @@ fn diff_compares_op_and_shape_groups_at_the_peaks() {
     );
     assert!(num(&row["delta_bytes"]) >= leaked_before_peak * 256 * 1024 * 4);
 }
+
+/// A `/host:CPU` plane whose one line has an absolute (epoch) timestamp and
+/// two `MemoryAllocation` events of allocator `GPU_0_bfc`, 10 ps apart; no
+/// `Task Environment` plane.
+fn epoch_timestamps() -> Vec<u8> {
+    // stat ids: 1 allocator_name, 2 bytes_allocated, 3 allocation_bytes, 4 addr
+    let stat = |id: u64, field: u32, v: &[u8]| {
+        let mut s = Vec::new();
+        field_varint(&mut s, 1, id);
+        field_bytes(&mut s, field, v);
+        s
+    };
+    let int_stat = |id: u64, v: u64| {
+        let mut s = Vec::new();
+        field_varint(&mut s, 1, id);
+        field_varint(&mut s, 3, v);
+        s
+    };
+    let mut line = Vec::new();
+    field_varint(&mut line, 1, 1);
+    field_varint(&mut line, 3, 1_795_320_112_346_504_805);
+    for (offset, heap, address) in [(0u64, 100u64, 1u64), (10, 300, 2)] {
+        let mut event = Vec::new();
+        field_varint(&mut event, 1, 1);
+        field_varint(&mut event, 2, offset);
+        field_bytes(&mut event, 4, &stat(1, 5, b"GPU_0_bfc"));
+        field_bytes(&mut event, 4, &int_stat(2, heap));
+        field_bytes(
+            &mut event,
+            4,
+            &int_stat(3, if address == 1 { 100 } else { 200 }),
+        );
+        field_bytes(&mut event, 4, &int_stat(4, address));
+        field_bytes(&mut line, 4, &event);
+    }
+    let mut plane = Vec::new();
+    field_bytes(&mut plane, 2, b"/host:CPU");
+    field_bytes(&mut plane, 3, &line);
+    metadata_entry(&mut plane, 4, 1, "MemoryAllocation");
+    for (id, name) in [
+        (1, "allocator_name"),
+        (2, "bytes_allocated"),
+        (3, "allocation_bytes"),
+        (4, "addr"),
+    ] {
+        metadata_entry(&mut plane, 5, id, name);
+    }
+    let mut space = Vec::new();
+    field_bytes(&mut space, 1, &plane);
+    space
+}
+
+#[test]
+fn epoch_timestamps_count_from_the_earliest_line() {
+    let dir = scratch("epoch");
+    let file = dir.join("epoch.xplane.pb");
+    std::fs::write(&file, epoch_timestamps()).unwrap();
+    let doc = json(&["summary", path(&file)]);
+    let m = memory(&doc, "GPU_0_bfc");
+    assert_eq!(num(&m["peak_bytes"]), 300);
+    assert_eq!(num(&m["peak_time_ps"]), 10);
+    assert_eq!(num(&m["allocations"]), 2);
+    let _ = std::fs::remove_dir_all(&dir);
+}

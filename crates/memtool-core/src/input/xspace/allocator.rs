@@ -5,8 +5,9 @@
 //!
 //! Mapping into the model (one [`Memory`] per allocator, [`Axis::TimePs`]):
 //! - `at` = `line.timestamp_ns × 1000 + offset_ps`, minus the profile start
-//!   (`Task Environment` / `profile_start_time`) when the line timestamps are
-//!   absolute; TensorFlow already writes them relative to the start. Events
+//!   (`Task Environment` / `profile_start_time`, else the earliest line) when
+//!   the line timestamps are absolute; TensorFlow and JAX already write them
+//!   relative to the start. Events
 //!   are ordered by `at`, ties by (line, index) — not by line-relative offset
 //!   as XProf does.
 //! - A free is matched to the live allocation at its address. A free with no
@@ -214,6 +215,19 @@ fn profile_start_ns(path: &str, bytes: &[u8]) -> Result<Option<i64>> {
     Ok(None)
 }
 
+/// Line timestamps beyond this (about 11 days) count from the epoch.
+const ABSOLUTE_NS: i64 = 1_000_000_000_000_000;
+
+/// The earliest `timestamp_ns` of the plane's lines.
+fn earliest_line_ns(plane: &Plane<'_>) -> Result<Option<i64>, super::WireError> {
+    let mut earliest: Option<i64> = None;
+    for line in plane.lines() {
+        let ts = line?.timestamp_ns;
+        earliest = Some(earliest.map_or(ts, |e| e.min(ts)));
+    }
+    Ok(earliest)
+}
+
 struct Reader<'p> {
     profile: &'p mut Profile,
     path: &'p str,
@@ -238,9 +252,13 @@ impl Reader<'_> {
         let keys = meta.stat_keys(&STAT_NAMES);
         let has_steps = keys.contains(Key::StepNum);
         self.ref_strings.clear();
+        let earliest_ns = match self.start_ns {
+            Some(_) => None,
+            None => earliest_line_ns(plane).map_err(|e| corrupt(path, e))?,
+        };
         for line in plane.lines() {
             let line = line.map_err(|e| corrupt(path, e))?;
-            let origin_ps = self.origin_ps(&line);
+            let origin_ns = self.origin_ns(&line, earliest_ns);
             for event in line.events() {
                 let event = event.map_err(|e| corrupt(path, e))?;
                 self.seq += 1;
@@ -249,7 +267,12 @@ impl Reader<'_> {
                 if !is_alloc && !is_free && !has_steps {
                     continue;
                 }
-                let Some(at) = line.time_ps(&event).and_then(|t| t.checked_sub(origin_ps)) else {
+                let at = line
+                    .timestamp_ns
+                    .checked_sub(origin_ns)
+                    .and_then(|ns| ns.checked_mul(1000))
+                    .and_then(|ps| ps.checked_add(event.offset_ps));
+                let Some(at) = at else {
                     self.bad_times += 1;
                     continue;
                 };
@@ -264,13 +287,15 @@ impl Reader<'_> {
         Ok(())
     }
 
-    /// What to subtract from a line's times so they count from the profile
-    /// start: TensorFlow writes line timestamps already relative to it.
-    fn origin_ps(&self, line: &Line<'_>) -> i64 {
-        match self.start_ns {
-            Some(start) if start > 0 && line.timestamp_ns >= start => {
-                start.checked_mul(1000).unwrap_or(0)
-            }
+    /// What to subtract from a line's timestamp so times count from the
+    /// profile start. TensorFlow and JAX write line timestamps already
+    /// relative to it; absolute ones (since the epoch) have the start, or
+    /// without one the earliest line, subtracted — picoseconds since the
+    /// epoch would not fit in an `i64`.
+    fn origin_ns(&self, line: &Line<'_>, earliest_ns: Option<i64>) -> i64 {
+        match (self.start_ns, earliest_ns) {
+            (Some(start), _) if start > 0 && line.timestamp_ns >= start => start,
+            (None, Some(earliest)) if earliest > ABSOLUTE_NS => earliest,
             _ => 0,
         }
     }
