@@ -73,7 +73,8 @@ pub enum Growth {
 
 #[derive(Debug, Serialize)]
 pub struct LeakFinding {
-    /// The call stack (user frames unless `--all-frames`).
+    /// The call stack (user frames unless `--all-frames`); for allocations
+    /// without one, their op and shape.
     pub key: String,
     pub growth: Growth,
     pub growth_bytes: u64,
