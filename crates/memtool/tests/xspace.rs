@@ -779,37 +779,32 @@ fn diff_compares_op_and_shape_groups_at_the_peaks() {
     assert!(num(&row["delta_bytes"]) >= leaked_before_peak * 256 * 1024 * 4);
 }
 
-/// A `/host:CPU` plane whose one line has an absolute (epoch) timestamp and
-/// two `MemoryAllocation` events of allocator `GPU_0_bfc`, 10 ps apart; no
-/// `Task Environment` plane.
-fn epoch_timestamps() -> Vec<u8> {
+/// One allocator event: (offset ps, is a free, heap after it, bytes, address).
+type Ev = (u64, bool, u64, u64, u64);
+
+/// A `/host:CPU` plane with one line starting at `line_ns` holding events of
+/// allocator `GPU_0_bfc`; no `Task Environment` plane.
+fn allocator_space(line_ns: u64, events: &[Ev]) -> Vec<u8> {
     // stat ids: 1 allocator_name, 2 bytes_allocated, 3 allocation_bytes, 4 addr
-    let stat = |id: u64, field: u32, v: &[u8]| {
-        let mut s = Vec::new();
-        field_varint(&mut s, 1, id);
-        field_bytes(&mut s, field, v);
-        s
-    };
     let int_stat = |id: u64, v: u64| {
         let mut s = Vec::new();
         field_varint(&mut s, 1, id);
         field_varint(&mut s, 3, v);
         s
     };
+    let mut name = Vec::new();
+    field_varint(&mut name, 1, 1);
+    field_bytes(&mut name, 5, b"GPU_0_bfc");
     let mut line = Vec::new();
     field_varint(&mut line, 1, 1);
-    field_varint(&mut line, 3, 1_795_320_112_346_504_805);
-    for (offset, heap, address) in [(0u64, 100u64, 1u64), (10, 300, 2)] {
+    field_varint(&mut line, 3, line_ns);
+    for &(offset, free, heap, bytes, address) in events {
         let mut event = Vec::new();
-        field_varint(&mut event, 1, 1);
+        field_varint(&mut event, 1, if free { 2 } else { 1 });
         field_varint(&mut event, 2, offset);
-        field_bytes(&mut event, 4, &stat(1, 5, b"GPU_0_bfc"));
+        field_bytes(&mut event, 4, &name);
         field_bytes(&mut event, 4, &int_stat(2, heap));
-        field_bytes(
-            &mut event,
-            4,
-            &int_stat(3, if address == 1 { 100 } else { 200 }),
-        );
+        field_bytes(&mut event, 4, &int_stat(3, bytes));
         field_bytes(&mut event, 4, &int_stat(4, address));
         field_bytes(&mut line, 4, &event);
     }
@@ -817,6 +812,7 @@ fn epoch_timestamps() -> Vec<u8> {
     field_bytes(&mut plane, 2, b"/host:CPU");
     field_bytes(&mut plane, 3, &line);
     metadata_entry(&mut plane, 4, 1, "MemoryAllocation");
+    metadata_entry(&mut plane, 4, 2, "MemoryDeallocation");
     for (id, name) in [
         (1, "allocator_name"),
         (2, "bytes_allocated"),
@@ -828,6 +824,47 @@ fn epoch_timestamps() -> Vec<u8> {
     let mut space = Vec::new();
     field_bytes(&mut space, 1, &plane);
     space
+}
+
+fn epoch_timestamps() -> Vec<u8> {
+    allocator_space(
+        1_795_320_112_346_504_805,
+        &[(0, false, 100, 100, 1), (10, false, 300, 200, 2)],
+    )
+}
+
+#[test]
+fn frees_of_allocations_older_than_the_profile_are_live_at_its_start() {
+    // Before the profile: 150 bytes in use, of which address 9 (50 bytes) is
+    // freed first; then 100 bytes are allocated at address 1.
+    let dir = scratch("older");
+    let file = dir.join("older.xplane.pb");
+    std::fs::write(
+        &file,
+        allocator_space(0, &[(5, true, 100, 50, 9), (7, false, 200, 100, 1)]),
+    )
+    .unwrap();
+    let doc = json(&["summary", path(&file)]);
+    let m = memory(&doc, "GPU_0_bfc");
+    assert_eq!((num(&m["allocations"]), num(&m["deallocations"])), (1, 1));
+    // The allocator's figure before the first event: 100 + 50.
+    assert_eq!(num(&m["peak_bytes"]), 200);
+    assert_eq!(num(&m["peak_time_ps"]), 7);
+    let peak = json(&["peak", path(&file)]);
+    let rows = memory(&peak, "GPU_0_bfc")["at_peak"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let before: i64 = rows
+        .iter()
+        .filter(|r| r["op"] == BEFORE_START_OP)
+        .map(|r| num(&r["bytes"]))
+        .sum();
+    // 150 before the start, less the 50 freed at address 9.
+    assert_eq!(before, 100);
+    assert_eq!(rows.iter().map(|r| num(&r["bytes"])).sum::<i64>(), 200);
+    assert!(rows.iter().all(|r| r["op"] != UNEXPLAINED_OP));
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
