@@ -22,12 +22,15 @@ use clap::{Parser, Subcommand};
     long_about = None,
     after_help = "Inputs (recognized by content, not by name; gzip is read transparently):
   JAX device memory profiles from jax.profiler.save_device_memory_profile (pprof)
+  XSpace .xplane.pb allocator events (TensorFlow, JAX/PyTorch-XLA on GPU/TPU):
+    a file, a run directory or a TensorBoard logdir
 
 Examples:
   memtool summary memory.prof
   memtool peak memory.prof --top 20
   memtool leaks memory1.prof memory2.prof memory3.prof
   memtool diff base.prof new.prof --fail-on-growth 5%
+  memtool frag logdir/
   memtool render memory.prof -o report.html
 
 Exit codes: 0 success, 1 a CI gate failed, 2 unreadable input or bad usage."

@@ -152,6 +152,22 @@ pub fn label(names: &Names, site: SiteId, by: GroupBy, filter: &FrameFilter) -> 
     }
 }
 
+/// The group of a site when no breakdown is chosen (leaks, diff, frag): its
+/// call stack, or for sites without one (allocator events) its op and shape,
+/// e.g. `AddV2 [256,1024]`.
+pub fn stack_or_op_shape(names: &Names, site: SiteId, filter: &FrameFilter) -> String {
+    let s = names.site_of(site);
+    if s.stack.0 != 0 || (s.op.is_none() && s.shape.is_none()) {
+        return label(names, site, GroupBy::Stack, filter);
+    }
+    let parts: Vec<&str> = [s.op, s.shape]
+        .into_iter()
+        .flatten()
+        .map(|id| names.str(id))
+        .collect();
+    parts.join(" ")
+}
+
 /// Sizes summed over a group of allocations.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Totals {

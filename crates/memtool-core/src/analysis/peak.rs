@@ -17,6 +17,10 @@ use super::{
 
 pub const SCHEMA: &str = "memtool/peak/v1";
 
+/// The `at_peak` row for bytes the allocator reports in use that no recorded
+/// allocation accounts for.
+pub const UNEXPLAINED_OP: &str = "<in use by the allocator's count, not in any recorded event>";
+
 /// Breakdowns shown for every memory, in this order.
 const BREAKDOWNS: [GroupBy; 6] = [
     GroupBy::Stack,
@@ -200,7 +204,25 @@ pub fn peak_with(profile: &Profile, options: &Options, settings: &PeakSettings) 
         let mut header = MemoryHeader::of(memory);
         header.capacity_bytes = state.capacity_bytes.or(header.capacity_bytes);
         let live = replay::live_at(memory, p.index);
-        let at_peak = at_peak_rows(&profile.names, memory, &live, p.index, p.at);
+        let mut at_peak = at_peak_rows(&profile.names, memory, &live, p.index, p.at);
+        // The allocator counted more than the recorded events explain (events
+        // lost, or allocations it made for itself): say so, so the rows add
+        // up to the peak.
+        let unexplained = reported.bytes.saturating_sub(p.bytes);
+        if unexplained > 0 && !at_peak.is_empty() {
+            at_peak.push(AtPeakRow {
+                op: Some(UNEXPLAINED_OP.to_string()),
+                shape: None,
+                dtype: None,
+                region: None,
+                step: None,
+                bytes: unexplained,
+                requested_bytes: unexplained,
+                count: 0,
+                oldest_age: None,
+            });
+            at_peak.sort_by_key(|r| std::cmp::Reverse(r.bytes));
+        }
         let by_site = group::totals_by_site(memory, &live);
         let breakdowns = BREAKDOWNS
             .iter()
@@ -223,7 +245,8 @@ pub fn peak_with(profile: &Profile, options: &Options, settings: &PeakSettings) 
             at_peak,
             breakdowns,
             program: program_peak(profile, memory, p, &live, settings.xprof_compat),
-            budget: budget.map(|b| budget_check(profile, memory, &live, b, options)),
+            budget: budget
+                .map(|b| budget_check(profile, memory, &live, b, reported.bytes, options)),
         });
     }
     PeakReport {
@@ -431,11 +454,11 @@ fn budget_check(
     memory: &Memory,
     live: &[AllocId],
     budget: u64,
+    peak: u64,
     options: &Options,
 ) -> BudgetCheck {
-    let (mut peak, mut over, mut first, mut last) = (0u64, 0usize, None, None);
+    let (mut over, mut first, mut last) = (0usize, None, None);
     replay::for_each_point(memory, |point| {
-        peak = peak.max(point.bytes);
         if point.bytes > budget {
             over += 1;
             first = first.or(Some(point.at));
@@ -456,9 +479,8 @@ fn budget_check(
             .as_ref()
             .and_then(|p| p.buffer(id))
             .map(|b| profile.names.str(b.name).to_string());
-        let key = named.unwrap_or_else(|| {
-            group::label(&profile.names, a.site, GroupBy::Stack, &options.frames)
-        });
+        let key = named
+            .unwrap_or_else(|| group::stack_or_op_shape(&profile.names, a.site, &options.frames));
         shrink.push(ShrinkCandidate {
             key,
             bytes: a.bytes,

@@ -19,6 +19,9 @@ pub struct LeaksArgs {
     pub read: ReadArgs,
     #[command(flatten)]
     pub analysis: AnalysisArgs,
+    /// Exit with code 1 when a group grows steadily (a leak), for CI.
+    #[arg(long)]
+    pub fail_on_leak: bool,
     #[command(flatten)]
     pub output: OutputArgs,
 }
@@ -29,5 +32,8 @@ pub fn run(args: &LeaksArgs) -> Result<Outcome> {
         leaks::leaks(&profile, &args.analysis.options())
     });
     output::write(&report, &args.output)?;
+    if args.fail_on_leak && report.has_steady_growth() {
+        return Ok(Outcome::GateFailed);
+    }
     Ok(Outcome::Success)
 }
