@@ -55,12 +55,22 @@ impl<'a> Fields<'a> {
         self.base + self.pos
     }
 
+    /// Most varints in profiles (keys, small ids, lengths) are one byte.
+    #[inline]
     fn varint(&mut self) -> Result<u64, WireError> {
+        if let Some(&byte) = self.buf.get(self.pos) {
+            if byte < 0x80 {
+                self.pos += 1;
+                return Ok(u64::from(byte));
+            }
+        }
+        self.varint_slow()
+    }
+
+    fn varint_slow(&mut self) -> Result<u64, WireError> {
         let mut value: u64 = 0;
-        for shift in (0..70).step_by(7) {
-            let Some(&byte) = self.buf.get(self.pos) else {
-                return Err(self.error("truncated varint"));
-            };
+        let mut shift = 0u32;
+        while let Some(&byte) = self.buf.get(self.pos) {
             self.pos += 1;
             if shift == 63 && byte > 1 {
                 return Err(self.error("varint longer than 64 bits"));
@@ -69,8 +79,12 @@ impl<'a> Fields<'a> {
             if byte & 0x80 == 0 {
                 return Ok(value);
             }
+            shift += 7;
+            if shift > 63 {
+                return Err(self.error("varint longer than 64 bits"));
+            }
         }
-        Err(self.error("varint longer than 64 bits"))
+        Err(self.error("truncated varint"))
     }
 
     fn take(&mut self, n: usize, what: &'static str) -> Result<&'a [u8], WireError> {
@@ -91,6 +105,7 @@ impl<'a> Fields<'a> {
 
     /// The next field as `(field number, value, absolute offset of the value)`;
     /// for length-delimited fields the offset is that of the payload.
+    #[inline]
     pub fn next_field(&mut self) -> Result<Option<(u32, Value<'a>, usize)>, WireError> {
         if self.pos >= self.buf.len() {
             return Ok(None);
