@@ -1,0 +1,119 @@
+//! Same input, same bytes: every command's JSON and CSV (and `render`'s HTML)
+//! is byte-identical across runs, for every input format; and every
+//! subcommand keeps the documented exit codes.
+
+mod common;
+
+use common::{memtool, repo, shared_fixture};
+
+/// One small input per format and kind of memory.
+fn inputs() -> Vec<String> {
+    let mut out: Vec<String> = ["tests/pprof/sharded.prof", "tests/xspace/jax_mlp.xplane.pb"]
+        .iter()
+        .map(|p| repo().join(p).display().to_string())
+        .collect();
+    let torch = repo().join("tests/torch");
+    let mut pickles: Vec<String> = std::fs::read_dir(&torch)
+        .map(|d| {
+            d.filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "pickle"))
+                .filter(|p| {
+                    p.file_name()
+                        .is_some_and(|n| n.to_string_lossy().starts_with("snapshot"))
+                })
+                .map(|p| p.display().to_string())
+                .collect()
+        })
+        .unwrap_or_default();
+    pickles.sort();
+    out.extend(pickles.into_iter().take(1));
+    for rel in [
+        "xspace/tf_cnn_leak.xplane.pb",
+        "torch/transformer_nuggets_mini_snapshot.pickle",
+        "torch/torch_cpu_transformer.memory_timeline.json",
+    ] {
+        if let Some(p) = shared_fixture(rel) {
+            out.push(p.display().to_string());
+        }
+    }
+    out
+}
+
+fn run(args: &[&str]) -> (Option<i32>, Vec<u8>) {
+    let out = memtool().args(args).output().unwrap();
+    (out.status.code(), out.stdout)
+}
+
+#[test]
+fn json_and_csv_are_byte_identical_across_runs() {
+    for input in inputs() {
+        for cmd in ["summary", "peak", "leaks", "frag"] {
+            for format in ["json", "csv"] {
+                let args = [cmd, input.as_str(), "--format", format];
+                let first = run(&args);
+                assert_eq!(first.0, Some(0), "{args:?}");
+                assert!(!first.1.is_empty(), "{args:?}");
+                assert_eq!(first, run(&args), "{args:?} differs between runs");
+            }
+        }
+        let args = ["diff", input.as_str(), input.as_str(), "--format", "json"];
+        assert_eq!(run(&args), run(&args), "{args:?}");
+    }
+}
+
+#[test]
+fn html_reports_are_byte_identical_across_runs() {
+    let dir = std::env::temp_dir().join(format!("memtool-det-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for (i, input) in inputs().iter().enumerate() {
+        let mut pages = Vec::new();
+        for round in 0..2 {
+            let out = dir.join(format!("{i}-{round}.html"));
+            memtool()
+                .args(["render", input, "-o"])
+                .arg(&out)
+                .assert()
+                .success();
+            pages.push(std::fs::read(&out).unwrap());
+        }
+        assert!(pages[0] == pages[1], "{input}: render differs between runs");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn every_subcommand_exits_2_on_bad_input_and_usage() {
+    let missing = repo()
+        .join("tests/broken/does-not-exist.prof")
+        .display()
+        .to_string();
+    let broken = repo().join("tests/broken/random.bin").display().to_string();
+    for cmd in ["summary", "peak", "leaks", "frag", "render"] {
+        for bad in [&missing, &broken] {
+            let out = memtool()
+                .args([cmd, bad.as_str(), "-o", "/tmp/memtool-never-written"])
+                .output()
+                .unwrap();
+            assert_eq!(out.status.code(), Some(2), "{cmd} {bad}");
+            assert_eq!(
+                String::from_utf8_lossy(&out.stderr).lines().count(),
+                1,
+                "{cmd} {bad}"
+            );
+        }
+        assert_eq!(run(&[cmd]).0, Some(2), "{cmd} without input is bad usage");
+        assert_eq!(run(&[cmd, "--no-such-flag"]).0, Some(2), "{cmd}");
+        let help = memtool().args([cmd, "--help"]).output().unwrap();
+        assert_eq!(help.status.code(), Some(0));
+        assert!(
+            String::from_utf8_lossy(&help.stdout).contains(&format!("memtool {cmd} ")),
+            "{cmd} --help has an example"
+        );
+    }
+    assert!(!std::path::Path::new("/tmp/memtool-never-written").exists());
+    let out = memtool()
+        .args(["diff", &missing, &broken])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
