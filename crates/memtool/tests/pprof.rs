@@ -393,3 +393,34 @@ fn json_output_is_byte_identical_across_runs() {
         assert_eq!(run(), run(), "{cmd}");
     }
 }
+
+#[test]
+fn every_profile_works_with_every_command_and_format() {
+    if reference().is_none() {
+        return;
+    }
+    for name in FILES {
+        let p = path(name);
+        for format in ["table", "json", "csv", "md"] {
+            for args in [
+                vec!["summary", p.as_str()],
+                vec!["peak", p.as_str()],
+                vec!["leaks", p.as_str()],
+                vec!["diff", p.as_str(), p.as_str(), "--fail-on-growth", "0"],
+            ] {
+                let out = common::memtool()
+                    .args(&args)
+                    .args(["--format", format])
+                    .output()
+                    .unwrap();
+                assert_eq!(
+                    out.status.code(),
+                    Some(0),
+                    "{args:?} {format}: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                assert!(!out.stdout.is_empty(), "{args:?} {format}");
+            }
+        }
+    }
+}
