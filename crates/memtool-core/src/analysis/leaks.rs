@@ -337,10 +337,16 @@ impl Report for LeaksReport {
     }
 
     fn notes(&self) -> Vec<String> {
-        self.memories
+        let warnings = self
+            .provenance
+            .warnings
             .iter()
-            .map(|m| format!("{}: {}", display_id(&m.header.id), m.verdict))
-            .collect()
+            .map(|w| format!("warning: {}: {}", w.path, w.message));
+        let verdicts = self
+            .memories
+            .iter()
+            .map(|m| format!("{}: {}", display_id(&m.header.id), m.verdict));
+        warnings.chain(verdicts).collect()
     }
 }
 

@@ -124,6 +124,9 @@ impl Exporter for TerminalExporter {
             }
         }
         let notes = report.notes();
+        if report.tables().is_empty() && notes.is_empty() {
+            writeln!(out, "(the input holds no memory to report)")?;
+        }
         if !notes.is_empty() {
             writeln!(out)?;
         }
