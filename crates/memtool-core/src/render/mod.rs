@@ -734,7 +734,7 @@ fn memory_view(
     let mut facts = vec![
         Fact {
             name: "kind",
-            value: format!("{:?}", memory.kind).to_lowercase(),
+            value: memory.kind.name().to_string(),
         },
         Fact {
             name: "peak",
