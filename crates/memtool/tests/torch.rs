@@ -62,6 +62,7 @@ fn segsum(memory: &Memory) -> (u64, u64, u64, u64) {
 fn check_snapshot(path: &Path, reference: &Value) {
     let name = path.display().to_string();
     let summary = common::json(&["summary", path.to_str().unwrap()]);
+    let frag = common::json(&["frag", path.to_str().unwrap()]);
     let memories = summary["memories"].as_array().unwrap();
     let devices = reference["devices"].as_object().unwrap();
     assert_eq!(
@@ -88,14 +89,37 @@ fn check_snapshot(path: &Path, reference: &Value) {
         let (reserved, allocated, external, internal) = segsum(memory);
         assert_eq!(Some(reserved), expected["reserved"].as_u64(), "{name}");
         assert_eq!(Some(allocated), expected["allocated"].as_u64(), "{name}");
+        let f = frag["memories"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["id"] == m["id"])
+            .unwrap();
+        assert_eq!(
+            f["reserved_bytes"], expected["reserved"],
+            "{name} frag reserved"
+        );
+        assert_eq!(
+            f["allocated_bytes"], expected["allocated"],
+            "{name} frag allocated"
+        );
         if let Some(ext) = expected.get("free_external") {
             assert_eq!(Some(external), ext.as_u64(), "{name} free external");
             assert_eq!(Some(internal), expected["free_internal"].as_u64(), "{name}");
+            assert_eq!(&f["free_external_bytes"], ext, "{name} frag free external");
+            assert_eq!(
+                f["free_internal_bytes"], expected["free_internal"],
+                "{name}"
+            );
         }
         assert_eq!(
             memory.segments.len() as u64,
             expected["segments"].as_u64().unwrap(),
             "{name} segments"
+        );
+        assert_eq!(
+            f["segments"].as_array().unwrap().len(),
+            memory.segments.len()
         );
 
         let actions = &reference["trace_actions"][device.as_str()];
@@ -381,7 +405,7 @@ fn every_torch_fixture_works_with_every_command_and_format() {
             &["table", "json", "csv"]
         };
         let f = f.to_str().unwrap();
-        for command in ["summary", "peak", "leaks"] {
+        for command in ["summary", "peak", "leaks", "frag"] {
             for &format in formats {
                 let out = common::memtool()
                     .args([command, f, "--format", format])

@@ -15,8 +15,9 @@
 //!   allocations whose `free_completed` is in the window but their `alloc` is not.
 //! - `segment_*` entries give `allocator_samples` of reserved bytes, anchored
 //!   so the last sample equals the segments' total; the last sample also has
-//!   the end state's allocated bytes by torch's rule (a live block counts its
-//!   `requested_size`) and its largest free block.
+//!   the end state's largest free block. Samples carry no allocated bytes: the
+//!   replay of the trace is the in-use figure, and torch's end-state rule (a
+//!   live block counts its `requested_size`) is read from `segments`.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -562,7 +563,6 @@ fn build_memory(
 
     // The end state: blocks the trace did not allocate were allocated before it.
     let mut end_reserved: u64 = 0;
-    let mut end_allocated: u64 = 0;
     let mut largest_free: u64 = 0;
     let mut blocks_before_window = 0u64;
     let mut blocks_without_address = 0u64;
@@ -579,7 +579,6 @@ fn build_memory(
                     }
                 }
                 BlockState::Allocated => {
-                    end_allocated = end_allocated.saturating_add(block.requested);
                     let Some(address) = block.address else {
                         blocks_without_address += 1;
                         continue;
@@ -634,10 +633,12 @@ fn build_memory(
             ..AllocatorSample::default()
         }));
         if has_segments {
+            // No `allocated_bytes`: the trace is complete within the window, so
+            // the replay is the in-use figure; torch's end-state "allocated"
+            // (requested sizes) is in `segments`.
             samples.push(AllocatorSample {
                 at: last_at,
                 reserved_bytes: Some(end_reserved),
-                allocated_bytes: Some(end_allocated),
                 largest_free_block: Some(largest_free),
                 ..AllocatorSample::default()
             });
