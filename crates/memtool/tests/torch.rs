@@ -459,6 +459,11 @@ fn generated_traces_attribute_allocations_to_the_innermost_op() {
         }
     }
     assert_eq!(checked, expected["alloc_ops"].as_object().unwrap().len());
+    // ProfilerStep#N spans are the steps of every memory of the trace.
+    for m in &p.memories {
+        let steps: Vec<(i64, i64, i64)> = m.steps.iter().map(|s| (s.id, s.start, s.end)).collect();
+        assert_eq!(steps, [(0, 1000, 1500), (1, 2000, 2500)], "{}", m.id);
+    }
     // The same events without Addr or totals pair by size; the live bytes
     // differ from the full trace only by what only the totals revealed.
     let old = common::repo_fixture("torch/synthetic_v19.pt.trace.json");
