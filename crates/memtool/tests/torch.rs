@@ -235,11 +235,20 @@ fn the_ring_buffer_and_its_end_state_are_explained() {
         .filter_map(|s| s.reserved_bytes)
         .collect();
     assert_eq!(reserved, vec![2 << 20, 3 << 20, 3 << 20]);
-    let warning = &summary["warnings"][0]["message"];
-    assert!(warning
-        .as_str()
-        .unwrap()
-        .contains("1 frees and 1 live blocks belong to allocations made before"));
+    let warnings = summary["warnings"].to_string();
+    assert!(
+        warnings.contains("1 frees and 1 live blocks belong to allocations made before"),
+        "{warnings}"
+    );
+    assert!(
+        warnings
+            .contains("1 out-of-memory events in the trace: 8.00 MiB requested with 3.00 MiB free"),
+        "{warnings}"
+    );
+    // ProfilerStep annotations are the steps; other annotations are not.
+    let steps: Vec<(i64, i64, i64)> = m.steps.iter().map(|s| (s.id, s.start, s.end)).collect();
+    let t0 = 1_700_000_000_000_000;
+    assert_eq!(steps, [(7, t0 + 2, t0 + 8)]);
     // Frames keep Python's names as written, leaf first.
     let peak = common::json(&["peak", path.to_str().unwrap(), "--all-frames"]);
     let stacks = peak["memories"][0]["breakdowns"][0]["groups"].to_string();

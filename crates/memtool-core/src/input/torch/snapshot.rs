@@ -24,7 +24,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use crate::error::{Error, Result};
 use crate::model::{
     AllocId, Allocation, AllocatorSample, Axis, BlockState, Event, EventKind, Format, Frame,
-    FrameId, InputInfo, MemoryKind, Profile, Segment, SegmentBlock, Site, StackId, StrId,
+    FrameId, InputInfo, MemoryKind, Profile, Segment, SegmentBlock, Site, StackId, Step, StrId,
 };
 
 use super::pickle::{self, Memo, Parent, Value, Visitor};
@@ -259,7 +259,13 @@ impl SnapshotVisitor<'_> {
             }
         }
         let action = Action::parse(action_name);
-        let addr = self.int(v.get("addr")).unwrap_or(0) as u64;
+        // An `oom` entry keeps the device's free bytes where others keep the address.
+        let addr_key = if action == Action::Oom {
+            "device_free"
+        } else {
+            "addr"
+        };
+        let addr = self.int(v.get(addr_key)).unwrap_or(0) as u64;
         let size = self.size(v.get("size"));
         let time_us = self.int(v.get("time_us"));
         let stack = self.stack(v.get("frames"), memo);
@@ -419,6 +425,7 @@ pub(crate) fn read(profile: &mut Profile, path: &str, bytes: &[u8]) -> Result<()
     for s in segments {
         segments_by_device.entry(s.device).or_default().push(s);
     }
+    let steps = annotated_steps(&root);
     let mut traces = traces;
     let mut actions = actions;
     for device in devices {
@@ -438,9 +445,60 @@ pub(crate) fn read(profile: &mut Profile, path: &str, bytes: &[u8]) -> Result<()
         } else {
             format!("cuda:{device}")
         };
+        let device_steps = steps.get(&(device as i64)).cloned().unwrap_or_default();
         build_memory(profile, path, &id, trace, counts, segs);
+        // build_memory always adds the memory last.
+        if let Some(m) = profile.memories.last_mut() {
+            m.steps = device_steps;
+        }
     }
     Ok(())
+}
+
+/// `ProfilerStep#N` spans among the snapshot's `external_annotations`
+/// (`{stage: START|END, name, device, time_us}`), per device.
+fn annotated_steps(root: &Value) -> BTreeMap<i64, Vec<Step>> {
+    let mut open: HashMap<(i64, i64), i64> = HashMap::new();
+    let mut out: BTreeMap<i64, Vec<Step>> = BTreeMap::new();
+    let Some(annotations) = root.get("external_annotations").and_then(|a| a.items()) else {
+        return out;
+    };
+    for a in annotations {
+        let name = a.get("name");
+        let Some(number) = name
+            .as_ref()
+            .and_then(Value::as_str)
+            .and_then(|n| n.strip_prefix("ProfilerStep#"))
+            .and_then(|n| n.trim().parse::<i64>().ok())
+        else {
+            continue;
+        };
+        let (Some(at), device) = (
+            a.get("time_us").and_then(|t| t.as_i64()),
+            a.get("device").and_then(|d| d.as_i64()).unwrap_or(0),
+        ) else {
+            continue;
+        };
+        match a.get("stage").as_ref().and_then(Value::as_str) {
+            Some("START") => {
+                open.insert((device, number), at);
+            }
+            Some("END") => {
+                if let Some(start) = open.remove(&(device, number)) {
+                    out.entry(device).or_default().push(Step {
+                        id: number,
+                        start,
+                        end: at.max(start),
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+    for steps in out.values_mut() {
+        steps.sort_by_key(|s| (s.start, s.id));
+    }
+    out
 }
 
 fn build_memory(
@@ -481,7 +539,7 @@ fn build_memory(
     let mut reserved: i128 = 0;
     let mut freed_before_window = 0u64;
     let mut realloc_without_free = 0u64;
-    let mut ooms = 0u64;
+    let mut ooms: Vec<String> = Vec::new();
     let mut last_at = 0i64;
     let new_alloc = |allocations: &mut Vec<Allocation>, a: Allocation| {
         let id = AllocId(allocations.len() as u32);
@@ -556,7 +614,11 @@ fn build_memory(
                 reserved -= i128::from(e.size);
                 relative.push((at, reserved));
             }
-            Action::Oom => ooms += 1,
+            Action::Oom => ooms.push(format!(
+                "{} requested with {} free on the device at {at}",
+                crate::report::units::bytes(e.size),
+                crate::report::units::bytes(e.addr)
+            )),
             Action::FreeRequested | Action::Other => {}
         }
     }
@@ -691,10 +753,20 @@ fn build_memory(
             ),
         );
     }
-    if ooms > 0 {
+    if !ooms.is_empty() {
+        let shown: Vec<&str> = ooms.iter().take(3).map(String::as_str).collect();
         profile.warn(
             path,
-            format!("{id}: {ooms} out-of-memory events in the trace"),
+            format!(
+                "{id}: {} out-of-memory events in the trace: {}{}",
+                ooms.len(),
+                shown.join("; "),
+                if ooms.len() > shown.len() {
+                    "; ..."
+                } else {
+                    ""
+                }
+            ),
         );
     }
 
