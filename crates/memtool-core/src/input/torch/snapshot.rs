@@ -19,7 +19,7 @@
 //!   replay of the trace is the in-use figure, and torch's end-state rule (a
 //!   live block counts its `requested_size`) is read from `segments`.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use crate::error::{Error, Result};
 use crate::model::{
@@ -97,6 +97,11 @@ struct SnapshotVisitor<'p> {
     actions: Vec<BTreeMap<String, u64>>,
     /// What each [`Value::Handle`] the visitor put into the memo stands for.
     handles: Vec<Handle>,
+    /// Memo slot of a converted frames list or frame → its handle, for
+    /// references taken before the memo entry was replaced (within a batch).
+    converted: HashMap<u32, Handle>,
+    /// Memo slots of blocks lists already read.
+    blocks_seen: HashSet<u32>,
     traces_seen: usize,
     has_category: bool,
     bad_values: u64,
@@ -203,6 +208,9 @@ impl SnapshotVisitor<'_> {
                 _ => None,
             };
         }
+        if let Some(Handle::Frame(f)) = v.memo_id().and_then(|slot| self.converted.get(&slot)) {
+            return Some(*f);
+        }
         let name = v.get("name");
         let file = v.get("filename");
         let line = v.get("line").and_then(|l| l.as_i64());
@@ -216,6 +224,7 @@ impl SnapshotVisitor<'_> {
         if let Some(slot) = v.memo_id() {
             memo.replace(slot, Value::Handle(self.handles.len() as u32));
             self.handles.push(Handle::Frame(id));
+            self.converted.insert(slot, Handle::Frame(id));
         }
         Some(id)
     }
@@ -232,6 +241,9 @@ impl SnapshotVisitor<'_> {
                 _ => StackId(0),
             };
         }
+        if let Some(Handle::Stack(s)) = v.memo_id().and_then(|slot| self.converted.get(&slot)) {
+            return *s;
+        }
         let Some(items) = v.items() else {
             return StackId(0);
         };
@@ -240,6 +252,7 @@ impl SnapshotVisitor<'_> {
         if let Some(slot) = v.memo_id() {
             memo.replace(slot, Value::Handle(self.handles.len() as u32));
             self.handles.push(Handle::Stack(stack));
+            self.converted.insert(slot, Handle::Stack(stack));
         }
         stack
     }
@@ -299,7 +312,17 @@ impl SnapshotVisitor<'_> {
         let mut blocks = Vec::new();
         let mut block_stacks = Vec::new();
         let mut next_address = address;
-        for b in v.get("blocks").and_then(|b| b.items()).unwrap_or_default() {
+        let mut blocks_value = v.get("blocks");
+        // A snapshot never shares a blocks list between segments; reading a
+        // shared one once keeps hostile sharing from costing quadratic time.
+        if let Some(slot) = blocks_value.as_ref().and_then(Value::memo_id) {
+            memo.forget(slot);
+            if !self.blocks_seen.insert(slot) {
+                self.bad_values += 1;
+                blocks_value = None;
+            }
+        }
+        for b in blocks_value.and_then(|b| b.items()).unwrap_or_default() {
             let size = self.size(b.get("size"));
             // Old snapshots give no block address: blocks tile the segment in order.
             let address = self
@@ -317,11 +340,12 @@ impl SnapshotVisitor<'_> {
                     size
                 };
                 (requested, self.stack(b.get("frames"), memo))
-            } else if let Some(first) = b
-                .get("history")
-                .and_then(|h| h.items())
-                .and_then(|h| h.into_iter().next())
-            {
+            } else if let Some(first) = b.get("history").and_then(|h| {
+                if let Some(slot) = h.memo_id() {
+                    memo.forget(slot);
+                }
+                h.items().and_then(|h| h.into_iter().next())
+            }) {
                 let real = first.get("real_size");
                 let requested = if real.is_some() {
                     self.size(real)
@@ -375,6 +399,8 @@ pub(crate) fn read(profile: &mut Profile, path: &str, bytes: &[u8]) -> Result<()
         traces: Vec::new(),
         actions: Vec::new(),
         handles: Vec::new(),
+        converted: HashMap::new(),
+        blocks_seen: HashSet::new(),
         traces_seen: 0,
         has_category: false,
         bad_values: 0,
@@ -410,7 +436,10 @@ pub(crate) fn read(profile: &mut Profile, path: &str, bytes: &[u8]) -> Result<()
     if bad_values > 0 {
         profile.warn(
             path,
-            format!("{bad_values} numbers are missing their type or negative; read as 0"),
+            format!(
+                "{bad_values} values have an unexpected type, are negative, or are shared \
+                 where a snapshot never shares them; read as 0 or empty"
+            ),
         );
     }
     let mut devices: BTreeSet<usize> = segments.iter().map(|s| s.device).collect();
@@ -783,4 +812,34 @@ fn build_memory(
     memory.live_at_start = live_at_start;
     memory.allocator_samples = samples;
     memory.segments = model_segments;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `{'segments': [{'blocks': L}, {'blocks': L}]}` with L one shared list
+    /// of one block: the second reference is read as empty, with a warning.
+    #[test]
+    fn a_blocks_list_shared_between_segments_is_read_once() {
+        let mut p = vec![0x80, 4, b'}', 0x94, b'(', 0x8c, 8];
+        p.extend(b"segments");
+        p.extend([0x94, b']', 0x94, b'(', b'}', 0x94, b'(', 0x8c, 6]);
+        p.extend(b"blocks");
+        p.extend([0x94, b']', 0x94, b'}', 0x94, b'(', 0x8c, 4]);
+        p.extend(b"size");
+        p.extend([0x94, b'K', 200, 0x8c, 5]);
+        p.extend(b"state");
+        p.extend([0x94, 0x8c, 8]);
+        p.extend(b"inactive");
+        p.extend([0x94, b'u', b'a', b'u']);
+        p.extend([b'}', 0x94, b'(', b'h', 4, b'h', 5, b'u', b'e', b'u', b'.']);
+        let mut profile = Profile::default();
+        read(&mut profile, "s.pickle", &p).unwrap();
+        let m = &profile.memories[0];
+        let blocks: Vec<usize> = m.segments.iter().map(|s| s.blocks.len()).collect();
+        assert_eq!(blocks, [1, 0]);
+        assert_eq!(m.segments[0].blocks[0].bytes, 200);
+        assert!(profile.warnings[0].message.contains("shared"));
+    }
 }
