@@ -46,6 +46,20 @@ if [ -d "$FIX/pprof" ]; then
   "$MEMTOOL" render "$FIX"/pprof/memory{1,2,3,4,5,6,7,8,9}.prof -o "$REPORTS/pprof-series.html"
   "$MEMTOOL" render "$FIX/pprof/memory1.prof" "$FIX/pprof/memory9.prof" -o "$REPORTS/pprof-diff.html"
   "$MEMTOOL" render "$FIX/pprof/sharded.prof" -o "$REPORTS/pprof-sharded.html"
+  # One page per kind of profile a person would open: a JAX compiled program,
+  # a PyTorch snapshot and trace, a TensorFlow allocator timeline. A format
+  # this build cannot read yet is skipped with a notice.
+  optional() { # optional NAME ARGS...
+    local name="$1"; shift
+    if ! "$MEMTOOL" render "$@" -o "$REPORTS/$name.html" 2>"$OUT/logs/$name.render.stderr"; then
+      echo "browser-check: note: $name not rendered: $(head -c 200 "$OUT/logs/$name.render.stderr")"
+      rm -f "$REPORTS/$name.html"
+    fi
+  }
+  optional jax-train-step "$FIX/xspace/jax_transformer_small.xplane.pb" --memory 'jit_train_step(34)'
+  optional torch-snapshot "$FIX/torch/torch_cpu_transformer.snapshot.pickle"
+  optional torch-trace "$FIX/torch/torch_cpu_transformer.pt.trace.json.gz"
+  optional tf-cnn-leak "$FIX/xspace/tf_cnn_leak.xplane.pb"
 elif [ "${MEMTOOL_REQUIRE_FIXTURES:-}" = 1 ]; then
   echo "browser-check: FAILED: $FIX is missing and MEMTOOL_REQUIRE_FIXTURES=1" >&2
   exit 1
@@ -96,6 +110,7 @@ check_page() { # check_page FILE -> 0 when every check passes
   if [ "$timelines" -gt 0 ] && [ "$paths" -eq 0 ]; then fail "$name: timelines have no areas"; ok=1; fi
   if grep -q 'class="flame"' "$dom" && ! grep -q 'data-nodes="[1-9]' "$dom"; then fail "$name: empty call tree"; ok=1; fi
   if grep -q 'class="addr' "$dom" && ! grep -q 'data-cells="[1-9]' "$dom"; then fail "$name: empty address view"; ok=1; fi
+  if grep -q '"steps":\[' "$page" && ! grep -q 'class="step"' "$dom"; then fail "$name: step boundaries not drawn"; ok=1; fi
   # The page drives its own hover, zoom, sort, filter and call-tree zoom.
   local st="$OUT/logs/$name.selftest.html"
   run_browser "$page#memtool-selftest" dom "$st" "$OUT/logs/$name.selftest.stderr" "$OUT/logs/$name.selftest.netlog.json"

@@ -14,6 +14,7 @@ pub mod input;
 pub mod model;
 pub mod render;
 pub mod report;
+pub mod timings;
 
 pub use error::{Error, Result};
 pub use input::{load, LoadOptions, Source};

@@ -109,7 +109,10 @@
     if (n === 0) { return; }
     container.classList.add('chart');
     var W = 1000, H = 300, L = 70, R = 14, T = 16, B = 28;
-    var full = n === 1 ? [t.x[0] - 0.5, t.x[0] + 0.5] : [t.x[0], t.x[n - 1]];
+    // Each column holds until the next one; the last holds for one average
+    // column, so a final snapshot (often the peak) has a width like the others.
+    var lastW = n > 1 ? (t.x[n - 1] - t.x[0]) / (n - 1) : 1;
+    var full = n === 1 ? [t.x[0] - 0.5, t.x[0] + 0.5] : [t.x[0], t.x[n - 1] + lastW];
     if (full[0] === full[1]) { full = [full[0] - 1, full[1] + 1]; }
     var domain = full.slice();
     var svg = svgEl('svg', { viewBox: '0 0 ' + W + ' ' + H, role: 'img', 'aria-label': 'memory timeline' });
@@ -179,11 +182,15 @@
           d = 'M' + sx(full[0]) + ',' + sy(cum[0] + b.v[0]) + 'H' + sx(full[1]) + 'V' + sy(cum[0]) + 'H' + sx(full[0]) + 'Z';
           cum[0] += b.v[0];
         } else {
+          // Memory holds its value until the next event: steps, not slopes.
           var upper = [], lower = [];
           for (var i = i0; i <= i1; i++) {
-            lower.push(xsOf(i).toFixed(1) + ',' + sy(cum[i]).toFixed(1));
+            var xa = xsOf(i).toFixed(1), xb = sx(i < n - 1 ? t.x[i + 1] : t.x[n - 1] + lastW).toFixed(1);
+            var yl = sy(cum[i]).toFixed(1);
+            lower.push(xa + ',' + yl, xb + ',' + yl);
             cum[i] += b.v[i];
-            upper.push(xsOf(i).toFixed(1) + ',' + sy(cum[i]).toFixed(1));
+            var yu = sy(cum[i]).toFixed(1);
+            upper.push(xa + ',' + yu, xb + ',' + yu);
           }
           d = 'M' + upper.join('L') + 'L' + lower.reverse().join('L') + 'Z';
         }
@@ -195,7 +202,10 @@
       for (var k = i0; k <= i1; k++) { if (t.lo[k] < t.hi[k]) { dips = true; break; } }
       if (dips && n > 1) {
         var pts = [];
-        for (var j = i0; j <= i1; j++) { pts.push(xsOf(j).toFixed(1) + ',' + sy(t.lo[j]).toFixed(1)); }
+        for (var j = i0; j <= i1; j++) {
+          var ly = sy(t.lo[j]).toFixed(1);
+          pts.push(xsOf(j).toFixed(1) + ',' + ly, sx(j < n - 1 ? t.x[j + 1] : t.x[n - 1] + lastW).toFixed(1) + ',' + ly);
+        }
         g.appendChild(svgEl('polyline', { points: pts.join(' '), 'class': 'lo' }));
       }
       if (m.reserved && m.reserved.length) {
@@ -205,12 +215,23 @@
       if (capOnScale) {
         g.appendChild(svgEl('line', { x1: L, x2: W - R, y1: sy(m.capacity), y2: sy(m.capacity), 'class': 'capacity' }));
       }
+      // Step boundaries; labels only where there is room for them.
+      var steps = (m.steps || []).filter(function (st) { return st.x >= d0 && st.x <= d1; });
+      var lastLabel = -Infinity;
+      steps.forEach(function (st) {
+        var x = sx(st.x);
+        g.appendChild(svgEl('line', { x1: x, x2: x, y1: T, y2: H - B, 'class': 'step' }));
+        if (x - lastLabel > 60) {
+          svg.appendChild(svgEl('text', { x: x + 3, y: T + 8, 'class': 'steplabel' }, st.label));
+          lastLabel = x;
+        }
+      });
       var px = n === 1 ? sx(t.x[0]) : sx(m.peak.x);
       if (px >= L && px <= W - R) {
         g.appendChild(svgEl('line', { x1: px, x2: px, y1: sy(m.peak.bytes), y2: H - B, 'class': 'peak' }));
         g.appendChild(svgEl('circle', { cx: px, cy: sy(m.peak.bytes), r: 3.5, fill: 'none', 'class': 'peak' }));
         var right = px > W * 0.75;
-        svg.appendChild(svgEl('text', { x: px + (right ? -6 : 6), y: Math.max(T + 10, sy(m.peak.bytes) - 6), 'class': 'peaklabel', 'text-anchor': right ? 'end' : 'start' }, 'peak ' + fmtBytes(m.peak.bytes) + ' at ' + m.peak.label));
+        svg.appendChild(svgEl('text', { x: px + (right ? -6 : 6), y: Math.max(T + 10, sy(m.peak.bytes) - 6), 'class': 'peaklabel', 'text-anchor': right ? 'end' : 'start' }, 'peak ' + m.peak.text + ' at ' + m.peak.label));
       }
       cursor = svgEl('line', { x1: 0, x2: 0, y1: T, y2: H - B, 'class': 'cursor', visibility: 'hidden' }); svg.appendChild(cursor);
       sel = svgEl('rect', { x: 0, y: T, width: 0, height: H - T - B, 'class': 'selection', visibility: 'hidden' }); svg.appendChild(sel);
@@ -218,11 +239,11 @@
     }
     var cursor, sel, dragFrom = null;
     function invX(px) { return domain[0] + (px - L) / (W - L - R) * (domain[1] - domain[0]); }
+    // The column whose step covers x: the last one starting at or before it.
     function nearest(x) {
       var i = lowerBound(t.x, x);
-      if (i >= n) { return n - 1; }
-      if (i > 0 && Math.abs(t.x[i - 1] - x) <= Math.abs(t.x[i] - x)) { return i - 1; }
-      return i;
+      if (i < n && t.x[i] === x) { return i; }
+      return Math.max(0, Math.min(n - 1, i - 1));
     }
     svg.addEventListener('mousemove', function (ev) {
       var p = svgPoint(svg, ev, W);
@@ -407,7 +428,8 @@
       var b = bandIndex(a.grid.charAt(r * a.cols + c));
       var lines = [fmtX(m, x)];
       if (seg) { lines.push('range from 0x' + seg[0].toString(16) + ' (' + fmtBytes(seg[1] - seg[0]) + ')'); }
-      lines.push(b < 0 ? 'free' : m.timeline.bands[Math.min(b, m.timeline.bands.length - 1)].key);
+      var band = m.timeline.bands[Math.min(b, m.timeline.bands.length - 1)];
+      lines.push(b < 0 ? 'free' : band ? band.key : 'in use');
       tip.show(lines, ev);
     });
     canvas.addEventListener('mouseleave', function () { tip.hide(); });

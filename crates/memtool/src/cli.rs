@@ -57,7 +57,9 @@ pub struct AnalysisArgs {
     #[arg(long, default_value_t = 10, value_name = "N")]
     pub top: usize,
     /// Show every frame of each stack. By default library frames (files under
-    /// site-packages or dist-packages) are hidden so bytes land on your code.
+    /// site-packages or dist-packages, and native C++ frames) are hidden so
+    /// bytes land on your code; a stack with no frame of yours is named by its
+    /// op and autograd node.
     #[arg(long)]
     pub all_frames: bool,
     /// Treat files whose path contains PATTERN as library code (repeatable;
@@ -97,4 +99,30 @@ impl AnalysisArgs {
 pub fn parse_size(text: &str) -> Result<u64, String> {
     memtool_core::report::units::parse_bytes(text)
         .ok_or_else(|| format!("`{text}` is not a size (examples: 1000, 64KiB, 2GiB, 500MB)"))
+}
+
+/// Fails when a `--memory` / `--module` name selects nothing, listing what
+/// there is, rather than printing empty tables.
+pub fn check_selection(
+    profile: &memtool_core::model::Profile,
+    options: &Options,
+) -> anyhow::Result<()> {
+    let unmatched = options.unmatched(profile);
+    if unmatched.is_empty() {
+        return Ok(());
+    }
+    let available: Vec<&str> = profile.memories.iter().map(|m| m.id.as_str()).collect();
+    anyhow::bail!(
+        "no memory or module named {} (there are: {})",
+        unmatched
+            .iter()
+            .map(|n| format!("`{n}`"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        if available.is_empty() {
+            "none".to_string()
+        } else {
+            available.join(", ")
+        }
+    )
 }

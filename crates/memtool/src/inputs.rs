@@ -48,6 +48,7 @@ pub fn load(paths: &[String], args: &ReadArgs) -> Result<Profile> {
     if paths.iter().filter(|p| *p == "-").count() > 1 {
         bail!("standard input (-) can be given only once");
     }
+    let read = memtool_core::timings::span("read files");
     let mut files = Vec::new();
     for path in paths {
         files.extend(expand(path, args.host.as_deref())?);
@@ -56,12 +57,13 @@ pub fn load(paths: &[String], args: &ReadArgs) -> Result<Profile> {
         .iter()
         .map(|p| read_source(p))
         .collect::<Result<Vec<_>>>()?;
+    drop(read);
     let options = LoadOptions {
         max_decompressed: args.max_decompressed,
     };
     let total: usize = sources.iter().map(|s| s.bytes.len()).sum();
     let progress = Progress::start(total, sources.len());
-    let profile = memtool_core::load(sources, &options);
+    let profile = memtool_core::timings::time("parse", || memtool_core::load(sources, &options));
     progress.finish();
     Ok(profile?)
 }

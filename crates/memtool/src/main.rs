@@ -7,6 +7,7 @@ mod cli;
 mod commands;
 mod inputs;
 mod output;
+mod phases;
 
 use std::io::{self, Write};
 use std::process::ExitCode;
@@ -21,12 +22,15 @@ use clap::{Parser, Subcommand};
     long_about = None,
     after_help = "Inputs (recognized by content, not by name; gzip is read transparently):
   JAX device memory profiles from jax.profiler.save_device_memory_profile (pprof)
+  XSpace .xplane.pb allocator events (TensorFlow, JAX/PyTorch-XLA on GPU/TPU):
+    a file, a run directory or a TensorBoard logdir
 
 Examples:
   memtool summary memory.prof
   memtool peak memory.prof --top 20
   memtool leaks memory1.prof memory2.prof memory3.prof
   memtool diff base.prof new.prof --fail-on-growth 5%
+  memtool frag logdir/
   memtool render memory.prof -o report.html
 
 Exit codes: 0 success, 1 a CI gate failed, 2 unreadable input or bad usage."
@@ -60,6 +64,8 @@ fn main() -> ExitCode {
             return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
         }
     };
+    phases::init();
+    let total = memtool_core::timings::span("total");
     let result = match &cli.command {
         Command::Summary(a) => commands::summary::run(a),
         Command::Peak(a) => commands::peak::run(a),
@@ -68,6 +74,8 @@ fn main() -> ExitCode {
         Command::Frag(a) => commands::frag::run(a),
         Command::Render(a) => commands::render::run(a),
     };
+    drop(total);
+    phases::print();
     match result {
         Ok(Outcome::Success) => ExitCode::SUCCESS,
         Ok(Outcome::GateFailed) => ExitCode::from(1),

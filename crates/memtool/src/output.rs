@@ -10,6 +10,7 @@ use memtool_core::report::{exporter, Report};
 use crate::cli::OutputArgs;
 
 pub fn write(report: &dyn Report, args: &OutputArgs) -> Result<()> {
+    let _span = memtool_core::timings::span("output");
     let exporter = exporter(args.format.into());
     match &args.output {
         None => {

@@ -471,3 +471,61 @@ fn xprof_compat_lists_buffers_at_peak_as_xprofs_max_heap() {
         }
     }
 }
+
+#[test]
+fn phases_split_a_training_step_peak() {
+    let Some(file) = path("jax_transformer_small") else {
+        return;
+    };
+    let expected = expected("jax_transformer_small");
+    let xprof = &expected["jit_train_step_34_"];
+    let report = common::json(&["peak", &file, "--module", "jit_train_step"]);
+    let m = &report["memories"][0];
+    let phases: BTreeMap<String, u64> = m["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| {
+            (
+                g["key"].as_str().unwrap().to_string(),
+                g["bytes"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(phases.values().sum::<u64>(), bytes(&xprof["peakHeapMib"]));
+    // XProf's rows whose JAX op name is inside transpose(...) / only jvp(...).
+    let (mut backward, mut forward) = (0, 0);
+    for o in xprof["maxHeap"].as_array().unwrap() {
+        let op = o["tfOpName"].as_str().unwrap_or("");
+        if o["groupName"] == "Parameter" {
+            continue;
+        }
+        if op.contains("transpose(") {
+            backward += bytes(&o["logicalBufferSizeMib"]);
+        } else if op.contains("jvp(") {
+            forward += bytes(&o["logicalBufferSizeMib"]);
+        }
+    }
+    assert!(backward > 0 && forward > 0);
+    // Ours also count the buffers under 16 KiB XProf sums apart.
+    assert!(phases["backward"] >= backward && phases["backward"] - backward < SMALL);
+    assert!(phases["forward"] >= forward && phases["forward"] - forward < SMALL);
+}
+
+#[test]
+fn the_file_is_listed_once_per_load() {
+    let Some(file) = path("jax_mlp") else { return };
+    let report = common::json(&["summary", &file]);
+    assert_eq!(report["inputs"].as_array().unwrap().len(), 1);
+    assert_eq!(report["inputs"][0]["format"], "xspace");
+}
+
+#[test]
+fn a_module_that_is_not_there_is_a_usage_error_listing_the_modules() {
+    let Some(file) = path("jax_mlp") else { return };
+    let stderr = common::fails(&["peak", &file, "--module", "jit_nope"], 2);
+    assert!(
+        stderr.contains("`jit_nope`") && stderr.contains("jit_step(10)"),
+        "{stderr}"
+    );
+}

@@ -150,8 +150,12 @@ fn two_files_are_compared() {
 #[test]
 fn every_device_gets_a_section() {
     let Some(reference) = reference() else { return };
-    let d = data(&render(&[&path("sharded.prof")]));
+    let page = render(&[&path("sharded.prof")]);
+    let d = data(&page);
     let devices = reference["sharded.prof"]["devices"].as_object().unwrap();
+    // A contents list links every device's section.
+    assert_eq!(page.matches("<li><a href=\"#m0-").count(), devices.len());
+    assert!(page.contains("cpu:3 (snapshots)</a>: peak 2.75 MiB at sharded.prof"));
     let memories = d["memories"].as_array().unwrap();
     assert_eq!(memories.len(), devices.len());
     let mut peaks: Vec<u64> = memories
@@ -273,4 +277,115 @@ fn empty_profiles_and_bad_inputs() {
     let err = fails(&["render", "/nonexistent/x.prof"], 2);
     assert!(err.contains("/nonexistent/x.prof: no such file"), "{err}");
     fails(&["render", &path("memory.prof"), "--bands", "0"], 2);
+}
+
+/// XProf's MiB back to bytes (every size is a whole number of bytes).
+fn xprof_bytes(mib: &Value) -> u64 {
+    (mib.as_f64().unwrap() * 1048576.0).round() as u64
+}
+
+#[test]
+fn compiled_programs_show_xprofs_heap_peak() {
+    let Some(file) = shared_fixture("xspace/jax_transformer_small.xplane.pb") else {
+        return;
+    };
+    let page = render(&[file.to_str().unwrap()]);
+    let d = data(&page);
+    let dir = shared_fixture("xspace/expected").unwrap();
+    let mut checked = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let name = entry.unwrap().file_name().into_string().unwrap();
+        let Some(module) = name
+            .strip_prefix("jax_transformer_small.memory_viewer.")
+            .and_then(|n| n.strip_suffix(".json"))
+        else {
+            continue;
+        };
+        let xprof: Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join(&name)).unwrap()).unwrap();
+        let want = xprof_bytes(&xprof["peakHeapMib"]);
+        // The section whose title names the module (`jit_train_step(34)` is
+        // `jit_train_step_34_` in XProf's file names).
+        let sections: Vec<(&str, &str)> = page
+            .split("<section class=\"memory\" id=\"")
+            .skip(1)
+            .filter_map(|s| {
+                let (dom, rest) = s.split_once('"')?;
+                let title = rest
+                    .split_once("<h2>")?
+                    .1
+                    .split_once(" (program order)</h2>")?
+                    .0;
+                Some((dom, title))
+            })
+            .collect();
+        let safe = |t: &str| -> String {
+            t.chars()
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() || "_.-".contains(c) {
+                        c
+                    } else {
+                        '_'
+                    }
+                })
+                .collect()
+        };
+        let Some(&(dom, _)) = sections.iter().find(|(_, t)| safe(t) == module) else {
+            panic!("no section for {module}");
+        };
+        let m = d["memories"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["dom"] == dom)
+            .unwrap();
+        assert_eq!(m["peak"]["bytes"].as_u64(), Some(want), "{module}: peak");
+        let hi = m["timeline"]["hi"].as_array().unwrap();
+        assert_eq!(
+            hi.iter().filter_map(Value::as_u64).max(),
+            Some(want),
+            "{module}: timeline"
+        );
+        let position = m["peak"]["x"].as_i64().unwrap() + m["timeline"]["x0"].as_i64().unwrap();
+        assert_eq!(
+            position,
+            xprof["peakHeapSizePosition"].as_i64().unwrap_or(0),
+            "{module}: peak position"
+        );
+        checked += 1;
+    }
+    assert_eq!(checked, 18, "every module of the transformer");
+    // 18 programs: a contents list links them.
+    assert!(page.contains("<nav class=\"contents\">"));
+}
+
+#[test]
+fn a_tensorflow_allocator_shows_xprofs_peak_its_steps_and_its_leak() {
+    let Some(file) = shared_fixture("xspace/tf_cnn_leak.xplane.pb") else {
+        return;
+    };
+    let expected = shared_fixture("xspace/expected/tf_cnn_leak.memory_profile.json").unwrap();
+    let xprof: Value = serde_json::from_str(&std::fs::read_to_string(expected).unwrap()).unwrap();
+    let summary = &xprof["memoryProfilePerAllocator"]["mklcpu"]["profileSummary"];
+    let peak: u64 = summary["peakStats"]["peakBytesInUse"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let page = render(&[file.to_str().unwrap()]);
+    let d = data(&page);
+    let m = &d["memories"][0];
+    assert!(page.contains(&format!("({peak} bytes, ")), "header peak");
+    // Six training steps, each marked on the timeline.
+    assert_eq!(m["steps"].as_array().unwrap().len(), 6);
+    // The fixture keeps six [256,1024] AddV2 tensors alive: a steady leak.
+    assert!(page.contains("<dt>leaks</dt><dd>steady growth"));
+    assert!(page.contains("AddV2 [256,1024]"));
+    // Allocator statistics and addresses: both parts of the frag section.
+    assert!(page.contains("<dt>fragmentation</dt><dd>allocator fragmentation max"));
+    assert!(m["addr"]["grid"]
+        .as_str()
+        .unwrap()
+        .chars()
+        .any(|c| c != '.'));
 }

@@ -125,17 +125,23 @@ fn peak_groups(
     let mut groups: BTreeMap<String, Totals> = BTreeMap::new();
     let mut memories = Vec::new();
     for memory in options.selected(profile) {
-        let Some(p) = replay::peak(memory) else {
+        let Some(peak) = replay::reported_peak(memory, options.ties) else {
             continue;
         };
-        let by_site = group::totals_by_site(memory, &replay::live_at(memory, p.index));
+        let live = replay::live_at(memory, peak.point.index);
+        let by_site = group::totals_by_site(memory, &live);
         for (site, totals) in by_site {
             groups
-                .entry(group::label(&profile.names, site, by, &options.frames))
+                .entry(if by == GroupBy::Stack {
+                    // Stackless sites (XSpace allocations) by op and shape.
+                    group::stack_or_op_shape(&profile.names, site, &options.frames)
+                } else {
+                    group::label(&profile.names, site, by, &options.frames)
+                })
                 .or_default()
                 .add(totals);
         }
-        memories.push((memory.id.clone(), memory.kind, p.bytes));
+        memories.push((memory.id.clone(), memory.kind, peak.bytes));
     }
     (groups, memories)
 }

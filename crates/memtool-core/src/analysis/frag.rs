@@ -17,7 +17,7 @@ use serde::Serialize;
 use crate::model::{AllocId, AllocatorSample, Memory, Profile};
 use crate::report::{Cell, Report, Table};
 
-use super::leaks::leak_key;
+use super::group::stack_or_op_shape;
 use super::{display_id, point_label, replay, MemoryHeader, Options, Provenance};
 
 pub const SCHEMA: &str = "memtool/frag/v1";
@@ -230,7 +230,7 @@ fn point_frag(
         let a = memory.allocation(id);
         let key = labels
             .entry(a.site)
-            .or_insert_with(|| leak_key(&profile.names, a.site, &options.frames))
+            .or_insert_with(|| stack_or_op_shape(&profile.names, a.site, &options.frames))
             .clone();
         let g = groups.entry(key).or_default();
         g.0 = g.0.saturating_add(a.bytes);

@@ -8,10 +8,10 @@ use serde::Serialize;
 
 use std::collections::BTreeMap;
 
-use crate::model::{Memory, Names, Profile, SiteId};
+use crate::model::{Memory, Names, Profile};
 use crate::report::{units, Cell, Report, Table};
 
-use super::group::{self, FrameFilter, GroupBy};
+use super::group::{self, FrameFilter};
 use super::series::{self, GroupSeries};
 use super::steps::{self, StepStats};
 use super::{display_id, point_label, replay, MemoryHeader, Options, Provenance};
@@ -73,7 +73,8 @@ pub enum Growth {
 
 #[derive(Debug, Serialize)]
 pub struct LeakFinding {
-    /// The call stack (user frames unless `--all-frames`).
+    /// The call stack (user frames unless `--all-frames`); for allocations
+    /// without one, their op and shape.
     pub key: String,
     pub growth: Growth,
     pub growth_bytes: u64,
@@ -131,8 +132,9 @@ pub fn leaks(profile: &Profile, options: &Options) -> LeaksReport {
             .map(|m| m.values().map(|t| t.bytes).sum())
             .collect();
         let names = &profile.names;
-        let groups =
-            series::group_series_by(&per_point, |site| leak_key(names, site, &options.frames));
+        let groups = series::group_series_by(&per_point, |site| {
+            group::stack_or_op_shape(names, site, &options.frames)
+        });
         let mut findings: Vec<LeakFinding> = groups
             .into_iter()
             .filter_map(|g| classify(g, &labels))
@@ -163,19 +165,13 @@ pub fn leaks(profile: &Profile, options: &Options) -> LeaksReport {
     }
 }
 
-/// The group an allocation's growth is tracked by: its call stack, or for
-/// profiles without stacks (allocator events) its op and shape.
-pub fn leak_key(names: &Names, site: SiteId, filter: &FrameFilter) -> String {
-    let s = names.site_of(site);
-    if s.stack.0 != 0 || (s.op.is_none() && s.shape.is_none()) {
-        return group::label(names, site, GroupBy::Stack, filter);
+impl LeaksReport {
+    /// Whether any memory has a group that was still growing at the end.
+    pub fn has_steady_growth(&self) -> bool {
+        self.memories
+            .iter()
+            .any(|m| m.findings.iter().any(|f| f.growth == Growth::Steady))
     }
-    let parts: Vec<&str> = [s.op, s.shape]
-        .into_iter()
-        .flatten()
-        .map(|id| names.str(id))
-        .collect();
-    parts.join(" ")
 }
 
 /// Allocations made during the profile (not live at its start) that are
@@ -194,7 +190,7 @@ fn never_freed(names: &Names, memory: &Memory, filter: &FrameFilter) -> Vec<Neve
         let a = memory.allocation(id);
         let step = memory.step_at(at).map(|s| s.id);
         let g = groups
-            .entry((leak_key(names, a.site, filter), step))
+            .entry((group::stack_or_op_shape(names, a.site, filter), step))
             .or_default();
         g.0 = g.0.saturating_add(a.bytes);
         g.1 = g.1.saturating_add(a.count);

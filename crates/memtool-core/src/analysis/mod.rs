@@ -53,6 +53,17 @@ impl Options {
     }
 }
 
+impl Options {
+    /// The `--memory` / `--module` names that select no memory of `profile`.
+    pub fn unmatched<'a>(&'a self, profile: &Profile) -> Vec<&'a str> {
+        self.memories
+            .iter()
+            .filter(|name| !profile.memories.iter().any(|m| selects(m, name)))
+            .map(String::as_str)
+            .collect()
+    }
+}
+
 fn selects(memory: &Memory, name: &str) -> bool {
     if memory.id == name {
         return true;

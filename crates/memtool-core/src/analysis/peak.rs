@@ -17,6 +17,10 @@ use super::{
 
 pub const SCHEMA: &str = "memtool/peak/v1";
 
+/// The `at_peak` row for bytes the allocator reports in use that no recorded
+/// allocation accounts for.
+pub const UNEXPLAINED_OP: &str = "<in use by the allocator's count, not in any recorded event>";
+
 /// Breakdowns shown for every memory, in this order.
 const BREAKDOWNS: [GroupBy; 6] = [
     GroupBy::Stack,
@@ -95,6 +99,10 @@ pub struct ProgramPeak {
     /// Every buffer live at the peak, largest first (with `--xprof-compat`:
     /// in XProf's order, buffers under 16 KiB in one last row).
     pub buffers_at_peak: Vec<BufferAtPeak>,
+    /// Bytes at the peak per training phase (`forward`, `backward`,
+    /// `update`; `<none>` for buffers without one), largest first; empty
+    /// when the program computes no gradients.
+    pub phases: Vec<Group>,
 }
 
 /// One buffer live at a program's peak.
@@ -196,7 +204,25 @@ pub fn peak_with(profile: &Profile, options: &Options, settings: &PeakSettings) 
         let mut header = MemoryHeader::of(memory);
         header.capacity_bytes = state.capacity_bytes.or(header.capacity_bytes);
         let live = replay::live_at(memory, p.index);
-        let at_peak = at_peak_rows(&profile.names, memory, &live, p.index, p.at);
+        let mut at_peak = at_peak_rows(&profile.names, memory, &live, p.index, p.at);
+        // The allocator counted more than the recorded events explain (events
+        // lost, or allocations it made for itself): say so, so the rows add
+        // up to the peak.
+        let unexplained = reported.bytes.saturating_sub(p.bytes);
+        if unexplained > 0 && !at_peak.is_empty() {
+            at_peak.push(AtPeakRow {
+                op: Some(UNEXPLAINED_OP.to_string()),
+                shape: None,
+                dtype: None,
+                region: None,
+                step: None,
+                bytes: unexplained,
+                requested_bytes: unexplained,
+                count: 0,
+                oldest_age: None,
+            });
+            at_peak.sort_by_key(|r| std::cmp::Reverse(r.bytes));
+        }
         let by_site = group::totals_by_site(memory, &live);
         let breakdowns = BREAKDOWNS
             .iter()
@@ -219,7 +245,8 @@ pub fn peak_with(profile: &Profile, options: &Options, settings: &PeakSettings) 
             at_peak,
             breakdowns,
             program: program_peak(profile, memory, p, &live, settings.xprof_compat),
-            budget: budget.map(|b| budget_check(profile, memory, &live, b, options)),
+            budget: budget
+                .map(|b| budget_check(profile, memory, &live, b, reported.bytes, options)),
         });
     }
     PeakReport {
@@ -329,11 +356,23 @@ fn program_peak(
     } else {
         sorted_by_size(memory, live)
     };
+    // XProf shows each buffer's own size, and in memory spaces other than 0
+    // leaves out the buffers that live through the whole program.
+    let shown = |id: AllocId| {
+        let a = memory.allocation(id);
+        match program.buffer(id).filter(|_| xprof_compat) {
+            Some(b) => (b.own_bytes, b.own_unpadded_bytes),
+            None => (a.bytes, a.requested),
+        }
+    };
     let mut small = 0u64;
     let mut buffers_at_peak: Vec<BufferAtPeak> = order
         .into_iter()
+        .filter(|id| {
+            !(xprof_compat && program.memory_space != 0 && memory.live_at_start.contains(id))
+        })
         .filter(|&id| {
-            let bytes = memory.allocation(id).bytes;
+            let bytes = shown(id).0;
             let lumped = xprof_compat && bytes < XPROF_SMALL_BUFFER_BYTES;
             if lumped {
                 small += bytes;
@@ -342,14 +381,15 @@ fn program_peak(
         })
         .map(|id| {
             let a = memory.allocation(id);
+            let (bytes, unpadded_bytes) = shown(id);
             let site = names.site_of(a.site);
             let buffer = program.buffer(id);
             BufferAtPeak {
                 instruction: buffer.map_or_else(String::new, |b| names.str(b.name).to_string()),
                 opcode: text(buffer.and_then(|b| b.opcode)),
                 shape: text(site.shape),
-                bytes: a.bytes,
-                unpadded_bytes: a.requested,
+                bytes,
+                unpadded_bytes,
                 op_name: text(site.op),
                 category: text(site.category),
                 phase: text(buffer.and_then(|b| b.phase)),
@@ -360,6 +400,32 @@ fn program_peak(
             }
         })
         .collect();
+    let mut phases: Vec<Group> = Vec::new();
+    if live
+        .iter()
+        .any(|&id| program.buffer(id).is_some_and(|b| b.phase.is_some()))
+    {
+        for &id in live {
+            let a = memory.allocation(id);
+            let key = program
+                .buffer(id)
+                .and_then(|b| b.phase)
+                .map_or(group::NONE_LABEL, |p| names.str(p));
+            let totals = group::Totals {
+                bytes: a.bytes,
+                requested_bytes: a.requested,
+                count: a.count,
+            };
+            match phases.iter_mut().find(|g| g.key == key) {
+                Some(g) => g.totals.add(totals),
+                None => phases.push(Group {
+                    key: key.to_string(),
+                    totals,
+                }),
+            }
+        }
+        group::sort_groups(&mut phases);
+    }
     if small > 0 {
         buffers_at_peak.push(BufferAtPeak {
             instruction: format!("small (<{XPROF_SMALL_BUFFER_BYTES} bytes)"),
@@ -379,6 +445,7 @@ fn program_peak(
         heap_timeline_bytes,
         heap_timeline_requested_bytes,
         buffers_at_peak,
+        phases,
     })
 }
 
@@ -387,11 +454,11 @@ fn budget_check(
     memory: &Memory,
     live: &[AllocId],
     budget: u64,
+    peak: u64,
     options: &Options,
 ) -> BudgetCheck {
-    let (mut peak, mut over, mut first, mut last) = (0u64, 0usize, None, None);
+    let (mut over, mut first, mut last) = (0usize, None, None);
     replay::for_each_point(memory, |point| {
-        peak = peak.max(point.bytes);
         if point.bytes > budget {
             over += 1;
             first = first.or(Some(point.at));
@@ -412,9 +479,8 @@ fn budget_check(
             .as_ref()
             .and_then(|p| p.buffer(id))
             .map(|b| profile.names.str(b.name).to_string());
-        let key = named.unwrap_or_else(|| {
-            group::label(&profile.names, a.site, GroupBy::Stack, &options.frames)
-        });
+        let key = named
+            .unwrap_or_else(|| group::stack_or_op_shape(&profile.names, a.site, &options.frames));
         shrink.push(ShrinkCandidate {
             key,
             bytes: a.bytes,
@@ -565,6 +631,20 @@ impl Report for PeakReport {
         for m in &self.memories {
             if let Some(program) = &m.program {
                 tables.push(self.buffers_table(m, program));
+                if !program.phases.is_empty() {
+                    let mut t = Table::new(
+                        format!("Live at peak by phase — {}", display_id(&m.header.id)),
+                        vec!["phase", "bytes", "buffers"],
+                    );
+                    for g in &program.phases {
+                        t.rows.push(vec![
+                            g.key.clone().into(),
+                            Cell::Bytes(g.totals.bytes),
+                            Cell::Count(g.totals.count),
+                        ]);
+                    }
+                    tables.push(t);
+                }
             }
             if let Some(budget) = m.budget.as_ref().filter(|b| !b.fits) {
                 let mut t = Table::new(

@@ -181,7 +181,15 @@ pub struct Peak {
 
 pub fn reported_peak(memory: &Memory, ties: Ties) -> Option<Peak> {
     let mut best: Option<(usize, u64)> = None;
-    for (i, s) in memory.allocator_samples.iter().enumerate() {
+    // Only an allocator that reports its state at every event (XSpace) has a
+    // peak of its own; sparse samples (PyTorch segment events) would miss it.
+    let dense = memory.allocator_samples.len() == memory.events.len();
+    for (i, s) in memory
+        .allocator_samples
+        .iter()
+        .enumerate()
+        .filter(|_| dense)
+    {
         let Some(bytes) = s.allocated_bytes else {
             continue;
         };

@@ -369,7 +369,7 @@ impl Report for SummaryReport {
                     "in_use_at_end",
                 ],
             );
-            for s in &m.steps {
+            for s in m.steps.iter().take(self.top) {
                 t.rows.push(vec![
                     Cell::Int(s.step),
                     Cell::Bytes(s.peak_bytes),
@@ -380,6 +380,7 @@ impl Report for SummaryReport {
                     Cell::Bytes(s.end_bytes),
                 ]);
             }
+            t.omitted = m.steps.len().saturating_sub(self.top);
             tables.push(t);
         }
         let exes: Vec<_> = self

@@ -73,6 +73,7 @@ fn sniff_protobuf(bytes: &[u8]) -> Sniffed {
             // A file cut short after a plausible start is a corrupt profile,
             // reported as such by its reader with the offset.
             Err(_) if seen >= 2 || starts_with_field_1 => break,
+            Err(_) if seen == 0 && truncated_xspace(bytes) => return Sniffed::XSpace,
             Err(_) => return Sniffed::Unknown,
         };
         starts_with_field_1 |= seen == 0 && number == 1;
@@ -99,6 +100,23 @@ fn sniff_protobuf(bytes: &[u8]) -> Sniffed {
         (_, false, true) => Sniffed::XSpace,
         _ => Sniffed::Unknown,
     }
+}
+
+/// An XSpace cut short inside its first plane (usually the only big one):
+/// field 1 is length-delimited and what is there of it starts like an
+/// `XPlane` (id, then a name), so the reader can say where it is cut.
+fn truncated_xspace(bytes: &[u8]) -> bool {
+    if bytes.first() != Some(&0x0a) {
+        return false;
+    }
+    // Skip the length prefix of field 1.
+    let Some(len_bytes) = bytes.iter().skip(1).take(10).position(|b| b & 0x80 == 0) else {
+        return false;
+    };
+    let inner = bytes.get(2 + len_bytes..).unwrap_or_default();
+    Fields::new(inner).take(4).any(|f| {
+        matches!(f, Ok((2, Value::Bytes(name), _)) if std::str::from_utf8(name).is_ok_and(|n| n.starts_with('/') || n == "Task Environment"))
+    })
 }
 
 #[cfg(test)]

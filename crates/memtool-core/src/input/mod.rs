@@ -68,6 +68,7 @@ fn ensure_memories(profile: &Profile) -> Result<()> {
 fn load_into(profile: &mut Profile, source: Source, options: &LoadOptions) -> Result<()> {
     let Source { path, bytes } = source;
     let bytes = if decompress::is_gzip(&bytes) {
+        let _span = crate::timings::span("gunzip");
         let limit = options
             .max_decompressed
             .unwrap_or_else(|| decompress::default_limit(bytes.len()));

@@ -20,9 +20,15 @@ use crate::model::{
 use super::wire;
 
 pub(crate) fn read(profile: &mut Profile, path: &str, bytes: &[u8]) -> Result<()> {
-    let decoded = pprof::Profile::decode(bytes).map_err(|e| corrupt(path, bytes, e))?;
-    let reader = Reader::new(profile, path, &decoded)?;
-    reader.read_samples(&decoded)
+    let decoded = crate::timings::time("pprof: decode (prost)", || {
+        pprof::Profile::decode(bytes).map_err(|e| corrupt(path, bytes, e))
+    })?;
+    let reader = crate::timings::time("pprof: strings and locations", || {
+        Reader::new(profile, path, &decoded)
+    })?;
+    crate::timings::time("pprof: samples (stacks, sites, allocations)", || {
+        reader.read_samples(&decoded)
+    })
 }
 
 fn corrupt(path: &str, bytes: &[u8], e: prost::DecodeError) -> Error {

@@ -242,6 +242,12 @@ pub struct ProgramBuffer {
     /// Where in a training step the buffer is made (`forward`, `backward`,
     /// `update`), when the op name tells.
     pub phase: Option<StrId>,
+    /// The buffer's own size and its size without padding. The allocation
+    /// can hold more: a whole-program allocation is sized for its largest
+    /// buffer, and memory reused through sharing for the buffer that first
+    /// held it.
+    pub own_bytes: u64,
+    pub own_unpadded_bytes: u64,
 }
 
 impl ProgramInfo {

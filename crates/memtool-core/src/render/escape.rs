@@ -41,11 +41,38 @@ fn fnv1a(text: &str) -> u32 {
 /// little so that neighbouring hues stay apart; all are readable on white and
 /// on a dark background.
 pub fn group_color(key: &str) -> String {
+    if let Some(c) = category_color(key) {
+        return c.to_string();
+    }
     let h = fnv1a(key);
     let hue = h % 360;
     let sat = 50 + (h >> 9) % 3 * 15;
     let light = 42 + (h >> 13) % 3 * 12;
     hsl_hex(hue as f64, sat as f64 / 100.0, light as f64 / 100.0)
+}
+
+/// Fixed, well-separated colours for the memory categories that frameworks
+/// name (PyTorch's memory-profiler categories, XLA's buffer kinds), so that a
+/// chart by category always reads the same: parameters blue, activations
+/// orange, gradients green. A hash alone can give two of them one hue.
+fn category_color(key: &str) -> Option<&'static str> {
+    let k: String = key
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric())
+        .collect::<String>()
+        .to_ascii_lowercase();
+    Some(match k.as_str() {
+        "parameter" | "parameters" | "param" | "params" | "weights" => "#4e79a7",
+        "activation" | "activations" => "#f28e2b",
+        "gradient" | "gradients" | "grad" | "grads" => "#59a14f",
+        "optimizerstate" | "optimizer" => "#b07aa1",
+        "temporary" | "temp" | "temps" => "#bab0ac",
+        "input" | "inputs" | "entryparameter" => "#76b7b2",
+        "output" | "outputs" => "#edc948",
+        "autograddetail" => "#ff9da7",
+        "unknown" => "#9c755f",
+        _ => return None,
+    })
 }
 
 /// `#rrggbb`, which every SVG renderer reads (not all read CSS 4 `hsl()`).
@@ -109,6 +136,10 @@ mod tests {
         assert_eq!(hsl_hex(120.0, 1.0, 0.25), "#008000");
         assert_eq!(hsl_hex(210.0, 0.5, 0.5), "#4080bf");
         assert!(group_color("x").starts_with('#') && group_color("x").len() == 7);
+        // Named categories keep their fixed colours whatever the spelling.
+        assert_eq!(group_color("PARAMETER"), group_color("parameter"));
+        assert_eq!(group_color("OPTIMIZER_STATE"), "#b07aa1");
+        assert_ne!(group_color("activation"), group_color("parameter"));
     }
 
     #[test]

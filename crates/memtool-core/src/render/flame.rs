@@ -51,21 +51,35 @@ impl Tree {
             if totals.bytes == 0 {
                 continue;
             }
-            let stack = names.site_of(site).stack;
+            let site = names.site_of(site);
+            let stack = site.stack;
             let mut labels: Vec<String> = if stack.0 == 0 {
-                vec![NO_STACK_LABEL.to_string()]
+                // No call stack (XSpace allocator events): what the profile
+                // does say, category then op then shape, is the next best path.
+                let known: Vec<String> = [site.category, site.op, site.shape]
+                    .into_iter()
+                    .flatten()
+                    .map(|s| names.str(s).to_string())
+                    .collect();
+                if known.is_empty() {
+                    vec![NO_STACK_LABEL.to_string()]
+                } else {
+                    known
+                }
             } else {
                 let frames = filter.frames(names, stack);
                 frames.iter().rev().map(|&f| names.frame_label(f)).collect()
             };
             labels.truncate(MAX_DEPTH);
+            // Saturating: a differential tree sums every memory of a profile,
+            // which a hostile file can push past u64.
             let mut node = &mut *self;
-            node.bytes[side] += totals.bytes;
+            node.bytes[side] = node.bytes[side].saturating_add(totals.bytes);
             for label in labels {
                 node = node.children.entry(label).or_default();
-                node.bytes[side] += totals.bytes;
+                node.bytes[side] = node.bytes[side].saturating_add(totals.bytes);
             }
-            node.own[side] += totals.bytes;
+            node.own[side] = node.own[side].saturating_add(totals.bytes);
         }
     }
 
@@ -194,6 +208,33 @@ mod tests {
             folded,
             "main 100\nmain;mid;leaf1 600\nmain;mid;leaf2 300\nmain;tiny 1\n"
         );
+    }
+
+    #[test]
+    fn sites_without_stacks_fall_back_to_category_op_shape() {
+        let mut names = Names::default();
+        let (cat, op, shape) = (
+            names.string("output"),
+            names.string("AddV2"),
+            names.string("[256,1024]"),
+        );
+        let with = names.site(Site {
+            op: Some(op),
+            shape: Some(shape),
+            category: Some(cat),
+            ..Site::default()
+        });
+        let bare = names.site(Site::default());
+        let mut tree = Tree::default();
+        tree.add_sites(
+            &names,
+            &[(with, totals(1024)), (bare, totals(10))].into(),
+            &FrameFilter::All,
+            1,
+        );
+        let mut folded = String::new();
+        tree.folded(&mut folded);
+        assert_eq!(folded, "<no stack> 10\noutput;AddV2;[256,1024] 1024\n");
     }
 
     #[test]

@@ -74,23 +74,104 @@ const LEAK_LINES: usize = 5;
 /// Rows of the differential table.
 const DIFF_ROWS: usize = 50;
 
-/// The fragmentation part of a memory's section. `render` leaves it `None`
-/// until `analysis::frag` feeds it (see [`frag_section`]); the page shows
-/// the section, and a line in the memory's header, only when it is `Some`.
+/// The fragmentation part of a memory's section (see [`frag_section`]); the
+/// page shows the section, and a line in the memory's header, only when there
+/// is one.
 #[derive(Clone, Debug, Default)]
 pub struct FragSection {
     /// One line, shown in the memory's header too.
     pub verdict: String,
     pub columns: Vec<String>,
-    /// Cells as shown; the page sorts a column numerically when every cell
-    /// of it parses as a number.
-    pub rows: Vec<Vec<String>>,
+    pub rows: Vec<Vec<FragCell>>,
 }
 
-/// The fragmentation section of one memory. The hook for `analysis::frag`:
-/// build the [`FragSection`] from its report here.
-fn frag_section(_profile: &Profile, _memory: &Memory) -> Option<FragSection> {
-    None
+/// A table cell: its text, and for numbers the exact value to sort by.
+#[derive(Clone, Debug, Default)]
+pub struct FragCell {
+    pub text: String,
+    pub value: Option<String>,
+}
+
+impl FragSection {
+    /// A section from one of a report's tables (as `Report::tables` gives
+    /// them), so the page shows what `memtool frag` prints.
+    pub fn from_table(verdict: String, table: &crate::report::Table) -> FragSection {
+        use crate::report::Cell;
+        FragSection {
+            verdict,
+            columns: table.columns.iter().map(|c| c.replace('_', " ")).collect(),
+            rows: table
+                .rows
+                .iter()
+                .map(|row| {
+                    row.iter()
+                        .map(|cell| FragCell {
+                            text: cell.human(),
+                            value: match cell {
+                                Cell::Text(_) | Cell::Empty | Cell::Percent(None) => None,
+                                other => Some(other.exact()),
+                            },
+                        })
+                        .collect()
+                })
+                .collect(),
+        }
+    }
+}
+
+/// The fragmentation section of one memory, from `analysis::frag`: `None`
+/// when the profile has neither the allocator's figure nor addresses.
+fn frag_section(profile: &Profile, memory: &Memory, options: &Options) -> Option<FragSection> {
+    use crate::report::Report;
+    let options = Options {
+        memories: vec![memory.id.clone()],
+        ..options.clone()
+    };
+    let report = crate::analysis::frag::frag(profile, &options);
+    let m = report.memories.first()?;
+    let mut parts = Vec::new();
+    if let Some(a) = &m.allocator {
+        parts.push(format!(
+            "allocator fragmentation max {:.1}%, mean {:.1}%",
+            a.max * 100.0,
+            a.mean * 100.0
+        ));
+    }
+    if let Some(a) = m.at_peak.as_ref().and_then(|p| p.address) {
+        parts.push(format!(
+            "at peak {:.1}% of free address space is outside the largest gap ({} gaps, largest {})",
+            a.fragmentation * 100.0,
+            a.gaps,
+            units::bytes(a.largest_gap_bytes)
+        ));
+    }
+    if parts.is_empty() {
+        return None;
+    }
+    let tables = report.tables();
+    // tables[0] is the one-row-per-memory summary; [1] the worst points.
+    let table = tables.get(1).or(tables.first())?;
+    Some(FragSection::from_table(parts.join("; "), table))
+}
+
+/// A step boundary drawn on the timeline: where a training or serving step
+/// starts, relative to the timeline's `x0`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct StepMark {
+    pub x: i64,
+    pub label: String,
+}
+
+/// The step boundaries of one memory, drawn as dashed lines on its timeline.
+fn step_marks(memory: &Memory, x0: i64) -> Vec<StepMark> {
+    memory
+        .steps
+        .iter()
+        .map(|s| StepMark {
+            x: s.start.wrapping_sub(x0),
+            label: format!("step {}", s.id),
+        })
+        .collect()
 }
 
 // ---------------------------------------------------------------------------
@@ -108,6 +189,8 @@ struct PageData {
 struct PeakMark {
     x: i64,
     bytes: u64,
+    /// The bytes as the header prints them (JavaScript rounds halves otherwise).
+    text: String,
     label: String,
 }
 
@@ -131,6 +214,8 @@ struct MemoryData {
     /// The allocator's reserved bytes, `[x, bytes]`, downsampled.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     reserved: Vec<[i64; 2]>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    steps: Vec<StepMark>,
     flame: Node,
     #[serde(skip_serializing_if = "Option::is_none")]
     addr: Option<addr::AddressView>,
@@ -199,6 +284,8 @@ struct Fact {
 struct MemoryView {
     dom: String,
     title: String,
+    /// Peak in human units, for the contents list.
+    peak_short: String,
     facts: Vec<Fact>,
     leak_verdict: String,
     frag: Option<FragSection>,
@@ -247,6 +334,8 @@ struct Page {
     warnings: Vec<String>,
     diff: Option<DiffView>,
     profiles: Vec<ProfileView>,
+    /// Memories on the page (a contents list is shown when there are several).
+    memory_count: usize,
     css: &'static str,
     js: &'static str,
     data_json: String,
@@ -305,12 +394,14 @@ pub fn html(inputs: Inputs<'_>, options: &RenderOptions) -> String {
         Inputs::One(p) => format!("memtool: {}", paths(p)),
         Inputs::Diff { base, new } => format!("memtool: {} → {}", paths(base), paths(new)),
     };
+    let memory_count = profiles.iter().map(|p| p.memories.len()).sum();
     let page = Page {
         title,
         inputs: page_inputs,
         warnings,
         diff,
         profiles,
+        memory_count,
         css: CSS,
         js: JS,
         data_json: escape::script_json(&data),
@@ -350,9 +441,10 @@ pub fn svg(inputs: Inputs<'_>, options: &RenderOptions) -> String {
     let mut timelines = Vec::new();
     for (role, profile) in list {
         for memory in options.analysis.selected(profile) {
-            let Some(peak) = replay::peak(memory) else {
+            let Some(reported) = replay::reported_peak(memory, options.analysis.ties) else {
                 continue;
             };
+            let peak = reported.point;
             let by = options
                 .group_by
                 .unwrap_or_else(|| timeline::default_group_by(&profile.names, memory));
@@ -365,7 +457,7 @@ pub fn svg(inputs: Inputs<'_>, options: &RenderOptions) -> String {
                 options.bands,
             );
             let label = |col: Option<usize>| {
-                col.and_then(|c| Some((*tl.top_points.get(c)?, *tl.x.get(c)? + tl.x0)))
+                col.and_then(|c| Some((*tl.top_points.get(c)?, tl.x.get(c)?.wrapping_add(tl.x0))))
                     .map_or(String::new(), |(i, at)| point_label(memory, i, at))
             };
             let x_labels = [label(Some(0)), label(tl.x.len().checked_sub(1))];
@@ -373,10 +465,18 @@ pub fn svg(inputs: Inputs<'_>, options: &RenderOptions) -> String {
             let title = format!(
                 "{role}{} — peak {} at {peak_label} (stacked by {})",
                 display_id(&memory.id),
-                units::bytes(peak.bytes),
+                units::bytes(reported.bytes),
                 by.name().replace('_', " ")
             );
-            timelines.push((title, x_labels, peak, peak_label, memory.capacity, tl));
+            let peak_text = units::bytes(reported.bytes);
+            timelines.push((
+                title,
+                x_labels,
+                peak,
+                (peak_label, peak_text),
+                memory.capacity,
+                tl,
+            ));
         }
     }
     let panels: Vec<svg::Panel<'_>> = timelines
@@ -388,7 +488,8 @@ pub fn svg(inputs: Inputs<'_>, options: &RenderOptions) -> String {
                 x_labels: x_labels.clone(),
                 peak_x: peak.at.wrapping_sub(tl.x0),
                 peak_bytes: peak.bytes,
-                peak_label: peak_label.clone(),
+                peak_label: peak_label.0.clone(),
+                peak_text: peak_label.1.clone(),
                 capacity: *capacity,
             },
         )
@@ -423,7 +524,9 @@ fn profile_view(
     let mut memories = Vec::new();
     let mut empty = Vec::new();
     for (m, memory) in options.analysis.selected(profile).enumerate() {
-        let Some(peak) = replay::peak(memory) else {
+        // The peak the `peak` and `summary` commands report (the allocator's
+        // own figure when it gives one, `--ties`).
+        let Some(peak) = replay::reported_peak(memory, options.analysis.ties) else {
             empty.push(display_id(&memory.id));
             continue;
         };
@@ -446,18 +549,20 @@ type RowKey = (String, String, String, String, String);
 fn memory_view(
     profile: &Profile,
     memory: &Memory,
-    peak: replay::Point,
+    reported: replay::Peak,
     leak: Option<&MemoryLeaks>,
     dom: String,
     options: &RenderOptions,
 ) -> (MemoryView, MemoryData) {
+    // The point drawn and broken down; `reported.bytes` is what the header says.
+    let peak = reported.point;
     let names = &profile.names;
     let filter = &options.analysis.frames;
     let by = options
         .group_by
         .unwrap_or_else(|| timeline::default_group_by(names, memory));
     let tl = timeline::timeline(names, memory, by, filter, options.width, options.bands);
-    let by_site = at_peak(memory);
+    let by_site = group::totals_by_site(memory, &replay::live_at(memory, peak.index));
 
     // Breakdown rows: one per distinct site as shown (op, shape, dtype,
     // category, stack), largest first.
@@ -495,11 +600,12 @@ fn memory_view(
         .map(|r| r.1.bytes)
         .sum();
     let show = |f: fn(&crate::model::Site) -> bool| by_site.keys().any(|&s| f(names.site_of(s)));
+    // The first column already holds the grouping key: no second copy.
     let (show_op, show_shape, show_dtype, show_category) = (
-        show(|s| s.op.is_some()),
-        show(|s| s.shape.is_some()),
-        show(|s| s.dtype.is_some()),
-        show(|s| s.category.is_some()),
+        by != GroupBy::Op && show(|s| s.op.is_some()),
+        by != GroupBy::Shape && show(|s| s.shape.is_some()),
+        by != GroupBy::Dtype && show(|s| s.dtype.is_some()),
+        by != GroupBy::Category && show(|s| s.category.is_some()),
     );
     let rows: Vec<BreakdownRow> = rows
         .into_iter()
@@ -623,7 +729,7 @@ fn memory_view(
         ),
     };
 
-    let frag = frag_section(profile, memory);
+    let frag = frag_section(profile, memory, &options.analysis);
     let peak_label = point_label(memory, peak.index, peak.at);
     let mut facts = vec![
         Fact {
@@ -632,12 +738,22 @@ fn memory_view(
         },
         Fact {
             name: "peak",
-            value: format!(
-                "{} ({} bytes, {} buffers)",
-                units::bytes(peak.bytes),
-                peak.bytes,
-                peak.buffers
-            ),
+            value: if reported.bytes == peak.bytes {
+                format!(
+                    "{} ({} bytes, {} buffers)",
+                    units::bytes(peak.bytes),
+                    peak.bytes,
+                    peak.buffers
+                )
+            } else {
+                format!(
+                    "{} ({} bytes, as the allocator reported it; the events replayed there hold {} in {} buffers)",
+                    units::bytes(reported.bytes),
+                    reported.bytes,
+                    units::bytes(peak.bytes),
+                    peak.buffers
+                )
+            },
         },
         Fact {
             name: "peak at",
@@ -646,7 +762,10 @@ fn memory_view(
     ];
     if let Some(c) = memory.capacity {
         let share = if c > 0 {
-            format!(" — peak is {:.1}%", peak.bytes as f64 * 100.0 / c as f64)
+            format!(
+                " — peak is {:.1}%",
+                reported.bytes as f64 * 100.0 / c as f64
+            )
         } else {
             String::new()
         };
@@ -683,6 +802,7 @@ fn memory_view(
     let view = MemoryView {
         dom: dom.clone(),
         title: format!("{} ({})", display_id(&memory.id), axis_name(memory.axis)),
+        peak_short: format!("{} at {}", units::bytes(reported.bytes), peak_label),
         facts,
         leak_verdict,
         frag,
@@ -700,6 +820,7 @@ fn memory_view(
         has_addr: addr.is_some(),
     };
     let reserved = reserved_series(memory, tl.x0, options.width);
+    let steps = step_marks(memory, tl.x0);
     let data = MemoryData {
         dom,
         axis: memory.axis,
@@ -707,11 +828,13 @@ fn memory_view(
         peak: PeakMark {
             x: peak.at.wrapping_sub(tl.x0),
             bytes: peak.bytes,
+            text: units::bytes(reported.bytes),
             label: peak_label,
         },
         timeline: tl,
         capacity: memory.capacity,
         reserved,
+        steps,
         flame,
         addr,
         leaks: leak_chart,
@@ -873,12 +996,13 @@ mod tests {
                     format!("op{i}")
                 });
                 let category = names.string(["activation", "parameter", "temp"][i as usize % 3]);
+                let odd = (hostile && i == 3).then(|| names.string(XSS));
                 names.site(Site {
                     stack,
                     op: Some(op),
-                    shape: None,
-                    dtype: None,
-                    category: Some(category),
+                    shape: odd,
+                    dtype: odd,
+                    category: Some(odd.unwrap_or(category)),
                 })
             })
             .collect();
@@ -888,6 +1012,7 @@ mod tests {
         let mut next_addr = 0x7f00_0000_0000u64;
         let (mut live, mut reserved) = (0u64, 0u64);
         for step in 0..steps {
+            let step_start = at + 100;
             let mut ids = Vec::new();
             for j in 0..per_step {
                 let bytes = 4096 * (1 + (step * 7 + j) % 64);
@@ -919,6 +1044,11 @@ mod tests {
                 });
                 live -= m.allocations[id.index()].bytes;
             }
+            m.steps.push(crate::model::Step {
+                id: step as i64,
+                start: step_start,
+                end: at,
+            });
             m.allocator_samples.push(AllocatorSample {
                 at,
                 reserved_bytes: Some(reserved),
@@ -974,8 +1104,16 @@ mod tests {
             "{}",
             &page[..2000]
         );
-        // No fragmentation analysis is wired in yet: no section, no empty heading.
-        assert!(!page.contains("Fragmentation"));
+        // Addresses give `frag` its address-gap figure: the section and the
+        // header line say what it says.
+        let frag = crate::analysis::frag::frag(&profile, &Options::default());
+        let gaps = frag.memories[0].at_peak.as_ref().unwrap().address.unwrap();
+        assert!(page.contains("<h3>Fragmentation</h3>"));
+        assert!(page.contains(&format!(
+            "({} gaps, largest {})</dd>",
+            gaps.gaps,
+            units::bytes(gaps.largest_gap_bytes)
+        )));
         let data = embedded_data(&page);
         let m = &data["memories"][0];
         assert_eq!(m["peak"]["bytes"], peak.bytes);
@@ -988,27 +1126,42 @@ mod tests {
             Some(peak.bytes.div_ceil(2 << 20) * (2 << 20))
         );
         assert_eq!(m["flame"]["v"], peak.bytes);
+        let steps = m["steps"].as_array().unwrap();
+        assert_eq!(steps.len(), 50);
+        assert_eq!(steps[1]["label"], "step 1");
     }
 
     #[test]
     fn frag_sections_show_when_given() {
-        let profile = event_profile(5, 4, false);
+        // Without addresses or the allocator's own figure: no section at all.
+        let mut profile = event_profile(5, 4, false);
+        for a in &mut profile.memories[0].allocations {
+            a.address = None;
+        }
         let page = html(Inputs::One(&profile), &RenderOptions::default());
-        assert!(!page.contains("<dt>fragmentation</dt>"));
+        assert!(!page.contains("<dt>fragmentation</dt>") && !page.contains("Fragmentation"));
         // The template block the frag analysis feeds.
         let view = Page {
             title: "t".into(),
             inputs: Vec::new(),
             warnings: Vec::new(),
             diff: None,
+            memory_count: 1,
             profiles: vec![ProfileView {
                 heading: String::new(),
                 memories: vec![MemoryView {
-                    frag: Some(FragSection {
-                        verdict: "external fragmentation 12%".into(),
-                        columns: vec!["at".into(), "largest free".into()],
-                        rows: vec![vec!["1 s".into(), "<b>".into()]],
-                    }),
+                    frag: Some(FragSection::from_table(
+                        "external fragmentation 12%".into(),
+                        &{
+                            let mut t = crate::report::Table::new(
+                                "Fragmentation",
+                                vec!["at", "largest_free"],
+                            );
+                            t.rows
+                                .push(vec!["<b>".into(), crate::report::Cell::Bytes(3 << 20)]);
+                            t
+                        },
+                    )),
                     ..test_memory_view()
                 }],
                 empty: Vec::new(),
@@ -1021,6 +1174,8 @@ mod tests {
         assert!(page.contains("<dt>fragmentation</dt><dd>external fragmentation 12%</dd>"));
         assert!(page.contains("<h3>Fragmentation</h3>"));
         assert!(page.contains("<td>&#60;b&#62;</td>") || page.contains("<td>&lt;b&gt;</td>"));
+        assert!(page.contains("<th>largest free</th>"));
+        assert!(page.contains("<td class=\"num\" data-v=\"3145728\">3.00 MiB</td>"));
     }
 
     /// Writes reports of synthetic event streams (including the hostile one)
@@ -1066,6 +1221,7 @@ mod tests {
         MemoryView {
             dom: "m0-0".into(),
             title: "gpu".into(),
+            peak_short: String::new(),
             facts: Vec::new(),
             leak_verdict: String::new(),
             frag: None,
@@ -1084,9 +1240,14 @@ mod tests {
         }
     }
 
-    fn embedded_data(page: &str) -> serde_json::Value {
+    /// Where the embedded JSON starts and ends in a page.
+    fn data_span(page: &str) -> (usize, usize) {
         let start = page.find("id=\"memtool-data\">").unwrap() + "id=\"memtool-data\">".len();
-        let end = start + page[start..].find("</script>").unwrap();
+        (start, start + page[start..].find("</script>").unwrap())
+    }
+
+    fn embedded_data(page: &str) -> serde_json::Value {
+        let (start, end) = data_span(page);
         serde_json::from_str(&page[start..end]).unwrap()
     }
 
@@ -1177,8 +1338,10 @@ mod tests {
         assert!(image.contains(&format!("GPU_0_bfc — peak {}", units::bytes(peak.bytes))));
         // One area per band, each named by its group.
         let bands = image.matches("<path ").count();
-        assert_eq!(bands, 3, "one band per category");
+        assert_eq!(bands, 4, "one band per category");
         assert!(image.contains("<title>activation</title>"));
+        // The hostile category is a band too, as text.
+        assert!(image.contains("<title>&lt;/script&gt;&lt;img src=x onerror=alert(1)&gt;</title>"));
         let diff = svg(
             Inputs::Diff {
                 base: &profile,
@@ -1194,6 +1357,64 @@ mod tests {
         assert!(
             svg(Inputs::One(&Profile::default()), &RenderOptions::default()).contains("No memory")
         );
+    }
+
+    #[test]
+    fn extreme_values_render_without_panicking() {
+        let mut profile = Profile::default();
+        let site = profile.names.site(Site::default());
+        let mut m = Memory::new("x", MemoryKind::Allocator, Axis::TimePs);
+        m.capacity = Some(u64::MAX);
+        for (i, (at, address)) in [(i64::MIN, u64::MAX - 1), (i64::MAX, 0), (0, u64::MAX / 2)]
+            .into_iter()
+            .enumerate()
+        {
+            let id = m.push_allocation(Allocation {
+                bytes: u64::MAX / 4,
+                requested: u64::MAX / 4,
+                count: 1,
+                address: Some(address),
+                site,
+            });
+            m.events.push(Event {
+                at,
+                kind: EventKind::Alloc,
+                alloc: id,
+            });
+            if i == 1 {
+                m.events.push(Event {
+                    at: i64::MIN,
+                    kind: EventKind::Free,
+                    alloc: AllocId(0),
+                });
+            }
+        }
+        m.allocator_samples.push(AllocatorSample {
+            at: i64::MAX,
+            reserved_bytes: Some(u64::MAX),
+            ..AllocatorSample::default()
+        });
+        profile.memories.push(m);
+        let options = RenderOptions::default();
+        let page = html(Inputs::One(&profile), &options);
+        assert!(page.contains("data-mem=\"m0-0\""));
+        assert!(svg(Inputs::One(&profile), &options).ends_with("</svg>\n"));
+        assert!(!folded(
+            Inputs::Diff {
+                base: &profile,
+                new: &profile
+            },
+            &options
+        )
+        .is_empty());
+        let both = html(
+            Inputs::Diff {
+                base: &profile,
+                new: &profile,
+            },
+            &options,
+        );
+        assert!(both.contains("What changed"));
     }
 
     #[test]

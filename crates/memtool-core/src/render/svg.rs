@@ -24,7 +24,10 @@ pub struct Panel<'a> {
     /// First and last x label (snapshot names, times).
     pub x_labels: [String; 2],
     pub peak_x: i64,
+    /// Height of the peak mark (the replayed total there).
     pub peak_bytes: u64,
+    /// The peak as reported (the allocator's figure when it gives one).
+    pub peak_text: String,
     pub peak_label: String,
     pub capacity: Option<u64>,
 }
@@ -97,9 +100,14 @@ fn write_panel(out: &mut String, p: &Panel<'_>, top: f64) {
         max = max.max(c);
     }
     let step = tick_step(max.max(1));
-    let y_max = (((max as f64 * 1.04) / step as f64).ceil() as u64).max(1) * step;
+    let y_max = (((max as f64 * 1.04) / step as f64).ceil() as u64)
+        .max(1)
+        .saturating_mul(step);
+    // Each column holds until the next; the last for one average column.
     let (x0, x1) = match (t.x.first(), t.x.last()) {
-        (Some(&a), Some(&b)) if b > a => (a as f64, b as f64),
+        (Some(&a), Some(&b)) if b > a => {
+            (a as f64, b as f64 + (b as f64 - a as f64) / (n - 1) as f64)
+        }
         (Some(&a), _) => (a as f64 - 0.5, a as f64 + 0.5),
         _ => (0.0, 1.0),
     };
@@ -116,7 +124,10 @@ fn write_panel(out: &mut String, p: &Panel<'_>, top: f64) {
             xml(&units::bytes(y)),
             yy = fmt(sy(y)),
         );
-        y += step;
+        let Some(next) = y.checked_add(step) else {
+            break;
+        };
+        y = next;
     }
     // Bands, bottom up; a single point is drawn across the whole width.
     let xs: Vec<f64> = if n == 1 {
@@ -125,6 +136,8 @@ fn write_panel(out: &mut String, p: &Panel<'_>, top: f64) {
         t.x.iter().map(|&x| sx(x as f64)).collect()
     };
     let value = |band: &[u64], i: usize| if n == 1 { band[0] } else { band[i] };
+    // Memory holds its value until the next point: steps, not slopes.
+    let next_x = |i: usize| xs.get(i + 1).copied().unwrap_or(sx(x1));
     let mut below = vec![0u64; xs.len()];
     for band in &t.bands {
         let mut d = String::from("M");
@@ -134,10 +147,12 @@ fn write_panel(out: &mut String, p: &Panel<'_>, top: f64) {
             if i > 0 {
                 d.push('L');
             }
-            let _ = write!(d, "{},{}", fmt(x), fmt(sy(*a)));
+            let y = fmt(sy(*a));
+            let _ = write!(d, "{},{y}L{},{y}", fmt(x), fmt(next_x(i)));
         }
         for (i, &x) in xs.iter().enumerate().rev() {
-            let _ = write!(d, "L{},{}", fmt(x), fmt(sy(below[i])));
+            let y = fmt(sy(below[i]));
+            let _ = write!(d, "L{},{y}L{},{y}", fmt(next_x(i)), fmt(x));
         }
         d.push('Z');
         let _ = writeln!(
@@ -152,7 +167,10 @@ fn write_panel(out: &mut String, p: &Panel<'_>, top: f64) {
         let pts: Vec<String> = xs
             .iter()
             .zip(&t.lo)
-            .map(|(&x, &l)| format!("{},{}", fmt(x), fmt(sy(l))))
+            .enumerate()
+            .map(|(i, (&x, &l))| {
+                format!("{x},{y} {},{y}", fmt(next_x(i)), x = fmt(x), y = fmt(sy(l)))
+            })
             .collect();
         let _ = writeln!(
             out,
@@ -188,7 +206,7 @@ fn write_panel(out: &mut String, p: &Panel<'_>, top: f64) {
         fmt(if right { px - 6.0 } else { px + 6.0 }),
         fmt((sy(p.peak_bytes) - 6.0).max(plot_top + 10.0)),
         if right { "end" } else { "start" },
-        xml(&format!("peak {} at {}", units::bytes(p.peak_bytes), p.peak_label)),
+        xml(&format!("peak {} at {}", p.peak_text, p.peak_label)),
         x = fmt(px),
     );
     let _ = writeln!(

@@ -122,16 +122,39 @@ fn columns(memory: &Memory, width: usize) -> (Vec<Column>, usize) {
 }
 
 /// How the chart groups a memory when the caller does not say: the most
-/// telling key the profile has values for.
+/// telling key the profile has values for at the peak. A category with one
+/// value (every buffer an `output`) says nothing; ops do, when the profile has
+/// no call stacks.
 pub fn default_group_by(names: &Names, memory: &Memory) -> GroupBy {
     let Some(p) = replay::peak(memory) else {
         return GroupBy::UserFrame;
     };
     let by_site = group::totals_by_site(memory, &replay::live_at(memory, p.index));
-    [GroupBy::Category, GroupBy::Op]
-        .into_iter()
-        .find(|&by| group::has_values(names, &by_site, by))
-        .unwrap_or(GroupBy::UserFrame)
+    let distinct = |by: GroupBy| {
+        let labels: std::collections::BTreeSet<String> = by_site
+            .keys()
+            .filter(|&&s| {
+                let site = names.site_of(s);
+                match by {
+                    GroupBy::Category => site.category.is_some(),
+                    GroupBy::Op => site.op.is_some(),
+                    _ => site.stack.0 != 0,
+                }
+            })
+            .map(|&s| group::label(names, s, by, &FrameFilter::All))
+            .collect();
+        labels.len()
+    };
+    let stacks = group::has_values(names, &by_site, GroupBy::Stack);
+    if distinct(GroupBy::Category) >= 2 {
+        GroupBy::Category
+    } else if stacks {
+        GroupBy::UserFrame
+    } else if distinct(GroupBy::Op) >= 1 {
+        GroupBy::Op
+    } else {
+        GroupBy::UserFrame
+    }
 }
 
 /// Builds the timeline of `memory` with at most `width` columns and `top`
@@ -267,7 +290,7 @@ pub fn band_of_site(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{AllocId, Allocation, Axis, Event, EventKind, MemoryKind, Site};
+    use crate::model::{AllocId, Allocation, Axis, Event, EventKind, MemoryKind, Site, StrId};
 
     /// A memory whose live bytes go up and down many times, with one narrow
     /// spike: a 1-event-wide peak among 100,000 events.
@@ -366,6 +389,45 @@ mod tests {
         let last = t.x.len() - 1;
         let sum: u64 = t.bands.iter().map(|b| b.v[last]).sum();
         assert_eq!(sum, t.hi[last]);
+    }
+
+    #[test]
+    fn the_default_grouping_is_the_most_telling_key() {
+        let mut names = Names::default();
+        let output = names.string("output");
+        let temp = names.string("temp");
+        let (add, mul) = (names.string("AddV2"), names.string("MatMul"));
+        let memory_of = |names: &mut Names, sites: &[(Option<StrId>, Option<StrId>)]| {
+            let mut m = Memory::new("m", MemoryKind::Allocator, Axis::EventIndex);
+            for &(category, op) in sites {
+                let site = names.site(Site {
+                    op,
+                    category,
+                    ..Site::default()
+                });
+                m.push_allocation(Allocation {
+                    bytes: 8,
+                    requested: 8,
+                    count: 1,
+                    address: None,
+                    site,
+                });
+            }
+            m.live_at_start = (0..sites.len() as u32).map(AllocId).collect();
+            m
+        };
+        let one_category = memory_of(
+            &mut names,
+            &[(Some(output), Some(add)), (Some(output), Some(mul))],
+        );
+        assert_eq!(default_group_by(&names, &one_category), GroupBy::Op);
+        let two = memory_of(
+            &mut names,
+            &[(Some(output), Some(add)), (Some(temp), Some(mul))],
+        );
+        assert_eq!(default_group_by(&names, &two), GroupBy::Category);
+        let nothing = memory_of(&mut names, &[(None, None)]);
+        assert_eq!(default_group_by(&names, &nothing), GroupBy::UserFrame);
     }
 
     #[test]

@@ -69,13 +69,15 @@ fn parse_limit(text: &str) -> Result<GrowthLimit, String> {
 pub fn run(args: &DiffArgs) -> Result<Outcome> {
     let base = inputs::load(std::slice::from_ref(&args.base), &args.read)?;
     let new = inputs::load(std::slice::from_ref(&args.new), &args.read)?;
-    let report = diff::diff_by(
-        &base,
-        &new,
-        &args.analysis.options(),
-        args.fail_on_growth,
-        args.by.into(),
-    );
+    let report = memtool_core::timings::time("analysis", || {
+        diff::diff_by(
+            &base,
+            &new,
+            &args.analysis.options(),
+            args.fail_on_growth,
+            args.by.into(),
+        )
+    });
     output::write(&report, &args.output).context("writing the diff")?;
     if report.gate_failed() {
         if let Some(g) = &report.gate {

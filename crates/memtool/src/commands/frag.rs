@@ -5,8 +5,11 @@ use memtool_core::analysis::frag;
 use crate::cli::{AnalysisArgs, OutputArgs, ReadArgs};
 use crate::{inputs, output, Outcome};
 
-/// Fragmentation: the allocator's own figure over time, its worst points and
-/// what was live there, and memtool's figure from allocation addresses.
+/// Fragmentation: the allocator's figure, its worst points, address gaps.
+///
+/// The allocator's own fragmentation over time, its worst points with what
+/// was live there, and memtool's own figure from the gaps between live
+/// allocations' addresses.
 #[derive(Args, Debug)]
 #[command(after_help = "Examples:
   memtool frag run.xplane.pb

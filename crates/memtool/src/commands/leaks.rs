@@ -19,13 +19,21 @@ pub struct LeaksArgs {
     pub read: ReadArgs,
     #[command(flatten)]
     pub analysis: AnalysisArgs,
+    /// Exit with code 1 when a group grows steadily (a leak), for CI.
+    #[arg(long)]
+    pub fail_on_leak: bool,
     #[command(flatten)]
     pub output: OutputArgs,
 }
 
 pub fn run(args: &LeaksArgs) -> Result<Outcome> {
     let profile = inputs::load(&args.files, &args.read)?;
-    let report = leaks::leaks(&profile, &args.analysis.options());
+    let report = memtool_core::timings::time("analysis", || {
+        leaks::leaks(&profile, &args.analysis.options())
+    });
     output::write(&report, &args.output)?;
+    if args.fail_on_leak && report.has_steady_growth() {
+        return Ok(Outcome::GateFailed);
+    }
     Ok(Outcome::Success)
 }

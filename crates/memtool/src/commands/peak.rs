@@ -41,6 +41,7 @@ pub struct PeakArgs {
 
 pub fn run(args: &PeakArgs) -> Result<Outcome> {
     let profile = inputs::load(&args.files, &args.read)?;
+    crate::cli::check_selection(&profile, &args.analysis.options())?;
     let mut options = args.analysis.options();
     if args.xprof_compat {
         options.ties = Ties::Last;
@@ -49,7 +50,9 @@ pub fn run(args: &PeakArgs) -> Result<Outcome> {
         budget: args.budget,
         xprof_compat: args.xprof_compat,
     };
-    let report = peak::peak_with(&profile, &options, &settings);
+    let report = memtool_core::timings::time("analysis", || {
+        peak::peak_with(&profile, &options, &settings)
+    });
     output::write(&report, &args.output)?;
     Ok(if report.over_budget() {
         Outcome::GateFailed

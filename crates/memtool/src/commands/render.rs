@@ -67,8 +67,8 @@ pub struct RenderArgs {
     /// Write to FILE instead of stdout (atomically: never a partial file).
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<std::path::PathBuf>,
-    /// Stack the timeline by this key (default: category, else op, else the
-    /// user's own frame, whichever the profile has).
+    /// Stack the timeline by this key (default: category when the memory has
+    /// several, else your own frame when there are call stacks, else op).
     #[arg(long, value_enum, value_name = "KEY")]
     pub group_by: Option<GroupArg>,
     /// Groups drawn on their own in the timeline; the rest are "other".

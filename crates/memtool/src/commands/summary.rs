@@ -32,11 +32,12 @@ pub struct SummaryArgs {
 
 pub fn run(args: &SummaryArgs) -> Result<Outcome> {
     let profile = inputs::load(&args.files, &args.read)?;
+    crate::cli::check_selection(&profile, &args.analysis.options())?;
     let mut options = args.analysis.options();
     if args.xprof_compat {
         options.ties = Ties::Last;
     }
-    let report = summary::summarize(&profile, &options);
+    let report = memtool_core::timings::time("analysis", || summary::summarize(&profile, &options));
     output::write(&report, &args.output)?;
     Ok(Outcome::Success)
 }

@@ -3,14 +3,14 @@
 //!
 //! A module (one `xla.HloProto` found by [`plane`]) becomes one memory per
 //! memory space (XLA memory color). Buffer allocations that live through the
-//! whole program (entry parameters, outputs, constants, thread-local) are live
-//! from the start, one allocation each, named after their largest logical
-//! buffer. The temporary allocation's heap simulator trace becomes the event
+//! whole program (entry parameters, outputs, constants) are live from the
+//! start, one allocation each, named after their largest logical buffer. The temporary allocation's heap simulator trace becomes the event
 //! stream, one event per trace event, so event `i` is at position `i` and the
 //! replayed timeline is XProf's heap timeline: the bytes before each trace
 //! event and after the last.
 //!
-//! Thread-local allocations are counted apart and are not live in the heap.
+//! Thread-local allocations (per-thread kernel scratch) are counted apart and
+//! are never live, as in XProf 2.24.
 //!
 //! Buffers that share memory (`SHARE_WITH`) are reference counted on their
 //! canonical buffer, as XProf does: the canonical buffer's bytes are live from
@@ -45,6 +45,9 @@ const ALLOC: i32 = 0;
 const FREE: i32 = 1;
 const SHARE_WITH: i32 = 2;
 
+/// Adds a memory per module and memory space of the XSpace's compiled
+/// programs. An XSpace without any (TensorFlow, PyTorch/XLA host traces) adds
+/// none; a module that does not decode is skipped with a warning.
 pub(crate) fn read(profile: &mut Profile, path: &str, bytes: &[u8]) -> Result<()> {
     // The XSpace reader that runs first has recorded the input.
     let modules = plane::modules(path, bytes)?;
@@ -229,8 +232,19 @@ impl<'h> Module<'h> {
         for color in colors {
             let mut reader = SpaceReader::new(self, profile, path, color);
             reader.read_allocations();
-            if let Some(trace) = self.trace_for(color) {
+            let chosen = self.trace_for(color);
+            if let Some(trace) = chosen {
                 reader.simulate(&self.traces[trace]);
+            }
+            let others = self.other_traces(color, chosen);
+            if others > 0 {
+                let message = format!(
+                    "{}: {others} more heap simulator traces of memory space {color} (one per \
+                     further temporary allocation) are not replayed; the timeline is the \
+                     first one's, as in XProf",
+                    self.name
+                );
+                reader.profile.warn(path, message);
             }
             let memory = reader.finish();
             profile.memories.push(memory);
@@ -266,6 +280,21 @@ impl<'h> Module<'h> {
         })
     }
 
+    /// Traces of other temporary allocations of this color than `chosen`.
+    fn other_traces(&self, color: i64, chosen: Option<usize>) -> usize {
+        let mut traces: Vec<usize> = self
+            .allocations
+            .iter()
+            .enumerate()
+            .filter(|(_, a)| a.color == color && !is_indefinite(a))
+            .filter_map(|(i, _)| self.trace_of.get(&i).copied())
+            .filter(|&t| Some(t) != chosen)
+            .collect();
+        traces.sort_unstable();
+        traces.dedup();
+        traces.len()
+    }
+
     fn stack_frames(&self) -> Option<&'h StackFrameIndexProto> {
         self.hlo
             .hlo_module
@@ -288,7 +317,7 @@ struct SpaceReader<'m, 'h, 'p> {
     path: &'p str,
     memory: Memory,
     info: ProgramInfo,
-    sites: HashMap<(i64, usize), (SiteId, ProgramBuffer)>,
+    sites: HashMap<(i64, &'static str), (SiteId, ProgramBuffer)>,
     stacks: HashMap<i32, StackId>,
     /// A zero-byte allocation that is never live: the event for trace events
     /// that change nothing, so positions stay aligned with the trace.
@@ -547,7 +576,7 @@ impl<'m, 'h, 'p> SpaceReader<'m, 'h, 'p> {
 
     /// The site and program description of a buffer, interned once.
     fn named(&mut self, buffer: &Buffer<'h>, category: &'static str) -> (SiteId, ProgramBuffer) {
-        let key = (buffer.proto.id, category.len());
+        let key = (buffer.proto.id, category);
         if let Some(&named) = self.sites.get(&key) {
             return named;
         }
@@ -575,6 +604,8 @@ impl<'m, 'h, 'p> SpaceReader<'m, 'h, 'p> {
             name: names.string(&buffer.name()),
             opcode: names.optional_string(&instruction.opcode),
             phase: phase.map(|p| names.string(p)),
+            own_bytes: buffer.bytes(),
+            own_unpadded_bytes: buffer.unpadded_bytes(),
         };
         self.sites.insert(key, (site, program));
         (site, program)
@@ -583,10 +614,9 @@ impl<'m, 'h, 'p> SpaceReader<'m, 'h, 'p> {
     /// The instruction's Python stack, leaf first: the stack frame index when
     /// the module has one, else the single legacy source file and line.
     fn stack(&mut self, source_file: &str, source_line: i32, frame_id: i32) -> StackId {
-        if let Some(&stack) = self.stacks.get(&frame_id) {
-            if frame_id != 0 {
-                return stack;
-            }
+        // Frame ids are per module; legacy file/line stacks (id 0) are not cached.
+        if let Some(&stack) = self.stacks.get(&frame_id).filter(|_| frame_id != 0) {
+            return stack;
         }
         let mut frames: Vec<FrameId> = Vec::new();
         if let Some(index) = self.module.stack_frames() {
@@ -908,6 +938,95 @@ mod tests {
         let warning = &profile.warnings[0].message;
         assert!(warning.contains("1 frees") && warning.contains("1 events of an unknown kind"));
         assert!(warning.contains("1 events on buffers"), "{warning}");
+    }
+
+    #[test]
+    fn further_traces_of_a_space_are_named_in_a_warning() {
+        let half = MIB / 2;
+        let mut hlo = module(&[half], &[(ALLOC, 1, 0), (FREE, 1, 0)]);
+        let assignment = hlo.buffer_assignment.as_mut().unwrap();
+        assignment.logical_buffers.push(LogicalBufferProto {
+            id: 5,
+            size: MIB,
+            defined_at: Some(Location {
+                instruction_id: 0,
+                ..Default::default()
+            }),
+            color: 0,
+        });
+        assignment.buffer_allocations.push(BufferAllocationProto {
+            index: 2,
+            size: MIB,
+            assigned: vec![Assigned {
+                logical_buffer_id: 5,
+                offset: 0,
+                size: MIB,
+            }],
+            ..Default::default()
+        });
+        let event = |kind| TraceEvent {
+            kind,
+            buffer_id: 5,
+            ..Default::default()
+        };
+        assignment.heap_simulator_traces.push(HeapSimulatorTrace {
+            events: vec![event(ALLOC), event(FREE)],
+            ..Default::default()
+        });
+        let profile = read(&hlo);
+        let memory = &profile.memories[0];
+        assert_eq!(replay::peak(memory).unwrap().bytes, (MIB + half) as u64);
+        assert_eq!(
+            memory.program.as_ref().unwrap().temporary_bytes,
+            2 * MIB as u64
+        );
+        let warning = &profile.warnings[0].message;
+        assert!(
+            warning.contains("1 more heap simulator traces"),
+            "{warning}"
+        );
+    }
+
+    #[test]
+    fn xprof_compat_shows_own_sizes_and_hides_whole_program_buffers_off_space_0() {
+        use crate::analysis::peak::{peak_with, PeakSettings};
+        use crate::analysis::Options;
+        let quarter = MIB / 4;
+        // B (0.125 MiB) reuses A's 0.25 MiB after A is freed, while C is live.
+        let events = [
+            (ALLOC, 1, 0),
+            (FREE, 1, 0),
+            (ALLOC, 3, 0),
+            (SHARE_WITH, 2, 1),
+            (FREE, 2, 0),
+            (FREE, 3, 0),
+        ];
+        let mut hlo = module(&[quarter, quarter / 2, quarter], &events);
+        let assignment = hlo.buffer_assignment.as_mut().unwrap();
+        for a in &mut assignment.buffer_allocations {
+            a.color = 1;
+        }
+        for b in &mut assignment.logical_buffers {
+            b.color = 1;
+        }
+        let profile = read(&hlo);
+        assert_eq!(profile.memories[0].id, "test_module(7)/S(1)");
+        let settings = PeakSettings {
+            budget: None,
+            xprof_compat: true,
+        };
+        let report = peak_with(&profile, &Options::default(), &settings);
+        let program = report.memories[0].program.as_ref().unwrap();
+        // The heap holds C and A's 0.25 MiB (plus the constant's 1 MiB) ...
+        assert_eq!(report.memories[0].peak_bytes, (MIB + 2 * quarter) as u64);
+        // ... XProf lists B with its own size, and no constant in space 1.
+        let rows: Vec<(&str, u64)> = program
+            .buffers_at_peak
+            .iter()
+            .map(|b| (b.instruction.as_str(), b.bytes))
+            .collect();
+        let (q, e) = (quarter as u64, quarter as u64 / 2);
+        assert_eq!(rows, vec![("fusion.3{0}", q), ("fusion.2{0}", e)]);
     }
 
     #[test]

@@ -5,8 +5,9 @@
 //!
 //! Mapping into the model (one [`Memory`] per allocator, [`Axis::TimePs`]):
 //! - `at` = `line.timestamp_ns × 1000 + offset_ps`, minus the profile start
-//!   (`Task Environment` / `profile_start_time`) when the line timestamps are
-//!   absolute; TensorFlow already writes them relative to the start. Events
+//!   (`Task Environment` / `profile_start_time`, else the earliest line) when
+//!   the line timestamps are absolute; TensorFlow and JAX already write them
+//!   relative to the start. Events
 //!   are ordered by `at`, ties by (line, index) — not by line-relative offset
 //!   as XProf does.
 //! - A free is matched to the live allocation at its address. A free with no
@@ -23,11 +24,11 @@
 
 use std::collections::HashMap;
 
-use super::{corrupt, planes, Line, Metadata, Plane, StatValue};
+use super::{corrupt, planes, Line, Metadata, Plane, StatKeys, StatValue};
 use crate::error::Result;
 use crate::model::{
-    AllocId, Allocation, AllocatorSample, Axis, Event, EventKind, Format, InputInfo, Memory,
-    MemoryKind, Profile, Site, StackId, Step, StrId,
+    AllocId, Allocation, AllocatorSample, Axis, Event, EventKind, Memory, MemoryKind, Profile,
+    Site, StackId, Step, StrId,
 };
 
 /// The op label of the heap held before the first event.
@@ -84,26 +85,93 @@ const STAT_NAMES: [(&str, Key); 16] = [
     ("step_num", Key::StepNum),
 ];
 
-/// One allocator event as read, before it is placed in its memory.
-#[derive(Clone, Debug, Default)]
+/// One allocator event as read, before it is placed in its memory. Kept
+/// compact (about 100 bytes): a profile holds millions of them until they
+/// are sorted. Absent numbers are `u64::MAX`, absent strings `StrId(0)` (the
+/// empty string, which is never stored as a value).
+#[derive(Clone, Debug)]
 struct RawEvent {
     at: i64,
     /// Walk order: (line, index) ties.
     seq: u64,
     free: bool,
     allocator: u32,
-    address: Option<u64>,
-    allocation_bytes: Option<u64>,
-    requested: Option<u64>,
-    stack: Option<u64>,
-    heap: Option<u64>,
-    available: Option<u64>,
-    fragmentation: Option<f64>,
-    peak_in_use: Option<u64>,
-    op: Option<StrId>,
-    shape: Option<StrId>,
-    dtype: Option<StrId>,
-    region: Option<StrId>,
+    numbers: [u64; 7],
+    /// NaN when absent.
+    fragmentation: f64,
+    strings: [StrId; 4],
+}
+
+const ADDRESS: usize = 0;
+const ALLOCATION_BYTES: usize = 1;
+const REQUESTED: usize = 2;
+const STACK: usize = 3;
+const HEAP: usize = 4;
+const AVAILABLE: usize = 5;
+const PEAK_IN_USE: usize = 6;
+
+const OP: usize = 0;
+const SHAPE: usize = 1;
+const DTYPE: usize = 2;
+const REGION: usize = 3;
+
+impl RawEvent {
+    fn new(at: i64, seq: u64, free: bool) -> RawEvent {
+        RawEvent {
+            at,
+            seq,
+            free,
+            allocator: 0,
+            numbers: [u64::MAX; 7],
+            fragmentation: f64::NAN,
+            strings: [StrId(0); 4],
+        }
+    }
+
+    fn number(&self, which: usize) -> Option<u64> {
+        self.numbers.get(which).copied().filter(|&n| n != u64::MAX)
+    }
+
+    fn set_number(&mut self, which: usize, value: Option<u64>) {
+        if let Some(slot) = self.numbers.get_mut(which) {
+            *slot = value.unwrap_or(u64::MAX);
+        }
+    }
+
+    fn string(&self, which: usize) -> Option<StrId> {
+        self.strings.get(which).copied().filter(|s| s.0 != 0)
+    }
+
+    fn set_string(&mut self, which: usize, value: Option<StrId>) {
+        if let Some(slot) = self.strings.get_mut(which) {
+            *slot = value.unwrap_or(StrId(0));
+        }
+    }
+
+    fn address(&self) -> Option<u64> {
+        self.number(ADDRESS)
+    }
+    fn allocation_bytes(&self) -> Option<u64> {
+        self.number(ALLOCATION_BYTES)
+    }
+    fn requested(&self) -> Option<u64> {
+        self.number(REQUESTED)
+    }
+    fn stack(&self) -> Option<u64> {
+        self.number(STACK)
+    }
+    fn heap(&self) -> Option<u64> {
+        self.number(HEAP)
+    }
+    fn available(&self) -> Option<u64> {
+        self.number(AVAILABLE)
+    }
+    fn peak_in_use(&self) -> Option<u64> {
+        self.number(PEAK_IN_USE)
+    }
+    fn fragmentation(&self) -> Option<f64> {
+        Some(self.fragmentation).filter(|f| f.is_finite())
+    }
 }
 
 pub(crate) fn read(profile: &mut Profile, path: &str, bytes: &[u8]) -> Result<()> {
@@ -117,6 +185,7 @@ pub(crate) fn read(profile: &mut Profile, path: &str, bytes: &[u8]) -> Result<()
         steps: HashMap::new(),
         seq: 0,
         bad_times: 0,
+        ref_strings: Vec::new(),
     };
     for plane in planes(bytes) {
         let plane = plane.map_err(|e| corrupt(path, e))?;
@@ -146,16 +215,32 @@ fn profile_start_ns(path: &str, bytes: &[u8]) -> Result<Option<i64>> {
     Ok(None)
 }
 
+/// Line timestamps beyond this (about 11 days) count from the epoch.
+const ABSOLUTE_NS: i64 = 1_000_000_000_000_000;
+
+/// The earliest `timestamp_ns` of the plane's lines.
+fn earliest_line_ns(plane: &Plane<'_>) -> Result<Option<i64>, super::WireError> {
+    let mut earliest: Option<i64> = None;
+    for line in plane.lines() {
+        let ts = line?.timestamp_ns;
+        earliest = Some(earliest.map_or(ts, |e| e.min(ts)));
+    }
+    Ok(earliest)
+}
+
 struct Reader<'p> {
     profile: &'p mut Profile,
     path: &'p str,
     start_ns: Option<i64>,
-    allocators: Vec<String>,
+    /// Allocator names, interned.
+    allocators: Vec<Option<StrId>>,
     events: Vec<RawEvent>,
     /// Step number → span, merged over every event that marks it.
     steps: HashMap<i64, Step>,
     seq: u64,
     bad_times: u64,
+    /// Interned text of `ref_value` stats of the current plane, by ref id.
+    ref_strings: Vec<Option<Option<StrId>>>,
 }
 
 impl Reader<'_> {
@@ -165,10 +250,15 @@ impl Reader<'_> {
         let allocs = meta.event_ids("MemoryAllocation");
         let frees = meta.event_ids("MemoryDeallocation");
         let keys = meta.stat_keys(&STAT_NAMES);
-        let has_steps = keys.values().any(|&k| k == Key::StepNum);
+        let has_steps = keys.contains(Key::StepNum);
+        self.ref_strings.clear();
+        let earliest_ns = match self.start_ns {
+            Some(_) => None,
+            None => earliest_line_ns(plane).map_err(|e| corrupt(path, e))?,
+        };
         for line in plane.lines() {
             let line = line.map_err(|e| corrupt(path, e))?;
-            let origin_ps = self.origin_ps(&line);
+            let origin_ns = self.origin_ns(&line, earliest_ns);
             for event in line.events() {
                 let event = event.map_err(|e| corrupt(path, e))?;
                 self.seq += 1;
@@ -177,7 +267,12 @@ impl Reader<'_> {
                 if !is_alloc && !is_free && !has_steps {
                     continue;
                 }
-                let Some(at) = line.time_ps(&event).and_then(|t| t.checked_sub(origin_ps)) else {
+                let at = line
+                    .timestamp_ns
+                    .checked_sub(origin_ns)
+                    .and_then(|ns| ns.checked_mul(1000))
+                    .and_then(|ps| ps.checked_add(event.offset_ps));
+                let Some(at) = at else {
                     self.bad_times += 1;
                     continue;
                 };
@@ -192,26 +287,28 @@ impl Reader<'_> {
         Ok(())
     }
 
-    /// What to subtract from a line's times so they count from the profile
-    /// start: TensorFlow writes line timestamps already relative to it.
-    fn origin_ps(&self, line: &Line<'_>) -> i64 {
-        match self.start_ns {
-            Some(start) if start > 0 && line.timestamp_ns >= start => {
-                start.checked_mul(1000).unwrap_or(0)
-            }
+    /// What to subtract from a line's timestamp so times count from the
+    /// profile start. TensorFlow and JAX write line timestamps already
+    /// relative to it; absolute ones (since the epoch) have the start, or
+    /// without one the earliest line, subtracted — picoseconds since the
+    /// epoch would not fit in an `i64`.
+    fn origin_ns(&self, line: &Line<'_>, earliest_ns: Option<i64>) -> i64 {
+        match (self.start_ns, earliest_ns) {
+            (Some(start), _) if start > 0 && line.timestamp_ns >= start => start,
+            (None, Some(earliest)) if earliest > ABSOLUTE_NS => earliest,
             _ => 0,
         }
     }
 
     fn step_event(
         &mut self,
-        keys: &HashMap<i64, Key>,
+        keys: &StatKeys<Key>,
         event: &super::Event<'_>,
         at: i64,
     ) -> Result<()> {
         for stat in event.stats() {
             let stat = stat.map_err(|e| corrupt(self.path, e))?;
-            if keys.get(&stat.metadata_id) != Some(&Key::StepNum) {
+            if keys.get(stat.metadata_id) != Some(Key::StepNum) {
                 continue;
             }
             let Some(id) = stat.value.as_i64() else {
@@ -232,59 +329,72 @@ impl Reader<'_> {
     fn allocator_event(
         &mut self,
         meta: &Metadata<'_>,
-        keys: &HashMap<i64, Key>,
+        keys: &StatKeys<Key>,
         event: &super::Event<'_>,
         at: i64,
         free: bool,
     ) -> Result<RawEvent> {
-        let mut raw = RawEvent {
-            at,
-            seq: self.seq,
-            free,
-            ..RawEvent::default()
-        };
-        let mut allocator: Option<String> = None;
+        let mut raw = RawEvent::new(at, self.seq, free);
+        let mut allocator: Option<Option<StrId>> = None;
         let names = &mut self.profile.names;
+        let ref_strings = &mut self.ref_strings;
         for stat in event.stats() {
             let stat = stat.map_err(|e| corrupt(self.path, e))?;
-            let Some(&key) = keys.get(&stat.metadata_id) else {
+            let Some(key) = keys.get(stat.metadata_id) else {
                 continue;
             };
             let v = stat.value;
+            // Strings are nearly always `ref_value`s: intern each once.
             let mut string = |v: &StatValue<'_>| {
-                meta.str_value(v)
-                    .and_then(|s| names.optional_string(s.as_ref()))
+                let cached = match *v {
+                    StatValue::Ref(id) => usize::try_from(id).ok().filter(|&i| i < 1 << 20),
+                    _ => None,
+                };
+                if let Some(Some(id)) = cached.and_then(|i| ref_strings.get(i)) {
+                    return *id;
+                }
+                let interned = meta
+                    .str_value(v)
+                    .and_then(|s| names.optional_string(s.as_ref()));
+                if let Some(i) = cached {
+                    if ref_strings.len() <= i {
+                        ref_strings.resize(i + 1, None);
+                    }
+                    ref_strings[i] = Some(interned);
+                }
+                interned
             };
             match key {
                 Key::AllocatorName => {
-                    allocator = meta.str_value(&v).map(|s| s.into_owned());
+                    allocator = Some(string(&v));
                 }
                 Key::DeviceOrdinal | Key::IndexOnHost => {
                     if allocator.is_none() {
-                        allocator = v.as_i64().map(|n| n.to_string());
+                        allocator = v.as_i64().map(|n| Some(names.string(&n.to_string())));
                     }
                 }
-                Key::Reserved => raw.stack = v.as_u64(),
-                Key::Allocated => raw.heap = v.as_u64(),
-                Key::Available => raw.available = v.as_u64(),
-                Key::Fragmentation => raw.fragmentation = v.as_f64().filter(|f| f.is_finite()),
-                Key::PeakInUse => raw.peak_in_use = v.as_u64(),
-                Key::Requested => raw.requested = v.as_u64(),
-                Key::AllocationBytes => raw.allocation_bytes = v.as_u64(),
-                Key::Address => raw.address = v.as_u64(),
-                Key::TfOp => raw.op = string(&v),
-                Key::Region => raw.region = string(&v),
-                Key::Shape => raw.shape = string(&v),
+                Key::Reserved => raw.set_number(STACK, v.as_u64()),
+                Key::Allocated => raw.set_number(HEAP, v.as_u64()),
+                Key::Available => raw.set_number(AVAILABLE, v.as_u64()),
+                Key::Fragmentation => raw.fragmentation = v.as_f64().unwrap_or(f64::NAN),
+                Key::PeakInUse => raw.set_number(PEAK_IN_USE, v.as_u64()),
+                Key::Requested => raw.set_number(REQUESTED, v.as_u64()),
+                Key::AllocationBytes => raw.set_number(ALLOCATION_BYTES, v.as_u64()),
+                Key::Address => raw.set_number(ADDRESS, v.as_u64()),
+                Key::TfOp => raw.set_string(OP, string(&v)),
+                Key::Region => raw.set_string(REGION, string(&v)),
+                Key::Shape => raw.set_string(SHAPE, string(&v)),
                 Key::DataType => {
-                    raw.dtype = v
+                    let dtype = v
                         .as_i64()
                         .and_then(dtype_name)
-                        .map(|name| names.string(name))
+                        .map(|name| names.string(name));
+                    raw.set_string(DTYPE, dtype);
                 }
                 Key::StepNum => {}
             }
         }
-        let allocator = allocator.unwrap_or_else(|| "<unnamed allocator>".to_string());
+        let allocator = allocator.flatten();
         raw.allocator = match self.allocators.iter().position(|a| *a == allocator) {
             Some(i) => i as u32,
             None => {
@@ -316,29 +426,25 @@ impl Reader<'_> {
         if events.is_empty() {
             profile.warn(path, NO_EVENTS_HINT);
         }
-        events.sort_by_key(|e| (e.at, e.seq));
-        let mut per_allocator: Vec<Vec<RawEvent>> = vec![Vec::new(); allocators.len()];
-        for e in events {
-            if let Some(v) = per_allocator.get_mut(e.allocator as usize) {
-                v.push(e);
-            }
-        }
-        for (name, events) in allocators.into_iter().zip(per_allocator) {
+        // Each allocator's events become one contiguous run, in time order:
+        // no copy per allocator.
+        events.sort_by_key(|e| (e.allocator, e.at, e.seq));
+        let mut rest: &[RawEvent] = &events;
+        for (index, name) in allocators.into_iter().enumerate() {
+            let n = rest.partition_point(|e| e.allocator as usize == index);
+            let (events, tail) = rest.split_at(n);
+            rest = tail;
+            let name = name.map_or("<unnamed allocator>", |n| profile.names.str(n));
             let id = if profile.memories.iter().any(|m| m.id == name) {
                 format!("{name} ({})", file_name(path))
             } else {
-                name
+                name.to_string()
             };
             let mut memory = Memory::new(id, MemoryKind::Allocator, Axis::TimePs);
             memory.steps = steps.clone();
-            build_memory(profile, path, &mut memory, &events);
+            build_memory(profile, path, &mut memory, events);
             profile.memories.push(memory);
         }
-        profile.inputs.push(InputInfo {
-            path: path.to_string(),
-            format: Format::XSpace,
-            executables: None,
-        });
     }
 }
 
@@ -354,29 +460,29 @@ fn build_memory(profile: &mut Profile, path: &str, memory: &mut Memory, events: 
     let (mut reused, mut no_address_frees, mut stack_changes) = (0u64, 0u64, 0u64);
     memory.events.reserve(events.len());
     memory.allocator_samples.reserve(events.len());
-    let first_stack = events.first().and_then(|e| e.stack);
+    let first_stack = events.first().and_then(|e| e.stack());
     for e in events {
-        let bytes = e.allocation_bytes.or(e.requested).unwrap_or(0);
+        let bytes = e.allocation_bytes().or(e.requested()).unwrap_or(0);
         let site = profile.names.site(Site {
             stack: StackId(0),
-            op: e.op,
-            shape: e.shape,
-            dtype: e.dtype,
-            category: e.region,
+            op: e.string(OP),
+            shape: e.string(SHAPE),
+            dtype: e.string(DTYPE),
+            category: e.string(REGION),
         });
         let allocation = Allocation {
             bytes,
-            requested: e.requested.unwrap_or(bytes),
+            requested: e.requested().unwrap_or(bytes),
             count: 1,
-            address: e.address,
+            address: e.address(),
             site,
         };
         let id = if e.free {
-            match e.address.and_then(|a| live.remove(&a)) {
+            match e.address().and_then(|a| live.remove(&a)) {
                 Some(id) => id,
                 None => {
                     // Freed, never seen allocated: it was live at the start.
-                    if e.address.is_none() {
+                    if e.address().is_none() {
                         no_address_frees += 1;
                     }
                     let id = memory.push_allocation(allocation);
@@ -387,7 +493,7 @@ fn build_memory(profile: &mut Profile, path: &str, memory: &mut Memory, events: 
             }
         } else {
             let id = memory.push_allocation(allocation);
-            if let Some(address) = e.address {
+            if let Some(address) = e.address() {
                 if live.insert(address, id).is_some() {
                     reused += 1;
                 }
@@ -403,25 +509,25 @@ fn build_memory(profile: &mut Profile, path: &str, memory: &mut Memory, events: 
             },
             alloc: id,
         });
-        if e.stack != first_stack {
+        if e.stack() != first_stack {
             stack_changes += 1;
         }
         memory.allocator_samples.push(AllocatorSample {
             at: e.at,
             reserved_bytes: None,
-            allocated_bytes: e.heap.map(|h| h.saturating_add(e.stack.unwrap_or(0))),
-            free_bytes: e.available,
+            allocated_bytes: e.heap().map(|h| h.saturating_add(e.stack().unwrap_or(0))),
+            free_bytes: e.available(),
             largest_free_block: None,
-            fragmentation: e.fragmentation,
+            fragmentation: e.fragmentation(),
         });
-        if let Some(p) = e.peak_in_use {
+        if let Some(p) = e.peak_in_use() {
             memory.allocator_peak_bytes = Some(memory.allocator_peak_bytes.map_or(p, |q| q.max(p)));
         }
     }
     // What the heap held before the first event that no free accounts for.
     if let Some(first) = events.first() {
-        if let Some(heap) = first.heap {
-            let own = first.allocation_bytes.or(first.requested).unwrap_or(0);
+        if let Some(heap) = first.heap() {
+            let own = first.allocation_bytes().or(first.requested()).unwrap_or(0);
             let before = if first.free {
                 heap.saturating_add(own)
             } else {

@@ -18,11 +18,18 @@ use std::collections::HashMap;
 
 use super::wire::{Fields, Value, WireError};
 use crate::error::{Error, Result};
-use crate::model::Profile;
+use crate::model::{Format, InputInfo, Profile};
 
-/// Reads everything memtool understands in an XSpace into `profile`.
+/// Reads everything memtool understands in an XSpace into `profile`. Each
+/// reader adds memories (and warnings); the input is recorded once here.
 pub(crate) fn read(profile: &mut Profile, path: &str, bytes: &[u8]) -> Result<()> {
-    allocator::read(profile, path, bytes)
+    allocator::read(profile, path, bytes)?;
+    profile.inputs.push(InputInfo {
+        path: path.to_string(),
+        format: Format::XSpace,
+        executables: None,
+    });
+    Ok(())
 }
 
 /// The error for a framing problem found while walking `path`.
@@ -145,6 +152,21 @@ impl<'a> Plane<'a> {
         Ok(meta)
     }
 
+    /// The plane's event metadata entries, with their own stats (the
+    /// `/host:metadata` plane keeps each compiled program's `HloProto` there
+    /// as a bytes stat).
+    pub fn event_metadata(&self) -> impl Iterator<Item = Result<EventMetadata<'a>, WireError>> {
+        children(self.msg, 4).filter_map(|entry| {
+            let entry = match entry {
+                Ok(entry) => entry,
+                Err(e) => return Some(Err(e)),
+            };
+            // A map entry: key = 1, value = 2.
+            let value = children(entry, 2).next()?;
+            Some(value.and_then(EventMetadata::parse))
+        })
+    }
+
     /// The plane's own stats (device properties, `Task Environment` times).
     pub fn stats(&self) -> impl Iterator<Item = Result<Stat<'a>, WireError>> {
         children(self.msg, 6).map(|s| s.and_then(Stat::parse))
@@ -152,6 +174,37 @@ impl<'a> Plane<'a> {
 
     pub fn lines(&self) -> impl Iterator<Item = Result<Line<'a>, WireError>> {
         children(self.msg, 3).map(|l| l.and_then(Line::parse))
+    }
+}
+
+/// One `XEventMetadata`: an event type, with stats shared by its events.
+#[derive(Clone, Debug)]
+pub struct EventMetadata<'a> {
+    pub id: i64,
+    pub name: Cow<'a, str>,
+    pub display_name: Cow<'a, str>,
+    msg: Slice<'a>,
+}
+
+impl<'a> EventMetadata<'a> {
+    fn parse(msg: Slice<'a>) -> Result<EventMetadata<'a>, WireError> {
+        let mut meta = EventMetadata {
+            id: 0,
+            name: Cow::Borrowed(""),
+            display_name: Cow::Borrowed(""),
+            msg,
+        };
+        each_field(msg, |n, v, _| match (n, v) {
+            (1, v) => meta.id = as_i64(v).unwrap_or(0),
+            (2, Value::Bytes(b)) => meta.name = text(b),
+            (4, Value::Bytes(b)) => meta.display_name = text(b),
+            _ => {}
+        })?;
+        Ok(meta)
+    }
+
+    pub fn stats(&self) -> impl Iterator<Item = Result<Stat<'a>, WireError>> {
+        children(self.msg, 5).map(|s| s.and_then(Stat::parse))
     }
 }
 
@@ -163,6 +216,25 @@ pub struct Metadata<'a> {
 }
 
 impl<'a> Metadata<'a> {
+    /// Every event type: (metadata id, name), in id order.
+    pub fn events(&self) -> Vec<(i64, &str)> {
+        let mut out: Vec<(i64, &str)> = self
+            .events
+            .iter()
+            .map(|(&id, n)| (id, n.as_ref()))
+            .collect();
+        out.sort_unstable();
+        out
+    }
+
+    /// Every stat type: (metadata id, name), in id order.
+    pub fn stats(&self) -> Vec<(i64, &str)> {
+        let mut out: Vec<(i64, &str)> =
+            self.stats.iter().map(|(&id, n)| (id, n.as_ref())).collect();
+        out.sort_unstable();
+        out
+    }
+
     pub fn event_name(&self, id: i64) -> Option<&str> {
         self.events.get(&id).map(|n| n.as_ref())
     }
@@ -186,16 +258,28 @@ impl<'a> Metadata<'a> {
 
     /// A map from stat metadata id to a caller's key, for the stat names in
     /// `wanted` — so the hot loop over events compares integers, not strings.
-    pub fn stat_keys<K: Copy>(&self, wanted: &[(&str, K)]) -> HashMap<i64, K> {
-        self.stats
-            .iter()
-            .filter_map(|(&id, name)| {
-                wanted
-                    .iter()
-                    .find(|(w, _)| *w == name.as_ref())
-                    .map(|&(_, k)| (id, k))
-            })
-            .collect()
+    pub fn stat_keys<K: Copy + PartialEq>(&self, wanted: &[(&str, K)]) -> StatKeys<K> {
+        let mut keys = StatKeys {
+            dense: Vec::new(),
+            sparse: HashMap::new(),
+        };
+        for (&id, name) in &self.stats {
+            let Some(&(_, k)) = wanted.iter().find(|(w, _)| *w == name.as_ref()) else {
+                continue;
+            };
+            match usize::try_from(id).ok().filter(|&i| i < DENSE_IDS) {
+                Some(i) => {
+                    if keys.dense.len() <= i {
+                        keys.dense.resize(i + 1, None);
+                    }
+                    keys.dense[i] = Some(k);
+                }
+                None => {
+                    keys.sparse.insert(id, k);
+                }
+            }
+        }
+        keys
     }
 
     /// A stat's value as text: a string, or a `ref_value` resolved to the
@@ -209,6 +293,30 @@ impl<'a> Metadata<'a> {
                 .map(|n| Cow::Borrowed(n.as_ref())),
             _ => None,
         }
+    }
+}
+
+/// Metadata ids below this are looked up in a table rather than hashed:
+/// writers number metadata densely from 1.
+const DENSE_IDS: usize = 1 << 16;
+
+/// Stat metadata ids mapped to a caller's keys (see [`Metadata::stat_keys`]).
+#[derive(Clone, Debug)]
+pub struct StatKeys<K> {
+    dense: Vec<Option<K>>,
+    sparse: HashMap<i64, K>,
+}
+
+impl<K: Copy + PartialEq> StatKeys<K> {
+    pub fn get(&self, id: i64) -> Option<K> {
+        match usize::try_from(id).ok().filter(|&i| i < DENSE_IDS) {
+            Some(i) => self.dense.get(i).copied().flatten(),
+            None => self.sparse.get(&id).copied(),
+        }
+    }
+
+    pub fn contains(&self, key: K) -> bool {
+        self.dense.iter().flatten().any(|&k| k == key) || self.sparse.values().any(|&k| k == key)
     }
 }
 
@@ -352,6 +460,135 @@ impl StatValue<'_> {
             StatValue::Int64(v) => Some(v as f64),
             StatValue::Uint64(v) => Some(v as f64),
             _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn varint(out: &mut Vec<u8>, mut v: u64) {
+        while v >= 0x80 {
+            out.push((v as u8) | 0x80);
+            v >>= 7;
+        }
+        out.push(v as u8);
+    }
+
+    fn field(out: &mut Vec<u8>, number: u32, bytes: &[u8]) {
+        varint(out, (u64::from(number) << 3) | 2);
+        varint(out, bytes.len() as u64);
+        out.extend_from_slice(bytes);
+    }
+
+    fn int(out: &mut Vec<u8>, number: u32, v: u64) {
+        varint(out, u64::from(number) << 3);
+        varint(out, v);
+    }
+
+    fn entry(id: u64, name: &str, stats: &[u8]) -> Vec<u8> {
+        let mut meta = Vec::new();
+        int(&mut meta, 1, id);
+        field(&mut meta, 2, name.as_bytes());
+        if !stats.is_empty() {
+            field(&mut meta, 5, stats);
+        }
+        let mut e = Vec::new();
+        int(&mut e, 1, id);
+        field(&mut e, 2, &meta);
+        e
+    }
+
+    /// A plane with one line (timestamp 7 ns) holding one event whose stats
+    /// are an int64, a double, a ref and a uint64.
+    fn space() -> Vec<u8> {
+        let mut stats = Vec::new();
+        let mut s = Vec::new();
+        int(&mut s, 1, 1);
+        int(&mut s, 4, (-5i64) as u64);
+        field(&mut stats, 4, &s);
+        let mut s = Vec::new();
+        int(&mut s, 1, 2);
+        varint(&mut s, (2 << 3) | 1);
+        s.extend_from_slice(&0.25f64.to_bits().to_le_bytes());
+        field(&mut stats, 4, &s);
+        let mut s = Vec::new();
+        int(&mut s, 1, 3);
+        int(&mut s, 7, 4);
+        field(&mut stats, 4, &s);
+        let mut event = Vec::new();
+        int(&mut event, 1, 9);
+        int(&mut event, 2, 500);
+        event.extend_from_slice(&stats);
+        let mut line = Vec::new();
+        int(&mut line, 3, 7);
+        field(&mut line, 2, b"thread");
+        field(&mut line, 4, &event);
+        let mut plane = Vec::new();
+        field(&mut plane, 2, b"/host:CPU");
+        field(&mut plane, 3, &line);
+        let mut hlo_stat = Vec::new();
+        int(&mut hlo_stat, 1, 1);
+        field(&mut hlo_stat, 6, b"\x01\x02");
+        field(&mut plane, 4, &entry(9, "MemoryAllocation", &hlo_stat));
+        for (id, name) in [(1, "a"), (2, "b"), (3, "c"), (4, "mklcpu")] {
+            field(&mut plane, 5, &entry(id, name, &[]));
+        }
+        let mut space = Vec::new();
+        field(&mut space, 1, &plane);
+        space
+    }
+
+    #[test]
+    fn walks_planes_lines_events_and_stats() {
+        let bytes = space();
+        let plane = planes(&bytes).next().unwrap().unwrap();
+        assert_eq!(plane.name, "/host:CPU");
+        let meta = plane.metadata().unwrap();
+        assert_eq!(meta.event_name(9), Some("MemoryAllocation"));
+        assert_eq!(meta.event_ids("MemoryAllocation"), vec![9]);
+        let line = plane.lines().next().unwrap().unwrap();
+        assert_eq!((line.name.as_ref(), line.timestamp_ns), ("thread", 7));
+        let event = line.events().next().unwrap().unwrap();
+        assert_eq!(line.time_ps(&event), Some(7500));
+        let stats: Vec<Stat> = event.stats().map(|s| s.unwrap()).collect();
+        assert_eq!(stats[0].value.as_i64(), Some(-5));
+        assert_eq!(stats[0].value.as_u64(), None);
+        assert_eq!(stats[1].value.as_f64(), Some(0.25));
+        assert_eq!(meta.str_value(&stats[2].value).as_deref(), Some("mklcpu"));
+        let keys = meta.stat_keys(&[("b", 'b'), ("c", 'c')]);
+        assert_eq!(
+            (keys.get(2), keys.get(3), keys.get(1)),
+            (Some('b'), Some('c'), None)
+        );
+        let em: Vec<EventMetadata> = plane.event_metadata().map(|m| m.unwrap()).collect();
+        assert_eq!((em[0].id, em[0].name.as_ref()), (9, "MemoryAllocation"));
+        let stat = em[0].stats().next().unwrap().unwrap();
+        assert_eq!(stat.value, StatValue::Bytes(&[1, 2]));
+    }
+
+    #[test]
+    fn a_cut_plane_is_an_error_with_its_offset() {
+        let bytes = space();
+        for cut in 1..bytes.len() {
+            let partial = &bytes[..cut];
+            let walked: Result<Vec<_>, _> = planes(partial)
+                .map(|p| {
+                    let p = p?;
+                    p.metadata()?;
+                    for line in p.lines() {
+                        for event in line?.events() {
+                            for stat in event?.stats() {
+                                stat?;
+                            }
+                        }
+                    }
+                    Ok::<_, WireError>(())
+                })
+                .collect();
+            let err = walked.unwrap_err();
+            assert!(err.offset <= cut, "cut at {cut}: {err:?}");
         }
     }
 }

@@ -1,0 +1,56 @@
+//! `MEMTOOL_TIMINGS=1` prints phase timings to stderr and changes nothing else.
+
+mod common;
+
+use common::{memtool, shared_fixture};
+
+#[test]
+fn timings_go_to_stderr_and_leave_stdout_alone() {
+    let Some(path) = shared_fixture("pprof/memory.prof") else {
+        return;
+    };
+    let path = path.to_str().unwrap();
+    let plain = memtool().args(["summary", path]).output().unwrap();
+    let timed = memtool()
+        .args(["summary", path])
+        .env("MEMTOOL_TIMINGS", "1")
+        .output()
+        .unwrap();
+    assert!(plain.status.success() && timed.status.success());
+    assert_eq!(plain.stdout, timed.stdout);
+    assert!(plain.stderr.is_empty());
+    let stderr = String::from_utf8(timed.stderr).unwrap();
+    let phases: Vec<&str> = stderr
+        .lines()
+        .skip(2)
+        .filter_map(|l| l.split("  ").find(|s| !s.is_empty()))
+        .map(str::trim)
+        .collect();
+    for phase in [
+        "total",
+        "read files",
+        "parse",
+        "gunzip",
+        "pprof: decode (prost)",
+        "analysis",
+        "output",
+    ] {
+        assert!(phases.contains(&phase), "{phase} missing from {stderr}");
+    }
+    // Nested phases are indented under their parent.
+    assert!(stderr.contains("\n      gunzip"), "{stderr}");
+}
+
+#[test]
+fn timings_off_when_zero() {
+    let Some(path) = shared_fixture("pprof/memory.prof") else {
+        return;
+    };
+    let out = memtool()
+        .args(["summary", path.to_str().unwrap()])
+        .env("MEMTOOL_TIMINGS", "0")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(out.stderr.is_empty());
+}

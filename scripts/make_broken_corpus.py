@@ -1,0 +1,88 @@
+#!/usr/bin/env python3
+"""Writes tests/broken/: inputs a CI gate meets after a crashed job (cut,
+corrupt, hostile, or not a profile at all), made from the repository's own
+fixtures with the standard library only. Each file's exact expected error
+line is in tests/broken/expected.tsv, checked by crates/memtool/tests/broken.rs.
+
+usage: python3 scripts/make_broken_corpus.py
+"""
+import gzip
+import os
+import pickle
+import random
+import struct
+import zlib
+
+root = os.path.join(os.path.dirname(__file__), "..")
+out = os.path.join(root, "tests", "broken")
+os.makedirs(out, exist_ok=True)
+
+
+def write(name, data):
+    with open(os.path.join(out, name), "wb") as f:
+        f.write(data)
+
+
+def varint(n):
+    b = bytearray()
+    while True:
+        x = n & 0x7F
+        n >>= 7
+        if n:
+            b.append(x | 0x80)
+        else:
+            b.append(x)
+            return bytes(b)
+
+
+def field(number, payload):
+    return varint(number << 3 | 2) + varint(len(payload)) + payload
+
+
+profile = open(os.path.join(root, "tests", "pprof", "training.prof"), "rb").read()
+raw = gzip.decompress(profile)
+
+write("empty.prof", b"")
+write("truncated.prof.gz", profile[: len(profile) // 2])
+write("truncated.pb", raw[: len(raw) * 2 // 3])
+rng = random.Random(20261122)
+write("random.bin", bytes(rng.randrange(256) for _ in range(4096)))
+write("text.txt", b"Traceback (most recent call last):\n  File \"train.py\", line 1\nMemoryError\n")
+# A pprof whose first sample claims 2^40 bytes.
+write("length-past-end.pb", raw[:12] + varint(2 << 3 | 2) + varint(1 << 40) + b"\x00" * 16)
+# 300 MiB of zeros in ~300 KB: past the default cap (100x the input, at least 256 MiB).
+c = zlib.compressobj(9, zlib.DEFLATED, 31)
+bomb = b"".join(c.compress(b"\0" * (1 << 20)) for _ in range(300)) + c.flush()
+write("bomb.gz", bomb)
+# A gzip stream whose CRC does not match (a bit flipped in the payload).
+damaged = bytearray(profile)
+damaged[len(damaged) // 2] ^= 0x10
+write("bad-crc.prof.gz", bytes(damaged))
+# XSpace with a host plane but no allocator events and no compiled programs.
+plane = varint(1 << 3) + varint(1) + field(2, b"/host:CPU")
+write("no-memory-data.xplane.pb", field(1, plane) + field(4, b"worker-0"))
+
+# Pickles: refused opcodes, broken memo, and cut files.
+write("global-reduce.pickle", b"\x80\x02cos\nsystem\nq\x00X\x04\x00\x00\x00trueq\x01\x85q\x02Rq\x03.")
+write("missing-memo.pickle", b"\x80\x04\x95\x06\x00\x00\x00\x00\x00\x00\x00]h\x07a.")
+snapshot = {"segments": [], "device_traces": [[{"action": "alloc", "addr": 1 << 20, "size": 512,
+                                                "stream": 0, "time_us": 1, "frames": []}]]}
+good = pickle.dumps(snapshot, protocol=4)
+write("truncated.pickle", good[: len(good) // 2])
+# 200 bytes that expand to a list of 2^60 elements if shared references are
+# copied instead of shared: each level is a list of the previous one, twice.
+levels = b"".join(b"(h" + bytes([i]) + b"h" + bytes([i]) + b"l\x94" for i in range(60))
+write("huge-list.pickle", b"\x80\x04]\x94" + levels + b".")
+# Lists nested 100,000 deep.
+write("deep.pickle", b"\x80\x04" + b"]" * 100_000 + b"a" * 99_999 + b".")
+# A snapshot whose trace frees before it allocates and reuses a live address.
+odd = {"segments": [], "device_traces": [[
+    {"action": "free_completed", "addr": 4096, "size": 512, "stream": 0, "time_us": 1, "frames": []},
+    {"action": "alloc", "addr": 8192, "size": 512, "stream": 0, "time_us": 2, "frames": []},
+    {"action": "alloc", "addr": 8192, "size": 1024, "stream": 0, "time_us": 3, "frames": []},
+]]}
+write("free-before-alloc.pickle", pickle.dumps(odd, protocol=4))
+# A profiler trace cut in the middle of a string.
+trace = b'{"traceEvents": [{"ph": "i", "name": "[memory]", "args": {"Addr": 1, "Bytes": 512, "Devi'
+write("cut-mid-string.pt.trace.json", trace)
+print("wrote", len(os.listdir(out)), "files to", out)

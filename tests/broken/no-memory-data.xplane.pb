@@ -1,0 +1,2 @@
+
+	/host:CPU"worker-0
