@@ -59,7 +59,9 @@ def snapshot():
          "compile_context": "N/A", "user_metadata": "", "some_future_key": [1, 2, 3]},
         {"action": "free_requested", "addr": b + 512, "size": 2000, "stream": 0, "time_us": t0 + 7, "frames": grad_frames},
         {"action": "free_completed", "addr": b + 512, "size": 2000, "stream": 0, "time_us": t0 + 8, "frames": grad_frames},
-        {"action": "snapshot", "addr": 0, "size": 0, "stream": 0, "time_us": t0 + 9, "frames": []},
+        # an allocation that failed: `oom` keeps the device's free bytes, not an address
+        {"action": "oom", "device_free": 3 * MIB, "size": 8 * MIB, "stream": 0, "time_us": t0 + 9, "frames": grad_frames},
+        {"action": "snapshot", "addr": 0, "size": 0, "stream": 0, "time_us": t0 + 10, "frames": []},
     ]
     segments = [
         {
@@ -95,7 +97,12 @@ def snapshot():
         "segments": segments,
         "device_traces": [trace, []],
         "allocator_settings": {"PYTORCH_CUDA_ALLOC_CONF": "", "max_split_size": -1, "expandable_segments": False},
-        "external_annotations": [{"stage": "START", "name": "step", "device": 0, "time_us": t0}],
+        "external_annotations": [
+            {"stage": "START", "name": "ProfilerStep#7", "device": 0, "time_us": t0 + 2},
+            {"stage": "START", "name": "Optimizer.step#Adam.step", "device": 0, "time_us": t0 + 3},
+            {"stage": "END", "name": "Optimizer.step#Adam.step", "device": 0, "time_us": t0 + 4},
+            {"stage": "END", "name": "ProfilerStep#7", "device": 0, "time_us": t0 + 8},
+        ],
     }
 
 

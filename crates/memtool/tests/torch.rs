@@ -62,6 +62,7 @@ fn segsum(memory: &Memory) -> (u64, u64, u64, u64) {
 fn check_snapshot(path: &Path, reference: &Value) {
     let name = path.display().to_string();
     let summary = common::json(&["summary", path.to_str().unwrap()]);
+    let frag = common::json(&["frag", path.to_str().unwrap()]);
     let memories = summary["memories"].as_array().unwrap();
     let devices = reference["devices"].as_object().unwrap();
     assert_eq!(
@@ -88,14 +89,37 @@ fn check_snapshot(path: &Path, reference: &Value) {
         let (reserved, allocated, external, internal) = segsum(memory);
         assert_eq!(Some(reserved), expected["reserved"].as_u64(), "{name}");
         assert_eq!(Some(allocated), expected["allocated"].as_u64(), "{name}");
+        let f = frag["memories"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["id"] == m["id"])
+            .unwrap();
+        assert_eq!(
+            f["reserved_bytes"], expected["reserved"],
+            "{name} frag reserved"
+        );
+        assert_eq!(
+            f["allocated_bytes"], expected["allocated"],
+            "{name} frag allocated"
+        );
         if let Some(ext) = expected.get("free_external") {
             assert_eq!(Some(external), ext.as_u64(), "{name} free external");
             assert_eq!(Some(internal), expected["free_internal"].as_u64(), "{name}");
+            assert_eq!(&f["free_external_bytes"], ext, "{name} frag free external");
+            assert_eq!(
+                f["free_internal_bytes"], expected["free_internal"],
+                "{name}"
+            );
         }
         assert_eq!(
             memory.segments.len() as u64,
             expected["segments"].as_u64().unwrap(),
             "{name} segments"
+        );
+        assert_eq!(
+            f["segments"].as_array().unwrap().len(),
+            memory.segments.len()
         );
 
         let actions = &reference["trace_actions"][device.as_str()];
@@ -211,11 +235,20 @@ fn the_ring_buffer_and_its_end_state_are_explained() {
         .filter_map(|s| s.reserved_bytes)
         .collect();
     assert_eq!(reserved, vec![2 << 20, 3 << 20, 3 << 20]);
-    let warning = &summary["warnings"][0]["message"];
-    assert!(warning
-        .as_str()
-        .unwrap()
-        .contains("1 frees and 1 live blocks belong to allocations made before"));
+    let warnings = summary["warnings"].to_string();
+    assert!(
+        warnings.contains("1 frees and 1 live blocks belong to allocations made before"),
+        "{warnings}"
+    );
+    assert!(
+        warnings
+            .contains("1 out-of-memory events in the trace: 8.00 MiB requested with 3.00 MiB free"),
+        "{warnings}"
+    );
+    // ProfilerStep annotations are the steps; other annotations are not.
+    let steps: Vec<(i64, i64, i64)> = m.steps.iter().map(|s| (s.id, s.start, s.end)).collect();
+    let t0 = 1_700_000_000_000_000;
+    assert_eq!(steps, [(7, t0 + 2, t0 + 8)]);
     // Frames keep Python's names as written, leaf first.
     let peak = common::json(&["peak", path.to_str().unwrap(), "--all-frames"]);
     let stacks = peak["memories"][0]["breakdowns"][0]["groups"].to_string();
@@ -381,7 +414,7 @@ fn every_torch_fixture_works_with_every_command_and_format() {
             &["table", "json", "csv"]
         };
         let f = f.to_str().unwrap();
-        for command in ["summary", "peak", "leaks"] {
+        for command in ["summary", "peak", "leaks", "frag"] {
             for &format in formats {
                 let out = common::memtool()
                     .args([command, f, "--format", format])
@@ -435,6 +468,11 @@ fn generated_traces_attribute_allocations_to_the_innermost_op() {
         }
     }
     assert_eq!(checked, expected["alloc_ops"].as_object().unwrap().len());
+    // ProfilerStep#N spans are the steps of every memory of the trace.
+    for m in &p.memories {
+        let steps: Vec<(i64, i64, i64)> = m.steps.iter().map(|s| (s.id, s.start, s.end)).collect();
+        assert_eq!(steps, [(0, 1000, 1500), (1, 2000, 2500)], "{}", m.id);
+    }
     // The same events without Addr or totals pair by size; the live bytes
     // differ from the full trace only by what only the totals revealed.
     let old = common::repo_fixture("torch/synthetic_v19.pt.trace.json");

@@ -49,6 +49,12 @@ pub struct MemoryFrag {
     /// The points where the allocator reported the most fragmentation, worst
     /// first (at most `--top`).
     pub worst: Vec<PointFrag>,
+    /// The allocator's end-state layout by segment, when the profile records
+    /// one (PyTorch snapshots): `reserved_bytes`, `allocated_bytes`,
+    /// `free_external_bytes`, `free_internal_bytes`, `largest_free_block_bytes`,
+    /// `segments`.
+    #[serde(flatten)]
+    pub layout: Option<super::segments::SegmentLayout>,
 }
 
 #[derive(Debug, Serialize)]
@@ -181,6 +187,7 @@ pub fn frag(profile: &Profile, options: &Options) -> FragReport {
                 .iter()
                 .filter_map(|&(s, _)| point(replay::point_of_sample(memory, s), Some(s)))
                 .collect(),
+            layout: super::segments::layout(&profile.names, memory),
         });
     }
     FragReport {
@@ -258,6 +265,53 @@ impl Report for FragReport {
 
     fn tables(&self) -> Vec<Table> {
         let mut tables = vec![self.csv_table()];
+        for m in &self.memories {
+            let Some(layout) = &m.layout else { continue };
+            let mut t = Table::new(
+                format!(
+                    "Segments at the end — {}: {} reserved, {} allocated",
+                    display_id(&m.header.id),
+                    crate::report::units::bytes(layout.reserved_bytes),
+                    crate::report::units::bytes(layout.allocated_bytes)
+                ),
+                vec![
+                    "segment",
+                    "pool",
+                    "reserved",
+                    "allocated",
+                    "free_external",
+                    "free_internal",
+                    "largest_free",
+                    "blocks",
+                ],
+            );
+            t.rows.push(vec![
+                "total".into(),
+                Cell::Empty,
+                Cell::Bytes(layout.reserved_bytes),
+                Cell::Bytes(layout.allocated_bytes),
+                Cell::Bytes(layout.free_external_bytes),
+                Cell::Bytes(layout.free_internal_bytes),
+                Cell::Bytes(layout.largest_free_block_bytes),
+                Cell::Count(layout.segments.iter().map(|s| s.blocks as u64).sum()),
+            ]);
+            for s in layout.segments.iter().take(self.top) {
+                t.rows.push(vec![
+                    s.address
+                        .map_or("-".to_string(), |a| format!("{a:#x}"))
+                        .into(),
+                    s.pool.clone().unwrap_or_default().into(),
+                    Cell::Bytes(s.reserved_bytes),
+                    Cell::Bytes(s.allocated_bytes),
+                    Cell::Bytes(s.free_external_bytes),
+                    Cell::Bytes(s.free_internal_bytes),
+                    Cell::Bytes(s.largest_free_block_bytes),
+                    Cell::Count(s.blocks as u64),
+                ]);
+            }
+            t.omitted = layout.segments.len().saturating_sub(self.top);
+            tables.push(t);
+        }
         for m in &self.memories {
             let mut t = Table::new(
                 format!(

@@ -8,6 +8,7 @@ pub mod group;
 pub mod leaks;
 pub mod peak;
 pub mod replay;
+pub mod segments;
 pub mod series;
 pub mod steps;
 pub mod summary;

@@ -139,6 +139,7 @@ pub fn summarize(profile: &Profile, options: &Options) -> SummaryReport {
         }
         let live = replay::live_at(memory, peak.index);
         let by_site = group::totals_by_site(memory, &live);
+        let layout = super::segments::layout(&profile.names, memory);
         memories.push(MemorySummary {
             header,
             peak_bytes: reported.bytes,
@@ -158,16 +159,20 @@ pub fn summarize(profile: &Profile, options: &Options) -> SummaryReport {
             live_allocations_at_end: counts.map(|_| last.buffers),
             steps: steps::per_step(memory),
             events_by_action: memory.recorded_events.clone(),
-            reserved_bytes: memory
-                .allocator_samples
-                .iter()
-                .rev()
-                .find_map(|s| s.reserved_bytes),
-            allocated_bytes: memory
-                .allocator_samples
-                .iter()
-                .rev()
-                .find_map(|s| s.allocated_bytes),
+            reserved_bytes: layout.as_ref().map(|l| l.reserved_bytes).or_else(|| {
+                memory
+                    .allocator_samples
+                    .iter()
+                    .rev()
+                    .find_map(|s| s.reserved_bytes)
+            }),
+            allocated_bytes: layout.as_ref().map(|l| l.allocated_bytes).or_else(|| {
+                memory
+                    .allocator_samples
+                    .iter()
+                    .rev()
+                    .find_map(|s| s.allocated_bytes)
+            }),
             snapshots,
             top_stacks: group::breakdown(&profile.names, &by_site, GroupBy::Stack, &options.frames),
             program: memory.program.as_ref().map(|p| ProgramSizes {

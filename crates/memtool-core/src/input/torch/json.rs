@@ -16,7 +16,7 @@ use serde::Deserialize;
 use crate::error::{Error, Result};
 use crate::model::{
     AllocId, Allocation, AllocatorSample, Axis, Event, EventKind, Format, InputInfo, MemoryKind,
-    Profile, Site, SiteId, StrId,
+    Profile, Site, SiteId, Step, StrId,
 };
 
 /// Which PyTorch JSON document the bytes hold: a memory timeline is an array
@@ -312,7 +312,8 @@ struct TraceState<'p> {
     profile: &'p mut Profile,
     memory: Vec<MemoryRecord>,
     ops: Vec<OpRecord>,
-    steps: u64,
+    /// `ProfilerStep#N` spans: (N, start µs, end µs).
+    steps: Vec<Step>,
     devices: Vec<DeviceProperty>,
 }
 
@@ -350,8 +351,16 @@ impl TraceState<'_> {
         if ph != "X" {
             return;
         }
-        if name.starts_with("ProfilerStep#") {
-            self.steps += 1;
+        if let Some(number) = name.strip_prefix("ProfilerStep#") {
+            if let (Some(id), Some(start), Some(dur)) =
+                (number.trim().parse().ok(), e.ts.float(), e.dur.float())
+            {
+                self.steps.push(Step {
+                    id,
+                    start: start.round() as i64,
+                    end: (start + dur.max(0.0)).round() as i64,
+                });
+            }
             return;
         }
         // `cpu_op` in Kineto traces; `Operator` in PyTorch 1.9-era ones.
@@ -438,7 +447,7 @@ fn read_trace(profile: &mut Profile, path: &str, bytes: &[u8]) -> Result<()> {
         profile,
         memory: Vec::new(),
         ops: Vec::new(),
-        steps: 0,
+        steps: Vec::new(),
         devices: Vec::new(),
     };
     let mut de = serde_json::Deserializer::from_slice(bytes);
@@ -449,9 +458,11 @@ fn read_trace(profile: &mut Profile, path: &str, bytes: &[u8]) -> Result<()> {
         profile,
         mut memory,
         mut ops,
+        mut steps,
         devices,
-        ..
     } = state;
+    steps.sort_by_key(|s| (s.start, s.id));
+    steps.dedup();
     profile.inputs.push(InputInfo {
         path: path.to_string(),
         format: Format::TorchTrace,
@@ -504,6 +515,9 @@ fn read_trace(profile: &mut Profile, path: &str, bytes: &[u8]) -> Result<()> {
             .then(|| capacity.get(&device_id).copied())
             .flatten();
         build_trace_memory(profile, path, &id, device_type == 1, cap, &records);
+        if let Some(m) = profile.memories.iter_mut().find(|m| m.id == id) {
+            m.steps = steps.clone();
+        }
     }
     Ok(())
 }

@@ -70,7 +70,8 @@ pub enum Value {
     Bytes(Rc<[u8]>),
     List(Rc<Container<Value>>),
     Dict(Rc<Container<(Value, Value)>>),
-    Tuple(Rc<[Value]>),
+    /// Items, and the nesting depth (computed once: tuples are immutable).
+    Tuple(Rc<[Value]>, u32),
     /// What the visitor put in place of a memoized value it converted.
     Handle(u32),
 }
@@ -80,7 +81,7 @@ impl Value {
         match self {
             Value::List(c) => c.depth.get(),
             Value::Dict(c) => c.depth.get(),
-            Value::Tuple(items) => 1 + items.iter().map(Value::depth).max().unwrap_or(0),
+            Value::Tuple(_, depth) => *depth,
             _ => 0,
         }
     }
@@ -123,7 +124,7 @@ impl Value {
     pub fn items(&self) -> Option<Vec<Value>> {
         match self {
             Value::List(l) => Some(l.items.borrow().clone()),
-            Value::Tuple(t) => Some(t.to_vec()),
+            Value::Tuple(t, _) => Some(t.to_vec()),
             _ => None,
         }
     }
@@ -484,7 +485,7 @@ impl<'b, V: Visitor> Machine<'b, '_, V> {
             return self.err(format!("containers nested deeper than {MAX_DEPTH}"));
         }
         items.iter().for_each(Value::seal);
-        self.push(Value::Tuple(items.into()));
+        self.push(Value::Tuple(items.into(), depth + 1));
         Ok(())
     }
 
@@ -672,7 +673,7 @@ impl<'b, V: Visitor> Machine<'b, '_, V> {
                     self.set_items(&dict, items)?;
                     self.push_container(dict);
                 }
-                b')' => self.push(Value::Tuple(Rc::from(Vec::new()))),
+                b')' => self.push(Value::Tuple(Rc::from(Vec::new()), 1)),
                 b't' => {
                     let items = self.pop_mark()?;
                     self.tuple(items)?;

@@ -15,15 +15,16 @@
 //!   allocations whose `free_completed` is in the window but their `alloc` is not.
 //! - `segment_*` entries give `allocator_samples` of reserved bytes, anchored
 //!   so the last sample equals the segments' total; the last sample also has
-//!   the end state's allocated bytes by torch's rule (a live block counts its
-//!   `requested_size`) and its largest free block.
+//!   the end state's largest free block. Samples carry no allocated bytes: the
+//!   replay of the trace is the in-use figure, and torch's end-state rule (a
+//!   live block counts its `requested_size`) is read from `segments`.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use crate::error::{Error, Result};
 use crate::model::{
     AllocId, Allocation, AllocatorSample, Axis, BlockState, Event, EventKind, Format, Frame,
-    FrameId, InputInfo, MemoryKind, Profile, Segment, SegmentBlock, Site, StackId, StrId,
+    FrameId, InputInfo, MemoryKind, Profile, Segment, SegmentBlock, Site, StackId, Step, StrId,
 };
 
 use super::pickle::{self, Memo, Parent, Value, Visitor};
@@ -96,6 +97,11 @@ struct SnapshotVisitor<'p> {
     actions: Vec<BTreeMap<String, u64>>,
     /// What each [`Value::Handle`] the visitor put into the memo stands for.
     handles: Vec<Handle>,
+    /// Memo slot of a converted frames list or frame → its handle, for
+    /// references taken before the memo entry was replaced (within a batch).
+    converted: HashMap<u32, Handle>,
+    /// Memo slots of blocks lists already read.
+    blocks_seen: HashSet<u32>,
     traces_seen: usize,
     has_category: bool,
     bad_values: u64,
@@ -202,6 +208,9 @@ impl SnapshotVisitor<'_> {
                 _ => None,
             };
         }
+        if let Some(Handle::Frame(f)) = v.memo_id().and_then(|slot| self.converted.get(&slot)) {
+            return Some(*f);
+        }
         let name = v.get("name");
         let file = v.get("filename");
         let line = v.get("line").and_then(|l| l.as_i64());
@@ -215,6 +224,7 @@ impl SnapshotVisitor<'_> {
         if let Some(slot) = v.memo_id() {
             memo.replace(slot, Value::Handle(self.handles.len() as u32));
             self.handles.push(Handle::Frame(id));
+            self.converted.insert(slot, Handle::Frame(id));
         }
         Some(id)
     }
@@ -231,6 +241,9 @@ impl SnapshotVisitor<'_> {
                 _ => StackId(0),
             };
         }
+        if let Some(Handle::Stack(s)) = v.memo_id().and_then(|slot| self.converted.get(&slot)) {
+            return *s;
+        }
         let Some(items) = v.items() else {
             return StackId(0);
         };
@@ -239,6 +252,7 @@ impl SnapshotVisitor<'_> {
         if let Some(slot) = v.memo_id() {
             memo.replace(slot, Value::Handle(self.handles.len() as u32));
             self.handles.push(Handle::Stack(stack));
+            self.converted.insert(slot, Handle::Stack(stack));
         }
         stack
     }
@@ -258,7 +272,13 @@ impl SnapshotVisitor<'_> {
             }
         }
         let action = Action::parse(action_name);
-        let addr = self.int(v.get("addr")).unwrap_or(0) as u64;
+        // An `oom` entry keeps the device's free bytes where others keep the address.
+        let addr_key = if action == Action::Oom {
+            "device_free"
+        } else {
+            "addr"
+        };
+        let addr = self.int(v.get(addr_key)).unwrap_or(0) as u64;
         let size = self.size(v.get("size"));
         let time_us = self.int(v.get("time_us"));
         let stack = self.stack(v.get("frames"), memo);
@@ -292,7 +312,17 @@ impl SnapshotVisitor<'_> {
         let mut blocks = Vec::new();
         let mut block_stacks = Vec::new();
         let mut next_address = address;
-        for b in v.get("blocks").and_then(|b| b.items()).unwrap_or_default() {
+        let mut blocks_value = v.get("blocks");
+        // A snapshot never shares a blocks list between segments; reading a
+        // shared one once keeps hostile sharing from costing quadratic time.
+        if let Some(slot) = blocks_value.as_ref().and_then(Value::memo_id) {
+            memo.forget(slot);
+            if !self.blocks_seen.insert(slot) {
+                self.bad_values += 1;
+                blocks_value = None;
+            }
+        }
+        for b in blocks_value.and_then(|b| b.items()).unwrap_or_default() {
             let size = self.size(b.get("size"));
             // Old snapshots give no block address: blocks tile the segment in order.
             let address = self
@@ -310,11 +340,12 @@ impl SnapshotVisitor<'_> {
                     size
                 };
                 (requested, self.stack(b.get("frames"), memo))
-            } else if let Some(first) = b
-                .get("history")
-                .and_then(|h| h.items())
-                .and_then(|h| h.into_iter().next())
-            {
+            } else if let Some(first) = b.get("history").and_then(|h| {
+                if let Some(slot) = h.memo_id() {
+                    memo.forget(slot);
+                }
+                h.items().and_then(|h| h.into_iter().next())
+            }) {
                 let real = first.get("real_size");
                 let requested = if real.is_some() {
                     self.size(real)
@@ -368,6 +399,8 @@ pub(crate) fn read(profile: &mut Profile, path: &str, bytes: &[u8]) -> Result<()
         traces: Vec::new(),
         actions: Vec::new(),
         handles: Vec::new(),
+        converted: HashMap::new(),
+        blocks_seen: HashSet::new(),
         traces_seen: 0,
         has_category: false,
         bad_values: 0,
@@ -403,7 +436,10 @@ pub(crate) fn read(profile: &mut Profile, path: &str, bytes: &[u8]) -> Result<()
     if bad_values > 0 {
         profile.warn(
             path,
-            format!("{bad_values} numbers are missing their type or negative; read as 0"),
+            format!(
+                "{bad_values} values have an unexpected type, are negative, or are shared \
+                 where a snapshot never shares them; read as 0 or empty"
+            ),
         );
     }
     let mut devices: BTreeSet<usize> = segments.iter().map(|s| s.device).collect();
@@ -418,6 +454,7 @@ pub(crate) fn read(profile: &mut Profile, path: &str, bytes: &[u8]) -> Result<()
     for s in segments {
         segments_by_device.entry(s.device).or_default().push(s);
     }
+    let steps = annotated_steps(&root);
     let mut traces = traces;
     let mut actions = actions;
     for device in devices {
@@ -437,9 +474,60 @@ pub(crate) fn read(profile: &mut Profile, path: &str, bytes: &[u8]) -> Result<()
         } else {
             format!("cuda:{device}")
         };
+        let device_steps = steps.get(&(device as i64)).cloned().unwrap_or_default();
         build_memory(profile, path, &id, trace, counts, segs);
+        // build_memory always adds the memory last.
+        if let Some(m) = profile.memories.last_mut() {
+            m.steps = device_steps;
+        }
     }
     Ok(())
+}
+
+/// `ProfilerStep#N` spans among the snapshot's `external_annotations`
+/// (`{stage: START|END, name, device, time_us}`), per device.
+fn annotated_steps(root: &Value) -> BTreeMap<i64, Vec<Step>> {
+    let mut open: HashMap<(i64, i64), i64> = HashMap::new();
+    let mut out: BTreeMap<i64, Vec<Step>> = BTreeMap::new();
+    let Some(annotations) = root.get("external_annotations").and_then(|a| a.items()) else {
+        return out;
+    };
+    for a in annotations {
+        let name = a.get("name");
+        let Some(number) = name
+            .as_ref()
+            .and_then(Value::as_str)
+            .and_then(|n| n.strip_prefix("ProfilerStep#"))
+            .and_then(|n| n.trim().parse::<i64>().ok())
+        else {
+            continue;
+        };
+        let (Some(at), device) = (
+            a.get("time_us").and_then(|t| t.as_i64()),
+            a.get("device").and_then(|d| d.as_i64()).unwrap_or(0),
+        ) else {
+            continue;
+        };
+        match a.get("stage").as_ref().and_then(Value::as_str) {
+            Some("START") => {
+                open.insert((device, number), at);
+            }
+            Some("END") => {
+                if let Some(start) = open.remove(&(device, number)) {
+                    out.entry(device).or_default().push(Step {
+                        id: number,
+                        start,
+                        end: at.max(start),
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+    for steps in out.values_mut() {
+        steps.sort_by_key(|s| (s.start, s.id));
+    }
+    out
 }
 
 fn build_memory(
@@ -480,7 +568,7 @@ fn build_memory(
     let mut reserved: i128 = 0;
     let mut freed_before_window = 0u64;
     let mut realloc_without_free = 0u64;
-    let mut ooms = 0u64;
+    let mut ooms: Vec<String> = Vec::new();
     let mut last_at = 0i64;
     let new_alloc = |allocations: &mut Vec<Allocation>, a: Allocation| {
         let id = AllocId(allocations.len() as u32);
@@ -555,14 +643,17 @@ fn build_memory(
                 reserved -= i128::from(e.size);
                 relative.push((at, reserved));
             }
-            Action::Oom => ooms += 1,
+            Action::Oom => ooms.push(format!(
+                "{} requested with {} free on the device at {at}",
+                crate::report::units::bytes(e.size),
+                crate::report::units::bytes(e.addr)
+            )),
             Action::FreeRequested | Action::Other => {}
         }
     }
 
     // The end state: blocks the trace did not allocate were allocated before it.
     let mut end_reserved: u64 = 0;
-    let mut end_allocated: u64 = 0;
     let mut largest_free: u64 = 0;
     let mut blocks_before_window = 0u64;
     let mut blocks_without_address = 0u64;
@@ -579,7 +670,6 @@ fn build_memory(
                     }
                 }
                 BlockState::Allocated => {
-                    end_allocated = end_allocated.saturating_add(block.requested);
                     let Some(address) = block.address else {
                         blocks_without_address += 1;
                         continue;
@@ -634,10 +724,12 @@ fn build_memory(
             ..AllocatorSample::default()
         }));
         if has_segments {
+            // No `allocated_bytes`: the trace is complete within the window, so
+            // the replay is the in-use figure; torch's end-state "allocated"
+            // (requested sizes) is in `segments`.
             samples.push(AllocatorSample {
                 at: last_at,
                 reserved_bytes: Some(end_reserved),
-                allocated_bytes: Some(end_allocated),
                 largest_free_block: Some(largest_free),
                 ..AllocatorSample::default()
             });
@@ -690,10 +782,20 @@ fn build_memory(
             ),
         );
     }
-    if ooms > 0 {
+    if !ooms.is_empty() {
+        let shown: Vec<&str> = ooms.iter().take(3).map(String::as_str).collect();
         profile.warn(
             path,
-            format!("{id}: {ooms} out-of-memory events in the trace"),
+            format!(
+                "{id}: {} out-of-memory events in the trace: {}{}",
+                ooms.len(),
+                shown.join("; "),
+                if ooms.len() > shown.len() {
+                    "; ..."
+                } else {
+                    ""
+                }
+            ),
         );
     }
 
@@ -710,4 +812,34 @@ fn build_memory(
     memory.live_at_start = live_at_start;
     memory.allocator_samples = samples;
     memory.segments = model_segments;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `{'segments': [{'blocks': L}, {'blocks': L}]}` with L one shared list
+    /// of one block: the second reference is read as empty, with a warning.
+    #[test]
+    fn a_blocks_list_shared_between_segments_is_read_once() {
+        let mut p = vec![0x80, 4, b'}', 0x94, b'(', 0x8c, 8];
+        p.extend(b"segments");
+        p.extend([0x94, b']', 0x94, b'(', b'}', 0x94, b'(', 0x8c, 6]);
+        p.extend(b"blocks");
+        p.extend([0x94, b']', 0x94, b'}', 0x94, b'(', 0x8c, 4]);
+        p.extend(b"size");
+        p.extend([0x94, b'K', 200, 0x8c, 5]);
+        p.extend(b"state");
+        p.extend([0x94, 0x8c, 8]);
+        p.extend(b"inactive");
+        p.extend([0x94, b'u', b'a', b'u']);
+        p.extend([b'}', 0x94, b'(', b'h', 4, b'h', 5, b'u', b'e', b'u', b'.']);
+        let mut profile = Profile::default();
+        read(&mut profile, "s.pickle", &p).unwrap();
+        let m = &profile.memories[0];
+        let blocks: Vec<usize> = m.segments.iter().map(|s| s.blocks.len()).collect();
+        assert_eq!(blocks, [1, 0]);
+        assert_eq!(m.segments[0].blocks[0].bytes, 200);
+        assert!(profile.warnings[0].message.contains("shared"));
+    }
 }
