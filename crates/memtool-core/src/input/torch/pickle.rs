@@ -467,7 +467,9 @@ impl<'b, V: Visitor> Machine<'b, '_, V> {
         }
         let mut it = items.into_iter();
         while let (Some(k), Some(v)) = (it.next(), it.next()) {
-            if matches!(&v, Value::Dict(c) if Rc::ptr_eq(c, dict)) {
+            // As a value or as a key: either would make a reference cycle.
+            let is_self = |x: &Value| matches!(x, Value::Dict(c) if Rc::ptr_eq(c, dict));
+            if is_self(&k) || is_self(&v) {
                 return self.err("a dict that contains itself");
             }
             self.check_child(&dict.depth, &k)?;
@@ -903,6 +905,12 @@ mod tests {
         assert!(e.contains("already inside"), "{e}");
         // a = []; a.append(a)
         let e = error(&[0x80, 4, b']', 0x94, b'h', 0, b'a', b'.']);
+        assert!(e.contains("contains itself"), "{e}");
+        // d = {}; d[d] = None (found by the fuzzer: a cycle through the key)
+        let e = error(&[0x80, 4, b'}', 0x94, b'h', 0, b'N', b's', b'.']);
+        assert!(e.contains("contains itself"), "{e}");
+        // d = {}; d[None] = d
+        let e = error(&[0x80, 4, b'}', 0x94, b'N', b'h', 0, b's', b'.']);
         assert!(e.contains("contains itself"), "{e}");
         // Tuples nest too: TUPLE1 x100.
         let mut p = vec![0x80, 4, b'N'];
