@@ -1,18 +1,22 @@
 //! Finds the serialized `xla.HloProto`s in an XSpace without decoding it: the
 //! `/host:metadata` plane keeps one event metadata per compiled module, with
-//! the module in an `Hlo Proto` stat and its program id in `program_id`.
-//!
-//! Field numbers (tsl `xplane.proto`): XSpace.planes = 1; XPlane.name = 2,
-//! event_metadata = 4 and stat_metadata = 5 (maps: key 1, value 2);
-//! XEventMetadata.id = 1, stats = 5; XStatMetadata.id = 1, name = 2;
-//! XStat.metadata_id = 1, uint64_value = 3, int64_value = 4, bytes_value = 6.
+//! the module in an `Hlo Proto` stat and its program id in `program_id`. The
+//! XSpace is walked with the shared lazy walker in [`crate::input::xspace`].
 
 use crate::error::{Error, Result};
-use crate::input::wire::{Fields, Value, WireError};
+use crate::input::wire::WireError;
+use crate::input::xspace::{self, StatValue};
 
-const METADATA_PLANE: &[u8] = b"/host:metadata";
-const HLO_PROTO_STAT: &[u8] = b"Hlo Proto";
-const PROGRAM_ID_STAT: &[u8] = b"program_id";
+const METADATA_PLANE: &str = "/host:metadata";
+#[cfg(test)]
+const METADATA_PLANE_BYTES: &[u8] = METADATA_PLANE.as_bytes();
+
+/// The stats of a module's event metadata that the reader needs.
+#[derive(Clone, Copy, PartialEq)]
+enum ModuleStat {
+    HloProto,
+    ProgramId,
+}
 
 /// One compiled module as the XSpace stores it.
 #[derive(Debug, PartialEq, Eq)]
@@ -37,130 +41,45 @@ pub(super) fn modules<'a>(path: &str, bytes: &'a [u8]) -> Result<Vec<ModuleBytes
 
 fn walk(bytes: &[u8]) -> Result<Vec<ModuleBytes<'_>>, WireError> {
     let mut out: Vec<ModuleBytes<'_>> = Vec::new();
-    for field in Fields::new(bytes) {
-        let (number, value, at) = field?;
-        let (1, Value::Bytes(plane)) = (number, value) else {
-            continue;
-        };
-        if plane_name(plane, at)? != Some(METADATA_PLANE) {
+    for plane in xspace::planes(bytes) {
+        let plane = plane?;
+        if plane.name != METADATA_PLANE {
             continue;
         }
-        for module in plane_modules(plane, at)? {
-            if !out.iter().any(|m| m.program_id == module.program_id) {
-                out.push(module);
+        let keys = plane.metadata()?.stat_keys(&[
+            ("Hlo Proto", ModuleStat::HloProto),
+            ("program_id", ModuleStat::ProgramId),
+        ]);
+        if !keys.contains(ModuleStat::HloProto) {
+            continue;
+        }
+        for meta in plane.event_metadata() {
+            let meta = meta?;
+            let (mut hlo, mut program_id) = (None, None);
+            for stat in meta.stats() {
+                let stat = stat?;
+                match (keys.get(stat.metadata_id), stat.value) {
+                    (Some(ModuleStat::HloProto), StatValue::Bytes(b)) => hlo = Some(b),
+                    (Some(ModuleStat::ProgramId), v) => program_id = v.as_u64().or(program_id),
+                    _ => {}
+                }
+            }
+            let Some(hlo_proto) = hlo else {
+                continue;
+            };
+            let program_id = program_id.unwrap_or(meta.id.max(0) as u64);
+            if !out.iter().any(|m| m.program_id == program_id) {
+                out.push(ModuleBytes {
+                    program_id,
+                    hlo_proto,
+                    // The stat's bytes are a slice of the input.
+                    offset: (hlo_proto.as_ptr() as usize).saturating_sub(bytes.as_ptr() as usize),
+                });
             }
         }
     }
     out.sort_by_key(|m| m.program_id);
     Ok(out)
-}
-
-fn plane_name(plane: &[u8], base: usize) -> Result<Option<&[u8]>, WireError> {
-    for field in Fields::at(plane, base) {
-        if let (2, Value::Bytes(name), _) = field? {
-            return Ok(Some(name));
-        }
-    }
-    Ok(None)
-}
-
-/// A message's bytes and their offset in the input.
-type Located<'a> = (&'a [u8], usize);
-
-/// The key and value of a protobuf map entry.
-fn map_entry(entry: &[u8], base: usize) -> Result<(Option<u64>, Option<Located<'_>>), WireError> {
-    let (mut key, mut value) = (None, None);
-    for field in Fields::at(entry, base) {
-        match field? {
-            (1, v, _) => key = v.as_u64(),
-            (2, Value::Bytes(b), at) => value = Some((b, at)),
-            _ => {}
-        }
-    }
-    Ok((key, value))
-}
-
-fn plane_modules(plane: &[u8], base: usize) -> Result<Vec<ModuleBytes<'_>>, WireError> {
-    let (mut hlo_stat, mut program_stat) = (None, None);
-    for field in Fields::at(plane, base) {
-        let (5, Value::Bytes(entry), at) = field? else {
-            continue;
-        };
-        let (key, Some((meta, meta_at))) = map_entry(entry, at)? else {
-            continue;
-        };
-        let (mut id, mut name) = (key, None);
-        for f in Fields::at(meta, meta_at) {
-            match f? {
-                (1, v, _) => id = v.as_u64().or(id),
-                (2, Value::Bytes(n), _) => name = Some(n),
-                _ => {}
-            }
-        }
-        match name {
-            Some(HLO_PROTO_STAT) => hlo_stat = id,
-            Some(PROGRAM_ID_STAT) => program_stat = id,
-            _ => {}
-        }
-    }
-    let Some(hlo_stat) = hlo_stat else {
-        return Ok(Vec::new());
-    };
-    let mut out = Vec::new();
-    for field in Fields::at(plane, base) {
-        let (4, Value::Bytes(entry), at) = field? else {
-            continue;
-        };
-        let (key, Some((meta, meta_at))) = map_entry(entry, at)? else {
-            continue;
-        };
-        let mut id = key.unwrap_or(0);
-        let (mut hlo, mut program_id) = (None, None);
-        for f in Fields::at(meta, meta_at) {
-            match f? {
-                (1, v, _) => id = v.as_u64().unwrap_or(id),
-                (5, Value::Bytes(stat), stat_at) => {
-                    let (metadata_id, value) = stat_value(stat, stat_at)?;
-                    match (metadata_id, value) {
-                        (Some(m), Some(StatValue::Bytes(b, at))) if m == hlo_stat => {
-                            hlo = Some((b, at))
-                        }
-                        (Some(m), Some(StatValue::Int(v))) if Some(m) == program_stat => {
-                            program_id = Some(v)
-                        }
-                        _ => {}
-                    }
-                }
-                _ => {}
-            }
-        }
-        if let Some((hlo_proto, offset)) = hlo {
-            out.push(ModuleBytes {
-                program_id: program_id.unwrap_or(id),
-                hlo_proto,
-                offset,
-            });
-        }
-    }
-    Ok(out)
-}
-
-enum StatValue<'a> {
-    Int(u64),
-    Bytes(&'a [u8], usize),
-}
-
-fn stat_value(stat: &[u8], base: usize) -> Result<(Option<u64>, Option<StatValue<'_>>), WireError> {
-    let (mut metadata_id, mut value) = (None, None);
-    for field in Fields::at(stat, base) {
-        match field? {
-            (1, v, _) => metadata_id = v.as_u64(),
-            (3 | 4, v, _) => value = v.as_u64().map(StatValue::Int),
-            (6, Value::Bytes(b), at) => value = Some(StatValue::Bytes(b, at)),
-            _ => {}
-        }
-    }
-    Ok((metadata_id, value))
 }
 
 #[cfg(test)]
@@ -202,7 +121,7 @@ pub(super) mod tests {
             field(5, &[varint_field(1, id), field(2, &meta)].concat())
         };
         let mut plane = [
-            field(2, METADATA_PLANE),
+            field(2, METADATA_PLANE_BYTES),
             stat_meta(7, b"Hlo Proto"),
             stat_meta(9, b"program_id"),
         ]
