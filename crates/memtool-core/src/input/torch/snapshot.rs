@@ -214,11 +214,18 @@ impl SnapshotVisitor<'_> {
         let name = v.get("name");
         let file = v.get("filename");
         let line = v.get("line").and_then(|l| l.as_i64());
+        let name = name.as_ref().and_then(Value::as_str).unwrap_or("");
+        let file = file.as_ref().and_then(Value::as_str).unwrap_or("");
+        let line = line.and_then(|l| u32::try_from(l).ok()).unwrap_or(0);
+        let (name, file, line) = match profiler_frame(name, file) {
+            Some(parsed) => parsed,
+            None => (name, file, line),
+        };
         let names = &mut self.profile.names;
         let frame = Frame {
-            function: names.string(name.as_ref().and_then(Value::as_str).unwrap_or("")),
-            file: names.string(file.as_ref().and_then(Value::as_str).unwrap_or("")),
-            line: line.and_then(|l| u32::try_from(l).ok()).unwrap_or(0),
+            function: names.string(name),
+            file: names.string(file),
+            line,
         };
         let id = names.frame(frame);
         if let Some(slot) = v.memo_id() {
@@ -841,5 +848,47 @@ mod tests {
         assert_eq!(blocks, [1, 0]);
         assert_eq!(m.segments[0].blocks[0].bytes, 200);
         assert!(profile.warnings[0].message.contains("shared"));
+    }
+}
+
+/// Snapshots made from a profiler run (`_profile_to_snapshot`) write a Python
+/// frame as one name, `torch/nn/functional.py(6711): linear`, with the file
+/// `none`: split it so it is a frame like any other (function, file, line).
+fn profiler_frame<'n>(name: &'n str, file: &str) -> Option<(&'n str, &'n str, u32)> {
+    if !matches!(file, "" | "none" | "??") {
+        return None;
+    }
+    let (location, function) = name.split_once("): ")?;
+    let (path, line) = location.rsplit_once('(')?;
+    let line: u32 = line.parse().ok()?;
+    (path.ends_with(".py") && !function.is_empty()).then_some((function, path, line))
+}
+
+#[cfg(test)]
+mod profiler_frame_tests {
+    use super::profiler_frame;
+
+    #[test]
+    fn profiler_frames_are_split_into_function_file_and_line() {
+        assert_eq!(
+            profiler_frame(
+                "torch/nn/functional.py(6711): multi_head_attention_forward",
+                "none"
+            ),
+            Some((
+                "multi_head_attention_forward",
+                "torch/nn/functional.py",
+                6711
+            ))
+        );
+        assert_eq!(
+            profiler_frame("torch_train.py(16): <module>", "none"),
+            Some(("<module>", "torch_train.py", 16))
+        );
+        // Anything else is kept as written.
+        assert_eq!(profiler_frame("nn.Module: Linear_0", "none"), None);
+        assert_eq!(profiler_frame("<built-in function linear>", "none"), None);
+        assert_eq!(profiler_frame("f.py(3): g", "real.py"), None);
+        assert_eq!(profiler_frame("f.py(x): g", "none"), None);
     }
 }
