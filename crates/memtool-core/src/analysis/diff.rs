@@ -348,11 +348,7 @@ impl Report for DiffReport {
     }
 
     fn notes(&self) -> Vec<String> {
-        let mut notes: Vec<String> = self
-            .warnings
-            .iter()
-            .map(|w| format!("warning: {}: {}", w.path, w.message))
-            .collect();
+        let mut notes = super::warning_notes(&self.warnings);
         let unchanged = self.rows.iter().filter(|r| r.delta_bytes == 0).count();
         if unchanged > 0 {
             let by = self.by.name().replace('_', " ");

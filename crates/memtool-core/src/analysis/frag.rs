@@ -387,12 +387,7 @@ impl Report for FragReport {
     }
 
     fn notes(&self) -> Vec<String> {
-        let mut notes: Vec<String> = self
-            .provenance
-            .warnings
-            .iter()
-            .map(|w| format!("warning: {}: {}", w.path, w.message))
-            .collect();
+        let mut notes = super::warning_notes(&self.provenance.warnings);
         for m in &self.memories {
             if m.allocator.is_none() && m.at_peak.as_ref().is_none_or(|p| p.address.is_none()) {
                 notes.push(format!(

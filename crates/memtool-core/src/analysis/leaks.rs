@@ -337,11 +337,7 @@ impl Report for LeaksReport {
     }
 
     fn notes(&self) -> Vec<String> {
-        let warnings = self
-            .provenance
-            .warnings
-            .iter()
-            .map(|w| format!("warning: {}: {}", w.path, w.message));
+        let warnings = super::warning_notes(&self.provenance.warnings).into_iter();
         let verdicts = self
             .memories
             .iter()

@@ -151,6 +151,14 @@ pub struct Provenance {
     pub warnings: Vec<Warning>,
 }
 
+/// The warnings as the one-line notes printed under a report's tables.
+pub fn warning_notes(warnings: &[Warning]) -> Vec<String> {
+    warnings
+        .iter()
+        .map(|w| format!("warning: {}: {}", w.path, w.message))
+        .collect()
+}
+
 impl Provenance {
     pub fn of(profile: &Profile) -> Self {
         Provenance {

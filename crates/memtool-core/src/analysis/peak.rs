@@ -722,12 +722,7 @@ impl Report for PeakReport {
     }
 
     fn notes(&self) -> Vec<String> {
-        let mut notes: Vec<String> = self
-            .provenance
-            .warnings
-            .iter()
-            .map(|w| format!("warning: {}: {}", w.path, w.message))
-            .collect();
+        let mut notes = super::warning_notes(&self.provenance.warnings);
         for m in &self.memories {
             if let Some(b) = m.budget.as_ref().filter(|b| !b.fits) {
                 notes.push(format!(

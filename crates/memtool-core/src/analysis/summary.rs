@@ -430,12 +430,7 @@ impl Report for SummaryReport {
     }
 
     fn notes(&self) -> Vec<String> {
-        let mut notes: Vec<String> = self
-            .provenance
-            .warnings
-            .iter()
-            .map(|w| format!("warning: {}: {}", w.path, w.message))
-            .collect();
+        let mut notes = super::warning_notes(&self.provenance.warnings);
         if let Some(biggest) = self.memories.iter().max_by_key(|m| m.peak_bytes) {
             if self.memories.len() > 1 {
                 notes.push(format!(

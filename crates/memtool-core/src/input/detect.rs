@@ -15,19 +15,6 @@ pub enum Sniffed {
     Unknown,
 }
 
-impl Sniffed {
-    pub fn describe(self) -> &'static str {
-        match self {
-            Sniffed::Pprof => "a pprof profile",
-            Sniffed::XSpace => "an XSpace (.xplane.pb) profile",
-            Sniffed::Pickle => "a Python pickle (PyTorch memory snapshot)",
-            Sniffed::Json => "a JSON document (PyTorch trace or memory timeline)",
-            Sniffed::Empty => "an empty file",
-            Sniffed::Unknown => "not a memory profile",
-        }
-    }
-}
-
 pub fn sniff(bytes: &[u8]) -> Sniffed {
     if bytes.is_empty() {
         return Sniffed::Empty;
