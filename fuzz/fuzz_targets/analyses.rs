@@ -11,10 +11,7 @@ fuzz_target!(|data: &[u8]| {
     let options = LoadOptions {
         max_decompressed: Some(16 << 20),
     };
-    let source = || Source {
-        path: "fuzz".into(),
-        bytes: data.to_vec(),
-    };
+    let source = || Source::from_bytes("fuzz", data.to_vec());
     let Ok(profile) = load(vec![source()], &options) else {
         return;
     };

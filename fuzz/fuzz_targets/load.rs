@@ -10,10 +10,7 @@ fuzz_target!(|data: &[u8]| {
         max_decompressed: Some(16 << 20),
     };
     let _ = load(
-        vec![Source {
-            path: "fuzz".into(),
-            bytes: data.to_vec(),
-        }],
+        vec![Source::from_bytes("fuzz", data.to_vec())],
         &options,
     );
 });

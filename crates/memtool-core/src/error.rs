@@ -33,6 +33,11 @@ pub enum Error {
     #[error("{path}: {message}")]
     NoData { path: String, message: String },
 
+    /// The input could not be read (an I/O failure, or a file that changed
+    /// while it was read).
+    #[error("{path}: cannot read: {message}")]
+    Read { path: String, message: String },
+
     /// Inputs that cannot be analysed together.
     #[error("{0}")]
     Usage(String),

@@ -17,4 +17,4 @@ pub mod report;
 pub mod timings;
 
 pub use error::{Error, Result};
-pub use input::{load, LoadOptions, Source};
+pub use input::{load, ByteSource, LoadOptions, Source};

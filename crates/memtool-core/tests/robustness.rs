@@ -55,13 +55,7 @@ fn check(name: &str, bytes: Vec<u8>) {
         max_decompressed: Some(64 << 20),
     };
     let result = std::panic::catch_unwind(|| {
-        let _ = load(
-            vec![Source {
-                path: name.to_string(),
-                bytes,
-            }],
-            &options,
-        );
+        let _ = load(vec![Source::from_bytes(name.to_string(), bytes)], &options);
     });
     assert!(result.is_ok(), "panicked on a mutation of {name}");
 }

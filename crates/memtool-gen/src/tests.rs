@@ -235,9 +235,11 @@ fn pprof_series_is_read_back_by_memtool() {
     let paths = pprof::generate_series(&p, 1000, 3, &dir).unwrap();
     let sources = paths
         .iter()
-        .map(|path| memtool_core::Source {
-            path: path.display().to_string(),
-            bytes: std::fs::read(path).unwrap(),
+        .map(|path| {
+            memtool_core::Source::from_bytes(
+                path.display().to_string(),
+                std::fs::read(path).unwrap(),
+            )
         })
         .collect();
     let profile = memtool_core::load(sources, &Default::default()).unwrap();

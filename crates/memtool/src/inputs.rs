@@ -10,27 +10,36 @@ use memtool_core::{LoadOptions, Source};
 
 use crate::cli::ReadArgs;
 
-/// Reads one input: a file path, or `-` for standard input.
+/// Opens one input: a file path, or `-` for standard input. Files are not
+/// read here: the core pulls what it needs, so a gigabyte profile is never
+/// copied into memory whole. Standard input is read whole (no seeking).
 pub fn read_source(path: &str) -> Result<Source> {
-    let bytes = if path == "-" {
+    if path == "-" {
         let mut bytes = Vec::new();
         std::io::stdin()
             .lock()
             .read_to_end(&mut bytes)
             .context("<stdin>: cannot read standard input")?;
-        bytes
-    } else {
-        let p = Path::new(path);
-        if p.is_dir() {
-            bail!("{path}: is a directory, not a profile file, run directory or TensorBoard logdir (no .xplane.pb in it)");
-        }
-        std::fs::read(p).map_err(|e| anyhow::anyhow!("{path}: {}", describe_io(&e)))?
-    };
-    let shown = if path == "-" { "<stdin>" } else { path };
-    Ok(Source {
-        path: shown.to_string(),
-        bytes,
-    })
+        return Ok(Source::from_bytes("<stdin>", bytes));
+    }
+    let p = Path::new(path);
+    if p.is_dir() {
+        bail!("{path}: is a directory, not a profile file, run directory or TensorBoard logdir (no .xplane.pb in it)");
+    }
+    let file =
+        std::fs::File::open(p).map_err(|e| anyhow::anyhow!("{path}: {}", describe_io(&e)))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| anyhow::anyhow!("{path}: {}", describe_io(&e)))?;
+    if !meta.is_file() {
+        // A FIFO or device has no size and no random access: read it whole.
+        let mut bytes = Vec::new();
+        let mut file = file;
+        file.read_to_end(&mut bytes)
+            .map_err(|e| anyhow::anyhow!("{path}: {}", describe_io(&e)))?;
+        return Ok(Source::from_bytes(path, bytes));
+    }
+    Ok(Source::new(path, file))
 }
 
 fn describe_io(e: &std::io::Error) -> String {
@@ -61,7 +70,7 @@ pub fn load(paths: &[String], args: &ReadArgs) -> Result<Profile> {
     let options = LoadOptions {
         max_decompressed: args.max_decompressed,
     };
-    let total: usize = sources.iter().map(|s| s.bytes.len()).sum();
+    let total: u64 = sources.iter().map(|s| s.data.len()).sum();
     let progress = Progress::start(total, sources.len());
     let profile = memtool_core::timings::time("parse", || memtool_core::load(sources, &options));
     progress.finish();
@@ -75,16 +84,16 @@ struct Progress {
 }
 
 impl Progress {
-    const THRESHOLD: usize = 32 << 20;
+    const THRESHOLD: u64 = 32 << 20;
 
-    fn start(bytes: usize, files: usize) -> Progress {
+    fn start(bytes: u64, files: usize) -> Progress {
         let shown = bytes >= Self::THRESHOLD && std::io::stderr().is_terminal();
         if shown {
             let mut err = std::io::stderr().lock();
             let _ = write!(
                 err,
                 "memtool: parsing {} in {files} file(s)…",
-                memtool_core::report::units::bytes(bytes as u64)
+                memtool_core::report::units::bytes(bytes)
             );
             let _ = err.flush();
         }

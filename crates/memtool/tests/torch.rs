@@ -29,10 +29,10 @@ fn read_json(path: &Path) -> Value {
 
 fn profile(path: &Path) -> memtool_core::model::Profile {
     load(
-        vec![Source {
-            path: path.display().to_string(),
-            bytes: std::fs::read(path).unwrap(),
-        }],
+        vec![Source::from_bytes(
+            path.display().to_string(),
+            std::fs::read(path).unwrap(),
+        )],
         &LoadOptions::default(),
     )
     .unwrap()

@@ -6,6 +6,7 @@ pub mod decompress;
 pub mod detect;
 mod hlo;
 mod pprof;
+pub mod source;
 pub mod torch;
 pub mod wire;
 pub mod xspace;
@@ -13,13 +14,40 @@ pub mod xspace;
 use crate::error::{Error, Result};
 use crate::model::{Format, Profile};
 use detect::Sniffed;
+pub use source::ByteSource;
 
-/// One input as the caller read it: a display path and its raw bytes.
-#[derive(Clone, Debug)]
+/// One input as the caller opened it: a display path and where its bytes are.
 pub struct Source {
     pub path: String,
-    pub bytes: Vec<u8>,
+    pub data: Box<dyn ByteSource>,
 }
+
+impl Source {
+    /// An input read through `data` (an open file, say), pulled as needed.
+    pub fn new(path: impl Into<String>, data: impl ByteSource + 'static) -> Source {
+        Source {
+            path: path.into(),
+            data: Box::new(data),
+        }
+    }
+
+    /// An input already in memory.
+    pub fn from_bytes(path: impl Into<String>, bytes: Vec<u8>) -> Source {
+        Source::new(path, bytes)
+    }
+}
+
+impl std::fmt::Debug for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Source")
+            .field("path", &self.path)
+            .field("len", &self.data.len())
+            .finish()
+    }
+}
+
+/// How much of an input format detection looks at.
+const SNIFF_BYTES: u64 = 64 << 10;
 
 /// Limits and choices for reading inputs.
 #[derive(Clone, Copy, Debug, Default)]
@@ -65,23 +93,63 @@ fn ensure_memories(profile: &Profile) -> Result<()> {
     })
 }
 
+/// The error for an input that could not be read (a file that shrank or
+/// vanished while being read, an I/O failure).
+pub(crate) fn read_error(path: &str, e: &std::io::Error) -> Error {
+    Error::Read {
+        path: path.to_string(),
+        message: match e.kind() {
+            std::io::ErrorKind::UnexpectedEof => {
+                "the file ended early (it changed while being read?)".to_string()
+            }
+            _ => e.to_string(),
+        },
+    }
+}
+
+/// The first bytes of an input, for format detection.
+fn head(path: &str, data: &dyn ByteSource) -> Result<Vec<u8>> {
+    let mut head = vec![0u8; data.len().min(SNIFF_BYTES) as usize];
+    data.read_exact_at(0, &mut head)
+        .map_err(|e| read_error(path, &e))?;
+    Ok(head)
+}
+
 fn load_into(profile: &mut Profile, source: Source, options: &LoadOptions) -> Result<()> {
-    let Source { path, bytes } = source;
-    let bytes = if decompress::is_gzip(&bytes) {
+    let Source { path, data } = source;
+    let mut head = head(&path, &*data)?;
+    let data: Box<dyn ByteSource> = if decompress::is_gzip(&head) {
+        let compressed = source::read_all(&*data).map_err(|e| read_error(&path, &e))?;
         let _span = crate::timings::span("gunzip");
         let limit = options
             .max_decompressed
-            .unwrap_or_else(|| decompress::default_limit(bytes.len()));
-        decompress::gunzip(&path, &bytes, limit)?
+            .unwrap_or_else(|| decompress::default_limit(compressed.len()));
+        let bytes = decompress::gunzip(&path, &compressed, limit)?;
+        drop(compressed);
+        let data = Box::new(bytes);
+        head = self::head(&path, &*data)?;
+        data
     } else {
-        bytes
+        data
     };
-    let sniffed = detect::sniff(&bytes);
+    let mut sniffed = detect::sniff(&head);
+    if (head.len() as u64) < data.len() && matches!(sniffed, Sniffed::Unknown | Sniffed::Empty) {
+        // A protobuf whose first fields outgrow the head: look at it all.
+        let bytes = source::read_all(&*data).map_err(|e| read_error(&path, &e))?;
+        sniffed = detect::sniff(&bytes);
+    }
+    drop(head);
+    // Readers that walk the input in place get the source; the others read
+    // it whole.
+    let whole = |data: &dyn ByteSource| -> Result<Vec<u8>> {
+        let _span = crate::timings::span("read input");
+        source::read_all(data).map_err(|e| read_error(&path, &e))
+    };
     let format = match sniffed {
         Sniffed::Pprof => Format::Pprof,
         Sniffed::XSpace => Format::XSpace,
         Sniffed::Pickle => Format::TorchSnapshot,
-        Sniffed::Json => torch::json::classify(&bytes),
+        Sniffed::Json => torch::json::classify(&whole(&*data)?),
         Sniffed::Empty => {
             return Err(Error::NoData {
                 path,
@@ -108,15 +176,16 @@ fn load_into(profile: &mut Profile, source: Source, options: &LoadOptions) -> Re
         }
     }
     match format {
-        Format::Pprof => pprof::read(profile, &path, &bytes),
+        Format::Pprof => pprof::read(profile, &path, &whole(&*data)?),
         Format::XSpace => {
             // One XSpace holds both: allocator events and compiled programs.
+            let bytes = whole(&*data)?;
             xspace::read(profile, &path, &bytes)?;
             hlo::read(profile, &path, &bytes)
         }
-        Format::TorchSnapshot => torch::snapshot::read(profile, &path, &bytes),
+        Format::TorchSnapshot => torch::snapshot::read(profile, &path, &whole(&*data)?),
         Format::TorchTrace | Format::TorchMemoryTimeline => {
-            torch::json::read(profile, &path, &bytes, format)
+            torch::json::read(profile, &path, &whole(&*data)?, format)
         }
     }
 }

@@ -386,10 +386,7 @@ mod tests {
 
     #[test]
     fn odd_but_valid_input_gives_warnings_not_errors() {
-        let source = Source {
-            path: "odd.prof".into(),
-            bytes: profile(),
-        };
+        let source = Source::from_bytes("odd.prof", profile());
         let p = load(vec![source], &LoadOptions::default()).unwrap();
         assert_eq!(p.memories.len(), 1);
         let m = &p.memories[0];
@@ -423,10 +420,7 @@ mod tests {
             string_table: vec![b"".to_vec(), b"cpu".to_vec(), b"nanoseconds".to_vec()],
             ..Default::default()
         };
-        let source = Source {
-            path: "cpu.prof".into(),
-            bytes: p.encode_to_vec(),
-        };
+        let source = Source::from_bytes("cpu.prof", p.encode_to_vec());
         let err = load(vec![source], &LoadOptions::default()).unwrap_err();
         assert_eq!(
             err.to_string(),
