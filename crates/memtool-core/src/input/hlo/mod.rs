@@ -96,6 +96,8 @@ struct Buffer<'h> {
     proto: &'h LogicalBuffer,
     /// Position in `buffer_allocations`.
     allocation: usize,
+    /// Where the buffer assignment placed it in its allocation.
+    offset: u64,
     instruction: &'h HloInstructionProto,
     shape: Option<&'h ShapeProto>,
 }
@@ -180,6 +182,7 @@ impl<'h> Module<'h> {
                     Buffer {
                         proto,
                         allocation: position,
+                        offset: size(assigned.offset),
                         instruction,
                         shape,
                     },
@@ -306,6 +309,10 @@ struct SpaceReader<'m, 'h, 'p> {
     info: ProgramInfo,
     sites: HashMap<(i64, &'static str), (SiteId, ProgramBuffer)>,
     stacks: HashMap<i32, StackId>,
+    /// Where each buffer allocation of this space starts (by position in
+    /// `buffer_allocations`), the space's allocations laid end to end in
+    /// index order; `None` for other spaces' and thread-local ones.
+    bases: Vec<Option<u64>>,
     /// A zero-byte allocation that is never live: the event for trace events
     /// that change nothing, so positions stay aligned with the trace.
     no_op: Option<AllocId>,
@@ -338,6 +345,7 @@ impl<'m, 'h, 'p> SpaceReader<'m, 'h, 'p> {
             },
             sites: HashMap::new(),
             stacks: HashMap::new(),
+            bases: bases(module.allocations, color),
             no_op: None,
             allocated: 0,
             clamped: false,
@@ -363,6 +371,7 @@ impl<'m, 'h, 'p> SpaceReader<'m, 'h, 'p> {
         &mut self,
         bytes: u64,
         requested: u64,
+        address: Option<u64>,
         named: Option<(SiteId, ProgramBuffer)>,
     ) -> AllocId {
         let site = match named {
@@ -379,7 +388,7 @@ impl<'m, 'h, 'p> SpaceReader<'m, 'h, 'p> {
             bytes,
             requested,
             count: 1,
-            address: None,
+            address,
             site,
         });
         if let Some((_, buffer)) = named {
@@ -392,7 +401,8 @@ impl<'m, 'h, 'p> SpaceReader<'m, 'h, 'p> {
     /// Allocations of this color that live through the whole program.
     fn read_allocations(&mut self) {
         let color = self.info.memory_space;
-        for allocation in self.module.allocations.iter().filter(|a| a.color == color) {
+        let allocations = self.module.allocations.iter().enumerate();
+        for (position, allocation) in allocations.filter(|(_, a)| a.color == color) {
             let bytes = size(allocation.size);
             if allocation.is_thread_local {
                 // Per-thread scratch of a kernel (small reductions on CPU),
@@ -428,7 +438,8 @@ impl<'m, 'h, 'p> SpaceReader<'m, 'h, 'p> {
             // XProf counts an allocation only through a named buffer.
             let Some(best) = best else { continue };
             let named = self.named(best, category(allocation));
-            let id = self.push(bytes, bytes, Some(named));
+            let address = self.base_of(position);
+            let id = self.push(bytes, bytes, address, Some(named));
             self.memory.live_at_start.push(id);
         }
     }
@@ -457,7 +468,13 @@ impl<'m, 'h, 'p> SpaceReader<'m, 'h, 'p> {
                     ALLOC => {
                         increment(&mut shares, buffer.proto.id);
                         let named = self.named(buffer, self.category_of(buffer));
-                        let id = self.push(buffer.bytes(), buffer.unpadded_bytes(), Some(named));
+                        let address = self.address_of(buffer);
+                        let id = self.push(
+                            buffer.bytes(),
+                            buffer.unpadded_bytes(),
+                            address,
+                            Some(named),
+                        );
                         holding.insert(buffer.proto.id, id);
                         Some((EventKind::Alloc, id))
                     }
@@ -540,16 +557,31 @@ impl<'m, 'h, 'p> SpaceReader<'m, 'h, 'p> {
         }
         let root = self.module.buffers.get(&root_id)?;
         let named = self.named(buffer, self.category_of(buffer));
-        let id = self.push(root.bytes(), root.unpadded_bytes(), Some(named));
+        let address = self.address_of(root);
+        let id = self.push(root.bytes(), root.unpadded_bytes(), address, Some(named));
         holding.insert(root_id, id);
         Some((EventKind::Alloc, id))
+    }
+
+    /// Offset of an allocation in the space, as the address of the model
+    /// allocation that stands for all of it.
+    fn base_of(&self, position: usize) -> Option<u64> {
+        self.bases.get(position).copied().flatten()
+    }
+
+    /// Offset of a buffer in the space: its allocation's start plus where
+    /// the buffer assignment put it, so the address view shows how the heap
+    /// simulator packed the temporary allocation.
+    fn address_of(&self, buffer: &Buffer<'h>) -> Option<u64> {
+        self.base_of(buffer.allocation)
+            .map(|base| base.saturating_add(buffer.offset))
     }
 
     fn no_op(&mut self) -> AllocId {
         if let Some(id) = self.no_op {
             return id;
         }
-        let id = self.push(0, 0, None);
+        let id = self.push(0, 0, None, None);
         self.no_op = Some(id);
         id
     }
@@ -649,6 +681,22 @@ impl<'m, 'h, 'p> SpaceReader<'m, 'h, 'p> {
         }
         stack
     }
+}
+
+/// Start of each allocation of memory space `color` when the space's
+/// allocations (thread-local ones aside) are laid end to end in index order.
+fn bases(allocations: &[BufferAllocationProto], color: i64) -> Vec<Option<u64>> {
+    let mut next = 0u64;
+    allocations
+        .iter()
+        .map(|a| {
+            (a.color == color && !a.is_thread_local).then(|| {
+                let base = next;
+                next = next.saturating_add(size(a.size));
+                base
+            })
+        })
+        .collect()
 }
 
 /// A 1-based index of the stack frame index (0 means none) as a position.
@@ -832,6 +880,36 @@ mod tests {
             .collect();
         names.sort();
         names
+    }
+
+    #[test]
+    fn buffers_are_placed_where_the_assignment_put_them() {
+        let quarter = MIB / 4;
+        let mut hlo = module(
+            &[quarter, quarter, quarter],
+            &[(ALLOC, 1, 0), (ALLOC, 2, 0), (FREE, 1, 0), (ALLOC, 3, 0)],
+        );
+        let assignment = hlo.buffer_assignment.as_mut().unwrap();
+        // Buffer 3 reuses buffer 1's place; buffer 2 sits after it.
+        assignment.buffer_allocations[0].assigned[1].offset = quarter;
+        let profile = read(&hlo);
+        let memory = &profile.memories[0];
+        let program = memory.program.as_ref().unwrap();
+        let address_of = |name: &str| {
+            let (i, _) = program
+                .buffers
+                .iter()
+                .enumerate()
+                .find(|(_, b)| b.is_some_and(|b| profile.names.str(b.name) == name))
+                .unwrap();
+            memory.allocations[i].address
+        };
+        // The temporary allocation (index 0) starts the space, the constant
+        // allocation (index 1) follows it.
+        assert_eq!(address_of("fusion.1{0}"), Some(0));
+        assert_eq!(address_of("fusion.2{0}"), Some(quarter as u64));
+        assert_eq!(address_of("fusion.3{0}"), Some(0));
+        assert_eq!(address_of("constant.1{0}"), Some(MIB as u64));
     }
 
     #[test]
