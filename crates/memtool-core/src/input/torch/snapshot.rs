@@ -21,6 +21,8 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
+use rustc_hash::FxHashMap;
+
 use crate::error::{Error, Result};
 use crate::model::{
     AllocId, Allocation, AllocatorSample, Axis, BlockState, Event, EventKind, Format, Frame,
@@ -28,6 +30,7 @@ use crate::model::{
 };
 
 use super::pickle::{self, Memo, Parent, Value, Visitor};
+use crate::input::source::ByteSource;
 
 const ROUTE_ROOT: u32 = 0;
 const ROUTE_SEGMENTS: u32 = 1;
@@ -48,6 +51,44 @@ enum Action {
     SegmentUnmap,
     Oom,
     Other,
+}
+
+/// The actions counted by kind; names of the others are kept as written.
+const KNOWN_ACTIONS: [(Action, &str); 8] = [
+    (Action::Alloc, "alloc"),
+    (Action::FreeRequested, "free_requested"),
+    (Action::FreeCompleted, "free_completed"),
+    (Action::SegmentAlloc, "segment_alloc"),
+    (Action::SegmentFree, "segment_free"),
+    (Action::SegmentMap, "segment_map"),
+    (Action::SegmentUnmap, "segment_unmap"),
+    (Action::Oom, "oom"),
+];
+
+/// Trace entries per action name, counted without a string per entry.
+#[derive(Default)]
+struct ActionCounts {
+    known: [u64; KNOWN_ACTIONS.len()],
+    other: BTreeMap<String, u64>,
+}
+
+impl ActionCounts {
+    fn add(&mut self, action: Action, name: &str) {
+        match KNOWN_ACTIONS.iter().position(|&(a, _)| a == action) {
+            Some(i) => self.known[i] += 1,
+            None => *self.other.entry(name.to_string()).or_default() += 1,
+        }
+    }
+
+    fn into_map(self) -> BTreeMap<String, u64> {
+        let mut map = self.other;
+        for (&(_, name), &n) in KNOWN_ACTIONS.iter().zip(&self.known) {
+            if n > 0 {
+                map.insert(name.to_string(), n);
+            }
+        }
+        map
+    }
 }
 
 impl Action {
@@ -84,22 +125,20 @@ struct RawSegment {
     block_stacks: Vec<StackId>,
 }
 
-#[derive(Clone, Copy)]
-enum Handle {
-    Stack(StackId),
-    Frame(FrameId),
-}
+/// Memo handles (see [`Memo::convert`]) are stack ids, or frame ids with
+/// this bit set; ids that would need the bit are never made handles.
+const FRAME_HANDLE: u32 = 1 << 31;
 
 struct SnapshotVisitor<'p> {
     profile: &'p mut Profile,
     segments: Vec<RawSegment>,
     traces: Vec<Vec<Entry>>,
-    actions: Vec<BTreeMap<String, u64>>,
-    /// What each [`Value::Handle`] the visitor put into the memo stands for.
-    handles: Vec<Handle>,
-    /// Memo slot of a converted frames list or frame → its handle, for
-    /// references taken before the memo entry was replaced (within a batch).
-    converted: HashMap<u32, Handle>,
+    actions: Vec<ActionCounts>,
+    /// Frames lists seen, by their frames: most lists are new objects (one
+    /// per allocation) repeating a stack seen before.
+    stacks_by_frames: FxHashMap<Box<[FrameId]>, StackId>,
+    /// Scratch space for the frames of one list.
+    frames: Vec<FrameId>,
     /// Memo slots of blocks lists already read.
     blocks_seen: HashSet<u32>,
     traces_seen: usize,
@@ -171,7 +210,7 @@ impl Visitor for SnapshotVisitor<'_> {
 }
 
 impl SnapshotVisitor<'_> {
-    fn int(&mut self, v: Option<Value>) -> Option<i64> {
+    fn int(&mut self, v: Option<&Value>) -> Option<i64> {
         match v {
             None | Some(Value::None) => None,
             Some(v) => {
@@ -184,7 +223,7 @@ impl SnapshotVisitor<'_> {
         }
     }
 
-    fn size(&mut self, v: Option<Value>) -> u64 {
+    fn size(&mut self, v: Option<&Value>) -> u64 {
         match self.int(v) {
             Some(i) => u64::try_from(i).unwrap_or_else(|_| {
                 self.bad_values += 1;
@@ -194,29 +233,37 @@ impl SnapshotVisitor<'_> {
         }
     }
 
-    fn string(&mut self, v: Option<Value>) -> Option<StrId> {
+    fn string(&mut self, v: Option<&Value>) -> Option<StrId> {
         match v {
-            Some(Value::Str(s)) => Some(self.profile.names.string(&s)),
+            Some(Value::Str(s)) => Some(self.profile.names.string(s)),
             _ => None,
         }
     }
 
     fn frame(&mut self, v: &Value, memo: &mut Memo) -> Option<FrameId> {
-        if let Value::Handle(h) = v {
-            return match self.handles.get(*h as usize) {
-                Some(Handle::Frame(f)) => Some(*f),
-                _ => None,
+        match v.handle() {
+            Some(h) if h & FRAME_HANDLE != 0 => return Some(FrameId(h & !FRAME_HANDLE)),
+            // A stack handle where a frame was expected.
+            Some(_) if matches!(v, Value::Handle(_)) => return None,
+            _ => {}
+        }
+        let (mut name, mut file, mut line) = (None, None, None);
+        let pairs = v.pairs();
+        for (k, v) in pairs.iter().flat_map(|p| p.iter()) {
+            let slot = match k.as_str() {
+                Some("name") => &mut name,
+                Some("filename") => &mut file,
+                Some("line") => &mut line,
+                _ => continue,
             };
+            slot.get_or_insert(v);
         }
-        if let Some(Handle::Frame(f)) = v.memo_id().and_then(|slot| self.converted.get(&slot)) {
-            return Some(*f);
-        }
-        let name = v.get("name");
-        let file = v.get("filename");
-        let line = v.get("line").and_then(|l| l.as_i64());
-        let name = name.as_ref().and_then(Value::as_str).unwrap_or("");
-        let file = file.as_ref().and_then(Value::as_str).unwrap_or("");
-        let line = line.and_then(|l| u32::try_from(l).ok()).unwrap_or(0);
+        let name = name.and_then(Value::as_str).unwrap_or("");
+        let file = file.and_then(Value::as_str).unwrap_or("");
+        let line = line
+            .and_then(Value::as_i64)
+            .and_then(|l| u32::try_from(l).ok())
+            .unwrap_or(0);
         let (name, file, line) = match profiler_frame(name, file) {
             Some(parsed) => parsed,
             None => (name, file, line),
@@ -228,68 +275,85 @@ impl SnapshotVisitor<'_> {
             line,
         };
         let id = names.frame(frame);
-        if let Some(slot) = v.memo_id() {
-            memo.replace(slot, Value::Handle(self.handles.len() as u32));
-            self.handles.push(Handle::Frame(id));
-            self.converted.insert(slot, Handle::Frame(id));
+        drop(pairs);
+        if id.0 < FRAME_HANDLE && v.handle().is_none() {
+            memo.convert(v, id.0 | FRAME_HANDLE);
         }
         Some(id)
     }
 
     /// A frames list (leaf first) as an interned stack; a list the pickle
     /// shares through its memo is converted once.
-    fn stack(&mut self, v: Option<Value>, memo: &mut Memo) -> StackId {
+    fn stack(&mut self, v: Option<&Value>, memo: &mut Memo) -> StackId {
         let Some(v) = v else {
             return StackId(0);
         };
-        if let Value::Handle(h) = v {
-            return match self.handles.get(h as usize) {
-                Some(Handle::Stack(s)) => *s,
-                _ => StackId(0),
+        if let Some(h) = v.handle() {
+            return if h & FRAME_HANDLE == 0 {
+                StackId(h)
+            } else {
+                StackId(0)
             };
         }
-        if let Some(Handle::Stack(s)) = v.memo_id().and_then(|slot| self.converted.get(&slot)) {
-            return *s;
-        }
-        let Some(items) = v.items() else {
+        let Some(items) = v.seq() else {
             return StackId(0);
         };
-        let frames: Vec<FrameId> = items.iter().filter_map(|f| self.frame(f, memo)).collect();
-        let stack = self.profile.names.stack_leaf_first(&frames);
-        if let Some(slot) = v.memo_id() {
-            memo.replace(slot, Value::Handle(self.handles.len() as u32));
-            self.handles.push(Handle::Stack(stack));
-            self.converted.insert(slot, Handle::Stack(stack));
+        let mut frames = std::mem::take(&mut self.frames);
+        frames.clear();
+        frames.extend(items.iter().filter_map(|f| self.frame(f, memo)));
+        drop(items);
+        let stack = match self.stacks_by_frames.get(frames.as_slice()) {
+            Some(&stack) => stack,
+            None => {
+                let stack = self.profile.names.stack_leaf_first(&frames);
+                self.stacks_by_frames
+                    .insert(frames.as_slice().into(), stack);
+                stack
+            }
+        };
+        self.frames = frames;
+        if stack.0 < FRAME_HANDLE {
+            memo.convert(v, stack.0);
         }
         stack
     }
 
     fn entry(&mut self, device: usize, v: &Value, memo: &mut Memo) {
-        let action_name = v.get("action");
-        let action_name = action_name.as_ref().and_then(Value::as_str).unwrap_or("");
+        // The fields, each its first occurrence, read in one pass.
+        let (mut action, mut addr, mut device_free, mut size) = (None, None, None, None);
+        let (mut time_us, mut frames, mut category) = (None, None, None);
+        let pairs = v.pairs();
+        for (k, v) in pairs.iter().flat_map(|p| p.iter()) {
+            let slot = match k.as_str() {
+                Some("action") => &mut action,
+                Some("addr") => &mut addr,
+                Some("device_free") => &mut device_free,
+                Some("size") => &mut size,
+                Some("time_us") => &mut time_us,
+                Some("frames") => &mut frames,
+                Some("category") => &mut category,
+                _ => continue,
+            };
+            slot.get_or_insert(v);
+        }
+        let action_name = action.and_then(Value::as_str).unwrap_or("");
         if self.traces.len() <= device {
             self.traces.resize_with(device + 1, Vec::new);
-            self.actions.resize_with(device + 1, BTreeMap::new);
-        }
-        let counts = &mut self.actions[device];
-        match counts.get_mut(action_name) {
-            Some(n) => *n += 1,
-            None => {
-                counts.insert(action_name.to_string(), 1);
-            }
+            self.actions.resize_with(device + 1, ActionCounts::default);
         }
         let action = Action::parse(action_name);
+        self.actions[device].add(action, action_name);
         // An `oom` entry keeps the device's free bytes where others keep the address.
-        let addr_key = if action == Action::Oom {
-            "device_free"
+        let addr = if action == Action::Oom {
+            device_free
         } else {
-            "addr"
+            addr
         };
-        let addr = self.int(v.get(addr_key)).unwrap_or(0) as u64;
-        let size = self.size(v.get("size"));
-        let time_us = self.int(v.get("time_us"));
-        let stack = self.stack(v.get("frames"), memo);
-        let category = self.string(v.get("category"));
+        let addr = self.int(addr).unwrap_or(0) as u64;
+        let size = self.size(size);
+        let time_us = self.int(time_us);
+        let stack = self.stack(frames, memo);
+        let category = self.string(category);
         self.has_category |= category.is_some();
         self.traces[device].push(Entry {
             action,
@@ -299,23 +363,24 @@ impl SnapshotVisitor<'_> {
             stack,
             category,
         });
+        drop(pairs);
         if let Some(slot) = v.memo_id() {
             memo.forget(slot);
         }
     }
 
     fn segment(&mut self, v: &Value, memo: &mut Memo) {
-        let device = self.int(v.get("device")).unwrap_or(0);
+        let device = self.int(v.get("device").as_ref()).unwrap_or(0);
         let device = usize::try_from(device)
             .ok()
             .filter(|&d| d < MAX_DEVICES)
             .unwrap_or(0);
         let address = self
-            .int(v.get("address"))
+            .int(v.get("address").as_ref())
             .and_then(|a| u64::try_from(a).ok());
-        let bytes = self.size(v.get("total_size"));
-        let stream = self.int(v.get("stream"));
-        let pool = self.string(v.get("segment_type"));
+        let bytes = self.size(v.get("total_size").as_ref());
+        let stream = self.int(v.get("stream").as_ref());
+        let pool = self.string(v.get("segment_type").as_ref());
         let mut blocks = Vec::new();
         let mut block_stacks = Vec::new();
         let mut next_address = address;
@@ -330,10 +395,10 @@ impl SnapshotVisitor<'_> {
             }
         }
         for b in blocks_value.and_then(|b| b.items()).unwrap_or_default() {
-            let size = self.size(b.get("size"));
+            let size = self.size(b.get("size").as_ref());
             // Old snapshots give no block address: blocks tile the segment in order.
             let address = self
-                .int(b.get("address"))
+                .int(b.get("address").as_ref())
                 .and_then(|a| u64::try_from(a).ok())
                 .or(next_address);
             next_address = address.and_then(|a| a.checked_add(size));
@@ -342,11 +407,11 @@ impl SnapshotVisitor<'_> {
             let (requested, stack) = if b.get("frames").is_some() {
                 let requested = b.get("requested_size");
                 let requested = if requested.is_some() {
-                    self.size(requested)
+                    self.size(requested.as_ref())
                 } else {
                     size
                 };
-                (requested, self.stack(b.get("frames"), memo))
+                (requested, self.stack(b.get("frames").as_ref(), memo))
             } else if let Some(first) = b.get("history").and_then(|h| {
                 if let Some(slot) = h.memo_id() {
                     memo.forget(slot);
@@ -355,15 +420,15 @@ impl SnapshotVisitor<'_> {
             }) {
                 let real = first.get("real_size");
                 let requested = if real.is_some() {
-                    self.size(real)
+                    self.size(real.as_ref())
                 } else {
                     size
                 };
-                (requested, self.stack(first.get("frames"), memo))
+                (requested, self.stack(first.get("frames").as_ref(), memo))
             } else {
                 let requested = b.get("requested_size");
                 let requested = if requested.is_some() {
-                    self.size(requested)
+                    self.size(requested.as_ref())
                 } else {
                     size
                 };
@@ -399,20 +464,20 @@ impl SnapshotVisitor<'_> {
     }
 }
 
-pub(crate) fn read(profile: &mut Profile, path: &str, bytes: &[u8]) -> Result<()> {
+pub(crate) fn read(profile: &mut Profile, path: &str, source: &dyn ByteSource) -> Result<()> {
     let mut visitor = SnapshotVisitor {
         profile,
         segments: Vec::new(),
         traces: Vec::new(),
         actions: Vec::new(),
-        handles: Vec::new(),
-        converted: HashMap::new(),
+        stacks_by_frames: FxHashMap::default(),
+        frames: Vec::new(),
         blocks_seen: HashSet::new(),
         traces_seen: 0,
         has_category: false,
         bad_values: 0,
     };
-    let root = pickle::decode(bytes, &mut visitor).map_err(|e| Error::Corrupt {
+    let root = pickle::decode(source, &mut visitor).map_err(|e| Error::Corrupt {
         path: path.to_string(),
         format: "PyTorch snapshot pickle",
         message: e.message,
@@ -471,7 +536,7 @@ pub(crate) fn read(profile: &mut Profile, path: &str, bytes: &[u8]) -> Result<()
             .unwrap_or_default();
         let counts = actions
             .get_mut(device)
-            .map(std::mem::take)
+            .map(|c| std::mem::take(c).into_map())
             .unwrap_or_default();
         let segs = segments_by_device.remove(&device).unwrap_or_default();
         // Profiler-made snapshots (`_profile_to_snapshot`) carry a category
