@@ -392,6 +392,11 @@ impl<'s> Input<'s> {
         self.base + self.pos as u64
     }
 
+    /// The bytes read from the source but not yet taken.
+    fn buffered(&self) -> &[u8] {
+        &self.buf[self.pos..self.end]
+    }
+
     fn at_end(&self) -> bool {
         self.pos == self.end && self.offset() >= self.len
     }
@@ -455,6 +460,8 @@ struct Machine<'s, 'v, V: Visitor> {
     claimed: Vec<usize>,
     memo: Memo,
     visitor: &'v mut V,
+    /// Scratch space for [`Machine::append_handles`].
+    handles: Vec<Value>,
 }
 
 /// Decodes the pickle in `source` as plain data; the result is the top value
@@ -468,6 +475,7 @@ pub fn decode<V: Visitor>(source: &dyn ByteSource, visitor: &mut V) -> Result<Va
         claimed: Vec::new(),
         memo: Memo::default(),
         visitor,
+        handles: Vec::new(),
     };
     m.run()
 }
@@ -763,6 +771,52 @@ impl<V: Visitor> Machine<'_, '_, V> {
         Ok(())
     }
 
+    /// A shortcut for the commonest shape of a large snapshot, a list of
+    /// memo references to converted values (frames already interned):
+    /// `MARK (BINGET | LONG_BINGET)* APPENDS` onto a plain list just below the
+    /// MARK. When every reference in the buffered bytes is a handle, the
+    /// items go straight into the list and the opcodes are taken; otherwise
+    /// nothing is taken and the ordinary loop runs them, with the same result.
+    fn append_handles(&mut self) {
+        let Some(Slot::Value(Value::List(list))) =
+            self.stack.len().checked_sub(2).map(|i| &self.stack[i])
+        else {
+            return;
+        };
+        if list.route.is_some() || list.sealed.get() {
+            return;
+        }
+        let bytes = self.input.buffered();
+        let mut at = 0;
+        self.handles.clear();
+        loop {
+            let (id, len) = match bytes.get(at) {
+                Some(b'h') => match bytes.get(at + 1) {
+                    Some(&id) => (u32::from(id), 2),
+                    None => return,
+                },
+                Some(b'j') => match bytes.get(at + 1..at + 5) {
+                    Some(id) => (u32::from_le_bytes([id[0], id[1], id[2], id[3]]), 5),
+                    None => return,
+                },
+                Some(b'e') => break,
+                _ => return,
+            };
+            match self.memo.get(id) {
+                Some(MemoSlot::Handle(h)) => self.handles.push(Value::Handle(h)),
+                _ => return,
+            }
+            at += len;
+        }
+        let list = list.clone();
+        let n = self.handles.len();
+        list.items.borrow_mut().extend(self.handles.drain(..));
+        list.appended.set(list.appended.get().saturating_add(n));
+        self.input.pos += at + 1;
+        self.marks.pop();
+        self.stack.pop();
+    }
+
     #[inline]
     fn memo_get(&mut self, id: u32) -> Result<()> {
         match self.memo.get(id) {
@@ -849,6 +903,7 @@ impl<V: Visitor> Machine<'_, '_, V> {
                 b'(' => {
                     self.marks.push(self.stack.len());
                     self.stack.push(Slot::Mark);
+                    self.append_handles();
                 }
                 b'0' => {
                     if let Some(Slot::Mark) = self.stack.pop() {
