@@ -26,7 +26,8 @@ use rustc_hash::FxHashMap;
 use crate::error::{Error, Result};
 use crate::model::{
     AllocId, Allocation, AllocatorSample, Axis, BlockState, Event, EventKind, Format, Frame,
-    FrameId, InputInfo, MemoryKind, Profile, Segment, SegmentBlock, Site, StackId, Step, StrId,
+    FrameId, InputInfo, MemoryKind, Profile, Segment, SegmentBlock, Site, SiteId, StackId, Step,
+    StrId,
 };
 
 use super::pickle::{self, Memo, Parent, Value, Visitor};
@@ -107,14 +108,154 @@ impl Action {
     }
 }
 
-/// One trace entry, as compact as the model needs it.
-struct Entry {
-    action: Action,
-    addr: u64,
-    size: u64,
-    time_us: Option<i64>,
-    stack: StackId,
-    category: Option<StrId>,
+/// The sites of one device's allocations before they are interned: the
+/// model's site ids follow the order of first use, which is only known once
+/// the whole file is read (see [`Trace::finish`]).
+const BEFORE_WINDOW_SITE: SiteId = SiteId(u32::MAX);
+
+/// One device's trace, turned into allocations and events as entries
+/// arrive, so no entry is kept.
+struct Trace {
+    counts: ActionCounts,
+    /// Entries seen: the index of the next one.
+    entries: u64,
+    /// Whether every `alloc` and `free_completed` entry so far has `time_us`.
+    timed: bool,
+    first_time: Option<i64>,
+    /// Index and time of the last entry.
+    last: Option<(u64, Option<i64>)>,
+    /// `site` is an index into `site_keys` (or [`BEFORE_WINDOW_SITE`]).
+    allocations: Vec<Allocation>,
+    site_keys: Vec<(StackId, Option<StrId>)>,
+    site_index: FxHashMap<(StackId, Option<StrId>), u32>,
+    /// `at` is the entry's time; `event_entries` its index, for the event
+    /// index axis when some entry has no time.
+    events: Vec<Event>,
+    event_entries: Vec<u64>,
+    live_at_start: Vec<AllocId>,
+    live: FxHashMap<u64, AllocId>,
+    /// Reserved bytes relative to the start after each segment event, with
+    /// the entry's index and time.
+    reserved_changes: Vec<(u64, Option<i64>, i128)>,
+    reserved: i128,
+    freed_before_window: u64,
+    realloc_without_free: u64,
+    /// Requested bytes, free bytes, entry index and time of each `oom`.
+    ooms: Vec<(u64, u64, u64, Option<i64>)>,
+}
+
+impl Default for Trace {
+    fn default() -> Self {
+        Trace {
+            counts: ActionCounts::default(),
+            entries: 0,
+            timed: true,
+            first_time: None,
+            last: None,
+            allocations: Vec::new(),
+            site_keys: Vec::new(),
+            site_index: FxHashMap::default(),
+            events: Vec::new(),
+            event_entries: Vec::new(),
+            live_at_start: Vec::new(),
+            live: FxHashMap::default(),
+            reserved_changes: Vec::new(),
+            reserved: 0,
+            freed_before_window: 0,
+            realloc_without_free: 0,
+            ooms: Vec::new(),
+        }
+    }
+}
+
+impl Trace {
+    fn new_alloc(&mut self, a: Allocation) -> AllocId {
+        let id = AllocId(self.allocations.len() as u32);
+        self.allocations.push(a);
+        id
+    }
+
+    fn event(&mut self, index: u64, time_us: Option<i64>, kind: EventKind, alloc: AllocId) {
+        self.events.push(Event {
+            at: time_us.unwrap_or(0),
+            kind,
+            alloc,
+        });
+        self.event_entries.push(index);
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn add(
+        &mut self,
+        action: Action,
+        action_name: &str,
+        addr: u64,
+        size: u64,
+        time_us: Option<i64>,
+        stack: StackId,
+        category: Option<StrId>,
+    ) {
+        self.counts.add(action, action_name);
+        let index = self.entries;
+        self.entries += 1;
+        self.last = Some((index, time_us));
+        if self.first_time.is_none() {
+            self.first_time = time_us;
+        }
+        if matches!(action, Action::Alloc | Action::FreeCompleted) && time_us.is_none() {
+            self.timed = false;
+        }
+        match action {
+            Action::Alloc => {
+                if let Some(old) = self.live.remove(&addr) {
+                    self.realloc_without_free += 1;
+                    self.event(index, time_us, EventKind::Free, old);
+                }
+                let next = self.site_keys.len() as u32;
+                let site = *self.site_index.entry((stack, category)).or_insert(next);
+                if site == next {
+                    self.site_keys.push((stack, category));
+                }
+                let alloc = self.new_alloc(Allocation {
+                    bytes: size,
+                    requested: size,
+                    count: 1,
+                    address: Some(addr),
+                    site: SiteId(site),
+                });
+                self.live.insert(addr, alloc);
+                self.event(index, time_us, EventKind::Alloc, alloc);
+            }
+            Action::FreeCompleted => {
+                let alloc = match self.live.remove(&addr) {
+                    Some(alloc) => alloc,
+                    None => {
+                        self.freed_before_window += 1;
+                        let alloc = self.new_alloc(Allocation {
+                            bytes: size,
+                            requested: size,
+                            count: 1,
+                            address: Some(addr),
+                            site: BEFORE_WINDOW_SITE,
+                        });
+                        self.live_at_start.push(alloc);
+                        alloc
+                    }
+                };
+                self.event(index, time_us, EventKind::Free, alloc);
+            }
+            Action::SegmentAlloc | Action::SegmentMap => {
+                self.reserved += i128::from(size);
+                self.reserved_changes.push((index, time_us, self.reserved));
+            }
+            Action::SegmentFree | Action::SegmentUnmap => {
+                self.reserved -= i128::from(size);
+                self.reserved_changes.push((index, time_us, self.reserved));
+            }
+            Action::Oom => self.ooms.push((size, addr, index, time_us)),
+            Action::FreeRequested | Action::Other => {}
+        }
+    }
 }
 
 /// One segment of the end state, with its device.
@@ -132,8 +273,7 @@ const FRAME_HANDLE: u32 = 1 << 31;
 struct SnapshotVisitor<'p> {
     profile: &'p mut Profile,
     segments: Vec<RawSegment>,
-    traces: Vec<Vec<Entry>>,
-    actions: Vec<ActionCounts>,
+    traces: Vec<Trace>,
     /// Frames lists seen, by their frames: most lists are new objects (one
     /// per allocation) repeating a stack seen before.
     stacks_by_frames: FxHashMap<Box<[FrameId]>, StackId>,
@@ -338,11 +478,9 @@ impl SnapshotVisitor<'_> {
         }
         let action_name = action.and_then(Value::as_str).unwrap_or("");
         if self.traces.len() <= device {
-            self.traces.resize_with(device + 1, Vec::new);
-            self.actions.resize_with(device + 1, ActionCounts::default);
+            self.traces.resize_with(device + 1, Trace::default);
         }
         let action = Action::parse(action_name);
-        self.actions[device].add(action, action_name);
         // An `oom` entry keeps the device's free bytes where others keep the address.
         let addr = if action == Action::Oom {
             device_free
@@ -355,14 +493,7 @@ impl SnapshotVisitor<'_> {
         let stack = self.stack(frames, memo);
         let category = self.string(category);
         self.has_category |= category.is_some();
-        self.traces[device].push(Entry {
-            action,
-            addr,
-            size,
-            time_us,
-            stack,
-            category,
-        });
+        self.traces[device].add(action, action_name, addr, size, time_us, stack, category);
         drop(pairs);
         if let Some(slot) = v.memo_id() {
             memo.forget(slot);
@@ -469,7 +600,6 @@ pub(crate) fn read(profile: &mut Profile, path: &str, source: &dyn ByteSource) -
         profile,
         segments: Vec::new(),
         traces: Vec::new(),
-        actions: Vec::new(),
         stacks_by_frames: FxHashMap::default(),
         frames: Vec::new(),
         blocks_seen: HashSet::new(),
@@ -495,7 +625,6 @@ pub(crate) fn read(profile: &mut Profile, path: &str, source: &dyn ByteSource) -
         profile,
         segments,
         traces,
-        actions,
         has_category,
         bad_values,
         ..
@@ -519,7 +648,7 @@ pub(crate) fn read(profile: &mut Profile, path: &str, source: &dyn ByteSource) -
         traces
             .iter()
             .enumerate()
-            .filter(|(_, t)| !t.is_empty())
+            .filter(|(_, t)| t.entries > 0)
             .map(|(i, _)| i),
     );
     let mut segments_by_device: BTreeMap<usize, Vec<RawSegment>> = BTreeMap::new();
@@ -528,15 +657,10 @@ pub(crate) fn read(profile: &mut Profile, path: &str, source: &dyn ByteSource) -
     }
     let steps = annotated_steps(&root);
     let mut traces = traces;
-    let mut actions = actions;
     for device in devices {
         let trace = traces
             .get_mut(device)
             .map(std::mem::take)
-            .unwrap_or_default();
-        let counts = actions
-            .get_mut(device)
-            .map(|c| std::mem::take(c).into_map())
             .unwrap_or_default();
         let segs = segments_by_device.remove(&device).unwrap_or_default();
         // Profiler-made snapshots (`_profile_to_snapshot`) carry a category
@@ -547,7 +671,7 @@ pub(crate) fn read(profile: &mut Profile, path: &str, source: &dyn ByteSource) -
             format!("cuda:{device}")
         };
         let device_steps = steps.get(&(device as i64)).cloned().unwrap_or_default();
-        build_memory(profile, path, &id, trace, counts, segs);
+        build_memory(profile, path, &id, trace, segs);
         // build_memory always adds the memory last.
         if let Some(m) = profile.memories.last_mut() {
             m.steps = device_steps;
@@ -606,18 +730,39 @@ fn build_memory(
     profile: &mut Profile,
     path: &str,
     id: &str,
-    trace: Vec<Entry>,
-    counts: BTreeMap<String, u64>,
+    trace: Trace,
     segments: Vec<RawSegment>,
 ) {
-    let timed = trace
-        .iter()
-        .filter(|e| matches!(e.action, Action::Alloc | Action::FreeCompleted))
-        .all(|e| e.time_us.is_some());
+    let Trace {
+        counts,
+        entries,
+        timed,
+        first_time,
+        last,
+        mut allocations,
+        site_keys,
+        mut events,
+        event_entries,
+        mut live_at_start,
+        live,
+        reserved_changes,
+        reserved,
+        freed_before_window,
+        realloc_without_free,
+        ooms,
+        ..
+    } = trace;
     let axis = if timed {
         Axis::TimeUs
     } else {
         Axis::EventIndex
+    };
+    let at = |index: u64, time_us: Option<i64>| {
+        if timed {
+            time_us.unwrap_or(0)
+        } else {
+            index as i64
+        }
     };
     let before_window = profile.names.string("(allocated before the trace window)");
     let before_window_site = profile.names.site(Site {
@@ -631,98 +776,44 @@ fn build_memory(
             ..Site::default()
         })
     };
-    let mut allocations: Vec<Allocation> = Vec::new();
-    let mut events: Vec<Event> = Vec::new();
-    let mut live_at_start: Vec<AllocId> = Vec::new();
-    // Reserved bytes relative to the start, per segment event.
-    let mut relative: Vec<(i64, i128)> = Vec::new();
-    let mut live: HashMap<u64, AllocId> = HashMap::new();
-    let mut reserved: i128 = 0;
-    let mut freed_before_window = 0u64;
-    let mut realloc_without_free = 0u64;
-    let mut ooms: Vec<String> = Vec::new();
-    let mut last_at = 0i64;
+    // Interned in order of first use, as the trace met them.
+    let sites: Vec<SiteId> = site_keys
+        .iter()
+        .map(|&(stack, category)| site_of(profile, stack, category))
+        .collect();
+    for a in &mut allocations {
+        a.site = match sites.get(a.site.index()) {
+            Some(&site) => site,
+            None => before_window_site,
+        };
+    }
+    if !timed {
+        for (e, &index) in events.iter_mut().zip(&event_entries) {
+            e.at = index as i64;
+        }
+    }
+    drop(event_entries);
+    let relative: Vec<(i64, i128)> = reserved_changes
+        .iter()
+        .map(|&(index, time_us, r)| (at(index, time_us), r))
+        .collect();
+    let last_at = last.map_or(0, |(index, time_us)| at(index, time_us));
+    let ooms: Vec<String> = ooms
+        .iter()
+        .map(|&(size, free, index, time_us)| {
+            format!(
+                "{} requested with {} free on the device at {}",
+                crate::report::units::bytes(size),
+                crate::report::units::bytes(free),
+                at(index, time_us)
+            )
+        })
+        .collect();
     let new_alloc = |allocations: &mut Vec<Allocation>, a: Allocation| {
         let id = AllocId(allocations.len() as u32);
         allocations.push(a);
         id
     };
-    for (index, e) in trace.iter().enumerate() {
-        let at = if timed {
-            e.time_us.unwrap_or(0)
-        } else {
-            index as i64
-        };
-        last_at = at;
-        match e.action {
-            Action::Alloc => {
-                if let Some(old) = live.remove(&e.addr) {
-                    realloc_without_free += 1;
-                    events.push(Event {
-                        at,
-                        kind: EventKind::Free,
-                        alloc: old,
-                    });
-                }
-                let site = site_of(profile, e.stack, e.category);
-                let alloc = new_alloc(
-                    &mut allocations,
-                    Allocation {
-                        bytes: e.size,
-                        requested: e.size,
-                        count: 1,
-                        address: Some(e.addr),
-                        site,
-                    },
-                );
-                live.insert(e.addr, alloc);
-                events.push(Event {
-                    at,
-                    kind: EventKind::Alloc,
-                    alloc,
-                });
-            }
-            Action::FreeCompleted => {
-                let alloc = match live.remove(&e.addr) {
-                    Some(alloc) => alloc,
-                    None => {
-                        freed_before_window += 1;
-                        let alloc = new_alloc(
-                            &mut allocations,
-                            Allocation {
-                                bytes: e.size,
-                                requested: e.size,
-                                count: 1,
-                                address: Some(e.addr),
-                                site: before_window_site,
-                            },
-                        );
-                        live_at_start.push(alloc);
-                        alloc
-                    }
-                };
-                events.push(Event {
-                    at,
-                    kind: EventKind::Free,
-                    alloc,
-                });
-            }
-            Action::SegmentAlloc | Action::SegmentMap => {
-                reserved += i128::from(e.size);
-                relative.push((at, reserved));
-            }
-            Action::SegmentFree | Action::SegmentUnmap => {
-                reserved -= i128::from(e.size);
-                relative.push((at, reserved));
-            }
-            Action::Oom => ooms.push(format!(
-                "{} requested with {} free on the device at {at}",
-                crate::report::units::bytes(e.size),
-                crate::report::units::bytes(e.addr)
-            )),
-            Action::FreeRequested | Action::Other => {}
-        }
-    }
 
     // The end state: blocks the trace did not allocate were allocated before it.
     let mut end_reserved: u64 = 0;
@@ -780,11 +871,7 @@ fn build_memory(
         // Anchor the running reserved total so that it ends at the segments' total.
         let offset = i128::from(end_reserved) - reserved;
         let clamp = |r: i128| u64::try_from(r.max(0)).unwrap_or(u64::MAX);
-        let first_at = trace
-            .iter()
-            .enumerate()
-            .find_map(|(i, e)| if timed { e.time_us } else { Some(i as i64) })
-            .unwrap_or(0);
+        let first_at = if timed { first_time.unwrap_or(0) } else { 0 };
         samples.push(AllocatorSample {
             at: first_at,
             reserved_bytes: Some(clamp(offset)),
@@ -808,7 +895,7 @@ fn build_memory(
         }
     }
 
-    if trace.is_empty() && blocks_before_window > 0 {
+    if entries == 0 && blocks_before_window > 0 {
         profile.warn(
             path,
             format!(
@@ -878,7 +965,7 @@ fn build_memory(
         id.to_string()
     };
     let memory = profile.memory_mut(&id, MemoryKind::Allocator, axis);
-    memory.recorded_events = counts;
+    memory.recorded_events = counts.into_map();
     memory.allocations = allocations;
     memory.events = events;
     memory.live_at_start = live_at_start;
