@@ -72,7 +72,11 @@ impl<T> Container<T> {
 }
 
 /// A decoded value.
+// Every payload at offset 8, so moving a value is two aligned words (with
+// the default layout a `bool` at offset 1 makes each move a misaligned
+// copy that stalls store forwarding).
 #[derive(Clone, Debug)]
+#[repr(C, u8)]
 pub enum Value {
     None,
     Bool(bool),
@@ -115,6 +119,7 @@ impl std::ops::Deref for Items<'_> {
 }
 
 const _: () = assert!(std::mem::size_of::<Value>() == 16);
+const _: () = assert!(std::mem::size_of::<Slot>() == 16);
 
 impl Value {
     fn depth(&self) -> u32 {
@@ -392,6 +397,25 @@ impl<'s> Input<'s> {
         self.base + self.pos as u64
     }
 
+    /// The next byte when it is buffered (the common case; see [`Input::take`]).
+    #[inline]
+    fn next_byte(&mut self) -> Option<u8> {
+        let b = *self.buf[..self.end].get(self.pos)?;
+        self.pos += 1;
+        Some(b)
+    }
+
+    /// The next `N` bytes when they are buffered.
+    #[inline]
+    fn next_array<const N: usize>(&mut self) -> Option<[u8; N]> {
+        let bytes: [u8; N] = self.buf[..self.end]
+            .get(self.pos..self.pos + N)?
+            .try_into()
+            .ok()?;
+        self.pos += N;
+        Some(bytes)
+    }
+
     /// The bytes read from the source but not yet taken.
     fn buffered(&self) -> &[u8] {
         &self.buf[self.pos..self.end]
@@ -521,11 +545,17 @@ impl<V: Visitor> Machine<'_, '_, V> {
 
     #[inline]
     fn u8(&mut self) -> Result<u8> {
-        self.take_with(1, |b| b[0])
+        match self.input.next_byte() {
+            Some(b) => Ok(b),
+            None => self.take_with(1, |b| b[0]),
+        }
     }
 
     #[inline]
     fn le<const N: usize>(&mut self) -> Result<[u8; N]> {
+        if let Some(bytes) = self.input.next_array::<N>() {
+            return Ok(bytes);
+        }
         self.take_with(N as u64, |b| {
             let mut out = [0u8; N];
             out.copy_from_slice(b);
@@ -732,11 +762,15 @@ impl<V: Visitor> Machine<'_, '_, V> {
         Ok(())
     }
 
-    fn set_pairs(dict: &Container<(Value, Value)>, mut values: impl Iterator<Item = Value>) {
+    fn set_pairs(dict: &Container<(Value, Value)>, values: impl Iterator<Item = Value>) {
         let mut items = dict.items.borrow_mut();
         items.reserve(values.size_hint().0 / 2);
-        while let (Some(k), Some(v)) = (values.next(), values.next()) {
-            items.push((k, v));
+        let mut key = None;
+        for v in values {
+            match key.take() {
+                None => key = Some(v),
+                Some(k) => items.push((k, v)),
+            }
         }
     }
 
@@ -748,13 +782,31 @@ impl<V: Visitor> Machine<'_, '_, V> {
             Some(Slot::Mark) => mark + 1,
             _ => mark,
         };
-        let values = self.stack[first..].iter().filter_map(|s| match s {
-            Slot::Value(v) => Some(v),
-            Slot::Mark => None,
-        });
         // Only the topmost MARK can be at `mark`: nothing above it is one.
-        self.check_pairs(&dict, ExactValues(values, self.stack.len() - first))?;
-        Self::set_pairs(&dict, self.stack.drain(mark..).filter_map(slot_value));
+        let n = self.stack.len() - first;
+        if n & 1 == 1 {
+            return self.err("SETITEMS with an odd number of values");
+        }
+        for slot in &self.stack[first..] {
+            let Slot::Value(v) = slot else { continue };
+            // As a value or as a key: either would make a reference cycle.
+            if matches!(v, Value::Dict(c) if Rc::ptr_eq(c, &dict)) {
+                return self.err("a dict that contains itself");
+            }
+            if !matches!(v, Value::List(_) | Value::Dict(_) | Value::Tuple(_)) {
+                continue;
+            }
+            self.check_child(&dict.depth, v)?;
+            v.seal();
+        }
+        let mut items = dict.items.borrow_mut();
+        items.reserve(n / 2);
+        let mut values = self.stack.drain(first..);
+        while let (Some(Slot::Value(k)), Some(Slot::Value(v))) = (values.next(), values.next()) {
+            items.push((k, v));
+        }
+        drop(values);
+        self.stack.truncate(mark);
         Ok(())
     }
 
@@ -881,10 +933,13 @@ impl<V: Visitor> Machine<'_, '_, V> {
     fn run(&mut self) -> Result<Value> {
         loop {
             self.op_offset = self.input.offset();
-            if self.input.at_end() {
-                return self.err("truncated: the pickle ends before STOP");
-            }
-            let op = self.u8()?;
+            let op = match self.input.next_byte() {
+                Some(op) => op,
+                None if self.input.at_end() => {
+                    return self.err("truncated: the pickle ends before STOP")
+                }
+                None => self.u8()?,
+            };
             match op {
                 0x80 => {
                     let proto = self.u8()?;
@@ -1097,21 +1152,6 @@ fn slot_value(slot: Slot) -> Option<Value> {
         Slot::Mark => None,
     }
 }
-
-/// An iterator over the values above a MARK, with their count known.
-struct ExactValues<I>(I, usize);
-
-impl<'a, I: Iterator<Item = &'a Value>> Iterator for ExactValues<I> {
-    type Item = &'a Value;
-    fn next(&mut self) -> Option<&'a Value> {
-        self.0.next()
-    }
-    fn size_hint(&self) -> (usize, Option<usize>) {
-        (self.1, Some(self.1))
-    }
-}
-
-impl<'a, I: Iterator<Item = &'a Value>> ExactSizeIterator for ExactValues<I> {}
 
 fn opcode_name(op: u8) -> &'static str {
     match op {

@@ -440,7 +440,14 @@ impl SnapshotVisitor<'_> {
         };
         let mut frames = std::mem::take(&mut self.frames);
         frames.clear();
-        frames.extend(items.iter().filter_map(|f| self.frame(f, memo)));
+        for f in items.iter() {
+            // Frames met before are handles: the common case, kept short.
+            let frame = match f {
+                Value::Handle(h) if h & FRAME_HANDLE != 0 => Some(FrameId(h & !FRAME_HANDLE)),
+                _ => self.frame(f, memo),
+            };
+            frames.extend(frame);
+        }
         drop(items);
         let stack = match self.stacks_by_frames.get(frames.as_slice()) {
             Some(&stack) => stack,
