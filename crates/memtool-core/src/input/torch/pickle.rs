@@ -484,8 +484,6 @@ struct Machine<'s, 'v, V: Visitor> {
     claimed: Vec<usize>,
     memo: Memo,
     visitor: &'v mut V,
-    /// Scratch space for [`Machine::append_handles`].
-    handles: Vec<Value>,
 }
 
 /// Decodes the pickle in `source` as plain data; the result is the top value
@@ -499,7 +497,6 @@ pub fn decode<V: Visitor>(source: &dyn ByteSource, visitor: &mut V) -> Result<Va
         claimed: Vec::new(),
         memo: Memo::default(),
         visitor,
-        handles: Vec::new(),
     };
     m.run()
 }
@@ -839,30 +836,30 @@ impl<V: Visitor> Machine<'_, '_, V> {
             return;
         }
         let bytes = self.input.buffered();
+        // Two passes: check every reference first, so a run that cannot take
+        // the shortcut leaves nothing half done.
         let mut at = 0;
-        self.handles.clear();
-        loop {
-            let (id, len) = match bytes.get(at) {
-                Some(b'h') => match bytes.get(at + 1) {
-                    Some(&id) => (u32::from(id), 2),
-                    None => return,
-                },
-                Some(b'j') => match bytes.get(at + 1..at + 5) {
-                    Some(id) => (u32::from_le_bytes([id[0], id[1], id[2], id[3]]), 5),
-                    None => return,
-                },
-                Some(b'e') => break,
-                _ => return,
-            };
-            match self.memo.get(id) {
-                Some(MemoSlot::Handle(h)) => self.handles.push(Value::Handle(h)),
-                _ => return,
+        let mut n = 0;
+        while let Some((id, len)) = memo_ref(bytes, at) {
+            if !matches!(self.memo.get(id), Some(MemoSlot::Handle(_))) {
+                return;
             }
             at += len;
+            n += 1;
         }
-        let list = list.clone();
-        let n = self.handles.len();
-        list.items.borrow_mut().extend(self.handles.drain(..));
+        if bytes.get(at) != Some(&b'e') {
+            return;
+        }
+        let mut items = list.items.borrow_mut();
+        items.reserve(n);
+        let mut next = 0;
+        while let Some((id, len)) = memo_ref(bytes, next) {
+            if let Some(MemoSlot::Handle(h)) = self.memo.get(id) {
+                items.push(Value::Handle(h));
+            }
+            next += len;
+        }
+        drop(items);
         list.appended.set(list.appended.get().saturating_add(n));
         self.input.pos += at + 1;
         self.marks.pop();
@@ -1143,6 +1140,19 @@ impl<V: Visitor> Machine<'_, '_, V> {
                 }
             }
         }
+    }
+}
+
+/// The memo id and opcode length of a BINGET or LONG_BINGET at `at`.
+#[inline]
+fn memo_ref(bytes: &[u8], at: usize) -> Option<(u32, usize)> {
+    match bytes.get(at)? {
+        b'h' => Some((u32::from(*bytes.get(at + 1)?), 2)),
+        b'j' => {
+            let id = bytes.get(at + 1..at + 5)?;
+            Some((u32::from_le_bytes([id[0], id[1], id[2], id[3]]), 5))
+        }
+        _ => None,
     }
 }
 

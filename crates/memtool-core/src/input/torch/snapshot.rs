@@ -446,7 +446,9 @@ impl SnapshotVisitor<'_> {
                 Value::Handle(h) if h & FRAME_HANDLE != 0 => Some(FrameId(h & !FRAME_HANDLE)),
                 _ => self.frame(f, memo),
             };
-            frames.extend(frame);
+            if let Some(frame) = frame {
+                frames.push(frame);
+            }
         }
         drop(items);
         let stack = match self.stacks_by_frames.get(frames.as_slice()) {
