@@ -219,18 +219,22 @@ pub enum Parent<'a> {
     ListItem { route: u32, index: usize },
 }
 
+/// The largest handle the memo keeps in place of a value (see
+/// [`Memo::convert`]); a larger one leaves the value in the memo.
+pub const MAX_HANDLE: u32 = (1 << 30) - 1;
+
 /// The memo, which a visitor may rewrite (see [`Value::Handle`]). MEMOIZE
 /// numbers entries densely, so they live in a vector; ids a BINPUT places
 /// past its end go to a map, so a large id never sizes an allocation.
 ///
 /// Pickle memoizes every container, most of them never referenced again, so
-/// a slot is kept small: values live in `values` (slots freed when the
-/// visitor forgets or converts them are reused), handles and forgotten
-/// entries take no more than the slot.
+/// a slot is four bytes ([`Packed`]): values live in `values` (slots freed
+/// when the visitor forgets or converts them are reused), handles and
+/// forgotten entries take no more than the slot.
 #[derive(Default)]
 pub struct Memo {
-    dense: Vec<MemoSlot>,
-    sparse: HashMap<u32, MemoSlot>,
+    dense: Vec<Packed>,
+    sparse: HashMap<u32, Packed>,
     values: Vec<Value>,
     free_values: Vec<u32>,
 }
@@ -245,18 +249,45 @@ enum MemoSlot {
     Forgotten,
 }
 
+/// A [`MemoSlot`] in 32 bits: the top two bits say which, the rest is the
+/// value index or handle (both at most [`MAX_HANDLE`]).
+#[derive(Clone, Copy)]
+struct Packed(u32);
+
+const PACKED_HANDLE: u32 = 1 << 30;
+const PACKED_FORGOTTEN: u32 = u32::MAX;
+
+impl Packed {
+    fn new(slot: MemoSlot) -> Packed {
+        Packed(match slot {
+            MemoSlot::Value(i) => i,
+            MemoSlot::Handle(h) => h | PACKED_HANDLE,
+            MemoSlot::Forgotten => PACKED_FORGOTTEN,
+        })
+    }
+
+    fn slot(self) -> MemoSlot {
+        match self.0 {
+            PACKED_FORGOTTEN => MemoSlot::Forgotten,
+            x if x & PACKED_HANDLE != 0 => MemoSlot::Handle(x & MAX_HANDLE),
+            x => MemoSlot::Value(x),
+        }
+    }
+}
+
 impl Memo {
-    fn slot_mut(&mut self, id: u32) -> Option<&mut MemoSlot> {
+    fn slot_mut(&mut self, id: u32) -> Option<&mut Packed> {
         match self.dense.get_mut(id as usize) {
             Some(slot) => Some(slot),
             None => self.sparse.get_mut(&id),
         }
     }
 
+    #[inline]
     fn get(&self, id: u32) -> Option<MemoSlot> {
         match self.dense.get(id as usize) {
-            Some(slot) => Some(*slot),
-            None => self.sparse.get(&id).copied(),
+            Some(slot) => Some(slot.slot()),
+            None => self.sparse.get(&id).map(|p| p.slot()),
         }
     }
 
@@ -265,8 +296,8 @@ impl Memo {
         self.dense.len() + self.sparse.len()
     }
 
-    fn release(&mut self, slot: MemoSlot) {
-        if let MemoSlot::Value(i) = slot {
+    fn release(&mut self, slot: Packed) {
+        if let MemoSlot::Value(i) = slot.slot() {
             self.values[i as usize] = Value::None;
             self.free_values.push(i);
         }
@@ -274,14 +305,14 @@ impl Memo {
 
     fn set(&mut self, id: u32, new: MemoSlot) {
         if let Some(slot) = self.slot_mut(id) {
-            let old = std::mem::replace(slot, new);
+            let old = std::mem::replace(slot, Packed::new(new));
             self.release(old);
         }
     }
 
     /// Records that the visitor converted `value` to `handle`: later memo
-    /// references to it get [`Value::Handle`], and copies already taken
-    /// answer [`Value::handle`].
+    /// references to it get [`Value::Handle`] (when `handle` is at most
+    /// [`MAX_HANDLE`]), and copies already taken answer [`Value::handle`].
     pub fn convert(&mut self, value: &Value, handle: u32) {
         match value {
             Value::List(c) => c.handle.set(Some(handle)),
@@ -289,7 +320,7 @@ impl Memo {
             _ => return,
         }
         if let Some(id) = value.memo_id() {
-            if matches!(self.get(id), Some(MemoSlot::Value(_))) {
+            if handle <= MAX_HANDLE && matches!(self.get(id), Some(MemoSlot::Value(_))) {
                 self.set(id, MemoSlot::Handle(handle));
             }
         }
@@ -300,9 +331,11 @@ impl Memo {
         self.set(id, MemoSlot::Forgotten);
     }
 
-    fn put(&mut self, id: u32, value: Value) {
+    /// Stores `value` at `id`; `None` when the memo holds as many values as
+    /// a slot can number.
+    fn put(&mut self, id: u32, value: Value) -> Option<()> {
         let slot = match value {
-            Value::Handle(h) => MemoSlot::Handle(h),
+            Value::Handle(h) if h <= MAX_HANDLE => MemoSlot::Handle(h),
             value => {
                 match &value {
                     Value::List(c) => c.memo_id.set(Some(id)),
@@ -314,14 +347,16 @@ impl Memo {
                         self.values[i as usize] = value;
                         i
                     }
-                    None => {
+                    None if self.values.len() <= MAX_HANDLE as usize => {
                         self.values.push(value);
                         (self.values.len() - 1) as u32
                     }
+                    None => return None,
                 };
                 MemoSlot::Value(index)
             }
         };
+        let slot = Packed::new(slot);
         if let Some(existing) = self.slot_mut(id) {
             let old = std::mem::replace(existing, slot);
             self.release(old);
@@ -330,6 +365,7 @@ impl Memo {
         } else {
             self.sparse.insert(id, slot);
         }
+        Some(())
     }
 }
 
@@ -890,8 +926,12 @@ impl<V: Visitor> Machine<'_, '_, V> {
 
     fn memo_put(&mut self, id: u32) -> Result<()> {
         let v = self.top()?.clone();
-        self.memo.put(id, v);
-        Ok(())
+        match self.memo.put(id, v) {
+            Some(()) => Ok(()),
+            None => self.err(format!(
+                "more than {MAX_HANDLE} values memoized at once; not a snapshot"
+            )),
+        }
     }
 
     fn long(&mut self, n: u64) -> Result<Value> {

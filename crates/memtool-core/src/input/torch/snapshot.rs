@@ -267,8 +267,10 @@ struct RawSegment {
 }
 
 /// Memo handles (see [`Memo::convert`]) are stack ids, or frame ids with
-/// this bit set; ids that would need the bit are never made handles.
-const FRAME_HANDLE: u32 = 1 << 31;
+/// this bit set; ids that would need the bit are never made handles, so
+/// every handle fits the memo ([`pickle::MAX_HANDLE`]).
+const FRAME_HANDLE: u32 = 1 << 29;
+const _: () = assert!(FRAME_HANDLE | (FRAME_HANDLE - 1) == pickle::MAX_HANDLE);
 
 struct SnapshotVisitor<'p> {
     profile: &'p mut Profile,
