@@ -1369,6 +1369,38 @@ mod tests {
         assert!(error(&p).contains("nested deeper"));
     }
 
+    /// 600,000 small ints in batches of 1,000 and a 3 MiB string: several
+    /// buffer refills, opcodes cut by the buffer's end, and an argument
+    /// larger than the buffer.
+    #[test]
+    fn input_larger_than_the_buffer_streams_through_it() {
+        let mut p = vec![0x80, 4, b']'];
+        for _ in 0..600 {
+            p.push(b'(');
+            for i in 0..1000u32 {
+                p.extend([b'K', (i % 251) as u8]);
+            }
+            p.push(b'e');
+        }
+        let big = "x".repeat(3 << 20);
+        p.push(0x8d);
+        p.extend((big.len() as u64).to_le_bytes());
+        p.extend(big.as_bytes());
+        p.extend([b'a', b'.']);
+        let v = plain(&p).unwrap();
+        let items = v.seq().unwrap();
+        assert_eq!(items.len(), 600_001);
+        assert_eq!(items[599_999].as_i64(), Some(999 % 251));
+        assert_eq!(items[600_000].as_str().map(str::len), Some(3 << 20));
+        drop(items);
+        // Cut inside the string: its length is checked against what is left.
+        let e = error(&p[..p.len() - 1000]);
+        assert_eq!(
+            e,
+            "truncated: the opcode needs 3145728 bytes but 3144730 remain"
+        );
+    }
+
     #[test]
     fn bytes_after_stop_are_ignored_and_stack_errors_are_clean() {
         assert_eq!(
