@@ -222,7 +222,7 @@ fn load_into(profile: &mut Profile, source: Source, options: &LoadOptions) -> Re
             xspace::read(profile, &path, &bytes)?;
             hlo::read(profile, &path, &bytes)
         }
-        Format::TorchSnapshot => torch::snapshot::read(profile, &path, &whole(&*data)?),
+        Format::TorchSnapshot => torch::snapshot::read(profile, &path, &*data),
         Format::TorchTrace | Format::TorchMemoryTimeline => {
             torch::json::read(profile, &path, &whole(&*data)?, format)
         }

@@ -4,21 +4,31 @@
 //! a [`Visitor`] claim lists by where they sit ("the `segments` list of the
 //! top-level dict"). Items appended to a claimed list are handed to the
 //! visitor as soon as they are complete and are then dropped, so a snapshot
-//! never exists as one value tree; the visitor may also replace a memo entry
-//! by a [`Value::Handle`] of its own (an interned stack), so data the pickle
-//! shares through its memo is converted once and stays shared.
+//! never exists as one value tree; the visitor may also replace a memoized
+//! container by a [`Value::Handle`] of its own (an interned stack), so data
+//! the pickle shares through its memo is converted once and stays shared.
+//!
+//! The pickle is pulled from a [`ByteSource`] through a buffer, so memory
+//! follows what the visitor keeps, not the file size.
 //!
 //! Nothing is ever executed: every opcode that would import, call or build an
 //! object is refused. Lengths are checked against the bytes present before
 //! anything is read, memo references must exist, containers cannot be changed
 //! once they are inside another (so no cycles), and nesting is bounded.
 
-use std::cell::{Cell, RefCell};
+use std::cell::{Cell, Ref, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
 
+use crate::input::source::ByteSource;
+
 /// Containers nested deeper than this are refused; a PyTorch snapshot needs 6.
 pub const MAX_DEPTH: u32 = 64;
+
+/// Bytes read from the source at a time; an opcode whose argument is longer
+/// (a huge string) grows the buffer to fit it, once its length is known to be
+/// really there.
+const CHUNK: usize = 1 << 20;
 
 /// Why a pickle could not be decoded, with the byte offset of the opcode.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -38,6 +48,9 @@ pub struct Container<T> {
     pub route: Option<u32>,
     /// The memo slot holding this container, if it was memoized.
     pub memo_id: Cell<Option<u32>>,
+    /// What the visitor converted this container to (see [`Memo::convert`]):
+    /// copies of it taken from the memo before the conversion find it here.
+    handle: Cell<Option<u32>>,
     /// Items appended so far, including those the visitor consumed.
     appended: Cell<usize>,
     depth: Cell<u32>,
@@ -45,11 +58,12 @@ pub struct Container<T> {
 }
 
 impl<T> Container<T> {
-    fn new(route: Option<u32>) -> Rc<Self> {
+    fn new(route: Option<u32>, items: Vec<T>) -> Rc<Self> {
         Rc::new(Container {
-            items: RefCell::new(Vec::new()),
+            items: RefCell::new(items),
             route,
             memo_id: Cell::new(None),
+            handle: Cell::new(None),
             appended: Cell::new(0),
             depth: Cell::new(1),
             sealed: Cell::new(false),
@@ -58,7 +72,11 @@ impl<T> Container<T> {
 }
 
 /// A decoded value.
+// Every payload at offset 8, so moving a value is two aligned words (with
+// the default layout a `bool` at offset 1 makes each move a misaligned
+// copy that stalls store forwarding).
 #[derive(Clone, Debug)]
+#[repr(C, u8)]
 pub enum Value {
     None,
     Bool(bool),
@@ -66,22 +84,49 @@ pub enum Value {
     /// An integer too large for `i64`, approximated.
     BigInt(f64),
     Float(f64),
-    Str(Rc<str>),
-    Bytes(Rc<[u8]>),
+    // Boxed behind the `Rc` (thin pointers) so a value is 16 bytes: values
+    // are moved on and off the stack a hundred million times.
+    Str(Rc<Box<str>>),
+    Bytes(Rc<Box<[u8]>>),
     List(Rc<Container<Value>>),
     Dict(Rc<Container<(Value, Value)>>),
-    /// Items, and the nesting depth (computed once: tuples are immutable).
-    Tuple(Rc<[Value]>, u32),
+    Tuple(Rc<Tuple>),
     /// What the visitor put in place of a memoized value it converted.
     Handle(u32),
 }
+
+/// A tuple's items, and its nesting depth (computed once: tuples are immutable).
+#[derive(Debug)]
+pub struct Tuple {
+    items: Box<[Value]>,
+    depth: u32,
+}
+
+/// The items of a list or tuple, borrowed.
+pub enum Items<'a> {
+    List(Ref<'a, Vec<Value>>),
+    Tuple(&'a [Value]),
+}
+
+impl std::ops::Deref for Items<'_> {
+    type Target = [Value];
+    fn deref(&self) -> &[Value] {
+        match self {
+            Items::List(l) => l,
+            Items::Tuple(t) => t,
+        }
+    }
+}
+
+const _: () = assert!(std::mem::size_of::<Value>() == 16);
+const _: () = assert!(std::mem::size_of::<Slot>() == 16);
 
 impl Value {
     fn depth(&self) -> u32 {
         match self {
             Value::List(c) => c.depth.get(),
             Value::Dict(c) => c.depth.get(),
-            Value::Tuple(_, depth) => *depth,
+            Value::Tuple(t) => t.depth,
             _ => 0,
         }
     }
@@ -101,7 +146,7 @@ impl Value {
         }
     }
 
-    /// The value as an integer: ints, bools, and floats that are whole.
+    /// The value as an integer: ints and bools.
     pub fn as_i64(&self) -> Option<i64> {
         match self {
             Value::Int(i) => Some(*i),
@@ -120,13 +165,26 @@ impl Value {
             .map(|(_, v)| v.clone())
     }
 
-    /// The items of a list or tuple, cloned (cheap: values are reference counted).
-    pub fn items(&self) -> Option<Vec<Value>> {
+    /// The key-value pairs of a dict, borrowed.
+    pub fn pairs(&self) -> Option<Ref<'_, Vec<(Value, Value)>>> {
         match self {
-            Value::List(l) => Some(l.items.borrow().clone()),
-            Value::Tuple(t, _) => Some(t.to_vec()),
+            Value::Dict(d) => Some(d.items.borrow()),
             _ => None,
         }
+    }
+
+    /// The items of a list or tuple, borrowed.
+    pub fn seq(&self) -> Option<Items<'_>> {
+        match self {
+            Value::List(l) => Some(Items::List(l.items.borrow())),
+            Value::Tuple(t) => Some(Items::Tuple(&t.items)),
+            _ => None,
+        }
+    }
+
+    /// The items of a list or tuple, cloned (cheap: values are reference counted).
+    pub fn items(&self) -> Option<Vec<Value>> {
+        self.seq().map(|items| items.to_vec())
     }
 
     /// The memo slot of a memoized list or dict.
@@ -134,6 +192,17 @@ impl Value {
         match self {
             Value::List(c) => c.memo_id.get(),
             Value::Dict(c) => c.memo_id.get(),
+            _ => None,
+        }
+    }
+
+    /// The visitor's handle for this value: a [`Value::Handle`], or a list or
+    /// dict it converted earlier.
+    pub fn handle(&self) -> Option<u32> {
+        match self {
+            Value::Handle(h) => Some(*h),
+            Value::List(c) => c.handle.get(),
+            Value::Dict(c) => c.handle.get(),
             _ => None,
         }
     }
@@ -150,33 +219,76 @@ pub enum Parent<'a> {
     ListItem { route: u32, index: usize },
 }
 
+/// The largest handle the memo keeps in place of a value (see
+/// [`Memo::convert`]); a larger one leaves the value in the memo.
+pub const MAX_HANDLE: u32 = (1 << 30) - 1;
+
 /// The memo, which a visitor may rewrite (see [`Value::Handle`]). MEMOIZE
 /// numbers entries densely, so they live in a vector; ids a BINPUT places
 /// past its end go to a map, so a large id never sizes an allocation.
+///
+/// Pickle memoizes every container, most of them never referenced again, so
+/// a slot is four bytes ([`Packed`]): values live in `values` (slots freed
+/// when the visitor forgets or converts them are reused), handles and
+/// forgotten entries take no more than the slot.
 #[derive(Default)]
 pub struct Memo {
-    dense: Vec<MemoSlot>,
-    sparse: HashMap<u32, MemoSlot>,
+    dense: Vec<Packed>,
+    sparse: HashMap<u32, Packed>,
+    values: Vec<Value>,
+    free_values: Vec<u32>,
 }
 
-#[derive(Clone)]
+#[derive(Clone, Copy)]
 enum MemoSlot {
-    Value(Value),
+    /// Index into `Memo::values`.
+    Value(u32),
+    Handle(u32),
     /// An entry the visitor consumed: it still counts for MEMOIZE
     /// numbering, but a reference to it is an error.
     Forgotten,
 }
 
+/// A [`MemoSlot`] in 32 bits: the top two bits say which, the rest is the
+/// value index or handle (both at most [`MAX_HANDLE`]).
+#[derive(Clone, Copy)]
+struct Packed(u32);
+
+const PACKED_HANDLE: u32 = 1 << 30;
+const PACKED_FORGOTTEN: u32 = u32::MAX;
+
+impl Packed {
+    fn new(slot: MemoSlot) -> Packed {
+        Packed(match slot {
+            MemoSlot::Value(i) => i,
+            MemoSlot::Handle(h) => h | PACKED_HANDLE,
+            MemoSlot::Forgotten => PACKED_FORGOTTEN,
+        })
+    }
+
+    fn slot(self) -> MemoSlot {
+        match self.0 {
+            PACKED_FORGOTTEN => MemoSlot::Forgotten,
+            x if x & PACKED_HANDLE != 0 => MemoSlot::Handle(x & MAX_HANDLE),
+            x => MemoSlot::Value(x),
+        }
+    }
+}
+
 impl Memo {
-    fn slot_mut(&mut self, id: u32) -> Option<&mut MemoSlot> {
+    fn slot_mut(&mut self, id: u32) -> Option<&mut Packed> {
         match self.dense.get_mut(id as usize) {
             Some(slot) => Some(slot),
             None => self.sparse.get_mut(&id),
         }
     }
 
-    fn get(&self, id: u32) -> Option<&MemoSlot> {
-        self.dense.get(id as usize).or_else(|| self.sparse.get(&id))
+    #[inline]
+    fn get(&self, id: u32) -> Option<MemoSlot> {
+        match self.dense.get(id as usize) {
+            Some(slot) => Some(slot.slot()),
+            None => self.sparse.get(&id).map(|p| p.slot()),
+        }
     }
 
     /// Distinct ids stored, as Python's `len(memo)`.
@@ -184,34 +296,76 @@ impl Memo {
         self.dense.len() + self.sparse.len()
     }
 
-    /// Replaces a memo slot's value; later references to it get `value`.
-    pub fn replace(&mut self, id: u32, value: Value) {
-        if let Some(slot @ MemoSlot::Value(_)) = self.slot_mut(id) {
-            *slot = MemoSlot::Value(value);
+    fn release(&mut self, slot: Packed) {
+        if let MemoSlot::Value(i) = slot.slot() {
+            self.values[i as usize] = Value::None;
+            self.free_values.push(i);
+        }
+    }
+
+    fn set(&mut self, id: u32, new: MemoSlot) {
+        if let Some(slot) = self.slot_mut(id) {
+            let old = std::mem::replace(slot, Packed::new(new));
+            self.release(old);
+        }
+    }
+
+    /// Records that the visitor converted `value` to `handle`: later memo
+    /// references to it get [`Value::Handle`] (when `handle` is at most
+    /// [`MAX_HANDLE`]), and copies already taken answer [`Value::handle`].
+    pub fn convert(&mut self, value: &Value, handle: u32) {
+        match value {
+            Value::List(c) => c.handle.set(Some(handle)),
+            Value::Dict(c) => c.handle.set(Some(handle)),
+            _ => return,
+        }
+        if let Some(id) = value.memo_id() {
+            if handle <= MAX_HANDLE && matches!(self.get(id), Some(MemoSlot::Value(_))) {
+                self.set(id, MemoSlot::Handle(handle));
+            }
         }
     }
 
     /// Forgets a memo slot: a reference to it later is an error.
     pub fn forget(&mut self, id: u32) {
-        if let Some(slot) = self.slot_mut(id) {
-            *slot = MemoSlot::Forgotten;
-        }
+        self.set(id, MemoSlot::Forgotten);
     }
 
-    fn put(&mut self, id: u32, value: Value) {
-        match &value {
-            Value::List(c) => c.memo_id.set(Some(id)),
-            Value::Dict(c) => c.memo_id.set(Some(id)),
-            _ => {}
-        }
-        let slot = MemoSlot::Value(value);
+    /// Stores `value` at `id`; `None` when the memo holds as many values as
+    /// a slot can number.
+    fn put(&mut self, id: u32, value: Value) -> Option<()> {
+        let slot = match value {
+            Value::Handle(h) if h <= MAX_HANDLE => MemoSlot::Handle(h),
+            value => {
+                match &value {
+                    Value::List(c) => c.memo_id.set(Some(id)),
+                    Value::Dict(c) => c.memo_id.set(Some(id)),
+                    _ => {}
+                }
+                let index = match self.free_values.pop() {
+                    Some(i) => {
+                        self.values[i as usize] = value;
+                        i
+                    }
+                    None if self.values.len() <= MAX_HANDLE as usize => {
+                        self.values.push(value);
+                        (self.values.len() - 1) as u32
+                    }
+                    None => return None,
+                };
+                MemoSlot::Value(index)
+            }
+        };
+        let slot = Packed::new(slot);
         if let Some(existing) = self.slot_mut(id) {
-            *existing = slot;
+            let old = std::mem::replace(existing, slot);
+            self.release(old);
         } else if id as usize == self.dense.len() && self.sparse.is_empty() {
             self.dense.push(slot);
         } else {
             self.sparse.insert(id, slot);
         }
+        Some(())
     }
 }
 
@@ -243,15 +397,121 @@ impl Visitor for PlainData {
     }
 }
 
+/// The pickle's bytes, pulled from the source a chunk at a time.
+struct Input<'s> {
+    source: &'s dyn ByteSource,
+    len: u64,
+    buf: Vec<u8>,
+    /// Offset in the source of `buf[0]`.
+    base: u64,
+    pos: usize,
+    end: usize,
+}
+
+/// Why [`Input::take`] failed.
+enum TakeError {
+    /// The opcode needs more bytes than remain.
+    Short {
+        remaining: u64,
+    },
+    Io(std::io::Error),
+}
+
+impl<'s> Input<'s> {
+    fn new(source: &'s dyn ByteSource) -> Input<'s> {
+        Input {
+            source,
+            len: source.len(),
+            buf: Vec::new(),
+            base: 0,
+            pos: 0,
+            end: 0,
+        }
+    }
+
+    fn offset(&self) -> u64 {
+        self.base + self.pos as u64
+    }
+
+    /// The next byte when it is buffered (the common case; see [`Input::take`]).
+    #[inline]
+    fn next_byte(&mut self) -> Option<u8> {
+        let b = *self.buf[..self.end].get(self.pos)?;
+        self.pos += 1;
+        Some(b)
+    }
+
+    /// The next `N` bytes when they are buffered.
+    #[inline]
+    fn next_array<const N: usize>(&mut self) -> Option<[u8; N]> {
+        let bytes: [u8; N] = self.buf[..self.end]
+            .get(self.pos..self.pos + N)?
+            .try_into()
+            .ok()?;
+        self.pos += N;
+        Some(bytes)
+    }
+
+    /// The bytes read from the source but not yet taken.
+    fn buffered(&self) -> &[u8] {
+        &self.buf[self.pos..self.end]
+    }
+
+    fn at_end(&self) -> bool {
+        self.pos == self.end && self.offset() >= self.len
+    }
+
+    #[inline]
+    fn take(&mut self, n: u64) -> std::result::Result<&[u8], TakeError> {
+        if n <= (self.end - self.pos) as u64 {
+            let start = self.pos;
+            self.pos += n as usize;
+            return Ok(&self.buf[start..self.pos]);
+        }
+        self.refill(n)?;
+        let start = self.pos;
+        self.pos += n as usize;
+        Ok(&self.buf[start..self.pos])
+    }
+
+    /// Makes at least `n` bytes available at `pos`, after checking they are
+    /// really in the source (so `n` never sizes an allocation by itself).
+    #[cold]
+    fn refill(&mut self, n: u64) -> std::result::Result<(), TakeError> {
+        let remaining = self.len.saturating_sub(self.offset());
+        let n = match usize::try_from(n) {
+            Ok(n) if n as u64 <= remaining => n,
+            _ => return Err(TakeError::Short { remaining }),
+        };
+        self.buf.copy_within(self.pos..self.end, 0);
+        self.base += self.pos as u64;
+        self.end -= self.pos;
+        self.pos = 0;
+        let want = n.max(CHUNK);
+        if self.buf.len() < want {
+            self.buf.resize(want, 0);
+        }
+        let unread = self.len - (self.base + self.end as u64);
+        let fill = usize::try_from(unread)
+            .unwrap_or(usize::MAX)
+            .min(self.buf.len() - self.end);
+        let at = self.base + self.end as u64;
+        self.source
+            .read_exact_at(at, &mut self.buf[self.end..self.end + fill])
+            .map_err(TakeError::Io)?;
+        self.end += fill;
+        Ok(())
+    }
+}
+
 enum Slot {
     Mark,
     Value(Value),
 }
 
-struct Machine<'b, 'v, V: Visitor> {
-    bytes: &'b [u8],
-    pos: usize,
-    op_offset: usize,
+struct Machine<'s, 'v, V: Visitor> {
+    input: Input<'s>,
+    op_offset: u64,
     stack: Vec<Slot>,
     /// Stack positions of the MARKs, bottom to top.
     marks: Vec<usize>,
@@ -262,12 +522,11 @@ struct Machine<'b, 'v, V: Visitor> {
     visitor: &'v mut V,
 }
 
-/// Decodes `bytes` as a pickle of plain data; the result is the top value
+/// Decodes the pickle in `source` as plain data; the result is the top value
 /// (claimed lists are empty in it). Bytes after STOP are ignored.
-pub fn decode<V: Visitor>(bytes: &[u8], visitor: &mut V) -> Result<Value> {
+pub fn decode<V: Visitor>(source: &dyn ByteSource, visitor: &mut V) -> Result<Value> {
     let mut m = Machine {
-        bytes,
-        pos: 0,
+        input: Input::new(source),
         op_offset: 0,
         stack: Vec::new(),
         marks: Vec::new(),
@@ -278,37 +537,63 @@ pub fn decode<V: Visitor>(bytes: &[u8], visitor: &mut V) -> Result<Value> {
     m.run()
 }
 
-impl<'b, V: Visitor> Machine<'b, '_, V> {
+/// A string argument as text (invalid UTF-8 replaced, as protocol-2 byte
+/// strings may be anything).
+fn str_value(raw: &[u8]) -> Value {
+    Value::Str(match std::str::from_utf8(raw) {
+        Ok(s) => Rc::new(s.into()),
+        Err(_) => Rc::new(String::from_utf8_lossy(raw).into()),
+    })
+}
+
+impl<V: Visitor> Machine<'_, '_, V> {
     fn err<T>(&self, message: impl Into<String>) -> Result<T> {
         Err(PickleError {
-            offset: self.op_offset as u64,
+            offset: self.op_offset,
             message: message.into(),
         })
     }
 
-    fn take(&mut self, n: u64) -> Result<&'b [u8]> {
-        let remaining = self.bytes.len() - self.pos;
-        match usize::try_from(n) {
-            Ok(n) if n <= remaining => {
-                let bytes: &'b [u8] = self.bytes;
-                let out = &bytes[self.pos..self.pos + n];
-                self.pos += n;
-                Ok(out)
+    fn take_err(&self, n: u64, e: TakeError) -> PickleError {
+        let message = match e {
+            TakeError::Short { remaining } => {
+                format!("truncated: the opcode needs {n} bytes but {remaining} remain")
             }
-            _ => self.err(format!(
-                "truncated: the opcode needs {n} bytes but {remaining} remain"
-            )),
+            TakeError::Io(e) => format!("reading the input failed: {e}"),
+        };
+        PickleError {
+            offset: self.op_offset,
+            message,
         }
     }
 
-    fn u8(&mut self) -> Result<u8> {
-        Ok(self.take(1)?[0])
+    /// The next `n` bytes, turned into a value by `f`.
+    #[inline]
+    fn take_with<T>(&mut self, n: u64, f: impl FnOnce(&[u8]) -> T) -> Result<T> {
+        match self.input.take(n) {
+            Ok(raw) => Ok(f(raw)),
+            Err(e) => Err(self.take_err(n, e)),
+        }
     }
 
+    #[inline]
+    fn u8(&mut self) -> Result<u8> {
+        match self.input.next_byte() {
+            Some(b) => Ok(b),
+            None => self.take_with(1, |b| b[0]),
+        }
+    }
+
+    #[inline]
     fn le<const N: usize>(&mut self) -> Result<[u8; N]> {
-        let mut out = [0u8; N];
-        out.copy_from_slice(self.take(N as u64)?);
-        Ok(out)
+        if let Some(bytes) = self.input.next_array::<N>() {
+            return Ok(bytes);
+        }
+        self.take_with(N as u64, |b| {
+            let mut out = [0u8; N];
+            out.copy_from_slice(b);
+            out
+        })
     }
 
     fn push(&mut self, v: Value) {
@@ -331,25 +616,28 @@ impl<'b, V: Visitor> Machine<'b, '_, V> {
         }
     }
 
-    /// Pops everything above the topmost MARK, and the MARK.
-    fn pop_mark(&mut self) -> Result<Vec<Value>> {
-        let Some(mark) = self.marks.pop() else {
-            return self.err("no MARK on the stack");
-        };
-        let values = self
-            .stack
-            .drain(mark.min(self.stack.len())..)
-            .skip(1)
-            .filter_map(|s| match s {
-                Slot::Value(v) => Some(v),
-                Slot::Mark => None,
-            })
-            .collect();
-        Ok(values)
+    /// Pops the topmost MARK from `marks`; returns its stack position. The
+    /// values above it stay on the stack until the opcode moves them.
+    fn pop_mark_start(&mut self) -> Result<usize> {
+        match self.marks.pop() {
+            Some(mark) => Ok(mark.min(self.stack.len())),
+            None => self.err("no MARK on the stack"),
+        }
     }
 
-    fn str_value(&self, raw: &[u8]) -> Value {
-        Value::Str(String::from_utf8_lossy(raw).into())
+    /// Pops everything above the topmost MARK, and the MARK.
+    fn pop_mark(&mut self) -> Result<Vec<Value>> {
+        let mark = self.pop_mark_start()?;
+        Ok(self.stack.drain(mark..).filter_map(slot_value).collect())
+    }
+
+    /// The container a MARK at `mark` was pushed above.
+    fn below_mark(&self, mark: usize) -> Result<Value> {
+        match mark.checked_sub(1).map(|i| &self.stack[i]) {
+            Some(Slot::Value(v)) => Ok(v.clone()),
+            Some(Slot::Mark) => self.err("a MARK where a value was expected"),
+            None => self.err("stack underflow"),
+        }
     }
 
     /// Pushes a new list or dict, remembering where claimed ones are.
@@ -429,12 +717,34 @@ impl<'b, V: Visitor> Machine<'b, '_, V> {
         Ok(())
     }
 
-    fn append(&mut self, target: &Value, items: Vec<Value>) -> Result<()> {
-        let Value::List(list) = target else {
+    /// Moves the stack's values from `start` (a MARK or the first value) into
+    /// `list`, which sits below them.
+    fn append_from(&mut self, list: &Value, start: usize) -> Result<()> {
+        let list = self.open_list(list)?;
+        // Taken out so the visitor can be handed the memo while items move.
+        let mut stack = std::mem::take(&mut self.stack);
+        let result = self.append_items(&list, stack.drain(start..).filter_map(slot_value));
+        self.stack = stack;
+        result
+    }
+
+    fn open_list(&self, list: &Value) -> Result<Rc<Container<Value>>> {
+        let Value::List(list) = list else {
             return self.err("APPEND to something that is not a list");
         };
         if list.sealed.get() {
             return self.err("APPEND to a list already inside another container");
+        }
+        Ok(list.clone())
+    }
+
+    fn append_items(
+        &mut self,
+        list: &Rc<Container<Value>>,
+        items: impl Iterator<Item = Value>,
+    ) -> Result<()> {
+        if list.route.is_none() {
+            list.items.borrow_mut().reserve(items.size_hint().0);
         }
         for item in items {
             if matches!(&item, Value::List(c) if Rc::ptr_eq(c, list)) {
@@ -455,29 +765,81 @@ impl<'b, V: Visitor> Machine<'b, '_, V> {
         Ok(())
     }
 
-    fn set_items(&mut self, target: &Value, items: Vec<Value>) -> Result<()> {
-        let Value::Dict(dict) = target else {
+    fn open_dict(&self, dict: &Value) -> Result<Rc<Container<(Value, Value)>>> {
+        let Value::Dict(dict) = dict else {
             return self.err("SETITEM on something that is not a dict");
         };
         if dict.sealed.get() {
             return self.err("SETITEM on a dict already inside another container");
         }
-        if items.len() & 1 == 1 {
+        Ok(dict.clone())
+    }
+
+    /// Checks keys and values (alternating) before they go into `dict`.
+    fn check_pairs<'a>(
+        &self,
+        dict: &Rc<Container<(Value, Value)>>,
+        values: impl ExactSizeIterator<Item = &'a Value>,
+    ) -> Result<()> {
+        if values.len() & 1 == 1 {
             return self.err("SETITEMS with an odd number of values");
         }
-        let mut it = items.into_iter();
-        while let (Some(k), Some(v)) = (it.next(), it.next()) {
+        for v in values {
             // As a value or as a key: either would make a reference cycle.
-            let is_self = |x: &Value| matches!(x, Value::Dict(c) if Rc::ptr_eq(c, dict));
-            if is_self(&k) || is_self(&v) {
+            if matches!(v, Value::Dict(c) if Rc::ptr_eq(c, dict)) {
                 return self.err("a dict that contains itself");
             }
-            self.check_child(&dict.depth, &k)?;
-            self.check_child(&dict.depth, &v)?;
-            k.seal();
+            self.check_child(&dict.depth, v)?;
             v.seal();
-            dict.items.borrow_mut().push((k, v));
         }
+        Ok(())
+    }
+
+    fn set_pairs(dict: &Container<(Value, Value)>, values: impl Iterator<Item = Value>) {
+        let mut items = dict.items.borrow_mut();
+        items.reserve(values.size_hint().0 / 2);
+        let mut key = None;
+        for v in values {
+            match key.take() {
+                None => key = Some(v),
+                Some(k) => items.push((k, v)),
+            }
+        }
+    }
+
+    /// Moves the stack's keys and values from `mark` (a MARK or the first
+    /// key) into `dict`, which sits below them.
+    fn set_items_from(&mut self, dict: &Value, mark: usize) -> Result<()> {
+        let dict = self.open_dict(dict)?;
+        let first = match self.stack.get(mark) {
+            Some(Slot::Mark) => mark + 1,
+            _ => mark,
+        };
+        // Only the topmost MARK can be at `mark`: nothing above it is one.
+        let n = self.stack.len() - first;
+        if n & 1 == 1 {
+            return self.err("SETITEMS with an odd number of values");
+        }
+        for slot in &self.stack[first..] {
+            let Slot::Value(v) = slot else { continue };
+            // As a value or as a key: either would make a reference cycle.
+            if matches!(v, Value::Dict(c) if Rc::ptr_eq(c, &dict)) {
+                return self.err("a dict that contains itself");
+            }
+            if !matches!(v, Value::List(_) | Value::Dict(_) | Value::Tuple(_)) {
+                continue;
+            }
+            self.check_child(&dict.depth, v)?;
+            v.seal();
+        }
+        let mut items = dict.items.borrow_mut();
+        items.reserve(n / 2);
+        let mut values = self.stack.drain(first..);
+        while let (Some(Slot::Value(k)), Some(Slot::Value(v))) = (values.next(), values.next()) {
+            items.push((k, v));
+        }
+        drop(values);
+        self.stack.truncate(mark);
         Ok(())
     }
 
@@ -487,14 +849,68 @@ impl<'b, V: Visitor> Machine<'b, '_, V> {
             return self.err(format!("containers nested deeper than {MAX_DEPTH}"));
         }
         items.iter().for_each(Value::seal);
-        self.push(Value::Tuple(items.into(), depth + 1));
+        self.push(Value::Tuple(Rc::new(Tuple {
+            items: items.into(),
+            depth: depth + 1,
+        })));
         Ok(())
     }
 
+    /// A shortcut for the commonest shape of a large snapshot, a list of
+    /// memo references to converted values (frames already interned):
+    /// `MARK (BINGET | LONG_BINGET)* APPENDS` onto a plain list just below the
+    /// MARK. When every reference in the buffered bytes is a handle, the
+    /// items go straight into the list and the opcodes are taken; otherwise
+    /// nothing is taken and the ordinary loop runs them, with the same result.
+    fn append_handles(&mut self) {
+        let Some(Slot::Value(Value::List(list))) =
+            self.stack.len().checked_sub(2).map(|i| &self.stack[i])
+        else {
+            return;
+        };
+        if list.route.is_some() || list.sealed.get() {
+            return;
+        }
+        let bytes = self.input.buffered();
+        // Two passes: check every reference first, so a run that cannot take
+        // the shortcut leaves nothing half done.
+        let mut at = 0;
+        let mut n = 0;
+        while let Some((id, len)) = memo_ref(bytes, at) {
+            if !matches!(self.memo.get(id), Some(MemoSlot::Handle(_))) {
+                return;
+            }
+            at += len;
+            n += 1;
+        }
+        if bytes.get(at) != Some(&b'e') {
+            return;
+        }
+        let mut items = list.items.borrow_mut();
+        items.reserve(n);
+        let mut next = 0;
+        while let Some((id, len)) = memo_ref(bytes, next) {
+            if let Some(MemoSlot::Handle(h)) = self.memo.get(id) {
+                items.push(Value::Handle(h));
+            }
+            next += len;
+        }
+        drop(items);
+        list.appended.set(list.appended.get().saturating_add(n));
+        self.input.pos += at + 1;
+        self.marks.pop();
+        self.stack.pop();
+    }
+
+    #[inline]
     fn memo_get(&mut self, id: u32) -> Result<()> {
         match self.memo.get(id) {
-            Some(MemoSlot::Value(v)) => {
-                let v = v.clone();
+            Some(MemoSlot::Handle(h)) => {
+                self.push(Value::Handle(h));
+                Ok(())
+            }
+            Some(MemoSlot::Value(i)) => {
+                let v = self.memo.values[i as usize].clone();
                 self.push(v);
                 Ok(())
             }
@@ -510,38 +926,57 @@ impl<'b, V: Visitor> Machine<'b, '_, V> {
 
     fn memo_put(&mut self, id: u32) -> Result<()> {
         let v = self.top()?.clone();
-        self.memo.put(id, v);
-        Ok(())
+        match self.memo.put(id, v) {
+            Some(()) => Ok(()),
+            None => self.err(format!(
+                "more than {MAX_HANDLE} values memoized at once; not a snapshot"
+            )),
+        }
     }
 
     fn long(&mut self, n: u64) -> Result<Value> {
-        let raw = self.take(n)?;
-        if raw.is_empty() {
-            return Ok(Value::Int(0));
-        }
-        if raw.len() <= 8 {
+        self.take_with(n, |raw| {
+            if raw.is_empty() {
+                return Value::Int(0);
+            }
             let negative = raw[raw.len() - 1] & 0x80 != 0;
-            let mut buf = if negative { [0xffu8; 8] } else { [0u8; 8] };
-            buf[..raw.len()].copy_from_slice(raw);
-            return Ok(Value::Int(i64::from_le_bytes(buf)));
-        }
-        // Two's complement little-endian of any length, approximated as f64.
-        let negative = raw[raw.len() - 1] & 0x80 != 0;
-        let mut value = 0f64;
-        for &b in raw.iter().rev() {
-            let b = if negative { !b } else { b };
-            value = value * 256.0 + f64::from(b);
-        }
-        Ok(Value::BigInt(if negative { -(value + 1.0) } else { value }))
+            if raw.len() <= 8 {
+                let mut buf = if negative { [0xffu8; 8] } else { [0u8; 8] };
+                buf[..raw.len()].copy_from_slice(raw);
+                return Value::Int(i64::from_le_bytes(buf));
+            }
+            // Two's complement little-endian of any length, approximated as f64.
+            let mut value = 0f64;
+            for &b in raw.iter().rev() {
+                let b = if negative { !b } else { b };
+                value = value * 256.0 + f64::from(b);
+            }
+            Value::BigInt(if negative { -(value + 1.0) } else { value })
+        })
+    }
+
+    fn string(&mut self, n: u64) -> Result<()> {
+        let v = self.take_with(n, str_value)?;
+        self.push(v);
+        Ok(())
+    }
+
+    fn bytes(&mut self, n: u64) -> Result<()> {
+        let v = self.take_with(n, |raw| Value::Bytes(Rc::new(raw.into())))?;
+        self.push(v);
+        Ok(())
     }
 
     fn run(&mut self) -> Result<Value> {
         loop {
-            self.op_offset = self.pos;
-            if self.pos >= self.bytes.len() {
-                return self.err("truncated: the pickle ends before STOP");
-            }
-            let op = self.u8()?;
+            self.op_offset = self.input.offset();
+            let op = match self.input.next_byte() {
+                Some(op) => op,
+                None if self.input.at_end() => {
+                    return self.err("truncated: the pickle ends before STOP")
+                }
+                None => self.u8()?,
+            };
             match op {
                 0x80 => {
                     let proto = self.u8()?;
@@ -560,6 +995,7 @@ impl<'b, V: Visitor> Machine<'b, '_, V> {
                 b'(' => {
                     self.marks.push(self.stack.len());
                     self.stack.push(Slot::Mark);
+                    self.append_handles();
                 }
                 b'0' => {
                     if let Some(Slot::Mark) = self.stack.pop() {
@@ -567,7 +1003,8 @@ impl<'b, V: Visitor> Machine<'b, '_, V> {
                     }
                 }
                 b'1' => {
-                    self.pop_mark()?;
+                    let start = self.pop_mark_start()?;
+                    self.stack.truncate(start);
                 }
                 b'2' => {
                     let v = self.top()?.clone();
@@ -605,77 +1042,59 @@ impl<'b, V: Visitor> Machine<'b, '_, V> {
                     let v = f64::from_be_bytes(self.le()?);
                     self.push(Value::Float(v));
                 }
-                0x8c => {
+                // SHORT_BINUNICODE, and SHORT_BINSTRING (protocol-2 byte
+                // strings, read as text).
+                0x8c | b'U' => {
                     let n = self.u8()?;
-                    let raw = self.take(u64::from(n))?;
-                    let v = self.str_value(raw);
-                    self.push(v);
+                    self.string(u64::from(n))?;
                 }
-                b'X' => {
+                // BINUNICODE, BINSTRING.
+                b'X' | b'T' => {
                     let n = u32::from_le_bytes(self.le()?);
-                    let raw = self.take(u64::from(n))?;
-                    let v = self.str_value(raw);
-                    self.push(v);
+                    self.string(u64::from(n))?;
                 }
                 0x8d => {
                     let n = u64::from_le_bytes(self.le()?);
-                    let raw = self.take(n)?;
-                    let v = self.str_value(raw);
-                    self.push(v);
-                }
-                // SHORT_BINSTRING / BINSTRING: protocol-2 byte strings, read as text.
-                b'U' => {
-                    let n = self.u8()?;
-                    let raw = self.take(u64::from(n))?;
-                    let v = self.str_value(raw);
-                    self.push(v);
-                }
-                b'T' => {
-                    let n = u32::from_le_bytes(self.le()?);
-                    let raw = self.take(u64::from(n))?;
-                    let v = self.str_value(raw);
-                    self.push(v);
+                    self.string(n)?;
                 }
                 b'C' => {
                     let n = self.u8()?;
-                    let raw: Rc<[u8]> = self.take(u64::from(n))?.into();
-                    self.push(Value::Bytes(raw));
+                    self.bytes(u64::from(n))?;
                 }
                 b'B' => {
                     let n = u32::from_le_bytes(self.le()?);
-                    let raw: Rc<[u8]> = self.take(u64::from(n))?.into();
-                    self.push(Value::Bytes(raw));
+                    self.bytes(u64::from(n))?;
                 }
                 0x8e | 0x96 => {
                     let n = u64::from_le_bytes(self.le()?);
-                    let raw: Rc<[u8]> = self.take(n)?.into();
-                    self.push(Value::Bytes(raw));
+                    self.bytes(n)?;
                 }
                 b']' | b'}' | 0x8f => {
                     let is_list = op != b'}';
                     let route = self.route_new(is_list);
                     let v = if is_list {
-                        Value::List(Container::new(route))
+                        Value::List(Container::new(route, Vec::new()))
                     } else {
-                        Value::Dict(Container::new(route))
+                        Value::Dict(Container::new(route, Vec::new()))
                     };
                     self.push_container(v);
                 }
                 b'l' => {
                     let items = self.pop_mark()?;
                     let route = self.route_new(true);
-                    let list = Value::List(Container::new(route));
-                    self.append(&list, items)?;
-                    self.push_container(list);
+                    let list = Container::new(route, Vec::new());
+                    self.append_items(&list, items.into_iter())?;
+                    self.push_container(Value::List(list));
                 }
                 b'd' => {
                     let items = self.pop_mark()?;
                     let route = self.route_new(false);
-                    let dict = Value::Dict(Container::new(route));
-                    self.set_items(&dict, items)?;
-                    self.push_container(dict);
+                    let dict = Container::new(route, Vec::new());
+                    self.check_pairs(&dict, items.iter())?;
+                    Self::set_pairs(&dict, items.into_iter());
+                    self.push_container(Value::Dict(dict));
                 }
-                b')' => self.push(Value::Tuple(Rc::from(Vec::new()), 1)),
+                b')' => self.tuple(Vec::new())?,
                 b't' => {
                     let items = self.pop_mark()?;
                     self.tuple(items)?;
@@ -690,29 +1109,40 @@ impl<'b, V: Visitor> Machine<'b, '_, V> {
                     self.tuple(items)?;
                 }
                 b'a' => {
+                    let start = self.stack.len().saturating_sub(1);
                     let item = self.pop()?;
                     let list = self.top()?.clone();
-                    self.append(&list, vec![item])?;
+                    self.push(item);
+                    self.append_from(&list, start)?;
                 }
                 b'e' | 0x90 => {
-                    let items = self.pop_mark()?;
-                    let list = self.top()?.clone();
-                    self.append(&list, items)?;
+                    let mark = self.pop_mark_start()?;
+                    let list = self.below_mark(mark)?;
+                    self.append_from(&list, mark)?;
                 }
                 0x91 => {
                     let items = self.pop_mark()?;
                     self.tuple(items)?;
                 }
                 b's' => {
-                    let v = self.pop()?;
-                    let k = self.pop()?;
-                    let dict = self.top()?.clone();
-                    self.set_items(&dict, vec![k, v])?;
+                    // Value, key and dict must be values, checked in pop order.
+                    let len = self.stack.len();
+                    for i in 1..=3 {
+                        match len.checked_sub(i).map(|i| &self.stack[i]) {
+                            Some(Slot::Value(_)) => {}
+                            Some(Slot::Mark) => {
+                                return self.err("a MARK where a value was expected")
+                            }
+                            None => return self.err("stack underflow"),
+                        }
+                    }
+                    let dict = self.below_mark(len - 2)?;
+                    self.set_items_from(&dict, len - 2)?;
                 }
                 b'u' => {
-                    let items = self.pop_mark()?;
-                    let dict = self.top()?.clone();
-                    self.set_items(&dict, items)?;
+                    let mark = self.pop_mark_start()?;
+                    let dict = self.below_mark(mark)?;
+                    self.set_items_from(&dict, mark)?;
                 }
                 0x94 => {
                     let id = u32::try_from(self.memo.len()).unwrap_or(u32::MAX);
@@ -753,6 +1183,26 @@ impl<'b, V: Visitor> Machine<'b, '_, V> {
     }
 }
 
+/// The memo id and opcode length of a BINGET or LONG_BINGET at `at`.
+#[inline]
+fn memo_ref(bytes: &[u8], at: usize) -> Option<(u32, usize)> {
+    match bytes.get(at)? {
+        b'h' => Some((u32::from(*bytes.get(at + 1)?), 2)),
+        b'j' => {
+            let id = bytes.get(at + 1..at + 5)?;
+            Some((u32::from_le_bytes([id[0], id[1], id[2], id[3]]), 5))
+        }
+        _ => None,
+    }
+}
+
+fn slot_value(slot: Slot) -> Option<Value> {
+    match slot {
+        Slot::Value(v) => Some(v),
+        Slot::Mark => None,
+    }
+}
+
 fn opcode_name(op: u8) -> &'static str {
     match op {
         b'c' => "GLOBAL",
@@ -784,7 +1234,7 @@ mod tests {
     use super::*;
 
     fn plain(bytes: &[u8]) -> Result<Value> {
-        decode(bytes, &mut PlainData)
+        decode(&bytes.to_vec(), &mut PlainData)
     }
 
     fn error(bytes: &[u8]) -> String {
@@ -917,6 +1367,38 @@ mod tests {
         p.extend([0x85; 100]);
         p.push(b'.');
         assert!(error(&p).contains("nested deeper"));
+    }
+
+    /// 600,000 small ints in batches of 1,000 and a 3 MiB string: several
+    /// buffer refills, opcodes cut by the buffer's end, and an argument
+    /// larger than the buffer.
+    #[test]
+    fn input_larger_than_the_buffer_streams_through_it() {
+        let mut p = vec![0x80, 4, b']'];
+        for _ in 0..600 {
+            p.push(b'(');
+            for i in 0..1000u32 {
+                p.extend([b'K', (i % 251) as u8]);
+            }
+            p.push(b'e');
+        }
+        let big = "x".repeat(3 << 20);
+        p.push(0x8d);
+        p.extend((big.len() as u64).to_le_bytes());
+        p.extend(big.as_bytes());
+        p.extend([b'a', b'.']);
+        let v = plain(&p).unwrap();
+        let items = v.seq().unwrap();
+        assert_eq!(items.len(), 600_001);
+        assert_eq!(items[599_999].as_i64(), Some(999 % 251));
+        assert_eq!(items[600_000].as_str().map(str::len), Some(3 << 20));
+        drop(items);
+        // Cut inside the string: its length is checked against what is left.
+        let e = error(&p[..p.len() - 1000]);
+        assert_eq!(
+            e,
+            "truncated: the opcode needs 3145728 bytes but 3144730 remain"
+        );
     }
 
     #[test]

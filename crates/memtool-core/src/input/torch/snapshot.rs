@@ -21,13 +21,17 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
+use rustc_hash::FxHashMap;
+
 use crate::error::{Error, Result};
 use crate::model::{
     AllocId, Allocation, AllocatorSample, Axis, BlockState, Event, EventKind, Format, Frame,
-    FrameId, InputInfo, MemoryKind, Profile, Segment, SegmentBlock, Site, StackId, Step, StrId,
+    FrameId, InputInfo, MemoryKind, Profile, Segment, SegmentBlock, Site, SiteId, StackId, Step,
+    StrId,
 };
 
 use super::pickle::{self, Memo, Parent, Value, Visitor};
+use crate::input::source::ByteSource;
 
 const ROUTE_ROOT: u32 = 0;
 const ROUTE_SEGMENTS: u32 = 1;
@@ -50,6 +54,44 @@ enum Action {
     Other,
 }
 
+/// The actions counted by kind; names of the others are kept as written.
+const KNOWN_ACTIONS: [(Action, &str); 8] = [
+    (Action::Alloc, "alloc"),
+    (Action::FreeRequested, "free_requested"),
+    (Action::FreeCompleted, "free_completed"),
+    (Action::SegmentAlloc, "segment_alloc"),
+    (Action::SegmentFree, "segment_free"),
+    (Action::SegmentMap, "segment_map"),
+    (Action::SegmentUnmap, "segment_unmap"),
+    (Action::Oom, "oom"),
+];
+
+/// Trace entries per action name, counted without a string per entry.
+#[derive(Default)]
+struct ActionCounts {
+    known: [u64; KNOWN_ACTIONS.len()],
+    other: BTreeMap<String, u64>,
+}
+
+impl ActionCounts {
+    fn add(&mut self, action: Action, name: &str) {
+        match KNOWN_ACTIONS.iter().position(|&(a, _)| a == action) {
+            Some(i) => self.known[i] += 1,
+            None => *self.other.entry(name.to_string()).or_default() += 1,
+        }
+    }
+
+    fn into_map(self) -> BTreeMap<String, u64> {
+        let mut map = self.other;
+        for (&(_, name), &n) in KNOWN_ACTIONS.iter().zip(&self.known) {
+            if n > 0 {
+                map.insert(name.to_string(), n);
+            }
+        }
+        map
+    }
+}
+
 impl Action {
     fn parse(s: &str) -> Action {
         match s {
@@ -66,14 +108,154 @@ impl Action {
     }
 }
 
-/// One trace entry, as compact as the model needs it.
-struct Entry {
-    action: Action,
-    addr: u64,
-    size: u64,
-    time_us: Option<i64>,
-    stack: StackId,
-    category: Option<StrId>,
+/// The sites of one device's allocations before they are interned: the
+/// model's site ids follow the order of first use, which is only known once
+/// the whole file is read (see [`Trace::finish`]).
+const BEFORE_WINDOW_SITE: SiteId = SiteId(u32::MAX);
+
+/// One device's trace, turned into allocations and events as entries
+/// arrive, so no entry is kept.
+struct Trace {
+    counts: ActionCounts,
+    /// Entries seen: the index of the next one.
+    entries: u64,
+    /// Whether every `alloc` and `free_completed` entry so far has `time_us`.
+    timed: bool,
+    first_time: Option<i64>,
+    /// Index and time of the last entry.
+    last: Option<(u64, Option<i64>)>,
+    /// `site` is an index into `site_keys` (or [`BEFORE_WINDOW_SITE`]).
+    allocations: Vec<Allocation>,
+    site_keys: Vec<(StackId, Option<StrId>)>,
+    site_index: FxHashMap<(StackId, Option<StrId>), u32>,
+    /// `at` is the entry's time; `event_entries` its index, for the event
+    /// index axis when some entry has no time.
+    events: Vec<Event>,
+    event_entries: Vec<u64>,
+    live_at_start: Vec<AllocId>,
+    live: FxHashMap<u64, AllocId>,
+    /// Reserved bytes relative to the start after each segment event, with
+    /// the entry's index and time.
+    reserved_changes: Vec<(u64, Option<i64>, i128)>,
+    reserved: i128,
+    freed_before_window: u64,
+    realloc_without_free: u64,
+    /// Requested bytes, free bytes, entry index and time of each `oom`.
+    ooms: Vec<(u64, u64, u64, Option<i64>)>,
+}
+
+impl Default for Trace {
+    fn default() -> Self {
+        Trace {
+            counts: ActionCounts::default(),
+            entries: 0,
+            timed: true,
+            first_time: None,
+            last: None,
+            allocations: Vec::new(),
+            site_keys: Vec::new(),
+            site_index: FxHashMap::default(),
+            events: Vec::new(),
+            event_entries: Vec::new(),
+            live_at_start: Vec::new(),
+            live: FxHashMap::default(),
+            reserved_changes: Vec::new(),
+            reserved: 0,
+            freed_before_window: 0,
+            realloc_without_free: 0,
+            ooms: Vec::new(),
+        }
+    }
+}
+
+impl Trace {
+    fn new_alloc(&mut self, a: Allocation) -> AllocId {
+        let id = AllocId(self.allocations.len() as u32);
+        self.allocations.push(a);
+        id
+    }
+
+    fn event(&mut self, index: u64, time_us: Option<i64>, kind: EventKind, alloc: AllocId) {
+        self.events.push(Event {
+            at: time_us.unwrap_or(0),
+            kind,
+            alloc,
+        });
+        self.event_entries.push(index);
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn add(
+        &mut self,
+        action: Action,
+        action_name: &str,
+        addr: u64,
+        size: u64,
+        time_us: Option<i64>,
+        stack: StackId,
+        category: Option<StrId>,
+    ) {
+        self.counts.add(action, action_name);
+        let index = self.entries;
+        self.entries += 1;
+        self.last = Some((index, time_us));
+        if self.first_time.is_none() {
+            self.first_time = time_us;
+        }
+        if matches!(action, Action::Alloc | Action::FreeCompleted) && time_us.is_none() {
+            self.timed = false;
+        }
+        match action {
+            Action::Alloc => {
+                if let Some(old) = self.live.remove(&addr) {
+                    self.realloc_without_free += 1;
+                    self.event(index, time_us, EventKind::Free, old);
+                }
+                let next = self.site_keys.len() as u32;
+                let site = *self.site_index.entry((stack, category)).or_insert(next);
+                if site == next {
+                    self.site_keys.push((stack, category));
+                }
+                let alloc = self.new_alloc(Allocation {
+                    bytes: size,
+                    requested: size,
+                    count: 1,
+                    address: Some(addr),
+                    site: SiteId(site),
+                });
+                self.live.insert(addr, alloc);
+                self.event(index, time_us, EventKind::Alloc, alloc);
+            }
+            Action::FreeCompleted => {
+                let alloc = match self.live.remove(&addr) {
+                    Some(alloc) => alloc,
+                    None => {
+                        self.freed_before_window += 1;
+                        let alloc = self.new_alloc(Allocation {
+                            bytes: size,
+                            requested: size,
+                            count: 1,
+                            address: Some(addr),
+                            site: BEFORE_WINDOW_SITE,
+                        });
+                        self.live_at_start.push(alloc);
+                        alloc
+                    }
+                };
+                self.event(index, time_us, EventKind::Free, alloc);
+            }
+            Action::SegmentAlloc | Action::SegmentMap => {
+                self.reserved += i128::from(size);
+                self.reserved_changes.push((index, time_us, self.reserved));
+            }
+            Action::SegmentFree | Action::SegmentUnmap => {
+                self.reserved -= i128::from(size);
+                self.reserved_changes.push((index, time_us, self.reserved));
+            }
+            Action::Oom => self.ooms.push((size, addr, index, time_us)),
+            Action::FreeRequested | Action::Other => {}
+        }
+    }
 }
 
 /// One segment of the end state, with its device.
@@ -84,22 +266,21 @@ struct RawSegment {
     block_stacks: Vec<StackId>,
 }
 
-#[derive(Clone, Copy)]
-enum Handle {
-    Stack(StackId),
-    Frame(FrameId),
-}
+/// Memo handles (see [`Memo::convert`]) are stack ids, or frame ids with
+/// this bit set; ids that would need the bit are never made handles, so
+/// every handle fits the memo ([`pickle::MAX_HANDLE`]).
+const FRAME_HANDLE: u32 = 1 << 29;
+const _: () = assert!(FRAME_HANDLE | (FRAME_HANDLE - 1) == pickle::MAX_HANDLE);
 
 struct SnapshotVisitor<'p> {
     profile: &'p mut Profile,
     segments: Vec<RawSegment>,
-    traces: Vec<Vec<Entry>>,
-    actions: Vec<BTreeMap<String, u64>>,
-    /// What each [`Value::Handle`] the visitor put into the memo stands for.
-    handles: Vec<Handle>,
-    /// Memo slot of a converted frames list or frame → its handle, for
-    /// references taken before the memo entry was replaced (within a batch).
-    converted: HashMap<u32, Handle>,
+    traces: Vec<Trace>,
+    /// Frames lists seen, by their frames: most lists are new objects (one
+    /// per allocation) repeating a stack seen before.
+    stacks_by_frames: FxHashMap<Box<[FrameId]>, StackId>,
+    /// Scratch space for the frames of one list.
+    frames: Vec<FrameId>,
     /// Memo slots of blocks lists already read.
     blocks_seen: HashSet<u32>,
     traces_seen: usize,
@@ -171,7 +352,7 @@ impl Visitor for SnapshotVisitor<'_> {
 }
 
 impl SnapshotVisitor<'_> {
-    fn int(&mut self, v: Option<Value>) -> Option<i64> {
+    fn int(&mut self, v: Option<&Value>) -> Option<i64> {
         match v {
             None | Some(Value::None) => None,
             Some(v) => {
@@ -184,7 +365,7 @@ impl SnapshotVisitor<'_> {
         }
     }
 
-    fn size(&mut self, v: Option<Value>) -> u64 {
+    fn size(&mut self, v: Option<&Value>) -> u64 {
         match self.int(v) {
             Some(i) => u64::try_from(i).unwrap_or_else(|_| {
                 self.bad_values += 1;
@@ -194,29 +375,37 @@ impl SnapshotVisitor<'_> {
         }
     }
 
-    fn string(&mut self, v: Option<Value>) -> Option<StrId> {
+    fn string(&mut self, v: Option<&Value>) -> Option<StrId> {
         match v {
-            Some(Value::Str(s)) => Some(self.profile.names.string(&s)),
+            Some(Value::Str(s)) => Some(self.profile.names.string(s)),
             _ => None,
         }
     }
 
     fn frame(&mut self, v: &Value, memo: &mut Memo) -> Option<FrameId> {
-        if let Value::Handle(h) = v {
-            return match self.handles.get(*h as usize) {
-                Some(Handle::Frame(f)) => Some(*f),
-                _ => None,
+        match v.handle() {
+            Some(h) if h & FRAME_HANDLE != 0 => return Some(FrameId(h & !FRAME_HANDLE)),
+            // A stack handle where a frame was expected.
+            Some(_) if matches!(v, Value::Handle(_)) => return None,
+            _ => {}
+        }
+        let (mut name, mut file, mut line) = (None, None, None);
+        let pairs = v.pairs();
+        for (k, v) in pairs.iter().flat_map(|p| p.iter()) {
+            let slot = match k.as_str() {
+                Some("name") => &mut name,
+                Some("filename") => &mut file,
+                Some("line") => &mut line,
+                _ => continue,
             };
+            slot.get_or_insert(v);
         }
-        if let Some(Handle::Frame(f)) = v.memo_id().and_then(|slot| self.converted.get(&slot)) {
-            return Some(*f);
-        }
-        let name = v.get("name");
-        let file = v.get("filename");
-        let line = v.get("line").and_then(|l| l.as_i64());
-        let name = name.as_ref().and_then(Value::as_str).unwrap_or("");
-        let file = file.as_ref().and_then(Value::as_str).unwrap_or("");
-        let line = line.and_then(|l| u32::try_from(l).ok()).unwrap_or(0);
+        let name = name.and_then(Value::as_str).unwrap_or("");
+        let file = file.and_then(Value::as_str).unwrap_or("");
+        let line = line
+            .and_then(Value::as_i64)
+            .and_then(|l| u32::try_from(l).ok())
+            .unwrap_or(0);
         let (name, file, line) = match profiler_frame(name, file) {
             Some(parsed) => parsed,
             None => (name, file, line),
@@ -228,94 +417,112 @@ impl SnapshotVisitor<'_> {
             line,
         };
         let id = names.frame(frame);
-        if let Some(slot) = v.memo_id() {
-            memo.replace(slot, Value::Handle(self.handles.len() as u32));
-            self.handles.push(Handle::Frame(id));
-            self.converted.insert(slot, Handle::Frame(id));
+        drop(pairs);
+        if id.0 < FRAME_HANDLE && v.handle().is_none() {
+            memo.convert(v, id.0 | FRAME_HANDLE);
         }
         Some(id)
     }
 
     /// A frames list (leaf first) as an interned stack; a list the pickle
     /// shares through its memo is converted once.
-    fn stack(&mut self, v: Option<Value>, memo: &mut Memo) -> StackId {
+    fn stack(&mut self, v: Option<&Value>, memo: &mut Memo) -> StackId {
         let Some(v) = v else {
             return StackId(0);
         };
-        if let Value::Handle(h) = v {
-            return match self.handles.get(h as usize) {
-                Some(Handle::Stack(s)) => *s,
-                _ => StackId(0),
+        if let Some(h) = v.handle() {
+            return if h & FRAME_HANDLE == 0 {
+                StackId(h)
+            } else {
+                StackId(0)
             };
         }
-        if let Some(Handle::Stack(s)) = v.memo_id().and_then(|slot| self.converted.get(&slot)) {
-            return *s;
-        }
-        let Some(items) = v.items() else {
+        let Some(items) = v.seq() else {
             return StackId(0);
         };
-        let frames: Vec<FrameId> = items.iter().filter_map(|f| self.frame(f, memo)).collect();
-        let stack = self.profile.names.stack_leaf_first(&frames);
-        if let Some(slot) = v.memo_id() {
-            memo.replace(slot, Value::Handle(self.handles.len() as u32));
-            self.handles.push(Handle::Stack(stack));
-            self.converted.insert(slot, Handle::Stack(stack));
+        let mut frames = std::mem::take(&mut self.frames);
+        frames.clear();
+        for f in items.iter() {
+            // Frames met before are handles: the common case, kept short.
+            let frame = match f {
+                Value::Handle(h) if h & FRAME_HANDLE != 0 => Some(FrameId(h & !FRAME_HANDLE)),
+                _ => self.frame(f, memo),
+            };
+            if let Some(frame) = frame {
+                frames.push(frame);
+            }
+        }
+        drop(items);
+        let stack = match self.stacks_by_frames.get(frames.as_slice()) {
+            Some(&stack) => stack,
+            None => {
+                let stack = self.profile.names.stack_leaf_first(&frames);
+                self.stacks_by_frames
+                    .insert(frames.as_slice().into(), stack);
+                stack
+            }
+        };
+        self.frames = frames;
+        if stack.0 < FRAME_HANDLE {
+            memo.convert(v, stack.0);
         }
         stack
     }
 
     fn entry(&mut self, device: usize, v: &Value, memo: &mut Memo) {
-        let action_name = v.get("action");
-        let action_name = action_name.as_ref().and_then(Value::as_str).unwrap_or("");
-        if self.traces.len() <= device {
-            self.traces.resize_with(device + 1, Vec::new);
-            self.actions.resize_with(device + 1, BTreeMap::new);
+        // The fields, each its first occurrence, read in one pass.
+        let (mut action, mut addr, mut device_free, mut size) = (None, None, None, None);
+        let (mut time_us, mut frames, mut category) = (None, None, None);
+        let pairs = v.pairs();
+        for (k, v) in pairs.iter().flat_map(|p| p.iter()) {
+            let slot = match k.as_str() {
+                Some("action") => &mut action,
+                Some("addr") => &mut addr,
+                Some("device_free") => &mut device_free,
+                Some("size") => &mut size,
+                Some("time_us") => &mut time_us,
+                Some("frames") => &mut frames,
+                Some("category") => &mut category,
+                _ => continue,
+            };
+            slot.get_or_insert(v);
         }
-        let counts = &mut self.actions[device];
-        match counts.get_mut(action_name) {
-            Some(n) => *n += 1,
-            None => {
-                counts.insert(action_name.to_string(), 1);
-            }
+        let action_name = action.and_then(Value::as_str).unwrap_or("");
+        if self.traces.len() <= device {
+            self.traces.resize_with(device + 1, Trace::default);
         }
         let action = Action::parse(action_name);
         // An `oom` entry keeps the device's free bytes where others keep the address.
-        let addr_key = if action == Action::Oom {
-            "device_free"
+        let addr = if action == Action::Oom {
+            device_free
         } else {
-            "addr"
+            addr
         };
-        let addr = self.int(v.get(addr_key)).unwrap_or(0) as u64;
-        let size = self.size(v.get("size"));
-        let time_us = self.int(v.get("time_us"));
-        let stack = self.stack(v.get("frames"), memo);
-        let category = self.string(v.get("category"));
+        let addr = self.int(addr).unwrap_or(0) as u64;
+        let size = self.size(size);
+        let time_us = self.int(time_us);
+        let stack = self.stack(frames, memo);
+        let category = self.string(category);
         self.has_category |= category.is_some();
-        self.traces[device].push(Entry {
-            action,
-            addr,
-            size,
-            time_us,
-            stack,
-            category,
-        });
+        self.traces[device].add(action, action_name, addr, size, time_us, stack, category);
+        drop(pairs);
         if let Some(slot) = v.memo_id() {
             memo.forget(slot);
         }
     }
 
     fn segment(&mut self, v: &Value, memo: &mut Memo) {
-        let device = self.int(v.get("device")).unwrap_or(0);
+        let device = self.int(v.get("device").as_ref()).unwrap_or(0);
         let device = usize::try_from(device)
             .ok()
             .filter(|&d| d < MAX_DEVICES)
             .unwrap_or(0);
         let address = self
-            .int(v.get("address"))
+            .int(v.get("address").as_ref())
             .and_then(|a| u64::try_from(a).ok());
-        let bytes = self.size(v.get("total_size"));
-        let stream = self.int(v.get("stream"));
-        let pool = self.string(v.get("segment_type"));
+        let bytes = self.size(v.get("total_size").as_ref());
+        let stream = self.int(v.get("stream").as_ref());
+        let pool = self.string(v.get("segment_type").as_ref());
         let mut blocks = Vec::new();
         let mut block_stacks = Vec::new();
         let mut next_address = address;
@@ -330,10 +537,10 @@ impl SnapshotVisitor<'_> {
             }
         }
         for b in blocks_value.and_then(|b| b.items()).unwrap_or_default() {
-            let size = self.size(b.get("size"));
+            let size = self.size(b.get("size").as_ref());
             // Old snapshots give no block address: blocks tile the segment in order.
             let address = self
-                .int(b.get("address"))
+                .int(b.get("address").as_ref())
                 .and_then(|a| u64::try_from(a).ok())
                 .or(next_address);
             next_address = address.and_then(|a| a.checked_add(size));
@@ -342,11 +549,11 @@ impl SnapshotVisitor<'_> {
             let (requested, stack) = if b.get("frames").is_some() {
                 let requested = b.get("requested_size");
                 let requested = if requested.is_some() {
-                    self.size(requested)
+                    self.size(requested.as_ref())
                 } else {
                     size
                 };
-                (requested, self.stack(b.get("frames"), memo))
+                (requested, self.stack(b.get("frames").as_ref(), memo))
             } else if let Some(first) = b.get("history").and_then(|h| {
                 if let Some(slot) = h.memo_id() {
                     memo.forget(slot);
@@ -355,15 +562,15 @@ impl SnapshotVisitor<'_> {
             }) {
                 let real = first.get("real_size");
                 let requested = if real.is_some() {
-                    self.size(real)
+                    self.size(real.as_ref())
                 } else {
                     size
                 };
-                (requested, self.stack(first.get("frames"), memo))
+                (requested, self.stack(first.get("frames").as_ref(), memo))
             } else {
                 let requested = b.get("requested_size");
                 let requested = if requested.is_some() {
-                    self.size(requested)
+                    self.size(requested.as_ref())
                 } else {
                     size
                 };
@@ -399,20 +606,19 @@ impl SnapshotVisitor<'_> {
     }
 }
 
-pub(crate) fn read(profile: &mut Profile, path: &str, bytes: &[u8]) -> Result<()> {
+pub(crate) fn read(profile: &mut Profile, path: &str, source: &dyn ByteSource) -> Result<()> {
     let mut visitor = SnapshotVisitor {
         profile,
         segments: Vec::new(),
         traces: Vec::new(),
-        actions: Vec::new(),
-        handles: Vec::new(),
-        converted: HashMap::new(),
+        stacks_by_frames: FxHashMap::default(),
+        frames: Vec::new(),
         blocks_seen: HashSet::new(),
         traces_seen: 0,
         has_category: false,
         bad_values: 0,
     };
-    let root = pickle::decode(bytes, &mut visitor).map_err(|e| Error::Corrupt {
+    let root = pickle::decode(source, &mut visitor).map_err(|e| Error::Corrupt {
         path: path.to_string(),
         format: "PyTorch snapshot pickle",
         message: e.message,
@@ -430,7 +636,6 @@ pub(crate) fn read(profile: &mut Profile, path: &str, bytes: &[u8]) -> Result<()
         profile,
         segments,
         traces,
-        actions,
         has_category,
         bad_values,
         ..
@@ -454,7 +659,7 @@ pub(crate) fn read(profile: &mut Profile, path: &str, bytes: &[u8]) -> Result<()
         traces
             .iter()
             .enumerate()
-            .filter(|(_, t)| !t.is_empty())
+            .filter(|(_, t)| t.entries > 0)
             .map(|(i, _)| i),
     );
     let mut segments_by_device: BTreeMap<usize, Vec<RawSegment>> = BTreeMap::new();
@@ -463,13 +668,8 @@ pub(crate) fn read(profile: &mut Profile, path: &str, bytes: &[u8]) -> Result<()
     }
     let steps = annotated_steps(&root);
     let mut traces = traces;
-    let mut actions = actions;
     for device in devices {
         let trace = traces
-            .get_mut(device)
-            .map(std::mem::take)
-            .unwrap_or_default();
-        let counts = actions
             .get_mut(device)
             .map(std::mem::take)
             .unwrap_or_default();
@@ -482,7 +682,7 @@ pub(crate) fn read(profile: &mut Profile, path: &str, bytes: &[u8]) -> Result<()
             format!("cuda:{device}")
         };
         let device_steps = steps.get(&(device as i64)).cloned().unwrap_or_default();
-        build_memory(profile, path, &id, trace, counts, segs);
+        build_memory(profile, path, &id, trace, segs);
         // build_memory always adds the memory last.
         if let Some(m) = profile.memories.last_mut() {
             m.steps = device_steps;
@@ -541,18 +741,39 @@ fn build_memory(
     profile: &mut Profile,
     path: &str,
     id: &str,
-    trace: Vec<Entry>,
-    counts: BTreeMap<String, u64>,
+    trace: Trace,
     segments: Vec<RawSegment>,
 ) {
-    let timed = trace
-        .iter()
-        .filter(|e| matches!(e.action, Action::Alloc | Action::FreeCompleted))
-        .all(|e| e.time_us.is_some());
+    let Trace {
+        counts,
+        entries,
+        timed,
+        first_time,
+        last,
+        mut allocations,
+        site_keys,
+        mut events,
+        event_entries,
+        mut live_at_start,
+        live,
+        reserved_changes,
+        reserved,
+        freed_before_window,
+        realloc_without_free,
+        ooms,
+        ..
+    } = trace;
     let axis = if timed {
         Axis::TimeUs
     } else {
         Axis::EventIndex
+    };
+    let at = |index: u64, time_us: Option<i64>| {
+        if timed {
+            time_us.unwrap_or(0)
+        } else {
+            index as i64
+        }
     };
     let before_window = profile.names.string("(allocated before the trace window)");
     let before_window_site = profile.names.site(Site {
@@ -566,98 +787,44 @@ fn build_memory(
             ..Site::default()
         })
     };
-    let mut allocations: Vec<Allocation> = Vec::new();
-    let mut events: Vec<Event> = Vec::new();
-    let mut live_at_start: Vec<AllocId> = Vec::new();
-    // Reserved bytes relative to the start, per segment event.
-    let mut relative: Vec<(i64, i128)> = Vec::new();
-    let mut live: HashMap<u64, AllocId> = HashMap::new();
-    let mut reserved: i128 = 0;
-    let mut freed_before_window = 0u64;
-    let mut realloc_without_free = 0u64;
-    let mut ooms: Vec<String> = Vec::new();
-    let mut last_at = 0i64;
+    // Interned in order of first use, as the trace met them.
+    let sites: Vec<SiteId> = site_keys
+        .iter()
+        .map(|&(stack, category)| site_of(profile, stack, category))
+        .collect();
+    for a in &mut allocations {
+        a.site = match sites.get(a.site.index()) {
+            Some(&site) => site,
+            None => before_window_site,
+        };
+    }
+    if !timed {
+        for (e, &index) in events.iter_mut().zip(&event_entries) {
+            e.at = index as i64;
+        }
+    }
+    drop(event_entries);
+    let relative: Vec<(i64, i128)> = reserved_changes
+        .iter()
+        .map(|&(index, time_us, r)| (at(index, time_us), r))
+        .collect();
+    let last_at = last.map_or(0, |(index, time_us)| at(index, time_us));
+    let ooms: Vec<String> = ooms
+        .iter()
+        .map(|&(size, free, index, time_us)| {
+            format!(
+                "{} requested with {} free on the device at {}",
+                crate::report::units::bytes(size),
+                crate::report::units::bytes(free),
+                at(index, time_us)
+            )
+        })
+        .collect();
     let new_alloc = |allocations: &mut Vec<Allocation>, a: Allocation| {
         let id = AllocId(allocations.len() as u32);
         allocations.push(a);
         id
     };
-    for (index, e) in trace.iter().enumerate() {
-        let at = if timed {
-            e.time_us.unwrap_or(0)
-        } else {
-            index as i64
-        };
-        last_at = at;
-        match e.action {
-            Action::Alloc => {
-                if let Some(old) = live.remove(&e.addr) {
-                    realloc_without_free += 1;
-                    events.push(Event {
-                        at,
-                        kind: EventKind::Free,
-                        alloc: old,
-                    });
-                }
-                let site = site_of(profile, e.stack, e.category);
-                let alloc = new_alloc(
-                    &mut allocations,
-                    Allocation {
-                        bytes: e.size,
-                        requested: e.size,
-                        count: 1,
-                        address: Some(e.addr),
-                        site,
-                    },
-                );
-                live.insert(e.addr, alloc);
-                events.push(Event {
-                    at,
-                    kind: EventKind::Alloc,
-                    alloc,
-                });
-            }
-            Action::FreeCompleted => {
-                let alloc = match live.remove(&e.addr) {
-                    Some(alloc) => alloc,
-                    None => {
-                        freed_before_window += 1;
-                        let alloc = new_alloc(
-                            &mut allocations,
-                            Allocation {
-                                bytes: e.size,
-                                requested: e.size,
-                                count: 1,
-                                address: Some(e.addr),
-                                site: before_window_site,
-                            },
-                        );
-                        live_at_start.push(alloc);
-                        alloc
-                    }
-                };
-                events.push(Event {
-                    at,
-                    kind: EventKind::Free,
-                    alloc,
-                });
-            }
-            Action::SegmentAlloc | Action::SegmentMap => {
-                reserved += i128::from(e.size);
-                relative.push((at, reserved));
-            }
-            Action::SegmentFree | Action::SegmentUnmap => {
-                reserved -= i128::from(e.size);
-                relative.push((at, reserved));
-            }
-            Action::Oom => ooms.push(format!(
-                "{} requested with {} free on the device at {at}",
-                crate::report::units::bytes(e.size),
-                crate::report::units::bytes(e.addr)
-            )),
-            Action::FreeRequested | Action::Other => {}
-        }
-    }
 
     // The end state: blocks the trace did not allocate were allocated before it.
     let mut end_reserved: u64 = 0;
@@ -715,11 +882,7 @@ fn build_memory(
         // Anchor the running reserved total so that it ends at the segments' total.
         let offset = i128::from(end_reserved) - reserved;
         let clamp = |r: i128| u64::try_from(r.max(0)).unwrap_or(u64::MAX);
-        let first_at = trace
-            .iter()
-            .enumerate()
-            .find_map(|(i, e)| if timed { e.time_us } else { Some(i as i64) })
-            .unwrap_or(0);
+        let first_at = if timed { first_time.unwrap_or(0) } else { 0 };
         samples.push(AllocatorSample {
             at: first_at,
             reserved_bytes: Some(clamp(offset)),
@@ -743,7 +906,7 @@ fn build_memory(
         }
     }
 
-    if trace.is_empty() && blocks_before_window > 0 {
+    if entries == 0 && blocks_before_window > 0 {
         profile.warn(
             path,
             format!(
@@ -813,7 +976,7 @@ fn build_memory(
         id.to_string()
     };
     let memory = profile.memory_mut(&id, MemoryKind::Allocator, axis);
-    memory.recorded_events = counts;
+    memory.recorded_events = counts.into_map();
     memory.allocations = allocations;
     memory.events = events;
     memory.live_at_start = live_at_start;
