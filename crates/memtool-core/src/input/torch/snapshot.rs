@@ -720,26 +720,21 @@ fn build_memory(
             .enumerate()
             .find_map(|(i, e)| if timed { e.time_us } else { Some(i as i64) })
             .unwrap_or(0);
-        samples.push(AllocatorSample {
-            at: first_at,
-            reserved_bytes: Some(clamp(offset)),
-            ..AllocatorSample::default()
-        });
-        samples.extend(relative.iter().map(|&(at, r)| AllocatorSample {
-            at,
-            reserved_bytes: Some(clamp(r + offset)),
-            ..AllocatorSample::default()
-        }));
+        samples.push(AllocatorSample::new(first_at).with_reserved_bytes(Some(clamp(offset))));
+        samples.extend(
+            relative.iter().map(|&(at, r)| {
+                AllocatorSample::new(at).with_reserved_bytes(Some(clamp(r + offset)))
+            }),
+        );
         if has_segments {
             // No `allocated_bytes`: the trace is complete within the window, so
             // the replay is the in-use figure; torch's end-state "allocated"
             // (requested sizes) is in `segments`.
-            samples.push(AllocatorSample {
-                at: last_at,
-                reserved_bytes: Some(end_reserved),
-                largest_free_block: Some(largest_free),
-                ..AllocatorSample::default()
-            });
+            samples.push(
+                AllocatorSample::new(last_at)
+                    .with_reserved_bytes(Some(end_reserved))
+                    .with_largest_free_block(Some(largest_free)),
+            );
         }
     }
 

@@ -512,14 +512,12 @@ fn build_memory(profile: &mut Profile, path: &str, memory: &mut Memory, events: 
         if e.stack() != first_stack {
             stack_changes += 1;
         }
-        memory.allocator_samples.push(AllocatorSample {
-            at: e.at,
-            reserved_bytes: None,
-            allocated_bytes: e.heap().map(|h| h.saturating_add(e.stack().unwrap_or(0))),
-            free_bytes: e.available(),
-            largest_free_block: None,
-            fragmentation: e.fragmentation(),
-        });
+        memory.allocator_samples.push(
+            AllocatorSample::new(e.at)
+                .with_allocated_bytes(e.heap().map(|h| h.saturating_add(e.stack().unwrap_or(0))))
+                .with_free_bytes(e.available())
+                .with_fragmentation(e.fragmentation()),
+        );
         if let Some(p) = e.peak_in_use() {
             memory.allocator_peak_bytes = Some(memory.allocator_peak_bytes.map_or(p, |q| q.max(p)));
         }
