@@ -1011,3 +1011,178 @@ fn dtype_name(code: i64) -> Option<&'static str> {
         _ => None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn varint(out: &mut Vec<u8>, mut v: u64) {
+        while v >= 0x80 {
+            out.push((v as u8) | 0x80);
+            v >>= 7;
+        }
+        out.push(v as u8);
+    }
+
+    fn field(out: &mut Vec<u8>, number: u32, bytes: &[u8]) {
+        varint(out, (u64::from(number) << 3) | 2);
+        varint(out, bytes.len() as u64);
+        out.extend_from_slice(bytes);
+    }
+
+    fn int(out: &mut Vec<u8>, number: u32, v: u64) {
+        varint(out, u64::from(number) << 3);
+        varint(out, v);
+    }
+
+    fn metadata_entry(out: &mut Vec<u8>, map: u32, id: u64, name: &str) {
+        let mut meta = Vec::new();
+        int(&mut meta, 1, id);
+        field(&mut meta, 2, name.as_bytes());
+        let mut entry = Vec::new();
+        int(&mut entry, 1, id);
+        field(&mut entry, 2, &meta);
+        field(out, map, &entry);
+    }
+
+    /// (offset ps, free, allocator, address, heap bytes after)
+    type Ev = (u64, bool, &'static str, u64, u64);
+
+    fn line(timestamp_ns: u64, events: &[Ev], timestamp_last: bool) -> Vec<u8> {
+        let mut line = Vec::new();
+        if !timestamp_last {
+            int(&mut line, 3, timestamp_ns);
+        }
+        for &(offset, free, allocator, address, heap) in events {
+            let mut event = Vec::new();
+            int(&mut event, 1, if free { 2 } else { 1 });
+            int(&mut event, 2, offset);
+            let mut stat = Vec::new();
+            int(&mut stat, 1, 10);
+            field(&mut stat, 5, allocator.as_bytes());
+            field(&mut event, 4, &stat);
+            for (id, v) in [(11, address), (12, heap), (13, 256)] {
+                let mut stat = Vec::new();
+                int(&mut stat, 1, id);
+                int(&mut stat, 3, v);
+                field(&mut event, 4, &stat);
+            }
+            field(&mut line, 4, &event);
+        }
+        if timestamp_last {
+            int(&mut line, 3, timestamp_ns);
+        }
+        line
+    }
+
+    fn xspace(lines: &[Vec<u8>]) -> Vec<u8> {
+        let mut plane = Vec::new();
+        field(&mut plane, 2, HOST_PLANE.as_bytes());
+        for l in lines {
+            field(&mut plane, 3, l);
+        }
+        metadata_entry(&mut plane, 4, 1, "MemoryAllocation");
+        metadata_entry(&mut plane, 4, 2, "MemoryDeallocation");
+        for (id, name) in [
+            (10, "allocator_name"),
+            (11, "addr"),
+            (12, "bytes_allocated"),
+            (13, "allocation_bytes"),
+        ] {
+            metadata_entry(&mut plane, 5, id, name);
+        }
+        let mut space = Vec::new();
+        field(&mut space, 1, &plane);
+        space
+    }
+
+    /// Line A (first in the file) holds allocator `x`; line B starts earlier
+    /// in time with allocator `y`, and interleaves with A.
+    const A: [Ev; 3] = [
+        (10, false, "x", 1, 256),
+        (30, false, "x", 2, 512),
+        (50, true, "x", 1, 256),
+    ];
+    const B: [Ev; 3] = [
+        (5, false, "y", 7, 256),
+        (20, false, "x", 3, 768),
+        (40, true, "y", 7, 0),
+    ];
+
+    fn memories(profile: &Profile) -> Vec<String> {
+        profile
+            .memories
+            .iter()
+            .map(|m| {
+                let events: Vec<(i64, bool, u64)> = m
+                    .events
+                    .iter()
+                    .map(|e| {
+                        let a = m.allocation(e.alloc);
+                        (e.at, e.kind == EventKind::Free, a.address.unwrap_or(0))
+                    })
+                    .collect();
+                format!(
+                    "{} {:?} live at start {:?} samples {:?}",
+                    m.id, events, m.live_at_start, m.allocator_samples
+                )
+            })
+            .collect()
+    }
+
+    fn read_bytes(bytes: Vec<u8>) -> Profile {
+        let mut profile = Profile::default();
+        read(&mut profile, "t.xplane.pb", &bytes).unwrap();
+        profile
+    }
+
+    #[test]
+    fn lines_merge_by_time_and_memories_keep_walk_order() {
+        let bytes = xspace(&[line(0, &A, false), line(0, &B, false)]);
+        let mut names = Names::default();
+        assert!(merged(&mut names, &bytes, None).is_ok());
+        let profile = read_bytes(bytes.clone());
+        let got = memories(&profile);
+        assert_eq!(got.len(), 2);
+        // `x` first: its first event comes first in the file, though `y`'s
+        // comes first in time.
+        assert!(
+            got[0].starts_with("x [(10, false, 1), (20, false, 3), (30, false, 2), (50, true, 1)]"),
+            "{}",
+            got[0]
+        );
+        assert!(
+            got[1].starts_with("y [(5, false, 7), (40, true, 7)]"),
+            "{}",
+            got[1]
+        );
+        // The walk in file order builds the same memories.
+        let mut sequential_profile = Profile::default();
+        sequential(&mut sequential_profile.names, &bytes, None)
+            .unwrap()
+            .finish(&mut sequential_profile, "t.xplane.pb");
+        assert_eq!(memories(&sequential_profile), got);
+    }
+
+    #[test]
+    fn a_line_out_of_time_order_is_sorted() {
+        let in_order = read_bytes(xspace(&[line(0, &A, false), line(0, &B, false)]));
+        let mut reversed = A;
+        reversed.reverse();
+        let bytes = xspace(&[line(0, &reversed, false), line(0, &B, false)]);
+        let mut names = Names::default();
+        assert!(merged(&mut names, &bytes, None).is_err());
+        assert_eq!(memories(&read_bytes(bytes)), memories(&in_order));
+    }
+
+    #[test]
+    fn a_timestamp_after_the_events_times_them_all() {
+        let first = read_bytes(xspace(&[line(7, &A, false), line(0, &B, false)]));
+        let bytes = xspace(&[line(7, &A, true), line(0, &B, false)]);
+        let mut names = Names::default();
+        assert!(merged(&mut names, &bytes, None).is_err());
+        let last = read_bytes(bytes);
+        assert_eq!(memories(&last), memories(&first));
+        assert!(memories(&last)[0].contains("(7010, false, 1)"));
+    }
+}

@@ -307,3 +307,132 @@ pub(crate) fn header_i64(header: Header) -> Option<i64> {
         Header::Len(_) => None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A source that is not in memory, so every read goes through the window.
+    struct File(Vec<u8>);
+
+    impl ByteSource for File {
+        fn len(&self) -> u64 {
+            self.0.len() as u64
+        }
+
+        fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+            self.0.read_exact_at(offset, buf)
+        }
+    }
+
+    fn varint(out: &mut Vec<u8>, mut v: u64) {
+        while v >= 0x80 {
+            out.push((v as u8) | 0x80);
+            v >>= 7;
+        }
+        out.push(v as u8);
+    }
+
+    /// Fields of every size around a small window: payloads of 0 to 300
+    /// bytes, and varints, so fields straddle every window boundary.
+    fn message() -> Vec<u8> {
+        let mut out = Vec::new();
+        for i in 0..300u64 {
+            if i % 3 == 0 {
+                varint(&mut out, 1 << 3);
+                varint(&mut out, i << 40);
+            } else {
+                varint(&mut out, (4 << 3) | 2);
+                varint(&mut out, i);
+                out.extend((0..i).map(|b| b as u8));
+            }
+        }
+        out
+    }
+
+    fn walk(source: &dyn ByteSource, chunk: usize) -> Result<Vec<(u32, Vec<u8>)>, String> {
+        let mut window = Window::new(source, chunk);
+        let mut stream = Stream::new(0, source.len());
+        let mut out = Vec::new();
+        loop {
+            match stream.next(&mut window) {
+                Ok(Some((n, FieldAt::Bytes { at, len }))) => {
+                    out.push((n, window.bytes(at, len).unwrap().to_vec()))
+                }
+                Ok(Some((n, FieldAt::Scalar))) => out.push((n, Vec::new())),
+                Ok(None) => return Ok(out),
+                Err(StreamError::Wire(e)) => return Err(format!("{} at {}", e.message, e.offset)),
+                Err(StreamError::Io(e)) => return Err(e.to_string()),
+            }
+        }
+    }
+
+    fn walk_in_memory(bytes: &[u8]) -> Result<Vec<(u32, Vec<u8>)>, String> {
+        let mut out = Vec::new();
+        for field in Fields::new(bytes) {
+            match field {
+                Ok((n, Value::Bytes(b), _)) => out.push((n, b.to_vec())),
+                Ok((n, _, _)) => out.push((n, Vec::new())),
+                Err(e) => return Err(format!("{} at {}", e.message, e.offset)),
+            }
+        }
+        Ok(out)
+    }
+
+    #[test]
+    fn a_window_reads_what_memory_reads_whatever_its_size() {
+        let bytes = message();
+        let expected = walk_in_memory(&bytes).unwrap();
+        assert_eq!(expected.len(), 300);
+        for chunk in [32, 33, 100, 257, 4096, 1 << 20] {
+            assert_eq!(
+                walk(&File(bytes.clone()), chunk).unwrap(),
+                expected,
+                "{chunk}"
+            );
+        }
+        assert_eq!(walk(&bytes, 32).unwrap(), expected);
+    }
+
+    #[test]
+    fn a_window_reports_damage_where_memory_does() {
+        let bytes = message();
+        for cut in (1..bytes.len()).step_by(97) {
+            let expected = walk_in_memory(&bytes[..cut]);
+            for chunk in [32, 100] {
+                assert_eq!(walk(&File(bytes[..cut].to_vec()), chunk), expected, "{cut}");
+            }
+        }
+        // A length claimed far past the end is refused, not allocated.
+        let mut huge = Vec::new();
+        varint(&mut huge, (4 << 3) | 2);
+        varint(&mut huge, 1 << 60);
+        huge.extend([0u8; 64]);
+        let expected = walk_in_memory(&huge);
+        assert!(expected.is_err());
+        assert_eq!(walk(&File(huge), 32), expected);
+    }
+
+    #[test]
+    fn a_skim_frames_like_the_whole_message() {
+        let bytes = message();
+        for cut in (1..bytes.len()).step_by(89) {
+            let expected = walk_in_memory(&bytes[..cut]).map(|f| f.len());
+            let source = File(bytes[..cut].to_vec());
+            let mut window = Window::new(&source, 32);
+            let mut skim = Skim::new(0, cut as u64);
+            let mut n = 0;
+            let got = loop {
+                match skim.next(&mut window) {
+                    Ok(Some(_)) => n += 1,
+                    Ok(None) => break Ok(n),
+                    Err(StreamError::Wire(e)) => {
+                        break Err(format!("{} at {}", e.message, e.offset))
+                    }
+                    Err(StreamError::Io(e)) => break Err(e.to_string()),
+                }
+            };
+            assert_eq!(got, expected, "{cut}");
+        }
+    }
+}
