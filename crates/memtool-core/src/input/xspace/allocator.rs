@@ -28,10 +28,12 @@ use std::collections::{BinaryHeap, HashMap};
 use rustc_hash::FxHashMap;
 
 use super::stream::{header_i64, FieldAt, Skim, Stream};
-use super::{Event, Metadata, PlaneAt, Planes, Slice, StatKeys, StatValue, StreamError, Window};
+use super::{
+    as_i64, Event, Metadata, PlaneAt, Planes, Slice, StatKeys, StatValue, StreamError, Window,
+};
 use crate::error::Result;
 use crate::input::source::ByteSource;
-use crate::input::wire::{Header, WireError};
+use crate::input::wire::{Header, Value, WireError};
 use crate::model::{
     AllocId, Allocation, AllocatorSample, Axis, EventKind, Memory, MemoryKind, Names, Profile,
     Site, SiteId, StackId, Step, StrId,
@@ -453,22 +455,285 @@ impl Decoder {
                 Key::StepNum => {}
             }
         }
-        let allocator = allocator.flatten();
-        raw.allocator = match self.allocators.iter().position(|a| a.name == allocator) {
+        raw.allocator = self.allocator_index(allocator.flatten(), seen);
+        Ok(raw)
+    }
+}
+
+/// Reads the varint at `*pos`, as [`crate::input::wire::Fields`] does;
+/// `None` where it would give an error.
+#[inline(always)]
+fn varint(buf: &[u8], pos: &mut usize) -> Option<u64> {
+    let byte = *buf.get(*pos)?;
+    *pos += 1;
+    if byte < 0x80 {
+        return Some(u64::from(byte));
+    }
+    let mut value = u64::from(byte & 0x7f);
+    let mut shift = 7u32;
+    loop {
+        let byte = *buf.get(*pos)?;
+        *pos += 1;
+        if shift == 63 && byte > 1 {
+            return None;
+        }
+        value |= u64::from(byte & 0x7f) << shift;
+        if byte < 0x80 {
+            return Some(value);
+        }
+        shift += 7;
+        if shift > 63 {
+            return None;
+        }
+    }
+}
+
+/// One field of a message in `buf` at `*pos`, framed as
+/// [`crate::input::wire::Fields`] frames it; `None` where it gives an error.
+#[inline(always)]
+fn next_field<'a>(buf: &'a [u8], pos: &mut usize) -> Option<(u32, Value<'a>)> {
+    let key = varint(buf, pos)?;
+    let number = key >> 3;
+    if number == 0 || number > u64::from(u32::MAX >> 3) {
+        return None;
+    }
+    let value = match key & 7 {
+        0 => Value::Varint(varint(buf, pos)?),
+        1 => {
+            let b = buf.get(*pos..*pos + 8)?;
+            *pos += 8;
+            Value::Fixed64(u64::from_le_bytes(b.try_into().ok()?))
+        }
+        2 => {
+            let len = usize::try_from(varint(buf, pos)?).ok()?;
+            let b = buf.get(*pos..pos.checked_add(len)?)?;
+            *pos += len;
+            Value::Bytes(b)
+        }
+        5 => {
+            let b = buf.get(*pos..*pos + 4)?;
+            *pos += 4;
+            Value::Fixed32(u32::from_le_bytes(b.try_into().ok()?))
+        }
+        _ => return None,
+    };
+    Some((number as u32, value))
+}
+
+/// A stat as [`super::Stat::parse`] reads it; `None` where it gives an error.
+#[inline(always)]
+fn stat(buf: &[u8]) -> Option<(i64, StatValue<'_>)> {
+    // Nearly every stat is a one-byte metadata id and one varint value:
+    // `08 id 18|20|38 value`.
+    if let [0x08, id @ 0..=0x7f, tag @ (0x18 | 0x20 | 0x38), rest @ ..] = buf {
+        let mut pos = 0;
+        if let Some(v) = varint(rest, &mut pos).filter(|_| pos == rest.len()) {
+            let value = match tag {
+                0x18 => StatValue::Uint64(v),
+                0x20 => StatValue::Int64(v as i64),
+                _ => StatValue::Ref(v),
+            };
+            return Some((i64::from(*id), value));
+        }
+    }
+    let (mut id, mut value) = (0, StatValue::None);
+    let mut pos = 0;
+    while pos < buf.len() {
+        match next_field(buf, &mut pos)? {
+            (1, v) => id = as_i64(v).unwrap_or(0),
+            (2, Value::Fixed64(bits)) => value = StatValue::Double(f64::from_bits(bits)),
+            (3, v) => value = v.as_u64().map_or(StatValue::None, StatValue::Uint64),
+            (4, v) => value = as_i64(v).map_or(StatValue::None, StatValue::Int64),
+            (5, Value::Bytes(b)) => value = StatValue::Str(b),
+            (6, Value::Bytes(b)) => value = StatValue::Bytes(b),
+            (7, v) => value = v.as_u64().map_or(StatValue::None, StatValue::Ref),
+            _ => {}
+        }
+    }
+    Some((id, value))
+}
+
+/// Where a size or address stat goes in [`RawEvent::numbers`].
+#[inline(always)]
+fn number_slot(key: Key) -> Option<usize> {
+    match key {
+        Key::Reserved => Some(STACK),
+        Key::Allocated => Some(HEAP),
+        Key::Available => Some(AVAILABLE),
+        Key::PeakInUse => Some(PEAK_IN_USE),
+        Key::Requested => Some(REQUESTED),
+        Key::AllocationBytes => Some(ALLOCATION_BYTES),
+        Key::Address => Some(ADDRESS),
+        _ => None,
+    }
+}
+
+/// What an allocator event's stats name its allocator by, last stat winning
+/// as in [`Decoder::allocator_event`].
+#[derive(Clone, Copy)]
+enum AllocatorStat<'a> {
+    Unset,
+    Name(StatValue<'a>),
+    Ordinal(i64),
+}
+
+/// Caches for what nearly every event repeats: `ref_value` strings (per
+/// plane, in [`PlaneKeys`]), dtype names and allocator ordinals.
+#[derive(Default)]
+struct Interned {
+    dtypes: Vec<Option<StrId>>,
+    ordinals: Vec<(i64, StrId)>,
+}
+
+impl Decoder {
+    /// [`Decoder::event`] in one pass over the event's bytes, for the merged
+    /// walk: the same event on valid input; `Err` on anything the slow path
+    /// would refuse (and, being stricter, on damaged stats of events it
+    /// would not read), which the walk in file order then reads.
+    #[allow(clippy::too_many_arguments)]
+    fn event_fast(
+        &mut self,
+        names: &mut Names,
+        interned: &mut Interned,
+        plane: &mut PlaneKeys,
+        clock: &LineClock,
+        bytes: &[u8],
+        base: u64,
+        seen: (u64, u64),
+    ) -> Result<Option<RawEvent>, Fallback> {
+        let (mut metadata_id, mut offset_ps) = (0, 0);
+        let mut raw = RawEvent::new(0, seen, false);
+        let mut strings: [Option<StatValue<'_>>; 3] = [None; 3];
+        let mut dtype: Option<Option<&'static str>> = None;
+        let mut allocator = AllocatorStat::Unset;
+        let mut pos = 0;
+        while pos < bytes.len() {
+            let Some((number, value)) = next_field(bytes, &mut pos) else {
+                return Err(Fallback);
+            };
+            match (number, value) {
+                (1, v) => metadata_id = as_i64(v).unwrap_or(0),
+                (2, v) => offset_ps = as_i64(v).unwrap_or(0),
+                (4, Value::Bytes(b)) => {
+                    let (id, v) = stat(b).ok_or(Fallback)?;
+                    let Some(key) = plane.keys.get(id) else {
+                        continue;
+                    };
+                    // Sizes and addresses are most stats: one branch for all.
+                    if let Some(slot) = number_slot(key) {
+                        raw.numbers[slot] = v.as_u64().unwrap_or(u64::MAX);
+                        continue;
+                    }
+                    match key {
+                        Key::AllocatorName => allocator = AllocatorStat::Name(v),
+                        Key::DeviceOrdinal | Key::IndexOnHost => {
+                            if let (AllocatorStat::Unset, Some(n)) = (allocator, v.as_i64()) {
+                                allocator = AllocatorStat::Ordinal(n);
+                            }
+                        }
+                        Key::Reserved
+                        | Key::Allocated
+                        | Key::Available
+                        | Key::PeakInUse
+                        | Key::Requested
+                        | Key::AllocationBytes
+                        | Key::Address => {}
+                        Key::Fragmentation => raw.fragmentation = v.as_f64().unwrap_or(f64::NAN),
+                        Key::TfOp => strings[OP] = Some(v),
+                        Key::Shape => strings[SHAPE] = Some(v),
+                        Key::Region => strings[REGION - 1] = Some(v),
+                        Key::DataType => dtype = Some(v.as_i64().and_then(dtype_name)),
+                        Key::StepNum => {}
+                    }
+                }
+                _ => {}
+            }
+        }
+        let is_alloc = plane.allocs.contains(&metadata_id);
+        let is_free = plane.frees.contains(&metadata_id);
+        if !is_alloc && !is_free {
+            if !plane.has_steps {
+                return Ok(None);
+            }
+            // Step marks are few: the slow path reads them.
+            return Ok(self.event(names, plane, clock, bytes, base, seen)?);
+        }
+        let Some(at) = clock.at(offset_ps) else {
+            self.bad_times += 1;
+            return Ok(None);
+        };
+        raw.at = at;
+        raw.free = is_free;
+        let PlaneKeys {
+            meta, ref_strings, ..
+        } = plane;
+        let mut string = |v: &StatValue<'_>| {
+            let cached = match *v {
+                StatValue::Ref(id) => usize::try_from(id).ok().filter(|&i| i < 1 << 20),
+                _ => None,
+            };
+            if let Some(Some(id)) = cached.and_then(|i| ref_strings.get(i)) {
+                return *id;
+            }
+            let interned = meta
+                .str_value(v)
+                .and_then(|s| names.optional_string(s.as_ref()));
+            if let Some(i) = cached {
+                if ref_strings.len() <= i {
+                    ref_strings.resize(i + 1, None);
+                }
+                ref_strings[i] = Some(interned);
+            }
+            interned
+        };
+        for (slot, value) in [
+            (OP, strings[OP]),
+            (SHAPE, strings[SHAPE]),
+            (REGION, strings[REGION - 1]),
+        ] {
+            if let Some(v) = value {
+                let id = string(&v);
+                raw.set_string(slot, id);
+            }
+        }
+        let allocator = match allocator {
+            AllocatorStat::Unset => None,
+            AllocatorStat::Name(v) => string(&v),
+            AllocatorStat::Ordinal(n) => Some(match interned.ordinals.iter().find(|o| o.0 == n) {
+                Some(&(_, id)) => id,
+                None => {
+                    let id = names.string(&n.to_string());
+                    interned.ordinals.push((n, id));
+                    id
+                }
+            }),
+        };
+        if let Some(name) = dtype {
+            let id = name.map(|name| {
+                let code = DTYPE_CODES.iter().position(|&n| n == name).unwrap_or(0);
+                if interned.dtypes.len() <= code {
+                    interned.dtypes.resize(code + 1, None);
+                }
+                *interned.dtypes[code].get_or_insert_with(|| names.string(name))
+            });
+            raw.set_string(DTYPE, id);
+        }
+        raw.allocator = self.allocator_index(allocator, seen);
+        Ok(Some(raw))
+    }
+
+    fn allocator_index(&mut self, name: Option<StrId>, seen: (u64, u64)) -> u32 {
+        match self.allocators.iter().position(|a| a.name == name) {
             Some(i) => {
                 let first = &mut self.allocators[i].first;
                 *first = (*first).min(seen);
                 i as u32
             }
             None => {
-                self.allocators.push(AllocatorSeen {
-                    name: allocator,
-                    first: seen,
-                });
+                self.allocators.push(AllocatorSeen { name, first: seen });
                 (self.allocators.len() - 1) as u32
             }
-        };
-        Ok(raw)
+        }
     }
 }
 
@@ -513,6 +778,7 @@ impl Cursor<'_> {
         &mut self,
         decoder: &mut Decoder,
         names: &mut Names,
+        interned: &mut Interned,
         planes: &mut [PlaneKeys],
     ) -> Result<(), Fallback> {
         let last_at = self.head.take().map(|e| e.at);
@@ -525,7 +791,10 @@ impl Cursor<'_> {
                     self.index += 1;
                     let bytes = self.window.bytes(at, len)?;
                     let seen = (self.rank, self.index);
-                    if let Some(raw) = decoder.event(names, plane, &self.clock, bytes, at, seen)? {
+                    let clock = &self.clock;
+                    if let Some(raw) =
+                        decoder.event_fast(names, interned, plane, clock, bytes, at, seen)?
+                    {
                         if last_at.is_some_and(|last| raw.at < last) {
                             return Err(Fallback);
                         }
@@ -588,6 +857,7 @@ fn merged(
     drop(skim);
 
     let mut decoder = Decoder::new();
+    let mut interned = Interned::default();
     let chunk = (LINE_CHUNKS / lines.len().max(1)).clamp(16 << 10, 1 << 20);
     let mut cursors: Vec<Cursor<'_>> = Vec::with_capacity(lines.len());
     let mut queue = BinaryHeap::with_capacity(lines.len());
@@ -605,7 +875,7 @@ fn merged(
             window: Window::new(source, chunk.min((end - first_event) as usize)),
             head: None,
         };
-        cursor.advance(&mut decoder, names, &mut planes)?;
+        cursor.advance(&mut decoder, names, &mut interned, &mut planes)?;
         if let Some(head) = &cursor.head {
             queue.push(Reverse((head.at, cursors.len())));
         }
@@ -625,7 +895,7 @@ fn merged(
             builders[index].push(names, &mut sites, event);
             any = true;
         }
-        cursor.advance(&mut decoder, names, &mut planes)?;
+        cursor.advance(&mut decoder, names, &mut interned, &mut planes)?;
         if let Some(head) = &cursor.head {
             queue.push(Reverse((head.at, i)));
         }
@@ -966,46 +1236,48 @@ fn pseudo_allocation(
     memory.live_at_start.push(id);
 }
 
+/// TensorFlow's `DataType` codes' names, as `DataTypeString` names them.
+const DTYPE_CODES: [&str; 31] = [
+    "INVALID",
+    "float",
+    "double",
+    "int32",
+    "uint8",
+    "int16",
+    "int8",
+    "string",
+    "complex64",
+    "int64",
+    "bool",
+    "qint8",
+    "quint8",
+    "qint32",
+    "bfloat16",
+    "qint16",
+    "quint16",
+    "uint16",
+    "complex128",
+    "half",
+    "resource",
+    "variant",
+    "uint32",
+    "uint64",
+    "float8_e5m2",
+    "float8_e4m3fn",
+    "float8_e4m3fnuz",
+    "float8_e4m3b11fnuz",
+    "float8_e5m2fnuz",
+    "int4",
+    "uint4",
+];
+
 /// TensorFlow's `DataType` enum, named as `DataTypeString` names it.
 fn dtype_name(code: i64) -> Option<&'static str> {
-    const NAMES: [&str; 31] = [
-        "INVALID",
-        "float",
-        "double",
-        "int32",
-        "uint8",
-        "int16",
-        "int8",
-        "string",
-        "complex64",
-        "int64",
-        "bool",
-        "qint8",
-        "quint8",
-        "qint32",
-        "bfloat16",
-        "qint16",
-        "quint16",
-        "uint16",
-        "complex128",
-        "half",
-        "resource",
-        "variant",
-        "uint32",
-        "uint64",
-        "float8_e5m2",
-        "float8_e4m3fn",
-        "float8_e4m3fnuz",
-        "float8_e4m3b11fnuz",
-        "float8_e5m2fnuz",
-        "int4",
-        "uint4",
-    ];
     // 0 is "not set" on frees; the allocation's own type is what counts.
     match code {
         1.. => usize::try_from(code)
             .ok()
-            .and_then(|i| NAMES.get(i))
+            .and_then(|i| DTYPE_CODES.get(i))
             .copied()
             .or(Some("unknown")),
         _ => None,
