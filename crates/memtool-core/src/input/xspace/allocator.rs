@@ -24,6 +24,7 @@
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
+use std::sync::mpsc;
 
 use rustc_hash::FxHashMap;
 
@@ -882,30 +883,64 @@ fn merged(
         cursors.push(cursor);
     }
 
-    let mut builders: Vec<MemoryBuilder> = Vec::new();
+    // Decoding and the merge stay on this thread; a second one builds the
+    // memories, batch by batch, in the order the merge gives.
     let mut sites = SiteCache::default();
-    let mut any = false;
-    while let Some(Reverse((_, i))) = queue.pop() {
-        let cursor = &mut cursors[i];
-        if let Some(event) = &cursor.head {
-            let index = event.allocator as usize;
-            if builders.len() <= index {
-                builders.resize_with(index + 1, MemoryBuilder::default);
+    let (sender, receiver) = mpsc::sync_channel::<Vec<(RawEvent, SiteId)>>(BATCHES_IN_FLIGHT);
+    std::thread::scope(|scope| {
+        let builder = std::thread::Builder::new()
+            .name("xspace-builder".into())
+            .spawn_scoped(scope, move || {
+                let mut builders: Vec<MemoryBuilder> = Vec::new();
+                let mut any = false;
+                for batch in receiver {
+                    for (event, site) in &batch {
+                        let index = event.allocator as usize;
+                        if builders.len() <= index {
+                            builders.resize_with(index + 1, MemoryBuilder::default);
+                        }
+                        builders[index].push(event, *site);
+                        any = true;
+                    }
+                }
+                (builders, any)
+            })?;
+        let mut merge = || -> Result<(), Fallback> {
+            let mut batch = Vec::with_capacity(BATCH);
+            while let Some(Reverse((_, i))) = queue.pop() {
+                let cursor = &mut cursors[i];
+                if let Some(event) = cursor.head {
+                    batch.push((event, sites.site(names, &event)));
+                    if batch.len() == BATCH {
+                        let full = std::mem::replace(&mut batch, Vec::with_capacity(BATCH));
+                        sender.send(full).map_err(|_| Fallback)?;
+                    }
+                }
+                cursor.advance(&mut decoder, names, &mut interned, &mut planes)?;
+                if let Some(head) = &cursor.head {
+                    queue.push(Reverse((head.at, i)));
+                }
             }
-            builders[index].push(names, &mut sites, event);
-            any = true;
-        }
-        cursor.advance(&mut decoder, names, &mut interned, &mut planes)?;
-        if let Some(head) = &cursor.head {
-            queue.push(Reverse((head.at, i)));
-        }
-    }
-    Ok(Collected {
-        decoder,
-        builders,
-        any,
+            sender.send(batch).map_err(|_| Fallback)
+        };
+        let merged = merge();
+        drop(sender);
+        let (builders, any) = builder
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        merged?;
+        Ok(Collected {
+            decoder,
+            builders,
+            any,
+        })
     })
 }
+
+/// Events per batch handed to the building thread, and batches in flight:
+/// enough to keep both threads busy, little memory (about 100 KiB a batch).
+const BATCH: usize = 1024;
+const BATCHES_IN_FLIGHT: usize = 8;
 
 /// Reads the allocator events in file order, as they are laid out, and sorts
 /// them: for lines out of time order, and to report the first damage in file
@@ -962,7 +997,7 @@ fn sequential(
     let mut sites = SiteCache::default();
     for event in &events {
         if let Some(builder) = builders.get_mut(event.allocator as usize) {
-            builder.push(names, &mut sites, event);
+            builder.push(event, sites.site(names, event));
         }
     }
     Ok(Collected {
@@ -1099,7 +1134,7 @@ impl Default for MemoryBuilder {
 }
 
 impl MemoryBuilder {
-    fn push(&mut self, names: &mut Names, sites: &mut SiteCache, e: &RawEvent) {
+    fn push(&mut self, e: &RawEvent, site: SiteId) {
         let first = *self.first.get_or_insert(*e);
         let memory = &mut self.memory;
         let bytes = e.allocation_bytes().or(e.requested()).unwrap_or(0);
@@ -1108,7 +1143,7 @@ impl MemoryBuilder {
             requested: e.requested().unwrap_or(bytes),
             count: 1,
             address: e.address(),
-            site: sites.site(names, e),
+            site,
         };
         let id = if e.free {
             match e.address().and_then(|a| self.live.remove(&a)) {
