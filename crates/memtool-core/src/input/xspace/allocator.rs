@@ -23,7 +23,7 @@
 //!   `Trace('train', step_num=k)`, JAX `StepTraceAnnotation`).
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::BinaryHeap;
 use std::sync::mpsc;
 
 use rustc_hash::FxHashMap;
@@ -209,6 +209,9 @@ pub(crate) fn read(profile: &mut Profile, path: &str, source: &dyn ByteSource) -
 const SKIM_CHUNK: usize = 64 << 10;
 /// How much of the input the lines' windows read at a time, all together.
 const LINE_CHUNKS: usize = 4 << 20;
+/// Lines merged at most (a cursor and a window each); a host plane with more
+/// threads than this is read in file order and sorted.
+const MAX_MERGED_LINES: usize = 4096;
 
 /// `profile_start_time` of the `Task Environment` plane, in ns since the epoch.
 fn profile_start_ns(window: &mut Window<'_>) -> Result<Option<i64>, StreamError> {
@@ -311,7 +314,7 @@ struct AllocatorSeen {
 struct Decoder {
     allocators: Vec<AllocatorSeen>,
     /// Step number → span, merged over every event that marks it.
-    steps: HashMap<i64, Step>,
+    steps: FxHashMap<i64, Step>,
     bad_times: u64,
 }
 
@@ -319,7 +322,7 @@ impl Decoder {
     fn new() -> Decoder {
         Decoder {
             allocators: Vec::new(),
-            steps: HashMap::new(),
+            steps: FxHashMap::default(),
             bad_times: 0,
         }
     }
@@ -605,16 +608,24 @@ impl Decoder {
         let (mut metadata_id, mut offset_ps) = (0, 0);
         let mut raw = RawEvent::new(0, seen, false);
         let mut strings: [Option<StatValue<'_>>; 3] = [None; 3];
-        let mut dtype: Option<Option<&'static str>> = None;
+        let mut dtype: Option<Option<usize>> = None;
         let mut allocator = AllocatorStat::Unset;
+        // Events of other kinds (most of a host trace) need only framing:
+        // their stats are skipped once the metadata id says so.
+        let wanted = |id: &i64| plane.allocs.contains(id) || plane.frees.contains(id);
+        let (mut skip_stats, mut skipped) = (false, false);
         let mut pos = 0;
         while pos < bytes.len() {
             let Some((number, value)) = next_field(bytes, &mut pos) else {
                 return Err(Fallback);
             };
             match (number, value) {
-                (1, v) => metadata_id = as_i64(v).unwrap_or(0),
+                (1, v) => {
+                    metadata_id = as_i64(v).unwrap_or(0);
+                    skip_stats = !plane.has_steps && !wanted(&metadata_id);
+                }
                 (2, v) => offset_ps = as_i64(v).unwrap_or(0),
+                (4, Value::Bytes(_)) if skip_stats => skipped = true,
                 (4, Value::Bytes(b)) => {
                     let (id, v) = stat(b).ok_or(Fallback)?;
                     let Some(key) = plane.keys.get(id) else {
@@ -643,7 +654,7 @@ impl Decoder {
                         Key::TfOp => strings[OP] = Some(v),
                         Key::Shape => strings[SHAPE] = Some(v),
                         Key::Region => strings[REGION - 1] = Some(v),
-                        Key::DataType => dtype = Some(v.as_i64().and_then(dtype_name)),
+                        Key::DataType => dtype = Some(v.as_i64().and_then(dtype_index)),
                         Key::StepNum => {}
                     }
                 }
@@ -652,6 +663,10 @@ impl Decoder {
         }
         let is_alloc = plane.allocs.contains(&metadata_id);
         let is_free = plane.frees.contains(&metadata_id);
+        if skipped && (is_alloc || is_free) {
+            // A second metadata id made it an allocator event after all.
+            return Ok(self.event(names, plane, clock, bytes, base, seen)?);
+        }
         if !is_alloc && !is_free {
             if !plane.has_steps {
                 return Ok(None);
@@ -709,13 +724,13 @@ impl Decoder {
                 }
             }),
         };
-        if let Some(name) = dtype {
-            let id = name.map(|name| {
-                let code = DTYPE_CODES.iter().position(|&n| n == name).unwrap_or(0);
-                if interned.dtypes.len() <= code {
-                    interned.dtypes.resize(code + 1, None);
+        if let Some(index) = dtype {
+            let id = index.map(|i| {
+                if interned.dtypes.len() <= i {
+                    interned.dtypes.resize(i + 1, None);
                 }
-                *interned.dtypes[code].get_or_insert_with(|| names.string(name))
+                let name = DTYPE_CODES.get(i).copied().unwrap_or("unknown");
+                *interned.dtypes[i].get_or_insert_with(|| names.string(name))
             });
             raw.set_string(DTYPE, id);
         }
@@ -856,6 +871,9 @@ fn merged(
         }
     }
     drop(skim);
+    if lines.len() > MAX_MERGED_LINES {
+        return Err(Fallback);
+    }
 
     let mut decoder = Decoder::new();
     let mut interned = Interned::default();
@@ -1308,13 +1326,19 @@ const DTYPE_CODES: [&str; 31] = [
 
 /// TensorFlow's `DataType` enum, named as `DataTypeString` names it.
 fn dtype_name(code: i64) -> Option<&'static str> {
+    dtype_index(code).map(|i| DTYPE_CODES.get(i).copied().unwrap_or("unknown"))
+}
+
+/// Where a `DataType` code's name is in [`DTYPE_CODES`] (its length for
+/// codes it does not list, named "unknown").
+fn dtype_index(code: i64) -> Option<usize> {
     // 0 is "not set" on frees; the allocation's own type is what counts.
     match code {
-        1.. => usize::try_from(code)
-            .ok()
-            .and_then(|i| DTYPE_CODES.get(i))
-            .copied()
-            .or(Some("unknown")),
+        1.. => Some(
+            usize::try_from(code)
+                .unwrap_or(usize::MAX)
+                .min(DTYPE_CODES.len()),
+        ),
         _ => None,
     }
 }
