@@ -5,6 +5,7 @@
 //! streams the result, so a 10^7-event or >2 GiB file needs only the
 //! pattern's memory.
 
+mod hlo;
 mod pickle;
 mod pprof;
 mod torch_snapshot;
@@ -27,6 +28,7 @@ use clap::{Parser, Subcommand};
 
 Examples:
   memtool-gen xspace --events 1000000 -o big.xplane.pb
+  memtool-gen hlo --buffers 1000000 -o big-module.xplane.pb
   memtool-gen torch-snapshot --entries 1000000 -o big.pickle
   memtool-gen torch-trace --events 1000000 -o big.pt.trace.json
   memtool-gen pprof --samples 100000 --snapshots 9 -o series/"
@@ -43,6 +45,17 @@ enum Command {
         #[arg(long, value_name = "N")]
         events: u64,
         /// Pattern XSpace with allocator events.
+        #[arg(long, value_name = "FILE")]
+        from: Option<PathBuf>,
+        #[arg(short, long, value_name = "FILE")]
+        output: PathBuf,
+    },
+    /// XSpace with one compiled program (Memory Viewer input) whose heap
+    /// simulator trace covers about N logical buffers.
+    Hlo {
+        #[arg(long, value_name = "N")]
+        buffers: u64,
+        /// Pattern XSpace with compiled programs (JAX).
         #[arg(long, value_name = "FILE")]
         from: Option<PathBuf>,
         #[arg(short, long, value_name = "FILE")]
@@ -127,6 +140,15 @@ fn run(cli: Cli) -> Result<()> {
             let pattern = read_pattern(&from, "xspace/tf_cnn.xplane.pb")?;
             let n = write_file(&output, |out| xspace::generate(&pattern, events, out))?;
             eprintln!("{}: {events} allocator events, {n} bytes", output.display());
+        }
+        Command::Hlo {
+            buffers,
+            from,
+            output,
+        } => {
+            let pattern = read_pattern(&from, "xspace/jax_transformer_small.xplane.pb")?;
+            let n = write_file(&output, |out| hlo::generate(&pattern, buffers, out))?;
+            eprintln!("{}: ~{buffers} buffers, {n} bytes", output.display());
         }
         Command::TorchSnapshot {
             entries,

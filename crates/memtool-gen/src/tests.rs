@@ -263,3 +263,39 @@ fn pprof_series_is_read_back_by_memtool() {
     // The growing stack holds one more copy per snapshot.
     assert_eq!(at(2), (expected + 3 * first, 1001));
 }
+
+#[test]
+fn hlo_module_repeats_its_heap_trace_with_the_same_peak() {
+    let Some(p) = pattern("xspace/jax_transformer_small.xplane.pb") else {
+        return;
+    };
+    let load = |bytes: Vec<u8>| {
+        memtool_core::load(
+            vec![memtool_core::Source::from_bytes("gen.xplane.pb", bytes)],
+            &Default::default(),
+        )
+        .unwrap()
+    };
+    let per_rep = hlo::buffers_per_repetition(&p).unwrap();
+    assert!(per_rep > 10, "{per_rep}");
+    let mut out = Vec::new();
+    hlo::generate(&p, 3 * per_rep, &mut out).unwrap();
+    let scaled = load(out);
+    let original = load(p);
+    // One module, the pattern's biggest (its training step), with three
+    // times the events of each memory space and the same peaks.
+    assert!(!scaled.memories.is_empty());
+    for m in &scaled.memories {
+        assert_eq!(m.kind, memtool_core::model::MemoryKind::ProgramSpace);
+        assert!(m.id.starts_with("jit_train_step("), "{}", m.id);
+        let o = original.memories.iter().find(|o| o.id == m.id).unwrap();
+        assert_eq!(m.events.len(), 3 * o.events.len());
+        assert!(m.allocations.len() > 2 * o.allocations.len());
+        let peak = |m| memtool_core::analysis::replay::peak(m).map(|p| p.bytes);
+        assert_eq!(peak(m), peak(o));
+    }
+    assert!(scaled
+        .warnings
+        .iter()
+        .all(|w| !w.message.contains("left out")));
+}

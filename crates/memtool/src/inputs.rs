@@ -54,27 +54,74 @@ fn describe_io(e: &std::io::Error) -> String {
 
 /// Reads the inputs of one command into one profile (a series when several).
 pub fn load(paths: &[String], args: &ReadArgs) -> Result<Profile> {
-    if paths.iter().filter(|p| *p == "-").count() > 1 {
+    let mut profiles = load_several(&[paths], args)?;
+    Ok(profiles.remove(0))
+}
+
+/// Reads the two sides of a comparison, in parallel.
+pub fn load_pair(base: &[String], new: &[String], args: &ReadArgs) -> Result<(Profile, Profile)> {
+    let mut both = load_several(&[base, new], args)?.into_iter();
+    match (both.next(), both.next()) {
+        (Some(base), Some(new)) => Ok((base, new)),
+        _ => bail!("internal error: two profiles expected"),
+    }
+}
+
+/// Reads independent profiles (diff's base and new), each from its own
+/// paths, one thread per profile so both cores parse. Errors are reported in
+/// argument order, whichever thread finished first.
+pub fn load_several(groups: &[&[String]], args: &ReadArgs) -> Result<Vec<Profile>> {
+    let stdin_uses = groups
+        .iter()
+        .flat_map(|paths| paths.iter())
+        .filter(|p| *p == "-")
+        .count();
+    if stdin_uses > 1 {
         bail!("standard input (-) can be given only once");
     }
     let read = memtool_core::timings::span("read files");
-    let mut files = Vec::new();
-    for path in paths {
-        files.extend(expand(path, args.host.as_deref())?);
+    let mut sources = Vec::new();
+    for paths in groups {
+        let mut files = Vec::new();
+        for path in paths.iter() {
+            files.extend(expand(path, args.host.as_deref())?);
+        }
+        let group = files
+            .iter()
+            .map(|p| read_source(p))
+            .collect::<Result<Vec<_>>>()?;
+        sources.push(group);
     }
-    let sources = files
-        .iter()
-        .map(|p| read_source(p))
-        .collect::<Result<Vec<_>>>()?;
     drop(read);
     let options = LoadOptions {
         max_decompressed: args.max_decompressed,
     };
-    let total: u64 = sources.iter().map(|s| s.data.len()).sum();
-    let progress = Progress::start(total, sources.len());
-    let profile = memtool_core::timings::time("parse", || memtool_core::load(sources, &options));
+    let total: u64 = sources.iter().flatten().map(|s| s.data.len()).sum();
+    let files = sources.iter().map(Vec::len).sum();
+    let progress = Progress::start(total, files);
+    let results = memtool_core::timings::time("parse", || {
+        if sources.len() == 1 {
+            return sources
+                .into_iter()
+                .map(|group| memtool_core::load(group, &options))
+                .collect::<Vec<_>>();
+        }
+        std::thread::scope(|scope| {
+            let workers: Vec<_> = sources
+                .into_iter()
+                .map(|group| scope.spawn(|| memtool_core::load(group, &options)))
+                .collect();
+            workers
+                .into_iter()
+                .map(|w| {
+                    w.join()
+                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+                })
+                .collect()
+        })
+    });
     progress.finish();
-    Ok(profile?)
+    Ok(results.into_iter().collect::<Result<Vec<_>, _>>()?)
 }
 
 /// A one-line status on stderr while large inputs are parsed, only when

@@ -288,3 +288,21 @@ fn series_from_committed_fixtures_tell_leaks_from_caches() {
     assert!(top["key"].as_str().unwrap().starts_with("cached_table "));
     let _ = std::io::stdout().flush();
 }
+
+#[test]
+fn diff_reads_both_sides_in_parallel_but_reports_the_base_first() {
+    let dir = temp_dir("diff-both-broken");
+    let raw = raw_profile();
+    // The base fails late (cut in the middle), the new side at once (empty):
+    // the base's error is still the one reported.
+    let base = write(&dir, "base.prof", &raw[..raw.len() / 2]);
+    let new = write(&dir, "new.prof", b"");
+    let err = one_line_error(&["diff", &base, &new], &base);
+    assert!(err.contains("invalid pprof"), "{err}");
+    // Both sides good: the same result as reading them one after the other.
+    let good = fixture("training.prof");
+    let both = json(&["diff", &good, &good]);
+    assert_eq!(both["total"]["base_bytes"], 3735552, "{both}");
+    assert_eq!(both["total"]["delta_bytes"], 0, "{both}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -887,3 +887,48 @@ fn epoch_timestamps_count_from_the_earliest_line() {
     assert_eq!(num(&m["allocations"]), 2);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn hosts_read_in_parallel_give_the_profile_read_one_after_another() {
+    let (Some(cnn), Some(leak)) = (fixture("tf_cnn"), fixture("tf_cnn_leak")) else {
+        return;
+    };
+    let dir = scratch("parallel-hosts");
+    let a = dir.join("worker0.xplane.pb");
+    let b = dir.join("worker1.xplane.pb");
+    let c = dir.join("worker2.xplane.pb");
+    std::fs::copy(&cnn.profile, &a).unwrap();
+    std::fs::copy(&leak.profile, &b).unwrap();
+    // A gzipped host is read in memory, one host after another.
+    let raw = std::fs::read(&cnn.profile).unwrap();
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    std::io::Write::write_all(&mut gz, &raw).unwrap();
+    let c_gz = dir.join("worker2.xplane.pb.gz");
+    std::fs::write(&c_gz, gz.finish().unwrap()).unwrap();
+    std::fs::copy(&cnn.profile, &c).unwrap();
+    for command in ["summary", "peak", "leaks", "frag"] {
+        let parallel = json(&[command, path(&a), path(&b), path(&c)]);
+        let one_by_one = json(&[command, path(&a), path(&b), path(&c_gz)]);
+        let one_by_one = one_by_one
+            .to_string()
+            .replace("worker2.xplane.pb.gz", "worker2.xplane.pb");
+        assert_eq!(parallel.to_string(), one_by_one, "{command}");
+    }
+    // Three allocators named mklcpu: the later hosts' carry their file name.
+    let doc = json(&["summary", path(&a), path(&b), path(&c)]);
+    let ids: Vec<&str> = doc["memories"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        ids,
+        [
+            "mklcpu",
+            "mklcpu (worker1.xplane.pb)",
+            "mklcpu (worker2.xplane.pb)"
+        ]
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -60,11 +60,50 @@ pub struct LoadOptions {
 /// Reads one or more inputs into one profile. Several inputs form a series
 /// (pprof snapshots in command-line order) and must share a format.
 pub fn load(sources: Vec<Source>, options: &LoadOptions) -> Result<Profile> {
-    let mut profile = Profile::default();
-    for source in sources {
-        load_into(&mut profile, source, options)?;
-    }
+    let profile = if sources.len() > 1 && sources.iter().all(is_plain_xspace) {
+        load_hosts(sources, options)?
+    } else {
+        let mut profile = Profile::default();
+        for source in sources {
+            load_into(&mut profile, source, options)?;
+        }
+        profile
+    };
     ensure_memories(&profile)?;
+    Ok(profile)
+}
+
+/// An uncompressed XSpace: one host of a run, readable on its own.
+fn is_plain_xspace(source: &Source) -> bool {
+    head(&source.path, &*source.data).is_ok_and(|h| detect::sniff(&h) == Sniffed::XSpace)
+}
+
+/// The hosts of one run (an XSpace each) hold nothing in common: each is read
+/// on a thread of its own into a profile of its own, and the profiles are
+/// appended in argument order, which gives the profile reading them one after
+/// another would. The first error in argument order is the one reported.
+fn load_hosts(sources: Vec<Source>, options: &LoadOptions) -> Result<Profile> {
+    let read = |source: Source| {
+        let mut profile = Profile::default();
+        load_into(&mut profile, source, options).map(|()| profile)
+    };
+    let hosts: Vec<Result<Profile>> = std::thread::scope(|scope| {
+        let workers: Vec<_> = sources
+            .into_iter()
+            .map(|source| scope.spawn(move || read(source)))
+            .collect();
+        workers
+            .into_iter()
+            .map(|w| {
+                w.join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            })
+            .collect()
+    });
+    let mut profile = Profile::default();
+    for host in hosts {
+        xspace::append_host(&mut profile, host?);
+    }
     Ok(profile)
 }
 

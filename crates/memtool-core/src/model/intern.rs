@@ -209,6 +209,67 @@ impl Names {
 }
 
 /// Iterator over a stack's frames, leaf first.
+/// Where the ids of one [`Names`] went when it was imported into another.
+#[derive(Debug, Default)]
+pub struct Renames {
+    strings: Vec<StrId>,
+    sites: Vec<SiteId>,
+}
+
+impl Renames {
+    pub fn string(&self, id: StrId) -> StrId {
+        self.strings.get(id.index()).copied().unwrap_or_default()
+    }
+
+    pub fn site(&self, id: SiteId) -> SiteId {
+        self.sites.get(id.index()).copied().unwrap_or_default()
+    }
+}
+
+impl Names {
+    /// Interns everything `other` holds, table by table in `other`'s id
+    /// order. Readers intern in an order that does not depend on what the
+    /// table already holds, so a profile read alone and imported gets the
+    /// very ids it would have had if it had been read into this table.
+    pub fn import(&mut self, other: &Names) -> Renames {
+        let strings: Vec<StrId> = other.strings.iter().map(|s| self.string(s)).collect();
+        let rename = |id: StrId| strings.get(id.index()).copied().unwrap_or_default();
+        let frames: Vec<FrameId> = other
+            .frames
+            .iter()
+            .map(|f| {
+                self.frame(Frame {
+                    function: rename(f.function),
+                    file: rename(f.file),
+                    line: f.line,
+                })
+            })
+            .collect();
+        // A node's caller is always an earlier node, so one pass in order
+        // renames every caller before it is needed.
+        let mut stacks = vec![StackId(0); other.stacks.len()];
+        for (i, node) in other.stacks.iter().enumerate().skip(1) {
+            let caller = stacks.get(node.caller.index()).copied().unwrap_or_default();
+            let frame = frames.get(node.frame.index()).copied();
+            stacks[i] = frame.map_or(caller, |frame| self.push_frame(caller, frame));
+        }
+        let sites = other
+            .sites
+            .iter()
+            .map(|site| {
+                self.site(Site {
+                    stack: stacks.get(site.stack.index()).copied().unwrap_or_default(),
+                    op: site.op.map(rename),
+                    shape: site.shape.map(rename),
+                    dtype: site.dtype.map(rename),
+                    category: site.category.map(rename),
+                })
+            })
+            .collect();
+        Renames { strings, sites }
+    }
+}
+
 pub struct StackFrames<'a> {
     names: &'a Names,
     next: StackId,
@@ -230,6 +291,53 @@ impl Iterator for StackFrames<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_imported_table_gets_the_ids_it_would_have_had() {
+        // What a reader does: intern a site with a two-frame stack.
+        let read = |names: &mut Names, function: &str, op: &str| {
+            let function = names.string(function);
+            let file = names.string("model.py");
+            let leaf = names.frame(Frame {
+                function,
+                file,
+                line: 3,
+            });
+            let caller = names.frame(Frame {
+                function: file,
+                file,
+                line: 1,
+            });
+            let stack = names.stack_leaf_first(&[leaf, caller]);
+            let op = names.optional_string(op);
+            names.site(Site {
+                stack,
+                op,
+                ..Site::default()
+            })
+        };
+        // Sequentially into one table...
+        let mut one = Names::default();
+        read(&mut one, "first", "add");
+        let second_in_one = read(&mut one, "second", "mul");
+        // ...and the second read alone, then imported.
+        let mut merged = Names::default();
+        read(&mut merged, "first", "add");
+        let mut alone = Names::default();
+        let second_alone = read(&mut alone, "second", "mul");
+        let renames = merged.import(&alone);
+        assert_eq!(renames.site(second_alone), second_in_one);
+        let site = *merged.site_of(second_in_one);
+        assert_eq!(merged.stack_label(site.stack), one.stack_label(site.stack));
+        assert_eq!(
+            merged.stack_label(site.stack),
+            "second model.py:3 <- model.py model.py:1"
+        );
+        assert_eq!(merged.strings.len(), one.strings.len());
+        assert_eq!(merged.frames, one.frames);
+        assert_eq!(merged.stacks, one.stacks);
+        assert_eq!(merged.sites, one.sites);
+    }
 
     #[test]
     fn stacks_share_their_callers() {

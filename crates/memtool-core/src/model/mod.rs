@@ -13,7 +13,7 @@
 
 mod intern;
 
-pub use intern::{Frame, FrameId, Names, Site, SiteId, StackFrames, StackId, StrId};
+pub use intern::{Frame, FrameId, Names, Renames, Site, SiteId, StackFrames, StackId, StrId};
 
 use std::collections::BTreeMap;
 
@@ -452,6 +452,23 @@ impl Memory {
             program: None,
             segments: Vec::new(),
             recorded_events: BTreeMap::new(),
+        }
+    }
+
+    /// Points the memory's ids at the table its names were imported into.
+    pub fn rename(&mut self, renames: &Renames) {
+        for a in &mut self.allocations {
+            a.site = renames.site(a.site);
+        }
+        if let Some(program) = &mut self.program {
+            for b in program.buffers.iter_mut().flatten() {
+                b.name = renames.string(b.name);
+                b.opcode = b.opcode.map(|s| renames.string(s));
+                b.phase = b.phase.map(|s| renames.string(s));
+            }
+        }
+        for segment in &mut self.segments {
+            segment.pool = segment.pool.map(|s| renames.string(s));
         }
     }
 

@@ -67,8 +67,11 @@ fn parse_limit(text: &str) -> Result<GrowthLimit, String> {
 }
 
 pub fn run(args: &DiffArgs) -> Result<Outcome> {
-    let base = inputs::load(std::slice::from_ref(&args.base), &args.read)?;
-    let new = inputs::load(std::slice::from_ref(&args.new), &args.read)?;
+    let (base, new) = inputs::load_pair(
+        std::slice::from_ref(&args.base),
+        std::slice::from_ref(&args.new),
+        &args.read,
+    )?;
     let report = memtool_core::timings::time("analysis", || {
         diff::diff_by(
             &base,

@@ -91,8 +91,7 @@ pub fn run(args: &RenderArgs) -> Result<Outcome> {
         ..RenderOptions::default()
     };
     let text = if args.files.len() == 2 && !args.series {
-        let base = inputs::load(std::slice::from_ref(&args.files[0]), &args.read)?;
-        let new = inputs::load(std::slice::from_ref(&args.files[1]), &args.read)?;
+        let (base, new) = inputs::load_pair(&args.files[..1], &args.files[1..], &args.read)?;
         produce(
             Inputs::Diff {
                 base: &base,

@@ -17,16 +17,16 @@
 //! the first holder's allocation until the last holder frees it. Each such
 //! period is one model allocation, named after the buffer that started it.
 
+mod assignment;
 mod plane;
 mod shape;
 
 use std::collections::{BTreeSet, HashMap};
 
+use assignment::{Decoded, LogicalBuffer, Trace};
 use memtool_proto::xla::{
-    BufferAllocationProto, HeapSimulatorTrace, HloInstructionProto, HloProto, LogicalBufferProto,
-    ShapeProto, StackFrameIndexProto,
+    BufferAllocationProto, HloInstructionProto, ShapeProto, StackFrameIndexProto,
 };
-use prost::Message;
 
 use crate::error::Result;
 use crate::input::source::ByteSource;
@@ -53,17 +53,14 @@ pub(crate) fn read(profile: &mut Profile, path: &str, source: &dyn ByteSource) -
     // The XSpace reader that runs first has recorded the input.
     let modules = plane::modules(path, source)?;
     for module in modules {
-        match HloProto::decode(&*module.hlo_proto) {
+        match Decoded::parse(&module.hlo_proto) {
             Ok(hlo) => Module::new(&hlo, module.program_id).read_into(profile, path),
             Err(e) => profile.warn(
                 path,
                 format!(
                     "the HLO module with program id {} (at byte {}) is not a valid xla.HloProto \
-                     and was skipped: {}",
-                    module.program_id,
-                    module.offset,
-                    e.to_string()
-                        .replace("failed to decode Protobuf message: ", "")
+                     and was skipped: {e}",
+                    module.program_id, module.offset,
                 ),
             ),
         }
@@ -97,7 +94,7 @@ fn size(bytes: i64) -> u64 {
 
 /// A logical buffer that the buffer assignment placed in an allocation.
 struct Buffer<'h> {
-    proto: &'h LogicalBufferProto,
+    proto: &'h LogicalBuffer,
     /// Position in `buffer_allocations`.
     allocation: usize,
     instruction: &'h HloInstructionProto,
@@ -114,10 +111,7 @@ impl Buffer<'_> {
     }
 
     fn shape_index(&self) -> &[i64] {
-        self.proto
-            .defined_at
-            .as_ref()
-            .map_or(&[][..], |d| &d.shape_index[..])
+        &self.proto.shape_index
     }
 
     /// `name`, or `name{1,0}` for a tuple element, as XProf writes it.
@@ -132,10 +126,10 @@ impl Buffer<'_> {
 }
 
 struct Module<'h> {
-    hlo: &'h HloProto,
+    hlo: &'h Decoded<'h>,
     name: String,
     allocations: &'h [BufferAllocationProto],
-    traces: &'h [HeapSimulatorTrace],
+    traces: &'h [Trace<'h>],
     buffers: HashMap<i64, Buffer<'h>>,
     /// Allocation position → the trace that simulates it (XProf trusts the
     /// allocation of a trace's first event, not `buffer_allocation_index`).
@@ -146,8 +140,8 @@ struct Module<'h> {
 }
 
 impl<'h> Module<'h> {
-    fn new(hlo: &'h HloProto, program_id: u64) -> Module<'h> {
-        let module = hlo.hlo_module.as_ref();
+    fn new(hlo: &'h Decoded<'h>, program_id: u64) -> Module<'h> {
+        let module = hlo.module.as_ref();
         let name = module.map_or("", |m| m.name.as_str());
         let instructions: HashMap<i64, &HloInstructionProto> = module
             .into_iter()
@@ -160,14 +154,10 @@ impl<'h> Module<'h> {
                 .as_ref()
                 .is_some_and(|m| m.op_name.contains("transpose("))
         });
-        let assignment = hlo.buffer_assignment.as_ref();
-        let logical: HashMap<i64, &LogicalBufferProto> = assignment
-            .into_iter()
-            .flat_map(|a| &a.logical_buffers)
-            .map(|b| (b.id, b))
-            .collect();
-        let allocations = assignment.map_or(&[][..], |a| &a.buffer_allocations[..]);
-        let traces = assignment.map_or(&[][..], |a| &a.heap_simulator_traces[..]);
+        let logical: HashMap<i64, &LogicalBuffer> =
+            hlo.logical_buffers.iter().map(|b| (b.id, b)).collect();
+        let allocations = &hlo.allocations[..];
+        let traces = &hlo.traces[..];
         let mut buffers = HashMap::new();
         let mut missing = 0usize;
         for (position, allocation) in allocations.iter().enumerate() {
@@ -176,14 +166,12 @@ impl<'h> Module<'h> {
                     missing += 1;
                     continue;
                 };
-                let defined_at = proto.defined_at.as_ref();
-                let Some(&instruction) =
-                    defined_at.and_then(|d| instructions.get(&d.instruction_id))
+                let Some(&instruction) = proto.instruction_id.and_then(|id| instructions.get(&id))
                 else {
                     missing += 1;
                     continue;
                 };
-                let index = defined_at.map_or(&[][..], |d| &d.shape_index[..]);
+                let index = &proto.shape_index[..];
                 let shape = instruction
                     .shape
                     .as_ref()
@@ -201,7 +189,7 @@ impl<'h> Module<'h> {
         }
         let mut trace_of = HashMap::new();
         for (i, trace) in traces.iter().enumerate() {
-            let first = trace.events.first().and_then(|e| buffers.get(&e.buffer_id));
+            let first = trace.first_buffer_id().and_then(|id| buffers.get(&id));
             if let Some(buffer) = first {
                 trace_of.insert(buffer.allocation, i);
             }
@@ -265,8 +253,7 @@ impl<'h> Module<'h> {
             let mut best: Option<(usize, usize)> = None;
             for (i, trace) in self.traces.iter().enumerate() {
                 let count = trace
-                    .events
-                    .iter()
+                    .events()
                     .filter(|e| {
                         self.buffers
                             .get(&e.buffer_id)
@@ -298,7 +285,7 @@ impl<'h> Module<'h> {
 
     fn stack_frames(&self) -> Option<&'h StackFrameIndexProto> {
         self.hlo
-            .hlo_module
+            .module
             .as_ref()
             .and_then(|m| m.stack_frame_index.as_ref())
     }
@@ -447,14 +434,14 @@ impl<'m, 'h, 'p> SpaceReader<'m, 'h, 'p> {
         }
     }
 
-    fn simulate(&mut self, trace: &HeapSimulatorTrace) {
+    fn simulate(&mut self, trace: &Trace<'h>) {
         let mut shares: HashMap<i64, Share> = HashMap::new();
         // Canonical buffer id → the allocation holding its bytes now.
         let mut holding: HashMap<i64, AllocId> = HashMap::new();
         let mut step_ids: HashMap<&str, u32> = HashMap::new();
         let (mut over_freed, mut unknown_kind, mut unknown_buffer) = (0usize, 0usize, 0usize);
-        for (i, event) in trace.events.iter().enumerate() {
-            let name = event.instruction_name.as_str();
+        for (i, event) in trace.events().enumerate() {
+            let name = event.instruction_name;
             let step = (!name.is_empty()).then(|| {
                 *step_ids.entry(name).or_insert_with(|| {
                     self.info.steps.push(name.to_string());
@@ -721,8 +708,10 @@ mod tests {
     use memtool_proto::xla::heap_simulator_trace::Event as TraceEvent;
     use memtool_proto::xla::logical_buffer_proto::Location;
     use memtool_proto::xla::{
-        BufferAssignmentProto, HloComputationProto, HloModuleProto, OpMetadata,
+        BufferAssignmentProto, HeapSimulatorTrace, HloComputationProto, HloModuleProto, HloProto,
+        LogicalBufferProto, OpMetadata,
     };
+    use prost::Message;
 
     const MIB: i64 = 1 << 20;
     const U64: i32 = 9;
@@ -823,7 +812,9 @@ mod tests {
 
     fn read(hlo: &HloProto) -> Profile {
         let mut profile = Profile::default();
-        Module::new(hlo, 7).read_into(&mut profile, "test");
+        let bytes = hlo.encode_to_vec();
+        let decoded = Decoded::parse(&bytes).unwrap();
+        Module::new(&decoded, 7).read_into(&mut profile, "test");
         profile
     }
 

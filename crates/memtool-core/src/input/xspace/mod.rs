@@ -20,7 +20,7 @@ use std::collections::HashMap;
 use super::wire::{Fields, Value, WireError};
 use crate::error::{Error, Result};
 use crate::input::source::ByteSource;
-use crate::model::{Format, InputInfo, Profile};
+use crate::model::{Format, InputInfo, MemoryKind, Profile};
 
 pub(crate) use stream::{PlaneAt, Planes, StreamError, Window};
 
@@ -34,6 +34,40 @@ pub(crate) fn read(profile: &mut Profile, path: &str, source: &dyn ByteSource) -
         executables: None,
     });
     Ok(())
+}
+
+/// Adds `host`, an XSpace read into a profile of its own, to the profile of
+/// the other hosts of its run: its names are imported and its memories
+/// renamed as reading it into `profile` would have named them (an allocator
+/// whose name another host already uses gets the file name appended, in its
+/// warnings too).
+pub(crate) fn append_host(profile: &mut Profile, host: Profile) {
+    let Profile {
+        inputs,
+        names,
+        memories,
+        mut warnings,
+    } = host;
+    let renames = profile.names.import(&names);
+    drop(names);
+    for mut memory in memories {
+        memory.rename(&renames);
+        let taken = profile.memories.iter().any(|m| m.id == memory.id);
+        if taken && memory.kind == MemoryKind::Allocator {
+            let file = inputs.first().map_or("", |i| allocator::file_name(&i.path));
+            let renamed = format!("{} ({file})", memory.id);
+            let prefix = format!("{}: ", memory.id);
+            for w in &mut warnings {
+                if let Some(rest) = w.message.strip_prefix(&prefix) {
+                    w.message = format!("{renamed}: {rest}");
+                }
+            }
+            memory.id = renamed;
+        }
+        profile.memories.push(memory);
+    }
+    profile.inputs.extend(inputs);
+    profile.warnings.extend(warnings);
 }
 
 /// The error for a framing problem found while walking `path`.
@@ -483,6 +517,62 @@ impl StatValue<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_host_whose_allocator_name_is_taken_is_renamed_with_its_warnings() {
+        use crate::model::{Allocation, Axis, Memory, Site};
+        let host = |path: &str, op: &str| {
+            let mut p = Profile::default();
+            let op = Some(p.names.string(op));
+            let site = p.names.site(Site {
+                op,
+                ..Site::default()
+            });
+            let mut m = Memory::new("GPU_0_bfc", MemoryKind::Allocator, Axis::TimePs);
+            m.push_allocation(Allocation {
+                bytes: 8,
+                requested: 8,
+                count: 1,
+                address: None,
+                site,
+            });
+            p.memories.push(m);
+            p.warn(
+                path,
+                "GPU_0_bfc: reserved stack size changes during the profile",
+            );
+            p.warn(path, "something else");
+            p.inputs.push(InputInfo {
+                path: path.into(),
+                format: Format::XSpace,
+                executables: None,
+            });
+            p
+        };
+        let mut run = Profile::default();
+        append_host(&mut run, host("run/worker0.xplane.pb", "MatMul"));
+        append_host(&mut run, host("run/worker1.xplane.pb", "Conv2D"));
+        let ids: Vec<&str> = run.memories.iter().map(|m| m.id.as_str()).collect();
+        assert_eq!(ids, ["GPU_0_bfc", "GPU_0_bfc (worker1.xplane.pb)"]);
+        let messages: Vec<&str> = run.warnings.iter().map(|w| w.message.as_str()).collect();
+        assert_eq!(
+            messages,
+            [
+                "GPU_0_bfc: reserved stack size changes during the profile",
+                "something else",
+                "GPU_0_bfc (worker1.xplane.pb): reserved stack size changes during the profile",
+                "something else",
+            ]
+        );
+        // Sites point into the run's table.
+        let op = |m: &Memory| {
+            let site = run.names.site_of(m.allocations[0].site);
+            run.names.str(site.op.unwrap()).to_string()
+        };
+        assert_eq!(op(&run.memories[0]), "MatMul");
+        assert_eq!(op(&run.memories[1]), "Conv2D");
+        assert_eq!(run.inputs.len(), 2);
+    }
 
     fn varint(out: &mut Vec<u8>, mut v: u64) {
         while v >= 0x80 {
