@@ -185,6 +185,9 @@ impl RawEvent {
     }
 }
 
+/// Reads the allocator events of `source` into one memory per allocator: by
+/// the merged walk, else (a line out of time order, damage) by the walk in
+/// file order, which gives the same memories, or the error.
 pub(crate) fn read(profile: &mut Profile, path: &str, source: &dyn ByteSource) -> Result<()> {
     let mut window = Window::new(source, SKIM_CHUNK);
     let start_ns = profile_start_ns(&mut window).map_err(|e| e.into_error(path))?;

@@ -8,8 +8,13 @@
 //! metadata maps (names of event and stat types) are collected into memory;
 //! they are small next to the events.
 //!
-//! The walker is shared by every reader of XSpace content (allocator events in
-//! [`allocator`]; compiled programs on `/host:metadata`).
+//! XSpace files also outgrow memory, so the input is never held whole:
+//! [`stream`] walks it through its `ByteSource`, skimming planes by field
+//! headers and reading lines through a window; the planes read whole
+//! (`Task Environment`, `/host:metadata`) and single events are walked here,
+//! as bytes at their absolute offset in the input. Both are shared by every
+//! reader of XSpace content (allocator events in [`allocator`]; compiled
+//! programs on `/host:metadata`).
 
 mod allocator;
 mod stream;
