@@ -232,7 +232,7 @@ fn the_ring_buffer_and_its_end_state_are_explained() {
     let reserved: Vec<u64> = m
         .allocator_samples
         .iter()
-        .filter_map(|s| s.reserved_bytes)
+        .filter_map(|s| s.reserved_bytes())
         .collect();
     assert_eq!(reserved, vec![2 << 20, 3 << 20, 3 << 20]);
     let warnings = summary["warnings"].to_string();

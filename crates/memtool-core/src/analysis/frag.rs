@@ -102,8 +102,8 @@ pub struct GroupBytes {
 
 /// The allocator's fragmentation figure in a sample, when it has one.
 pub fn sample_fragmentation(s: &AllocatorSample) -> Option<f64> {
-    s.fragmentation.filter(|f| f.is_finite()).or_else(|| {
-        let (largest, free) = (s.largest_free_block?, s.free_bytes?);
+    s.fragmentation().filter(|f| f.is_finite()).or_else(|| {
+        let (largest, free) = (s.largest_free_block()?, s.free_bytes()?);
         (free > 0).then(|| 1.0 - largest.min(free) as f64 / free as f64)
     })
 }
@@ -246,8 +246,8 @@ fn point_frag(
         at: p.at,
         label: point_label(memory, p.index, p.at),
         allocator_fragmentation: s.and_then(sample_fragmentation),
-        in_use_bytes: s.and_then(|s| s.allocated_bytes).unwrap_or(p.bytes),
-        free_bytes: s.and_then(|s| s.free_bytes),
+        in_use_bytes: s.and_then(|s| s.allocated_bytes()).unwrap_or(p.bytes),
+        free_bytes: s.and_then(|s| s.free_bytes()),
         live_allocations: p.buffers,
         address: address_fragmentation(memory, &live),
         top_groups,
@@ -436,16 +436,11 @@ mod tests {
 
     #[test]
     fn largest_free_block_stands_in_for_a_missing_figure() {
-        let s = AllocatorSample {
-            free_bytes: Some(1000),
-            largest_free_block: Some(250),
-            ..AllocatorSample::default()
-        };
+        let s = AllocatorSample::default()
+            .with_free_bytes(Some(1000))
+            .with_largest_free_block(Some(250));
         assert_eq!(sample_fragmentation(&s), Some(0.75));
-        let reported = AllocatorSample {
-            fragmentation: Some(0.1),
-            ..s
-        };
+        let reported = s.with_fragmentation(Some(0.1));
         assert_eq!(sample_fragmentation(&reported), Some(0.1));
     }
 }

@@ -123,10 +123,10 @@ impl AllocatorState {
         };
         AllocatorState {
             capacity_bytes: s
-                .allocated_bytes
-                .zip(s.free_bytes)
+                .allocated_bytes()
+                .zip(s.free_bytes())
                 .map(|(a, f)| a.saturating_add(f)),
-            fragmentation: s.fragmentation,
+            fragmentation: s.fragmentation(),
         }
     }
 }

@@ -190,7 +190,7 @@ pub fn reported_peak(memory: &Memory, ties: Ties) -> Option<Peak> {
         .enumerate()
         .filter(|_| dense)
     {
-        let Some(bytes) = s.allocated_bytes else {
+        let Some(bytes) = s.allocated_bytes() else {
             continue;
         };
         let better = match (best, ties) {

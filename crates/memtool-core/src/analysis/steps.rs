@@ -36,17 +36,18 @@ pub fn per_step(memory: &Memory) -> Vec<StepStats> {
     }
     let aligned = memory.allocator_samples.len() == memory.events.len();
     let mut rows: Vec<StepStats> = Vec::new();
+    let mut steps = StepCursor::default();
     replay::for_each_point(memory, |p| {
         let Some(event) = p.index.checked_sub(1).and_then(|i| memory.events.get(i)) else {
             return;
         };
-        let Some(step) = memory.step_at(event.at) else {
+        let Some(step) = steps.step_at(memory, event.at) else {
             return;
         };
         let in_use = aligned
             .then(|| memory.allocator_samples.get(p.index - 1))
             .flatten()
-            .and_then(|s| s.allocated_bytes)
+            .and_then(|s| s.allocated_bytes())
             .unwrap_or(p.bytes);
         if rows.last().is_none_or(|r| r.step != step.id) {
             rows.push(StepStats {
@@ -85,6 +86,37 @@ pub fn per_step(memory: &Memory) -> Vec<StepStats> {
         row.end_point = p.index;
     });
     rows
+}
+
+/// [`Memory::step_at`] for positions that mostly come in order (events):
+/// profiles have a step per few dozen events, so walking the steps along
+/// beats a binary search per event.
+#[derive(Default)]
+struct StepCursor {
+    /// Steps starting at or before the last position asked for.
+    after: usize,
+    last_at: Option<i64>,
+}
+
+impl StepCursor {
+    fn step_at<'m>(&mut self, memory: &'m Memory, at: i64) -> Option<&'m crate::model::Step> {
+        let steps = &memory.steps;
+        if self.last_at.is_some_and(|last| at >= last) {
+            while steps.get(self.after).is_some_and(|s| s.start <= at) {
+                self.after += 1;
+            }
+        } else {
+            self.after = steps.partition_point(|s| s.start <= at);
+        }
+        self.last_at = Some(at);
+        // As `Memory::step_at`: the step holding `at`, else the next one.
+        if let Some(step) = self.after.checked_sub(1).and_then(|i| steps.get(i)) {
+            if at <= step.end {
+                return Some(step);
+            }
+        }
+        steps.get(self.after)
+    }
 }
 
 #[cfg(test)]
@@ -143,5 +175,23 @@ mod tests {
             (2, 1, 40)
         );
         assert_eq!((rows[1].end_bytes, rows[1].end_point), (40, 4));
+    }
+
+    #[test]
+    fn the_step_cursor_answers_as_step_at_in_and_out_of_order() {
+        let mut m = Memory::new("m", MemoryKind::Allocator, Axis::TimePs);
+        // Overlapping, gapped and empty spans.
+        for (id, start, end) in [(0, 0, 10), (1, 5, 8), (2, 20, 30), (3, 20, 21), (4, 40, 40)] {
+            m.steps.push(Step { id, start, end });
+        }
+        let mut cursor = StepCursor::default();
+        let positions = (-3..50).chain([7, 2, 45, 20, 20, 19, 60, -1]);
+        for at in positions {
+            assert_eq!(
+                cursor.step_at(&m, at).map(|s| s.id),
+                m.step_at(at).map(|s| s.id),
+                "{at}"
+            );
+        }
     }
 }

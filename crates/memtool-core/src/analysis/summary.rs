@@ -122,7 +122,7 @@ pub fn summarize(profile: &Profile, options: &Options) -> SummaryReport {
             .allocator_samples
             .last()
             .filter(|_| memory.allocator_samples.len() == memory.events.len())
-            .and_then(|s| s.allocated_bytes)
+            .and_then(|s| s.allocated_bytes())
             .unwrap_or(last.bytes);
         let lifetime_peak = (reports_totals || memory.allocator_peak_bytes.is_some())
             .then(|| memory.allocator_peak_bytes.unwrap_or(0).max(reported.bytes));
@@ -164,14 +164,14 @@ pub fn summarize(profile: &Profile, options: &Options) -> SummaryReport {
                     .allocator_samples
                     .iter()
                     .rev()
-                    .find_map(|s| s.reserved_bytes)
+                    .find_map(|s| s.reserved_bytes())
             }),
             allocated_bytes: layout.as_ref().map(|l| l.allocated_bytes).or_else(|| {
                 memory
                     .allocator_samples
                     .iter()
                     .rev()
-                    .find_map(|s| s.allocated_bytes)
+                    .find_map(|s| s.allocated_bytes())
             }),
             snapshots,
             top_stacks: group::breakdown(&profile.names, &by_site, GroupBy::Stack, &options.frames),

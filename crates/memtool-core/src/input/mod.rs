@@ -218,9 +218,9 @@ fn load_into(profile: &mut Profile, source: Source, options: &LoadOptions) -> Re
         Format::Pprof => pprof::read(profile, &path, &whole(&*data)?),
         Format::XSpace => {
             // One XSpace holds both: allocator events and compiled programs.
-            let bytes = whole(&*data)?;
-            xspace::read(profile, &path, &bytes)?;
-            hlo::read(profile, &path, &bytes)
+            // Both walk it in place, reading only the parts they need.
+            xspace::read(profile, &path, &*data)?;
+            hlo::read(profile, &path, &*data)
         }
         Format::TorchSnapshot => torch::snapshot::read(profile, &path, &*data),
         Format::TorchTrace | Format::TorchMemoryTimeline => {

@@ -130,7 +130,7 @@ impl<'a> Fields<'a> {
                 // The value starts after its length prefix: sub-messages are
                 // framed from there, so their error offsets must be too.
                 value_at = self.base + self.pos;
-                Value::Bytes(self.take(len, "length prefix runs past the end of the data")?)
+                Value::Bytes(self.take(len, PAST_THE_END)?)
             }
             5 => {
                 let b = self.take(4, "truncated fixed32")?;
@@ -143,6 +143,80 @@ impl<'a> Fields<'a> {
         };
         Ok(Some((field as u32, value, value_at)))
     }
+}
+
+/// A field as far as [`Fields::next_header`] reads it: a scalar whole, a
+/// length-delimited field as its claimed length only.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Header {
+    Scalar(Value<'static>),
+    /// The payload's claimed length: not yet checked against any end.
+    Len(u64),
+}
+
+impl Fields<'_> {
+    /// The next field's key and value, but for a length-delimited field only
+    /// its length: for skipping over sub-messages that are not in memory.
+    /// Errors are those of [`Fields::next_field`] but the one for a payload
+    /// past the end, which the caller checks against the message's end.
+    pub fn next_header(&mut self) -> Result<Option<(u32, Header, usize)>, WireError> {
+        if self.pos >= self.buf.len() {
+            return Ok(None);
+        }
+        let start = self.pos;
+        let key = self.varint()?;
+        let field = key >> 3;
+        if field == 0 || field > u64::from(u32::MAX >> 3) {
+            self.pos = start;
+            return Err(self.error("invalid field number"));
+        }
+        let mut value_at = self.base + self.pos;
+        let header = match key & 7 {
+            0 => Header::Scalar(Value::Varint(self.varint()?)),
+            1 => {
+                let b = self.take(8, "truncated fixed64")?;
+                Header::Scalar(Value::Fixed64(u64::from_le_bytes(
+                    b.try_into().expect("8 bytes"),
+                )))
+            }
+            2 => {
+                let len = self.varint()?;
+                value_at = self.base + self.pos;
+                Header::Len(len)
+            }
+            5 => {
+                let b = self.take(4, "truncated fixed32")?;
+                Header::Scalar(Value::Fixed32(u32::from_le_bytes(
+                    b.try_into().expect("4 bytes"),
+                )))
+            }
+            _ => {
+                self.pos = start;
+                return Err(self.error("unsupported wire type"));
+            }
+        };
+        Ok(Some((field as u32, header, value_at)))
+    }
+}
+
+/// The error [`Fields::next_field`] gives for a payload that runs past the
+/// end of its message, for readers that check lengths themselves.
+pub fn past_the_end(value_at: usize) -> WireError {
+    WireError {
+        offset: value_at,
+        message: PAST_THE_END,
+    }
+}
+
+const PAST_THE_END: &str = "length prefix runs past the end of the data";
+
+/// Whether `e` may only mean that the bytes given to [`Fields`] stop early
+/// (a window of a longer message), not that the message is damaged.
+pub fn is_truncation(e: &WireError) -> bool {
+    matches!(
+        e.message,
+        "truncated varint" | "truncated fixed64" | "truncated fixed32" | PAST_THE_END
+    )
 }
 
 impl<'a> Iterator for Fields<'a> {

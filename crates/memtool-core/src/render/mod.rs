@@ -857,7 +857,7 @@ fn reserved_series(memory: &Memory, x0: i64, width: usize) -> Vec<[i64; 2]> {
     let samples: Vec<(i64, u64)> = memory
         .allocator_samples
         .iter()
-        .filter_map(|s| s.reserved_bytes.map(|r| (s.at, r)))
+        .filter_map(|s| s.reserved_bytes().map(|r| (s.at, r)))
         .collect();
     let per = samples.len().div_ceil(width.max(1) * 2).max(1);
     samples
@@ -1049,11 +1049,8 @@ mod tests {
                 start: step_start,
                 end: at,
             });
-            m.allocator_samples.push(AllocatorSample {
-                at,
-                reserved_bytes: Some(reserved),
-                ..AllocatorSample::default()
-            });
+            m.allocator_samples
+                .push(AllocatorSample::new(at).with_reserved_bytes(Some(reserved)));
         }
         profile.memories.push(m);
         profile
@@ -1389,11 +1386,8 @@ mod tests {
                 });
             }
         }
-        m.allocator_samples.push(AllocatorSample {
-            at: i64::MAX,
-            reserved_bytes: Some(u64::MAX),
-            ..AllocatorSample::default()
-        });
+        m.allocator_samples
+            .push(AllocatorSample::new(i64::MAX).with_reserved_bytes(Some(u64::MAX)));
         profile.memories.push(m);
         let options = RenderOptions::default();
         let page = html(Inputs::One(&profile), &options);

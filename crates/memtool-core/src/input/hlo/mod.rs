@@ -29,6 +29,7 @@ use memtool_proto::xla::{
 };
 
 use crate::error::Result;
+use crate::input::source::ByteSource;
 use crate::model::{
     AllocId, Allocation, Axis, Event, EventKind, Frame, FrameId, Memory, MemoryKind, Profile,
     ProgramBuffer, ProgramInfo, Site, SiteId, StackId, StrId,
@@ -48,11 +49,11 @@ const SHARE_WITH: i32 = 2;
 /// Adds a memory per module and memory space of the XSpace's compiled
 /// programs. An XSpace without any (TensorFlow, PyTorch/XLA host traces) adds
 /// none; a module that does not decode is skipped with a warning.
-pub(crate) fn read(profile: &mut Profile, path: &str, bytes: &[u8]) -> Result<()> {
+pub(crate) fn read(profile: &mut Profile, path: &str, source: &dyn ByteSource) -> Result<()> {
     // The XSpace reader that runs first has recorded the input.
-    let modules = plane::modules(path, bytes)?;
+    let modules = plane::modules(path, source)?;
     for module in modules {
-        match Decoded::parse(module.hlo_proto) {
+        match Decoded::parse(&module.hlo_proto) {
             Ok(hlo) => Module::new(&hlo, module.program_id).read_into(profile, path),
             Err(e) => profile.warn(
                 path,

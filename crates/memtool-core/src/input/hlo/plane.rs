@@ -3,9 +3,11 @@
 //! the module in an `Hlo Proto` stat and its program id in `program_id`. The
 //! XSpace is walked with the shared lazy walker in [`crate::input::xspace`].
 
-use crate::error::{Error, Result};
-use crate::input::wire::WireError;
-use crate::input::xspace::{self, StatValue};
+use std::borrow::Cow;
+
+use crate::error::Result;
+use crate::input::source::ByteSource;
+use crate::input::xspace::{Planes, StatValue, StreamError, Window};
 
 const METADATA_PLANE: &str = "/host:metadata";
 #[cfg(test)]
@@ -22,30 +24,29 @@ enum ModuleStat {
 #[derive(Debug, PartialEq, Eq)]
 pub(super) struct ModuleBytes<'a> {
     pub program_id: u64,
-    /// The serialized `xla.HloProto`.
-    pub hlo_proto: &'a [u8],
+    /// The serialized `xla.HloProto` (borrowed when the input is in memory).
+    pub hlo_proto: Cow<'a, [u8]>,
     /// Offset of `hlo_proto` in the input, for error messages.
-    pub offset: usize,
+    pub offset: u64,
 }
 
 /// The modules of every metadata plane, in program id order; a program id
-/// seen twice keeps its first module (as XProf does).
-pub(super) fn modules<'a>(path: &str, bytes: &'a [u8]) -> Result<Vec<ModuleBytes<'a>>> {
-    walk(bytes).map_err(|e| Error::Corrupt {
-        path: path.to_string(),
-        format: "XSpace",
-        message: e.message.to_string(),
-        offset: Some(e.offset as u64),
-    })
+/// seen twice keeps its first module (as XProf does). Only the metadata
+/// planes are read; the others are skipped over.
+pub(super) fn modules<'s>(path: &str, source: &'s dyn ByteSource) -> Result<Vec<ModuleBytes<'s>>> {
+    walk(source).map_err(|e| e.into_error(path))
 }
 
-fn walk(bytes: &[u8]) -> Result<Vec<ModuleBytes<'_>>, WireError> {
+fn walk(source: &dyn ByteSource) -> Result<Vec<ModuleBytes<'_>>, StreamError> {
     let mut out: Vec<ModuleBytes<'_>> = Vec::new();
-    for plane in xspace::planes(bytes) {
-        let plane = plane?;
-        if plane.name != METADATA_PLANE {
+    let mut window = Window::new(source, 64 << 10);
+    let mut planes = Planes::new(&window);
+    while let Some(at) = planes.next(&mut window)? {
+        if at.name != METADATA_PLANE {
             continue;
         }
+        let bytes = at.load(&window)?;
+        let plane = at.parse(&bytes)?;
         let keys = plane.metadata()?.stat_keys(&[
             ("Hlo Proto", ModuleStat::HloProto),
             ("program_id", ModuleStat::ProgramId),
@@ -64,18 +65,24 @@ fn walk(bytes: &[u8]) -> Result<Vec<ModuleBytes<'_>>, WireError> {
                     _ => {}
                 }
             }
-            let Some(hlo_proto) = hlo else {
+            let Some(hlo) = hlo else {
                 continue;
             };
             let program_id = program_id.unwrap_or(meta.id.max(0) as u64);
-            if !out.iter().any(|m| m.program_id == program_id) {
-                out.push(ModuleBytes {
-                    program_id,
-                    hlo_proto,
-                    // The stat's bytes are a slice of the input.
-                    offset: (hlo_proto.as_ptr() as usize).saturating_sub(bytes.as_ptr() as usize),
-                });
+            if out.iter().any(|m| m.program_id == program_id) {
+                continue;
             }
+            // The stat's bytes are a slice of the plane's.
+            let from = (hlo.as_ptr() as usize).saturating_sub(bytes.as_ptr() as usize);
+            let hlo_proto = match &bytes {
+                Cow::Borrowed(plane) => Cow::Borrowed(&plane[from..from + hlo.len()]),
+                Cow::Owned(_) => Cow::Owned(hlo.to_vec()),
+            };
+            out.push(ModuleBytes {
+                program_id,
+                hlo_proto,
+                offset: at.start + from as u64,
+            });
         }
     }
     out.sort_by_key(|m| m.program_id);
@@ -142,16 +149,19 @@ pub(super) mod tests {
     fn finds_modules_by_stat_name_and_program_id() {
         let bytes = xspace(&[(5, Some(34), b"b"), (1, None, b"a"), (6, Some(34), b"dup")]);
         let found = modules("x", &bytes).unwrap();
-        let summary: Vec<(u64, &[u8])> =
-            found.iter().map(|m| (m.program_id, m.hlo_proto)).collect();
+        let summary: Vec<(u64, &[u8])> = found
+            .iter()
+            .map(|m| (m.program_id, &*m.hlo_proto))
+            .collect();
         assert_eq!(summary, vec![(1, &b"a"[..]), (34, &b"b"[..])]);
-        assert_eq!(&bytes[found[0].offset..found[0].offset + 1], b"a");
+        let offset = found[0].offset as usize;
+        assert_eq!(&bytes[offset..offset + 1], b"a");
     }
 
     #[test]
     fn a_cut_xspace_is_an_error_with_an_offset() {
         let bytes = xspace(&[(1, None, b"abc")]);
-        let err = modules("x.pb", &bytes[..bytes.len() - 2]).unwrap_err();
+        let err = modules("x.pb", &bytes[..bytes.len() - 2].to_vec()).unwrap_err();
         assert!(
             err.to_string().starts_with("x.pb: invalid XSpace:"),
             "{err}"

@@ -660,12 +660,11 @@ fn build_trace_memory(
             });
         }
         if m.total_allocated.is_some() || m.total_reserved.is_some() {
-            samples.push(AllocatorSample {
-                at,
-                reserved_bytes: m.total_reserved.filter(|_| is_device),
-                allocated_bytes: m.total_allocated,
-                ..AllocatorSample::default()
-            });
+            samples.push(
+                AllocatorSample::new(at)
+                    .with_reserved_bytes(m.total_reserved.filter(|_| is_device))
+                    .with_allocated_bytes(m.total_allocated),
+            );
         }
     }
     // `Total Allocated` after the first event tells what was live before

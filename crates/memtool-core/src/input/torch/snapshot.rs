@@ -883,26 +883,21 @@ fn build_memory(
         let offset = i128::from(end_reserved) - reserved;
         let clamp = |r: i128| u64::try_from(r.max(0)).unwrap_or(u64::MAX);
         let first_at = if timed { first_time.unwrap_or(0) } else { 0 };
-        samples.push(AllocatorSample {
-            at: first_at,
-            reserved_bytes: Some(clamp(offset)),
-            ..AllocatorSample::default()
-        });
-        samples.extend(relative.iter().map(|&(at, r)| AllocatorSample {
-            at,
-            reserved_bytes: Some(clamp(r + offset)),
-            ..AllocatorSample::default()
-        }));
+        samples.push(AllocatorSample::new(first_at).with_reserved_bytes(Some(clamp(offset))));
+        samples.extend(
+            relative.iter().map(|&(at, r)| {
+                AllocatorSample::new(at).with_reserved_bytes(Some(clamp(r + offset)))
+            }),
+        );
         if has_segments {
             // No `allocated_bytes`: the trace is complete within the window, so
             // the replay is the in-use figure; torch's end-state "allocated"
             // (requested sizes) is in `segments`.
-            samples.push(AllocatorSample {
-                at: last_at,
-                reserved_bytes: Some(end_reserved),
-                largest_free_block: Some(largest_free),
-                ..AllocatorSample::default()
-            });
+            samples.push(
+                AllocatorSample::new(last_at)
+                    .with_reserved_bytes(Some(end_reserved))
+                    .with_largest_free_block(Some(largest_free)),
+            );
         }
     }
 

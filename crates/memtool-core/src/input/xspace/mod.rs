@@ -8,22 +8,31 @@
 //! metadata maps (names of event and stat types) are collected into memory;
 //! they are small next to the events.
 //!
-//! The walker is shared by every reader of XSpace content (allocator events in
-//! [`allocator`]; compiled programs on `/host:metadata`).
+//! XSpace files also outgrow memory, so the input is never held whole:
+//! [`stream`] walks it through its `ByteSource`, skimming planes by field
+//! headers and reading lines through a window; the planes read whole
+//! (`Task Environment`, `/host:metadata`) and single events are walked here,
+//! as bytes at their absolute offset in the input. Both are shared by every
+//! reader of XSpace content (allocator events in [`allocator`]; compiled
+//! programs on `/host:metadata`).
 
 mod allocator;
+mod stream;
 
 use std::borrow::Cow;
 use std::collections::HashMap;
 
 use super::wire::{Fields, Value, WireError};
 use crate::error::{Error, Result};
+use crate::input::source::ByteSource;
 use crate::model::{Format, InputInfo, MemoryKind, Profile};
 
-/// Reads everything memtool understands in an XSpace into `profile`. Each
-/// reader adds memories (and warnings); the input is recorded once here.
-pub(crate) fn read(profile: &mut Profile, path: &str, bytes: &[u8]) -> Result<()> {
-    allocator::read(profile, path, bytes)?;
+pub(crate) use stream::{PlaneAt, Planes, StreamError, Window};
+
+/// Reads the allocator events of an XSpace into `profile`; the input is
+/// recorded once here. (Compiled programs are read by [`crate::input::hlo`].)
+pub(crate) fn read(profile: &mut Profile, path: &str, source: &dyn ByteSource) -> Result<()> {
+    allocator::read(profile, path, source)?;
     profile.inputs.push(InputInfo {
         path: path.to_string(),
         format: Format::XSpace,
@@ -148,39 +157,12 @@ impl<'a> Plane<'a> {
     }
 
     /// The names of this plane's event and stat types.
-    pub fn metadata(&self) -> Result<Metadata<'a>, WireError> {
+    pub fn metadata(&self) -> Result<Metadata, WireError> {
         let mut meta = Metadata::default();
         for field in self.msg.fields() {
             let (number, value, base) = field?;
-            let (4 | 5, Value::Bytes(entry)) = (number, value) else {
-                continue;
-            };
-            // A map entry: key = 1, value = 2 (the metadata message, which
-            // repeats its id in field 1 and has its name in field 2).
-            let mut key = None;
-            let mut name = None;
-            for f in Fields::at(entry, base) {
-                match f? {
-                    (1, v, _) => key = key.or(as_i64(v)),
-                    (2, Value::Bytes(value), vbase) => {
-                        for g in Fields::at(value, vbase) {
-                            match g? {
-                                (1, v, _) => key = key.or(as_i64(v)),
-                                (2, Value::Bytes(b), _) => name = Some(text(b)),
-                                _ => {}
-                            }
-                        }
-                    }
-                    _ => {}
-                }
-            }
-            let (Some(key), Some(name)) = (key, name) else {
-                continue;
-            };
-            if number == 4 {
-                meta.events.insert(key, name);
-            } else {
-                meta.stats.insert(key, name);
+            if let (4 | 5, Value::Bytes(entry)) = (number, value) {
+                meta.add_entry(number, entry, base)?;
             }
         }
         Ok(meta)
@@ -244,12 +226,51 @@ impl<'a> EventMetadata<'a> {
 
 /// Names of a plane's event and stat types, by metadata id.
 #[derive(Clone, Debug, Default)]
-pub struct Metadata<'a> {
-    events: HashMap<i64, Cow<'a, str>>,
-    stats: HashMap<i64, Cow<'a, str>>,
+pub struct Metadata {
+    events: HashMap<i64, String>,
+    stats: HashMap<i64, String>,
 }
 
-impl<'a> Metadata<'a> {
+impl Metadata {
+    /// Adds one entry of the plane's event (field 4) or stat (field 5)
+    /// metadata map, whose bytes are at `base` in the input.
+    pub(crate) fn add_entry(
+        &mut self,
+        number: u32,
+        entry: &[u8],
+        base: usize,
+    ) -> Result<(), WireError> {
+        // A map entry: key = 1, value = 2 (the metadata message, which
+        // repeats its id in field 1 and has its name in field 2).
+        let mut key = None;
+        let mut name = None;
+        for f in Fields::at(entry, base) {
+            match f? {
+                (1, v, _) => key = key.or(as_i64(v)),
+                (2, Value::Bytes(value), vbase) => {
+                    for g in Fields::at(value, vbase) {
+                        match g? {
+                            (1, v, _) => key = key.or(as_i64(v)),
+                            (2, Value::Bytes(b), _) => name = Some(text(b)),
+                            _ => {}
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        let (Some(key), Some(name)) = (key, name) else {
+            return Ok(());
+        };
+        let name = name.into_owned();
+        if number == 4 {
+            self.events.insert(key, name);
+        } else {
+            self.stats.insert(key, name);
+        }
+        Ok(())
+    }
+
     /// Every event type: (metadata id, name), in id order.
     pub fn events(&self) -> Vec<(i64, &str)> {
         let mut out: Vec<(i64, &str)> = self
@@ -283,7 +304,7 @@ impl<'a> Metadata<'a> {
         let mut ids: Vec<i64> = self
             .events
             .iter()
-            .filter(|(_, n)| n.as_ref() == name)
+            .filter(|(_, n)| n.as_str() == name)
             .map(|(&id, _)| id)
             .collect();
         ids.sort_unstable();
@@ -298,7 +319,7 @@ impl<'a> Metadata<'a> {
             sparse: HashMap::new(),
         };
         for (&id, name) in &self.stats {
-            let Some(&(_, k)) = wanted.iter().find(|(w, _)| *w == name.as_ref()) else {
+            let Some(&(_, k)) = wanted.iter().find(|(w, _)| *w == name.as_str()) else {
                 continue;
             };
             match usize::try_from(id).ok().filter(|&i| i < DENSE_IDS) {
@@ -318,7 +339,7 @@ impl<'a> Metadata<'a> {
 
     /// A stat's value as text: a string, or a `ref_value` resolved to the
     /// name of the stat metadata it points at.
-    pub fn str_value(&self, value: &StatValue<'a>) -> Option<Cow<'_, str>> {
+    pub fn str_value<'v>(&'v self, value: &StatValue<'v>) -> Option<Cow<'v, str>> {
         match *value {
             StatValue::Str(b) => Some(text(b)),
             StatValue::Ref(id) => i64::try_from(id)
