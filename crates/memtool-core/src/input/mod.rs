@@ -149,7 +149,7 @@ fn load_into(profile: &mut Profile, source: Source, options: &LoadOptions) -> Re
         Sniffed::Pprof => Format::Pprof,
         Sniffed::XSpace => Format::XSpace,
         Sniffed::Pickle => Format::TorchSnapshot,
-        Sniffed::Json => torch::json::classify(&whole(&*data)?),
+        Sniffed::Json => torch::json::classify(&*data).map_err(|e| read_error(&path, &e))?,
         Sniffed::Empty => {
             return Err(Error::NoData {
                 path,
@@ -185,7 +185,7 @@ fn load_into(profile: &mut Profile, source: Source, options: &LoadOptions) -> Re
         }
         Format::TorchSnapshot => torch::snapshot::read(profile, &path, &whole(&*data)?),
         Format::TorchTrace | Format::TorchMemoryTimeline => {
-            torch::json::read(profile, &path, &whole(&*data)?, format)
+            torch::json::read(profile, &path, &*data, format)
         }
     }
 }
