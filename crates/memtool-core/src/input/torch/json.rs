@@ -498,7 +498,8 @@ struct OpRecord {
     start: f64,
     end: f64,
     thread: (i64, i64),
-    name: StrId,
+    /// Index into `TraceState::op_names` while parsing, then a [`StrId`].
+    name: u32,
 }
 
 /// Distinct keys (threads, devices) numbered in order of first appearance,
@@ -535,9 +536,14 @@ impl KeyTable {
     }
 }
 
-struct TraceState<'p> {
-    profile: &'p mut Profile,
+/// What the parse keeps. It touches no profile, so a parse that gives up
+/// half-way leaves nothing behind.
+#[derive(Default)]
+struct TraceState {
     memory: Vec<MemoryRecord>,
+    /// Operator names in order of first appearance.
+    op_names: Vec<Box<str>>,
+    op_name_ids: HashMap<Box<str>, u32>,
     threads: KeyTable,
     devices: KeyTable,
     ops: Vec<OpRecord>,
@@ -550,7 +556,7 @@ struct TraceState<'p> {
 /// `[memory]` events a trace is refused rather than miscounted.
 const MAX_MEMORY_EVENTS: usize = u32::MAX as usize;
 
-impl TraceState<'_> {
+impl TraceState {
     fn event<E: de::Error>(&mut self, e: &RawEvent) -> std::result::Result<(), E> {
         let name = e.name.get().unwrap_or("");
         let ph = e.ph.get().unwrap_or("");
@@ -625,7 +631,15 @@ impl TraceState<'_> {
         let (Some(start), Some(dur)) = (e.ts.float(), e.dur.float()) else {
             return Ok(());
         };
-        let name = self.profile.names.string(name);
+        let name = match self.op_name_ids.get(name) {
+            Some(&id) => id,
+            None => {
+                let id = self.op_names.len() as u32;
+                self.op_names.push(name.into());
+                self.op_name_ids.insert(name.into(), id);
+                id
+            }
+        };
         self.ops.push(OpRecord {
             start,
             end: start + dur.max(0.0),
@@ -636,16 +650,16 @@ impl TraceState<'_> {
     }
 }
 
-struct EventsSeed<'s, 'p>(&'s mut TraceState<'p>);
+struct EventsSeed<'s>(&'s mut TraceState);
 
-impl<'de> DeserializeSeed<'de> for EventsSeed<'_, '_> {
+impl<'de> DeserializeSeed<'de> for EventsSeed<'_> {
     type Value = ();
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> std::result::Result<(), D::Error> {
         d.deserialize_seq(self)
     }
 }
 
-impl<'de> Visitor<'de> for EventsSeed<'_, '_> {
+impl<'de> Visitor<'de> for EventsSeed<'_> {
     type Value = ();
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("a list of trace events")
@@ -668,16 +682,16 @@ impl<'de> Visitor<'de> for EventsSeed<'_, '_> {
     }
 }
 
-struct TopSeed<'s, 'p>(&'s mut TraceState<'p>);
+struct TopSeed<'s>(&'s mut TraceState);
 
-impl<'de> DeserializeSeed<'de> for TopSeed<'_, '_> {
+impl<'de> DeserializeSeed<'de> for TopSeed<'_> {
     type Value = ();
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> std::result::Result<(), D::Error> {
         d.deserialize_any(self)
     }
 }
 
-impl<'de> Visitor<'de> for TopSeed<'_, '_> {
+impl<'de> Visitor<'de> for TopSeed<'_> {
     type Value = ();
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("a Chrome trace object with traceEvents")
@@ -705,43 +719,321 @@ impl<'de> Visitor<'de> for TopSeed<'_, '_> {
     }
 }
 
+fn parse_with_serde<'de, R: serde_json::de::Read<'de>>(
+    de: &mut serde_json::Deserializer<R>,
+) -> serde_json::Result<TraceState> {
+    let mut state = TraceState::default();
+    TopSeed(&mut state).deserialize(de)?;
+    Ok(state)
+}
+
+/// The fast pass over a trace read from a file. serde_json reads a `Read`
+/// one byte at a time, which costs twice its parse of bytes in memory; so
+/// this pass reads the file in large blocks, finds where each element of
+/// `traceEvents` (and each other top-level value) ends with a scan that only
+/// tracks strings and nesting, and hands serde each element as a slice. serde
+/// still checks every element; the scan checks the punctuation between them.
+/// Whatever this pass does not expect it leaves to serde's streaming reader.
+mod window {
+    use super::*;
+
+    /// Bytes read from the input at a time.
+    pub(super) const BLOCK: usize = 1 << 20;
+
+    /// Parses the trace, or gives up (`None`) at anything unexpected.
+    pub(super) fn parse(data: &dyn ByteSource) -> Option<TraceState> {
+        let mut input = Window {
+            reader: SourceReader::new(data),
+            buf: Vec::new(),
+            pos: 0,
+            eof: false,
+        };
+        let mut state = TraceState::default();
+        match input.peek()? {
+            b'{' => {
+                input.pos += 1;
+                if input.peek()? == b'}' {
+                    return Some(state);
+                }
+                loop {
+                    let key: Cow<'_, str> = parse_slice(input.value()?)?;
+                    let is_events = key == "traceEvents";
+                    let is_devices = key == "deviceProperties";
+                    if input.peek()? != b':' {
+                        return None;
+                    }
+                    input.pos += 1;
+                    if is_events {
+                        events(&mut input, &mut state)?;
+                    } else if is_devices {
+                        let devices: Option<Vec<DeviceProperty>> = parse_slice(input.value()?)?;
+                        state.device_properties = devices.unwrap_or_default();
+                    } else {
+                        parse_slice::<IgnoredAny>(input.value()?)?;
+                    }
+                    match input.peek()? {
+                        b',' => input.pos += 1,
+                        b'}' => return Some(state),
+                        _ => return None,
+                    }
+                }
+            }
+            b'[' => {
+                events(&mut input, &mut state)?;
+                Some(state)
+            }
+            _ => None,
+        }
+    }
+
+    /// The `traceEvents` array, one element at a time.
+    fn events(input: &mut Window<'_>, state: &mut TraceState) -> Option<()> {
+        if input.peek()? != b'[' {
+            return None;
+        }
+        input.pos += 1;
+        if input.peek()? == b']' {
+            input.pos += 1;
+            return Some(());
+        }
+        let mut event = RawEvent::default();
+        let mut filled = false;
+        loop {
+            let element = input.value()?;
+            let mut de = serde_json::Deserializer::from_slice(element);
+            EventSeed {
+                event: &mut event,
+                filled: &mut filled,
+            }
+            .deserialize(&mut de)
+            .ok()?;
+            de.end().ok()?;
+            if filled {
+                state.event::<serde_json::Error>(&event).ok()?;
+            }
+            match input.peek()? {
+                b',' => input.pos += 1,
+                b']' => {
+                    input.pos += 1;
+                    return Some(());
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    fn parse_slice<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> Option<T> {
+        let mut de = serde_json::Deserializer::from_slice(bytes);
+        let value = T::deserialize(&mut de).ok()?;
+        de.end().ok()?;
+        Some(value)
+    }
+
+    /// The input as a sliding window of whole values.
+    struct Window<'a> {
+        reader: SourceReader<'a>,
+        /// Bytes read and not yet dropped; `buf[pos..]` is unread.
+        buf: Vec<u8>,
+        pos: usize,
+        eof: bool,
+    }
+
+    impl Window<'_> {
+        /// Drops the bytes read past (the value being scanned starts at `pos`,
+        /// which becomes 0) and reads more input; false at the end of the
+        /// input (or a read error, which serde's pass will report).
+        fn more(&mut self) -> bool {
+            self.buf.drain(..self.pos);
+            self.pos = 0;
+            if self.eof {
+                return false;
+            }
+            let kept = self.buf.len();
+            // At least double, so a value longer than a block is read in a
+            // number of steps logarithmic in its length.
+            self.buf.resize(kept + BLOCK.max(kept), 0);
+            let mut filled = kept;
+            while let Some(spare) = self.buf.get_mut(filled..).filter(|s| !s.is_empty()) {
+                match self.reader.read(spare) {
+                    Ok(0) | Err(_) => {
+                        self.eof = true;
+                        break;
+                    }
+                    Ok(n) => filled += n,
+                }
+            }
+            self.buf.truncate(filled);
+            filled > kept
+        }
+
+        /// The next byte that is not JSON whitespace, left unread.
+        fn peek(&mut self) -> Option<u8> {
+            loop {
+                match self.buf.get(self.pos..)?.iter().position(|&b| !is_space(b)) {
+                    Some(skip) => {
+                        self.pos += skip;
+                        return self.buf.get(self.pos).copied();
+                    }
+                    None => {
+                        self.pos = self.buf.len();
+                        if !self.more() {
+                            return None;
+                        }
+                    }
+                }
+            }
+        }
+
+        /// The bytes of the next JSON value, read past. Only where it ends is
+        /// found here; whether it is valid is for serde.
+        fn value(&mut self) -> Option<&[u8]> {
+            let first = self.peek()?;
+            // `buf[pos..end]` is scanned.
+            let mut end = self.pos + 1;
+            match first {
+                b'-' | b'0'..=b'9' | b't' | b'f' | b'n' => loop {
+                    match self
+                        .buf
+                        .get(end..)?
+                        .iter()
+                        .position(|&b| ENDS_SCALAR[usize::from(b)])
+                    {
+                        Some(n) => {
+                            end += n;
+                            break;
+                        }
+                        None => {
+                            end -= self.pos;
+                            // A scalar may end the input.
+                            if !self.more() {
+                                end = self.buf.len();
+                                break;
+                            }
+                        }
+                    }
+                },
+                b'"' | b'{' | b'[' => {
+                    let mut depth = usize::from(first != b'"');
+                    let mut in_string = first == b'"';
+                    loop {
+                        let special = if in_string { &IN_STRING } else { &STRUCTURE };
+                        let found = self
+                            .buf
+                            .get(end..)?
+                            .iter()
+                            .position(|&b| special[usize::from(b)]);
+                        let Some(b) = found.and_then(|n| {
+                            end += n;
+                            self.buf.get(end).copied()
+                        }) else {
+                            end -= self.pos;
+                            if !self.more() {
+                                return None;
+                            }
+                            continue;
+                        };
+                        match b {
+                            b'\\' => {
+                                // The escaped byte may be in the next block.
+                                if end + 1 >= self.buf.len() {
+                                    end -= self.pos;
+                                    if !self.more() {
+                                        return None;
+                                    }
+                                    continue;
+                                }
+                                end += 2;
+                            }
+                            b'"' => {
+                                in_string = !in_string;
+                                end += 1;
+                                if !in_string && depth == 0 {
+                                    break;
+                                }
+                            }
+                            b'{' | b'[' => {
+                                depth += 1;
+                                end += 1;
+                            }
+                            _ => {
+                                depth = depth.saturating_sub(1);
+                                end += 1;
+                                if depth == 0 {
+                                    break;
+                                }
+                            }
+                        }
+                    }
+                }
+                _ => return None,
+            }
+            let start = self.pos;
+            self.pos = end;
+            self.buf.get(start..end)
+        }
+    }
+
+    const fn byte_set(bytes: &[u8]) -> [bool; 256] {
+        let mut set = [false; 256];
+        let mut i = 0;
+        while i < bytes.len() {
+            set[bytes[i] as usize] = true;
+            i += 1;
+        }
+        set
+    }
+
+    /// Bytes that end a number or `true`/`false`/`null`.
+    const ENDS_SCALAR: [bool; 256] = byte_set(b" \n\t\r,]}");
+    /// Bytes that matter inside a string.
+    const IN_STRING: [bool; 256] = byte_set(b"\"\\");
+    /// Bytes that matter outside strings, inside an object or array.
+    const STRUCTURE: [bool; 256] = byte_set(b"\"{}[]");
+
+    fn is_space(b: u8) -> bool {
+        matches!(b, b' ' | b'\n' | b'\t' | b'\r')
+    }
+}
+
 /// How much of the trace is buffered at a time.
 const READ_BUFFER: usize = 256 << 10;
 
 fn read_trace(profile: &mut Profile, path: &str, data: &dyn ByteSource) -> Result<()> {
-    let mut state = TraceState {
-        profile,
-        memory: Vec::new(),
-        threads: KeyTable::default(),
-        devices: KeyTable::default(),
-        ops: Vec::new(),
-        steps: Vec::new(),
-        device_properties: Vec::new(),
-    };
-    {
+    let state = {
         let _span = crate::timings::span("torch trace: parse");
-        let result = match data.as_bytes() {
+        match data.as_bytes() {
             // Gunzipped traces are in memory already: parse them in place.
-            Some(bytes) => {
-                TopSeed(&mut state).deserialize(&mut serde_json::Deserializer::from_slice(bytes))
-            }
-            None => {
-                let reader = BufReader::with_capacity(READ_BUFFER, SourceReader::new(data));
-                TopSeed(&mut state).deserialize(&mut serde_json::Deserializer::from_reader(reader))
-            }
-        };
-        result.map_err(|e| corrupt(path, "PyTorch trace JSON", e))?;
-    }
+            Some(bytes) => parse_with_serde(&mut serde_json::Deserializer::from_slice(bytes)),
+            None => match window::parse(data) {
+                Some(state) => Ok(state),
+                // The fast pass gave up (a malformed trace, an unusual layout,
+                // a read error): serde's own streaming reader decides, and
+                // words any error.
+                None => {
+                    let reader = BufReader::with_capacity(READ_BUFFER, SourceReader::new(data));
+                    parse_with_serde(&mut serde_json::Deserializer::from_reader(reader))
+                }
+            },
+        }
+        .map_err(|e| corrupt(path, "PyTorch trace JSON", e))?
+    };
     let _span = crate::timings::span("torch trace: timelines");
     let TraceState {
-        profile,
         mut memory,
+        op_names,
+        op_name_ids,
         threads,
         devices,
         mut ops,
         mut steps,
         device_properties,
     } = state;
+    drop(op_name_ids);
+    // Interned in order of first appearance, as if interned while parsing.
+    let op_ids: Vec<StrId> = op_names.iter().map(|n| profile.names.string(n)).collect();
+    for op in &mut ops {
+        op.name = op_ids.get(op.name as usize).map_or(0, |id| id.0);
+    }
     steps.sort_by_key(|s| (s.start, s.id));
     steps.dedup();
     profile.inputs.push(InputInfo {
@@ -858,7 +1150,7 @@ fn attribute_ops(memory: &mut [MemoryRecord], threads: &KeyTable, ops: &[OpRecor
                 open.pop();
             }
             if let Some(op) = open.last() {
-                m.op = Some(op.name);
+                m.op = Some(StrId(op.name));
             }
         }
     }
@@ -1295,7 +1587,7 @@ mod tests {
             {"name": "aten::add", "ph": "X", "cat": "cpu_op", "ts": 0, "dur": 1000000, "pid": 1, "tid": 1},
             {"name": "aten::mul", "ph": "X", "cat": "cpu_op", "ts": 0, "dur": 1000000, "pid": 1, "tid": 2}"#,
         );
-        let events = 4000;
+        let events = 12_000;
         for i in 0..events {
             let (tid, device, ts) = if i % 2 == 0 {
                 (1, 0, 10 * i)
@@ -1307,12 +1599,13 @@ mod tests {
             text.push_str(&format!(
                 r#", {{"name": "[memory]", "ph": "i", "ts": {ts}, "pid": 1, "tid": {tid},
                      "args": {{"Bytes": {bytes}, "Addr": {addr}, "Device Type": {device},
-                               "Device Id": 0, "Ev Idx": {i}, "padding": "{}"}}}}"#,
-                "x".repeat(40)
+                               "Device Id": 0, "Ev Idx": {i}, "note": "{}"}}}}"#,
+                // Brackets and escaped quotes inside strings, across blocks.
+                r#"a\"{[}]\\"#.repeat(i % 7)
             ));
         }
         text.push_str("]}");
-        assert!(text.len() > 2 * READ_BUFFER);
+        assert!(text.len() > 2 * window::BLOCK);
         let p = load(&text).unwrap();
         let ids: Vec<&str> = p.memories.iter().map(|m| m.id.as_str()).collect();
         assert_eq!(ids, ["cpu", "cuda:0"]);
