@@ -176,7 +176,11 @@ fn load_into(profile: &mut Profile, source: Source, options: &LoadOptions) -> Re
         }
     }
     match format {
-        Format::Pprof => pprof::read(profile, &path, &whole(&*data)?),
+        Format::Pprof => match data.as_bytes() {
+            // Gunzipped: already in memory, read in place rather than copied.
+            Some(bytes) => pprof::read(profile, &path, bytes),
+            None => pprof::read(profile, &path, &whole(&*data)?),
+        },
         Format::XSpace => {
             // One XSpace holds both: allocator events and compiled programs.
             let bytes = whole(&*data)?;
