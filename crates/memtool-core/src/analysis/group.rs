@@ -4,8 +4,6 @@
 //! Allocations are first summed per interned site (a `u32` hash), then each
 //! site is labelled once, so the cost of labels is per site, not per buffer.
 
-use std::collections::HashMap;
-
 use rustc_hash::FxHashMap;
 
 use serde::Serialize;
@@ -195,9 +193,13 @@ pub struct Group {
     pub totals: Totals,
 }
 
+/// Totals per site. Sites are interned ids: Fx hashing, not SipHash (a
+/// million sites in a pprof profile).
+pub type SiteTotals = FxHashMap<SiteId, Totals>;
+
 /// Sums the given allocations per site.
-pub fn totals_by_site(memory: &Memory, ids: &[AllocId]) -> HashMap<SiteId, Totals> {
-    let mut by_site: HashMap<SiteId, Totals> = HashMap::new();
+pub fn totals_by_site(memory: &Memory, ids: &[AllocId]) -> SiteTotals {
+    let mut by_site = SiteTotals::default();
     for &id in ids {
         let a = memory.allocation(id);
         by_site.entry(a.site).or_default().add(Totals {
@@ -212,7 +214,7 @@ pub fn totals_by_site(memory: &Memory, ids: &[AllocId]) -> HashMap<SiteId, Total
 /// Merges per-site totals into labelled groups, largest first (ties by label).
 pub fn breakdown(
     names: &Names,
-    by_site: &HashMap<SiteId, Totals>,
+    by_site: &SiteTotals,
     by: GroupBy,
     filter: &FrameFilter,
 ) -> Vec<Group> {
@@ -342,7 +344,7 @@ pub fn sort_groups(rows: &mut [Group]) {
 
 /// Whether any live site has a value for this key (a shape column for a
 /// profile without shapes would be one `<none>` row).
-pub fn has_values(names: &Names, by_site: &HashMap<SiteId, Totals>, by: GroupBy) -> bool {
+pub fn has_values(names: &Names, by_site: &SiteTotals, by: GroupBy) -> bool {
     by_site.keys().any(|&s| {
         let site = names.site_of(s);
         match by {
@@ -401,7 +403,7 @@ mod tests {
             stack(&mut names, &[("train_step", "/home/me/train.py")]),
             StackId(0),
         ];
-        let mut by_site = HashMap::new();
+        let mut by_site = SiteTotals::default();
         let sites: Vec<SiteId> = stacks
             .iter()
             .enumerate()
