@@ -4,7 +4,7 @@
 //! Allocations are first summed per interned site (a `u32` hash), then each
 //! site is labelled once, so the cost of labels is per site, not per buffer.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 use serde::Serialize;
 
@@ -193,9 +193,13 @@ pub struct Group {
     pub totals: Totals,
 }
 
+/// Totals per site. Sites are interned ids: Fx hashing, not SipHash (a
+/// million sites in a pprof profile).
+pub type SiteTotals = FxHashMap<SiteId, Totals>;
+
 /// Sums the given allocations per site.
-pub fn totals_by_site(memory: &Memory, ids: &[AllocId]) -> HashMap<SiteId, Totals> {
-    let mut by_site: HashMap<SiteId, Totals> = HashMap::new();
+pub fn totals_by_site(memory: &Memory, ids: &[AllocId]) -> SiteTotals {
+    let mut by_site = SiteTotals::default();
     for &id in ids {
         let a = memory.allocation(id);
         by_site.entry(a.site).or_default().add(Totals {
@@ -210,14 +214,16 @@ pub fn totals_by_site(memory: &Memory, ids: &[AllocId]) -> HashMap<SiteId, Total
 /// Merges per-site totals into labelled groups, largest first (ties by label).
 pub fn breakdown(
     names: &Names,
-    by_site: &HashMap<SiteId, Totals>,
+    by_site: &SiteTotals,
     by: GroupBy,
     filter: &FrameFilter,
 ) -> Vec<Group> {
-    let mut groups: HashMap<String, Totals> = HashMap::new();
+    let mut labeller = Labeller::new(names, filter);
+    let mut groups: FxHashMap<String, Totals> = FxHashMap::default();
+    groups.reserve(by_site.len());
     for (&site, &totals) in by_site {
         groups
-            .entry(label(names, site, by, filter))
+            .entry(labeller.label(site, by))
             .or_default()
             .add(totals);
     }
@@ -225,8 +231,105 @@ pub fn breakdown(
         .into_iter()
         .map(|(key, totals)| Group { key, totals })
         .collect();
-    sort_groups(&mut rows);
+    // Keys are unique, so an unstable sort gives the one order `sort_groups`
+    // gives.
+    rows.sort_unstable_by(|a, b| {
+        b.totals
+            .bytes
+            .cmp(&a.totals.bytes)
+            .then_with(|| a.key.cmp(&b.key))
+    });
     rows
+}
+
+/// [`label`] for many sites of one profile: a profile with a million stacks
+/// has far fewer frames, so each frame's text and whether it is library code
+/// are worked out once.
+struct Labeller<'a> {
+    names: &'a Names,
+    filter: &'a FrameFilter,
+    /// By frame id: its label, once made.
+    frame_text: Vec<Option<Box<str>>>,
+    /// By frame id: whether it is library code, once known.
+    library: Vec<Option<bool>>,
+    /// The stack being labelled, leaf first (kept to reuse its buffer).
+    frames: Vec<FrameId>,
+}
+
+impl<'a> Labeller<'a> {
+    fn new(names: &'a Names, filter: &'a FrameFilter) -> Self {
+        Labeller {
+            names,
+            filter,
+            frame_text: Vec::new(),
+            library: Vec::new(),
+            frames: Vec::new(),
+        }
+    }
+
+    fn is_library(&mut self, frame: FrameId) -> bool {
+        if self.library.len() <= frame.index() {
+            self.library.resize(frame.index() + 1, None);
+        }
+        *self.library[frame.index()]
+            .get_or_insert_with(|| self.filter.is_library(self.names, frame))
+    }
+
+    fn push_text(&mut self, frame: FrameId, out: &mut String) {
+        if self.frame_text.len() <= frame.index() {
+            self.frame_text.resize(frame.index() + 1, None);
+        }
+        let names = self.names;
+        out.push_str(
+            self.frame_text[frame.index()].get_or_insert_with(|| names.frame_label(frame).into()),
+        );
+    }
+
+    /// The same text as [`label`].
+    fn label(&mut self, site: SiteId, by: GroupBy) -> String {
+        let stack = self.names.site_of(site).stack;
+        match by {
+            GroupBy::Stack => {
+                let mut frames = std::mem::take(&mut self.frames);
+                frames.clear();
+                frames.extend(self.names.frames_of(stack));
+                frames.retain(|&f| !self.is_library(f));
+                if frames.is_empty() {
+                    // No user frame: landmarks or the whole stack, as
+                    // `FrameFilter::frames` picks them.
+                    frames = self.filter.frames(self.names, stack);
+                }
+                let mut out = String::new();
+                for (i, &frame) in frames.iter().enumerate() {
+                    if i > 0 {
+                        out.push_str(" <- ");
+                    }
+                    self.push_text(frame, &mut out);
+                }
+                self.frames = frames;
+                if out.is_empty() && self.frames.is_empty() {
+                    return NO_STACK_LABEL.to_string();
+                }
+                out
+            }
+            GroupBy::UserFrame => {
+                let user = self
+                    .names
+                    .frames_of(stack)
+                    .find(|&f| !self.is_library(f))
+                    .or_else(|| self.filter.user_frame(self.names, stack));
+                match user {
+                    Some(f) => {
+                        let mut out = String::new();
+                        self.push_text(f, &mut out);
+                        out
+                    }
+                    None => NO_STACK_LABEL.to_string(),
+                }
+            }
+            _ => label(self.names, site, by, self.filter),
+        }
+    }
 }
 
 /// Largest first; ties broken by label so output is deterministic.
@@ -241,7 +344,7 @@ pub fn sort_groups(rows: &mut [Group]) {
 
 /// Whether any live site has a value for this key (a shape column for a
 /// profile without shapes would be one `<none>` row).
-pub fn has_values(names: &Names, by_site: &HashMap<SiteId, Totals>, by: GroupBy) -> bool {
+pub fn has_values(names: &Names, by_site: &SiteTotals, by: GroupBy) -> bool {
     by_site.keys().any(|&s| {
         let site = names.site_of(s);
         match by {
@@ -272,6 +375,72 @@ mod tests {
             })
             .collect();
         names.stack_leaf_first(&ids)
+    }
+
+    #[test]
+    fn breakdown_labels_every_kind_of_stack_as_label_does() {
+        let mut names = Names::default();
+        let stacks = [
+            // user frames under library ones
+            stack(
+                &mut names,
+                &[
+                    ("forward", "/venv/site-packages/torch/nn/linear.py"),
+                    ("train_step", "/home/me/train.py"),
+                ],
+            ),
+            // native only, with landmarks
+            stack(
+                &mut names,
+                &[
+                    ("at::_ops::mm::call(at::Tensor const&)", "??"),
+                    ("torch::autograd::generated::MmBackward0::apply()", "??"),
+                ],
+            ),
+            // native only, no landmark
+            stack(&mut names, &[("malloc", "libc.so"), ("start", "")]),
+            // the same frames as the first, but a distinct frame id each
+            stack(&mut names, &[("train_step", "/home/me/train.py")]),
+            StackId(0),
+        ];
+        let mut by_site = SiteTotals::default();
+        let sites: Vec<SiteId> = stacks
+            .iter()
+            .enumerate()
+            .map(|(i, &stack)| {
+                let site = names.site(crate::model::Site {
+                    stack,
+                    ..Default::default()
+                });
+                by_site.insert(
+                    site,
+                    Totals {
+                        bytes: 100 * (i as u64 % 2),
+                        requested_bytes: 1,
+                        count: 1,
+                    },
+                );
+                site
+            })
+            .collect();
+        for filter in [FrameFilter::default(), FrameFilter::All] {
+            for by in [GroupBy::Stack, GroupBy::UserFrame, GroupBy::Op] {
+                // What the plain labels and sums give, sorted as documented.
+                let mut expected: Vec<Group> = Vec::new();
+                for &site in &sites {
+                    let key = label(&names, site, by, &filter);
+                    match expected.iter_mut().find(|g| g.key == key) {
+                        Some(g) => g.totals.add(by_site[&site]),
+                        None => expected.push(Group {
+                            key,
+                            totals: by_site[&site],
+                        }),
+                    }
+                }
+                sort_groups(&mut expected);
+                assert_eq!(breakdown(&names, &by_site, by, &filter), expected);
+            }
+        }
     }
 
     #[test]

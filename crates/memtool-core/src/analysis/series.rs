@@ -1,11 +1,11 @@
 //! Per-group live bytes at chosen points of a memory's timeline: the input of
 //! leak detection, for snapshots and event streams alike.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 use crate::model::{Memory, Names, SiteId};
 
-use super::group::{self, FrameFilter, GroupBy, Totals};
+use super::group::{self, FrameFilter, GroupBy, SiteTotals, Totals};
 use super::replay::{self, LiveSet};
 
 /// Points to sample: every instant, or `max_points` evenly spaced points of an
@@ -34,19 +34,19 @@ pub fn step_end_points(memory: &Memory) -> Vec<(i64, usize)> {
 }
 
 /// Live totals per site at each of `points` (ascending point indices).
-pub fn site_totals_at(memory: &Memory, points: &[usize]) -> Vec<HashMap<SiteId, Totals>> {
+pub fn site_totals_at(memory: &Memory, points: &[usize]) -> Vec<SiteTotals> {
     if replay::uses_instants(memory) {
         return points
             .iter()
             .map(|&p| match memory.instants.get(p) {
                 Some(instant) => group::totals_by_site(memory, &instant.live),
-                None => HashMap::new(),
+                None => SiteTotals::default(),
             })
             .collect();
     }
     let mut out = Vec::with_capacity(points.len());
     let mut set = LiveSet::at_start(memory);
-    let mut current: HashMap<SiteId, Totals> = group::totals_by_site(memory, &set.ids());
+    let mut current: SiteTotals = group::totals_by_site(memory, &set.ids());
     let mut applied = 0usize;
     for &p in points {
         while applied < p.min(memory.events.len()) {
@@ -141,7 +141,7 @@ pub struct GroupSeries {
 /// Labels and merges per-site totals into per-group series, sorted by label.
 pub fn group_series(
     names: &Names,
-    per_point: &[HashMap<SiteId, Totals>],
+    per_point: &[SiteTotals],
     by: GroupBy,
     filter: &FrameFilter,
 ) -> Vec<GroupSeries> {
@@ -150,26 +150,36 @@ pub fn group_series(
 
 /// Like [`group_series`], with the group of each site given by `key`.
 pub fn group_series_by(
-    per_point: &[HashMap<SiteId, Totals>],
+    per_point: &[SiteTotals],
     mut key: impl FnMut(SiteId) -> String,
 ) -> Vec<GroupSeries> {
     let n = per_point.len();
-    let mut labels: HashMap<SiteId, String> = HashMap::new();
-    let mut groups: HashMap<String, GroupSeries> = HashMap::new();
+    // Each site is labelled once and each label looked up once: the series
+    // are then summed by index.
+    let mut group_of: FxHashMap<SiteId, usize> = FxHashMap::default();
+    let mut by_key: FxHashMap<String, usize> = FxHashMap::default();
+    let mut out: Vec<GroupSeries> = Vec::new();
     for (i, sites) in per_point.iter().enumerate() {
         for (&site, totals) in sites {
-            let key = labels.entry(site).or_insert_with(|| key(site)).clone();
-            let g = groups.entry(key.clone()).or_insert_with(|| GroupSeries {
-                key,
-                bytes: vec![0; n],
-                counts: vec![0; n],
+            let g = *group_of.entry(site).or_insert_with(|| {
+                let key = key(site);
+                *by_key.entry(key).or_insert_with_key(|key| {
+                    out.push(GroupSeries {
+                        key: key.clone(),
+                        bytes: vec![0; n],
+                        counts: vec![0; n],
+                    });
+                    out.len() - 1
+                })
             });
-            g.bytes[i] += totals.bytes;
-            g.counts[i] += totals.count;
+            if let Some(g) = out.get_mut(g) {
+                g.bytes[i] += totals.bytes;
+                g.counts[i] += totals.count;
+            }
         }
     }
-    let mut out: Vec<GroupSeries> = groups.into_values().collect();
-    out.sort_by(|a, b| a.key.cmp(&b.key));
+    // Keys are unique: any sort gives the one order.
+    out.sort_unstable_by(|a, b| a.key.cmp(&b.key));
     out
 }
 

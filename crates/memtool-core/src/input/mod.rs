@@ -188,7 +188,7 @@ fn load_into(profile: &mut Profile, source: Source, options: &LoadOptions) -> Re
         Sniffed::Pprof => Format::Pprof,
         Sniffed::XSpace => Format::XSpace,
         Sniffed::Pickle => Format::TorchSnapshot,
-        Sniffed::Json => torch::json::classify(&whole(&*data)?),
+        Sniffed::Json => torch::json::classify(&*data).map_err(|e| read_error(&path, &e))?,
         Sniffed::Empty => {
             return Err(Error::NoData {
                 path,
@@ -215,7 +215,11 @@ fn load_into(profile: &mut Profile, source: Source, options: &LoadOptions) -> Re
         }
     }
     match format {
-        Format::Pprof => pprof::read(profile, &path, &whole(&*data)?),
+        Format::Pprof => match data.as_bytes() {
+            // Gunzipped: already in memory, read in place rather than copied.
+            Some(bytes) => pprof::read(profile, &path, bytes),
+            None => pprof::read(profile, &path, &whole(&*data)?),
+        },
         Format::XSpace => {
             // One XSpace holds both: allocator events and compiled programs.
             // Both walk it in place, reading only the parts they need.
@@ -224,7 +228,7 @@ fn load_into(profile: &mut Profile, source: Source, options: &LoadOptions) -> Re
         }
         Format::TorchSnapshot => torch::snapshot::read(profile, &path, &*data),
         Format::TorchTrace | Format::TorchMemoryTimeline => {
-            torch::json::read(profile, &path, &whole(&*data)?, format)
+            torch::json::read(profile, &path, &*data, format)
         }
     }
 }

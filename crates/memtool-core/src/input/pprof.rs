@@ -6,10 +6,9 @@
 //! [`Instant`] of every device memory; a series of files is a series of
 //! instants in command-line order.
 
-use std::collections::HashMap;
-
 use memtool_proto::pprof;
 use prost::Message;
+use rustc_hash::FxHashMap;
 
 use crate::error::{Error, Result};
 use crate::model::{
@@ -17,18 +16,151 @@ use crate::model::{
     Site, StackId,
 };
 
-use super::wire;
+use super::wire::{self, Fields, Value};
 
 pub(crate) fn read(profile: &mut Profile, path: &str, bytes: &[u8]) -> Result<()> {
+    // Samples are most of a profile (a million of them, each a few vectors
+    // once decoded): prost decodes everything else, and samples are walked
+    // on the wire, one at a time, after a first walk has checked them all as
+    // prost would.
+    // The phase keeps its name: prost still decodes all but the samples here.
+    let tables = crate::timings::time("pprof: decode (prost)", || {
+        Tables::decode(bytes)
+            .ok()
+            .filter(|_| walk_samples(bytes, |_| {}).is_ok())
+    });
+    if let Some(tables) = tables {
+        let reader = crate::timings::time("pprof: strings and locations", || {
+            Reader::new(profile, path, &tables)
+        })?;
+        return crate::timings::time("pprof: samples (stacks, sites, allocations)", || {
+            reader.read_samples(|each| walk_samples(bytes, each).map_or(0, |n| n))
+        });
+    }
+    // Something is off: prost decodes the whole message, and says what when
+    // it fails.
     let decoded = crate::timings::time("pprof: decode (prost)", || {
         pprof::Profile::decode(bytes).map_err(|e| corrupt(path, bytes, e))
     })?;
-    let reader = crate::timings::time("pprof: strings and locations", || {
-        Reader::new(profile, path, &decoded)
-    })?;
-    crate::timings::time("pprof: samples (stacks, sites, allocations)", || {
-        reader.read_samples(&decoded)
+    let tables = Tables {
+        sample_type: decoded.sample_type.clone(),
+        location: decoded.location.clone(),
+        function: decoded.function.clone(),
+        string_table: decoded.string_table.clone(),
+        ..Tables::default()
+    };
+    let reader = Reader::new(profile, path, &tables)?;
+    reader.read_samples(|each| {
+        let mut view = SampleView::default();
+        for sample in &decoded.sample {
+            view.location_id.clone_from(&sample.location_id);
+            view.value.clone_from(&sample.value);
+            view.label.clear();
+            view.label
+                .extend(sample.label.iter().map(|l| (l.key, l.str)));
+            each(&view);
+        }
+        decoded.sample.len()
     })
+}
+
+/// `profile.proto`'s `Profile` without its samples (field 2, skipped as
+/// unknown): the same fields and types as the generated message, so prost
+/// checks them the same way.
+#[derive(Clone, PartialEq, Message)]
+struct Tables {
+    #[prost(message, repeated, tag = "1")]
+    sample_type: Vec<pprof::ValueType>,
+    #[prost(message, repeated, tag = "3")]
+    mapping: Vec<pprof::Mapping>,
+    #[prost(message, repeated, tag = "4")]
+    location: Vec<pprof::Location>,
+    #[prost(message, repeated, tag = "5")]
+    function: Vec<pprof::Function>,
+    #[prost(bytes = "vec", repeated, tag = "6")]
+    string_table: Vec<Vec<u8>>,
+    #[prost(int64, tag = "7")]
+    drop_frames: i64,
+    #[prost(int64, tag = "8")]
+    keep_frames: i64,
+    #[prost(int64, tag = "9")]
+    time_nanos: i64,
+    #[prost(int64, tag = "10")]
+    duration_nanos: i64,
+    #[prost(message, optional, tag = "11")]
+    period_type: Option<pprof::ValueType>,
+    #[prost(int64, tag = "12")]
+    period: i64,
+    #[prost(int64, repeated, tag = "13")]
+    comment: Vec<i64>,
+    #[prost(int64, tag = "14")]
+    default_sample_type: i64,
+    #[prost(string, tag = "15")]
+    doc_url: String,
+}
+
+/// One sample as the reader uses it; refilled for each sample.
+#[derive(Debug, Default)]
+struct SampleView {
+    location_id: Vec<u64>,
+    value: Vec<i64>,
+    /// `(key, str)` of each label.
+    label: Vec<(i64, i64)>,
+}
+
+/// Calls `each` with every sample (top-level field 2) in order and returns
+/// how many there were. Fails where prost's decoding of `Sample` and `Label`
+/// could fail (and on groups, which prost skips but this walk does not), so
+/// that a walk that succeeds sees what prost would have decoded.
+fn walk_samples(bytes: &[u8], mut each: impl FnMut(&SampleView)) -> Result<usize, ()> {
+    let mut view = SampleView::default();
+    let mut count = 0;
+    for field in Fields::new(bytes) {
+        let (number, value, _) = field.map_err(drop)?;
+        if number != 2 {
+            continue;
+        }
+        let Value::Bytes(sample) = value else {
+            return Err(());
+        };
+        view.location_id.clear();
+        view.value.clear();
+        view.label.clear();
+        for field in Fields::new(sample) {
+            match field.map_err(drop)? {
+                (1, Value::Varint(v), _) => view.location_id.push(v),
+                (1, Value::Bytes(packed), _) => {
+                    for v in wire::packed_varints(packed, 0) {
+                        view.location_id.push(v.map_err(drop)?);
+                    }
+                }
+                (2, Value::Varint(v), _) => view.value.push(v as i64),
+                (2, Value::Bytes(packed), _) => {
+                    for v in wire::packed_varints(packed, 0) {
+                        view.value.push(v.map_err(drop)? as i64);
+                    }
+                }
+                (3, Value::Bytes(label), _) => {
+                    let (mut key, mut str) = (0, 0);
+                    for field in Fields::new(label) {
+                        match field.map_err(drop)? {
+                            (1, Value::Varint(v), _) => key = v as i64,
+                            (2, Value::Varint(v), _) => str = v as i64,
+                            (3 | 4, Value::Varint(_), _) => {}
+                            (1..=4, _, _) => return Err(()),
+                            _ => {}
+                        }
+                    }
+                    view.label.push((key, str));
+                }
+                (1..=3, _, _) => return Err(()),
+                _ => {}
+            }
+        }
+        each(&view);
+        count += 1;
+    }
+    Ok(count)
 }
 
 fn corrupt(path: &str, bytes: &[u8], e: prost::DecodeError) -> Error {
@@ -58,12 +190,15 @@ struct Reader<'p> {
     space_index: usize,
     /// Location id → its frames, leaf first (a location's `line` list is
     /// innermost first: inlined functions come before their caller).
-    locations: HashMap<u64, Vec<FrameId>>,
-    stacks: HashMap<Vec<u64>, StackId>,
+    locations: FxHashMap<u64, Vec<FrameId>>,
+    stacks: FxHashMap<Box<[u64]>, StackId>,
+    /// Device label (a string table index) → position in
+    /// `profile.memories`, once the memory has this file's instant.
+    device_memory: FxHashMap<i64, usize>,
 }
 
 impl<'p> Reader<'p> {
-    fn new(profile: &'p mut Profile, path: &'p str, decoded: &pprof::Profile) -> Result<Self> {
+    fn new(profile: &'p mut Profile, path: &'p str, decoded: &Tables) -> Result<Self> {
         let mut bad_utf8 = 0usize;
         let strings: Vec<String> = decoded
             .string_table
@@ -110,8 +245,9 @@ impl<'p> Reader<'p> {
             strings,
             count_index,
             space_index,
-            locations: HashMap::new(),
-            stacks: HashMap::new(),
+            locations: FxHashMap::default(),
+            stacks: FxHashMap::default(),
+            device_memory: FxHashMap::default(),
         };
         reader.intern_locations(decoded);
         Ok(reader)
@@ -124,8 +260,8 @@ impl<'p> Reader<'p> {
             .unwrap_or("")
     }
 
-    fn intern_locations(&mut self, decoded: &pprof::Profile) {
-        let functions: HashMap<u64, &pprof::Function> =
+    fn intern_locations(&mut self, decoded: &Tables) {
+        let functions: FxHashMap<u64, &pprof::Function> =
             decoded.function.iter().map(|f| (f.id, f)).collect();
         let mut missing_functions = 0usize;
         for location in &decoded.location {
@@ -167,11 +303,16 @@ impl<'p> Reader<'p> {
             }
         }
         let stack = self.profile.names.stack_leaf_first(&frames);
-        self.stacks.insert(location_ids.to_vec(), stack);
+        self.stacks.insert(location_ids.into(), stack);
         stack
     }
 
-    fn read_samples(mut self, decoded: &pprof::Profile) -> Result<()> {
+    /// Reads the samples `drive` passes to its callback, one at a time;
+    /// `drive` returns how many there were.
+    fn read_samples(
+        mut self,
+        drive: impl FnOnce(&mut dyn FnMut(&SampleView)) -> usize,
+    ) -> Result<()> {
         let snapshot = self.profile.inputs.len();
         let path = self.path;
         let label = file_name(path);
@@ -179,22 +320,22 @@ impl<'p> Reader<'p> {
         let mut executables = Executables::default();
         let (mut no_stack, mut unknown_locations, mut short) = (0, 0, 0);
         let (mut negative, mut negative_executables) = (0, 0);
-        for sample in &decoded.sample {
+        let samples = drive(&mut |sample| {
             let Some(&bytes) = sample.value.get(self.space_index) else {
                 short += 1;
-                continue;
+                return;
             };
             let count = match self.count_index {
                 Some(i) => sample.value.get(i).copied().unwrap_or(1),
                 None => 1,
             };
             let mut kind = "";
-            let mut device = "";
-            for l in &sample.label {
-                if Some(l.key) == kind_key {
-                    kind = self.str(l.str);
-                } else if Some(l.key) == device_key {
-                    device = self.str(l.str);
+            let mut device = None;
+            for &(key, str) in &sample.label {
+                if Some(key) == kind_key {
+                    kind = self.str(str);
+                } else if Some(key) == device_key {
+                    device = Some(str);
                 }
             }
             if kind == "executable" {
@@ -203,9 +344,8 @@ impl<'p> Reader<'p> {
                 if bytes < 0 {
                     negative_executables += 1;
                 }
-                continue;
+                return;
             }
-            let device = device.to_string();
             if sample.location_id.is_empty() {
                 no_stack += 1;
             }
@@ -218,7 +358,27 @@ impl<'p> Reader<'p> {
                 stack,
                 ..Site::default()
             });
-            let memory = self.memory(&device, snapshot, &label);
+            // A missing device label reads as the empty string, as an index
+            // past the string table does.
+            let device = device.unwrap_or(-1);
+            let position = match self.device_memory.get(&device) {
+                Some(&position) => position,
+                None => {
+                    let name = self.str(device).to_string();
+                    self.memory(&name, snapshot, &label);
+                    let position = self
+                        .profile
+                        .memories
+                        .iter()
+                        .position(|m| m.id == name)
+                        .unwrap_or(0);
+                    self.device_memory.insert(device, position);
+                    position
+                }
+            };
+            let Some(memory) = self.profile.memories.get_mut(position) else {
+                return;
+            };
             let id = memory.push_allocation(Allocation {
                 bytes,
                 requested: bytes,
@@ -226,8 +386,10 @@ impl<'p> Reader<'p> {
                 address: None,
                 site,
             });
-            memory.instants[snapshot].live.push(id);
-        }
+            if let Some(instant) = memory.instants.get_mut(snapshot) {
+                instant.live.push(id);
+            }
+        });
         // Every device gets an instant for this file, even one it has no buffers in.
         let ids: Vec<String> = self.profile.memories.iter().map(|m| m.id.clone()).collect();
         for id in ids {
@@ -263,7 +425,7 @@ impl<'p> Reader<'p> {
             short,
             "samples have fewer values than sample types and were skipped",
         );
-        if decoded.sample.is_empty() {
+        if samples == 0 {
             self.profile
                 .warn(path, "profile has no samples: nothing was live");
         }
@@ -411,6 +573,94 @@ mod tests {
                 "1 executable samples have a negative size (kept as reported)",
             ]
         );
+    }
+
+    /// Top-level field 2 (a sample) with this payload, in wire format.
+    fn sample_field(payload: &[u8]) -> Vec<u8> {
+        let mut out = vec![0x12, payload.len() as u8];
+        out.extend_from_slice(payload);
+        out
+    }
+
+    fn shown(p: &Profile) -> String {
+        format!("{:?}", (&p.inputs, &p.memories, &p.warnings))
+    }
+
+    #[test]
+    fn unpacked_fields_and_unknown_ones_read_as_prost_reads_them() {
+        // The first sample again, written unpacked (location 7; values 2 and
+        // 1024), with an unknown field in the sample and in a label.
+        let mut unpacked = profile();
+        unpacked.extend(sample_field(&[
+            0x08, 7, // location_id 7
+            0x10, 2, // value 2
+            0x10, 0x80, 0x08, // value 1024
+            0x1a, 6, 0x08, 5, 0x10, 6, 0x28, 1, // label kind=buffer, unknown field 5
+            0x1a, 4, 0x08, 8, 0x10, 9, // label device=cuda:0
+            0x20, 3, // unknown field 4
+        ]));
+        let p = load(
+            vec![Source::from_bytes("u.prof", unpacked.clone())],
+            &LoadOptions::default(),
+        )
+        .unwrap();
+        let m = &p.memories[0];
+        assert_eq!(m.instants[0].live.len(), 3);
+        assert_eq!(m.allocations[2].bytes, 1024);
+        assert_eq!(m.allocations[2].count, 2);
+        assert_eq!(m.allocations[2].site, m.allocations[0].site);
+        // What the wire walk read is what prost decodes.
+        let decoded = pprof::Profile::decode(unpacked.as_slice()).unwrap();
+        let last = decoded.sample.last().unwrap();
+        assert_eq!(
+            (last.location_id.as_slice(), last.value.as_slice()),
+            (&[7][..], &[2, 1024][..])
+        );
+        assert_eq!(
+            last.label
+                .iter()
+                .map(|l| (l.key, l.str))
+                .collect::<Vec<_>>(),
+            [(5, 6), (8, 9)]
+        );
+    }
+
+    #[test]
+    fn a_sample_prost_refuses_is_refused_with_prost_s_words() {
+        // location_id as a fixed32: framed correctly, but not what the field is.
+        let mut bad = profile();
+        bad.extend(sample_field(&[0x0d, 1, 0, 0, 0]));
+        let err = load(
+            vec![Source::from_bytes("bad.prof", bad.clone())],
+            &LoadOptions::default(),
+        )
+        .unwrap_err();
+        let prost = pprof::Profile::decode(bad.as_slice()).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            corrupt("bad.prof", &bad, prost).to_string()
+        );
+        assert!(err.to_string().contains("invalid wire type"), "{err}");
+    }
+
+    #[test]
+    fn groups_in_a_sample_are_left_to_prost() {
+        // An empty group (start and end tags of field 9) in a sample: prost
+        // skips it; the wire walk does not frame groups, so prost reads the
+        // whole profile, to the same model.
+        let mut with_group = profile();
+        with_group.extend(sample_field(&[0x08, 7, 0x10, 1, 0x10, 8, 0x4b, 0x4c]));
+        let mut plain = profile();
+        plain.extend(sample_field(&[0x08, 7, 0x10, 1, 0x10, 8]));
+        let read = |bytes: Vec<u8>| {
+            load(
+                vec![Source::from_bytes("g.prof", bytes)],
+                &LoadOptions::default(),
+            )
+            .unwrap()
+        };
+        assert!(walk_samples(&with_group, |_| {}).is_err());
+        assert_eq!(shown(&read(with_group)), shown(&read(plain)));
     }
 
     #[test]

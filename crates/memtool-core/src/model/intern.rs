@@ -2,7 +2,7 @@
 //! stored once and referred to by a small id. Analyses compare ids, never
 //! strings, so grouping a million allocations by stack is a hash of a `u32`.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 macro_rules! id_type {
     ($(#[$doc:meta])* $name:ident) => {
@@ -71,30 +71,32 @@ pub struct Site {
 #[derive(Debug)]
 pub struct Names {
     strings: Vec<Box<str>>,
-    string_ids: HashMap<Box<str>, StrId>,
+    // Ids hash with Fx, not SipHash: a profile can hold millions of stacks,
+    // and a profile is the user's own file, not a hash-flooding attack.
+    string_ids: FxHashMap<Box<str>, StrId>,
     frames: Vec<Frame>,
-    frame_ids: HashMap<Frame, FrameId>,
+    frame_ids: FxHashMap<Frame, FrameId>,
     stacks: Vec<StackNode>,
-    stack_ids: HashMap<StackNode, StackId>,
+    stack_ids: FxHashMap<StackNode, StackId>,
     sites: Vec<Site>,
-    site_ids: HashMap<Site, SiteId>,
+    site_ids: FxHashMap<Site, SiteId>,
 }
 
 impl Default for Names {
     fn default() -> Self {
         let mut names = Names {
             strings: Vec::new(),
-            string_ids: HashMap::new(),
+            string_ids: FxHashMap::default(),
             frames: Vec::new(),
-            frame_ids: HashMap::new(),
+            frame_ids: FxHashMap::default(),
             // Slot 0 is the empty stack; it has no node of its own.
             stacks: vec![StackNode {
                 frame: FrameId(u32::MAX),
                 caller: StackId(0),
             }],
-            stack_ids: HashMap::new(),
+            stack_ids: FxHashMap::default(),
             sites: Vec::new(),
-            site_ids: HashMap::new(),
+            site_ids: FxHashMap::default(),
         };
         names.string("");
         names

@@ -2,12 +2,12 @@
 //! and for collapsed-stack (`folded`) output. A tree can hold one profile's
 //! bytes or two (base and new) for a differential view.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::analysis::group::{FrameFilter, Totals, NO_STACK_LABEL};
-use crate::model::{Names, SiteId};
+use crate::analysis::group::{FrameFilter, SiteTotals, NO_STACK_LABEL};
+use crate::model::Names;
 
 /// Bytes of one frame path, in one or two profiles.
 #[derive(Debug, Default)]
@@ -42,7 +42,7 @@ impl Tree {
     pub fn add_sites(
         &mut self,
         names: &Names,
-        by_site: &HashMap<SiteId, Totals>,
+        by_site: &SiteTotals,
         filter: &FrameFilter,
         side: usize,
     ) {
@@ -146,7 +146,8 @@ impl Tree {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Frame, Site};
+    use crate::analysis::group::Totals;
+    use crate::model::{Frame, Site, SiteId};
 
     fn site(names: &mut Names, frames: &[&str]) -> SiteId {
         let ids: Vec<_> = frames
@@ -182,13 +183,14 @@ mod tests {
         let b = site(&mut names, &["leaf2", "mid", "main"]);
         let c = site(&mut names, &["main"]);
         let tiny = site(&mut names, &["tiny", "main"]);
-        let by_site: HashMap<_, _> = [
+        let by_site: SiteTotals = [
             (a, totals(600)),
             (b, totals(300)),
             (c, totals(100)),
             (tiny, totals(1)),
         ]
-        .into();
+        .into_iter()
+        .collect();
         let mut tree = Tree::default();
         tree.add_sites(&names, &by_site, &FrameFilter::All, 1);
         let root = tree.nodes("all", false, 0.01);
@@ -228,7 +230,9 @@ mod tests {
         let mut tree = Tree::default();
         tree.add_sites(
             &names,
-            &[(with, totals(1024)), (bare, totals(10))].into(),
+            &[(with, totals(1024)), (bare, totals(10))]
+                .into_iter()
+                .collect(),
             &FrameFilter::All,
             1,
         );
@@ -245,13 +249,13 @@ mod tests {
         let mut tree = Tree::default();
         tree.add_sites(
             &names,
-            &[(a, totals(100)), (b, totals(500))].into(),
+            &[(a, totals(100)), (b, totals(500))].into_iter().collect(),
             &FrameFilter::All,
             0,
         );
         tree.add_sites(
             &names,
-            &[(a, totals(400)), (b, totals(200))].into(),
+            &[(a, totals(400)), (b, totals(200))].into_iter().collect(),
             &FrameFilter::All,
             1,
         );

@@ -15,7 +15,7 @@ pub mod flame;
 pub mod svg;
 pub mod timeline;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use askama::Template;
 use serde::Serialize;
@@ -506,10 +506,10 @@ fn paths(profile: &Profile) -> String {
 }
 
 /// Live totals per site at the memory's peak (empty for a memory with no points).
-fn at_peak(memory: &Memory) -> HashMap<crate::model::SiteId, Totals> {
+fn at_peak(memory: &Memory) -> group::SiteTotals {
     match replay::peak(memory) {
         Some(p) => group::totals_by_site(memory, &replay::live_at(memory, p.index)),
-        None => HashMap::new(),
+        None => group::SiteTotals::default(),
     }
 }
 
