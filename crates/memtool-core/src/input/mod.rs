@@ -223,8 +223,14 @@ fn load_into(profile: &mut Profile, source: Source, options: &LoadOptions) -> Re
         Format::XSpace => {
             // One XSpace holds both: allocator events and compiled programs.
             // Both walk it in place, reading only the parts they need.
-            xspace::read(profile, &path, &*data)?;
-            hlo::read(profile, &path, &*data)
+            let has_allocator_events = xspace::read(profile, &path, &*data)?;
+            let before = profile.memories.len();
+            hlo::read(profile, &path, &*data)?;
+            if !has_allocator_events {
+                let has_programs = profile.memories.len() > before;
+                xspace::note_no_allocator_events(profile, &path, has_programs);
+            }
+            Ok(())
         }
         Format::TorchSnapshot => torch::snapshot::read(profile, &path, &*data),
         Format::TorchTrace | Format::TorchMemoryTimeline => {

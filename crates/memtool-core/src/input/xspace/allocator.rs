@@ -48,8 +48,9 @@ pub const STACK_OP: &str = "stack";
 const HOST_PLANE: &str = "/host:CPU";
 const TASK_ENVIRONMENT: &str = "Task Environment";
 
-/// How to capture allocator events, for profiles without them.
-const NO_EVENTS_HINT: &str = "no allocator events (MemoryAllocation/MemoryDeallocation) on \
+/// How to capture allocator events, for profiles without any memory.
+pub(super) const NO_EVENTS_HINT: &str =
+    "no allocator events (MemoryAllocation/MemoryDeallocation) on \
     /host:CPU, so there is no allocator timeline; TensorFlow records them with \
     tf.profiler.experimental.start(logdir, options=tf.profiler.experimental.ProfilerOptions(\
     host_tracer_level=3)), JAX and PyTorch/XLA on GPU or TPU with jax.profiler.trace(logdir); \
@@ -188,7 +189,8 @@ impl RawEvent {
 /// Reads the allocator events of `source` into one memory per allocator: by
 /// the merged walk, else (a line out of time order, damage) by the walk in
 /// file order, which gives the same memories, or the error.
-pub(crate) fn read(profile: &mut Profile, path: &str, source: &dyn ByteSource) -> Result<()> {
+/// Adds a memory per allocator; returns whether there were allocator events.
+pub(crate) fn read(profile: &mut Profile, path: &str, source: &dyn ByteSource) -> Result<bool> {
     let mut window = Window::new(source, SKIM_CHUNK);
     let start_ns = profile_start_ns(&mut window).map_err(|e| e.into_error(path))?;
     let merged = {
@@ -204,8 +206,7 @@ pub(crate) fn read(profile: &mut Profile, path: &str, source: &dyn ByteSource) -
             sequential(&mut profile.names, source, start_ns).map_err(|e| e.into_error(path))?
         }
     };
-    collected.finish(profile, path);
-    Ok(())
+    Ok(collected.finish(profile, path))
 }
 
 /// How much of the input a skim over headers reads at a time.
@@ -1064,7 +1065,8 @@ struct Collected {
 }
 
 impl Collected {
-    fn finish(self, profile: &mut Profile, path: &str) {
+    /// Adds the memories; returns whether there were allocator events.
+    fn finish(self, profile: &mut Profile, path: &str) -> bool {
         let Collected {
             decoder,
             mut builders,
@@ -1081,9 +1083,6 @@ impl Collected {
         }
         let mut steps: Vec<Step> = decoder.steps.into_values().collect();
         steps.sort_by_key(|s| (s.start, s.id));
-        if !any {
-            profile.warn(path, NO_EVENTS_HINT);
-        }
         let mut order: Vec<usize> = (0..decoder.allocators.len()).collect();
         order.sort_by_key(|&i| decoder.allocators[i].first);
         builders.resize_with(decoder.allocators.len(), MemoryBuilder::default);
@@ -1099,6 +1098,7 @@ impl Collected {
             let memory = builder.finish(profile, path, id, steps.clone());
             profile.memories.push(memory);
         }
+        any
     }
 }
 

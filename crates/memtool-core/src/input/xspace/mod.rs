@@ -31,15 +31,31 @@ pub(crate) use stream::{PlaneAt, Planes, StreamError, Window};
 
 /// Reads the allocator events of an XSpace into `profile`; the input is
 /// recorded once here. (Compiled programs are read by [`crate::input::hlo`].)
-pub(crate) fn read(profile: &mut Profile, path: &str, source: &dyn ByteSource) -> Result<()> {
-    allocator::read(profile, path, source)?;
+/// Returns whether the file has allocator events.
+pub(crate) fn read(profile: &mut Profile, path: &str, source: &dyn ByteSource) -> Result<bool> {
+    let found = allocator::read(profile, path, source)?;
     profile.inputs.push(InputInfo {
         path: path.to_string(),
         format: Format::XSpace,
         executables: None,
     });
-    Ok(())
+    Ok(found)
 }
+
+/// Says that the file has no allocator events: with how to record them when
+/// nothing else was found (the error then lists it), in one short line when
+/// its compiled programs are there to show (JAX on CPU, always).
+pub(crate) fn note_no_allocator_events(profile: &mut Profile, path: &str, has_programs: bool) {
+    if has_programs {
+        profile.warn(path, NO_EVENTS_WITH_PROGRAMS);
+    } else {
+        profile.warn(path, allocator::NO_EVENTS_HINT);
+    }
+}
+
+const NO_EVENTS_WITH_PROGRAMS: &str = "no allocator events (MemoryAllocation/MemoryDeallocation) \
+    on /host:CPU: the memories shown are the compiled programs' (XLA buffer assignment); JAX on \
+    CPU records no allocator events, GPU and TPU runs do";
 
 /// Adds `host`, an XSpace read into a profile of its own, to the profile of
 /// the other hosts of its run: its names are imported and its memories
