@@ -257,13 +257,57 @@ pub fn point_of_sample(memory: &Memory, sample: usize) -> usize {
 
 /// The point with this index, if the timeline has it.
 pub fn point_at(memory: &Memory, index: usize) -> Option<Point> {
-    let mut out = None;
-    for_each_point(memory, |p| {
-        if p.index == index {
-            out = Some(p);
+    if uses_instants(memory) {
+        let instant = memory.instants.get(index)?;
+        let mut p = Point {
+            index,
+            at: instant.at,
+            bytes: 0,
+            requested: 0,
+            buffers: 0,
+        };
+        for &id in &instant.live {
+            let a = memory.allocation(id);
+            p.bytes += a.bytes;
+            p.requested += a.requested;
+            p.buffers += a.count;
         }
-    });
-    out
+        return Some(p);
+    }
+    // Only the events before the point are replayed.
+    let before = memory.events.get(..index)?;
+    let mut set = LiveSet::at_start(memory);
+    for event in before {
+        set.apply(event.kind, event.alloc);
+    }
+    let at = match before.last() {
+        Some(e) => e.at,
+        None => memory.events.first().map_or(0, |e| e.at),
+    };
+    Some(point_of(&set, index, at))
+}
+
+/// The allocations live at point `index` and the last point of the
+/// timeline, from one replay (a summary wants both).
+pub fn live_at_and_last(memory: &Memory, index: usize) -> (Vec<AllocId>, Option<Point>) {
+    if uses_instants(memory) {
+        let last = memory.instants.len().checked_sub(1);
+        return (
+            live_at(memory, index),
+            last.and_then(|i| point_at(memory, i)),
+        );
+    }
+    let mut set = LiveSet::at_start(memory);
+    let mut live = (index == 0).then(|| set.ids());
+    for (i, event) in memory.events.iter().enumerate() {
+        set.apply(event.kind, event.alloc);
+        if i + 1 == index {
+            live = Some(set.ids());
+        }
+    }
+    let at = memory.events.last().map_or(0, |e| e.at);
+    let last = point_of(&set, memory.events.len(), at);
+    (live.unwrap_or_default(), Some(last))
 }
 
 /// When each allocation was made, from the events before point `index`
@@ -335,7 +379,7 @@ pub fn for_each_lifetime(memory: &Memory, mut visit: impl FnMut(AllocId, i64, i6
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Allocation, Axis, Event, MemoryKind, SiteId};
+    use crate::model::{Allocation, Axis, Event, Instant, MemoryKind, SiteId};
 
     fn memory() -> Memory {
         let mut m = Memory::new("m", MemoryKind::Allocator, Axis::EventIndex);
@@ -377,6 +421,44 @@ mod tests {
         );
         assert_eq!(live_at(&m, 2), vec![AllocId(1)]);
         assert_eq!(last(&m).unwrap().bytes, 220);
+    }
+
+    #[test]
+    fn points_and_live_sets_by_index_agree_with_the_walk() {
+        let m = memory();
+        let mut points = Vec::new();
+        for_each_point(&m, |p| points.push(p));
+        for p in &points {
+            assert_eq!(point_at(&m, p.index), Some(*p));
+            let (live, last) = live_at_and_last(&m, p.index);
+            assert_eq!(live, live_at(&m, p.index));
+            assert_eq!(last, points.last().copied());
+        }
+        assert_eq!(point_at(&m, points.len()), None);
+        // A memory of instants (pprof snapshots).
+        let mut snapshots = memory();
+        snapshots.events.clear();
+        snapshots.instants = vec![
+            Instant {
+                label: "memory1.prof".into(),
+                at: 1,
+                live: vec![AllocId(0), AllocId(2)],
+            },
+            Instant {
+                label: "memory2.prof".into(),
+                at: 2,
+                live: vec![AllocId(1)],
+            },
+        ];
+        let mut points = Vec::new();
+        for_each_point(&snapshots, |p| points.push(p));
+        assert_eq!(points.len(), 2);
+        for p in &points {
+            assert_eq!(point_at(&snapshots, p.index), Some(*p));
+            let (live, last) = live_at_and_last(&snapshots, p.index);
+            assert_eq!(live, snapshots.instants[p.index].live);
+            assert_eq!(last.unwrap().bytes, 50);
+        }
     }
 
     #[test]

@@ -112,7 +112,8 @@ pub fn summarize(profile: &Profile, options: &Options) -> SummaryReport {
             continue;
         };
         let peak = reported.point;
-        let last = replay::last(memory).unwrap_or(peak);
+        let (live, last) = replay::live_at_and_last(memory, peak.index);
+        let last = last.unwrap_or(peak);
         let state = AllocatorState::at(memory, reported.sample);
         let mut header = MemoryHeader::of(memory);
         header.capacity_bytes = state.capacity_bytes.or(header.capacity_bytes);
@@ -137,7 +138,6 @@ pub fn summarize(profile: &Profile, options: &Options) -> SummaryReport {
                 })
             });
         }
-        let live = replay::live_at(memory, peak.index);
         let by_site = group::totals_by_site(memory, &live);
         let layout = super::segments::layout(&profile.names, memory);
         memories.push(MemorySummary {
