@@ -21,7 +21,9 @@ mod assignment;
 mod plane;
 mod shape;
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
+
+use rustc_hash::FxHashMap as HashMap;
 
 use assignment::{Decoded, LogicalBuffer, Trace};
 use memtool_proto::xla::{
@@ -160,7 +162,7 @@ impl<'h> Module<'h> {
             hlo.logical_buffers.iter().map(|b| (b.id, b)).collect();
         let allocations = &hlo.allocations[..];
         let traces = &hlo.traces[..];
-        let mut buffers = HashMap::new();
+        let mut buffers = HashMap::default();
         let mut missing = 0usize;
         for (position, allocation) in allocations.iter().enumerate() {
             for assigned in &allocation.assigned {
@@ -190,7 +192,7 @@ impl<'h> Module<'h> {
                 );
             }
         }
-        let mut trace_of = HashMap::new();
+        let mut trace_of = HashMap::default();
         for (i, trace) in traces.iter().enumerate() {
             let first = trace.first_buffer_id().and_then(|id| buffers.get(&id));
             if let Some(buffer) = first {
@@ -344,8 +346,8 @@ impl<'m, 'h, 'p> SpaceReader<'m, 'h, 'p> {
                 memory_space: color,
                 ..ProgramInfo::default()
             },
-            sites: HashMap::new(),
-            stacks: HashMap::new(),
+            sites: HashMap::default(),
+            stacks: HashMap::default(),
             bases: bases(module.allocations, color),
             no_op: None,
             allocated: 0,
@@ -446,10 +448,10 @@ impl<'m, 'h, 'p> SpaceReader<'m, 'h, 'p> {
     }
 
     fn simulate(&mut self, trace: &Trace<'h>) {
-        let mut shares: HashMap<i64, Share> = HashMap::new();
+        let mut shares: HashMap<i64, Share> = HashMap::default();
         // Canonical buffer id → the allocation holding its bytes now.
-        let mut holding: HashMap<i64, AllocId> = HashMap::new();
-        let mut step_ids: HashMap<&str, u32> = HashMap::new();
+        let mut holding: HashMap<i64, AllocId> = HashMap::default();
+        let mut step_ids: HashMap<&str, u32> = HashMap::default();
         let (mut over_freed, mut unknown_kind, mut unknown_buffer) = (0usize, 0usize, 0usize);
         for (i, event) in trace.events().enumerate() {
             let name = event.instruction_name;
