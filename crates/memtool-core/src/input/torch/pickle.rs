@@ -551,7 +551,7 @@ struct Machine<'s, 'v, V: Visitor> {
     record_pairs: Vec<(Value, Value)>,
     record_memo: Vec<Value>,
     /// The items of a list in a record, as they are read.
-    record_items: Vec<Value>,
+    record_items: Vec<u32>,
 }
 
 /// Decodes the pickle in `source` as plain data; the result is the top value
@@ -1332,7 +1332,7 @@ fn scan_record(
     id: u32,
     pairs: &mut Vec<(Value, Value)>,
     memoized: &mut Vec<Value>,
-    scratch: &mut Vec<Value>,
+    scratch: &mut Vec<u32>,
 ) -> Option<(usize, bool)> {
     if bytes.get(..2)? != [0x94, b'('] {
         return None;
@@ -1362,7 +1362,7 @@ fn scan_value(
     memo: &Memo,
     id: u32,
     memoized: &mut Vec<Value>,
-    scratch: &mut Vec<Value>,
+    scratch: &mut Vec<u32>,
 ) -> Option<Value> {
     skip_frames(bytes, at);
     let mut i = *at + 1;
@@ -1419,8 +1419,12 @@ fn scan_value(
                 i += 1;
             }
             let n = scan_handles(bytes, &mut i, memo, scratch)?;
-            *list.items.borrow_mut() = scratch.as_slice().to_vec();
-            scratch.clear();
+            let mut items = list.items.borrow_mut();
+            items.reserve_exact(n);
+            // From handles, not values moved through the stack: each value
+            // written there in two parts and read back whole stalls.
+            items.extend(scratch.drain(..).map(Value::Handle));
+            drop(items);
             list.appended.set(n);
             Value::List(list)
         }
@@ -1448,13 +1452,13 @@ fn skip_frames(bytes: &[u8], at: &mut usize) {
 /// APPEND` whose references are all handles, pushed to `out`. Returns how
 /// many.
 #[inline]
-fn scan_handles(bytes: &[u8], at: &mut usize, memo: &Memo, out: &mut Vec<Value>) -> Option<usize> {
+fn scan_handles(bytes: &[u8], at: &mut usize, memo: &Memo, out: &mut Vec<u32>) -> Option<usize> {
     let mut i = *at;
     let mut n = 0;
     // Handles only: the memo has no sparse entries here (see Machine::record).
     let handle = |r: u32| {
         let p = memo.dense.get(r as usize)?.0;
-        (p & PACKED_HANDLE != 0 && p != PACKED_FORGOTTEN).then_some(Value::Handle(p & MAX_HANDLE))
+        (p & PACKED_HANDLE != 0 && p != PACKED_FORGOTTEN).then_some(p & MAX_HANDLE)
     };
     loop {
         skip_frames(bytes, &mut i);
