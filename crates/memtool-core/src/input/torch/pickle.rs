@@ -399,11 +399,11 @@ pub trait Visitor {
     }
 
     /// The pairs of a record (see [`Visitor::records`]), as `item` would
-    /// have found them in the dict.
+    /// have found them in the dict: keys and values alternating.
     fn record(
         &mut self,
         route: u32,
-        pairs: &[(Value, Value)],
+        pairs: &[Value],
         memo: &mut Memo,
     ) -> std::result::Result<(), String> {
         let _ = (route, pairs, memo);
@@ -548,7 +548,7 @@ struct Machine<'s, 'v, V: Visitor> {
     visitor: &'v mut V,
     /// Scratch space for [`Machine::record`]: a record's pairs, and the
     /// values it memoizes after the dict itself.
-    record_pairs: Vec<(Value, Value)>,
+    record_pairs: Vec<Value>,
     record_memo: Vec<Value>,
     /// The items of a list in a record, as they are read.
     record_items: Vec<u32>,
@@ -1330,7 +1330,7 @@ fn scan_record(
     bytes: &[u8],
     memo: &Memo,
     id: u32,
-    pairs: &mut Vec<(Value, Value)>,
+    pairs: &mut Vec<Value>,
     memoized: &mut Vec<Value>,
     scratch: &mut Vec<u32>,
 ) -> Option<(usize, bool)> {
@@ -1344,13 +1344,12 @@ fn scan_record(
         if *bytes.get(at)? == b'u' {
             return Some((at + 1, nested));
         }
-        let key = scan_value(bytes, &mut at, memo, id, memoized, scratch)?;
-        let value = scan_value(bytes, &mut at, memo, id, memoized, scratch)?;
-        if let Value::List(l) = &value {
+        scan_value(bytes, &mut at, memo, id, memoized, scratch, pairs)?;
+        scan_value(bytes, &mut at, memo, id, memoized, scratch, pairs)?;
+        if let Some(Value::List(l)) = pairs.last() {
             l.sealed.set(true);
             nested = true;
         }
-        pairs.push((key, value));
     }
 }
 
@@ -1363,79 +1362,85 @@ fn scan_value(
     id: u32,
     memoized: &mut Vec<Value>,
     scratch: &mut Vec<u32>,
-) -> Option<Value> {
+    out: &mut Vec<Value>,
+) -> Option<()> {
     skip_frames(bytes, at);
     let mut i = *at + 1;
-    let value = match *bytes.get(*at)? {
-        b'K' => {
-            i += 1;
-            Value::Int(i64::from(*bytes.get(i - 1)?))
-        }
-        b'M' => {
-            i += 2;
-            let b = bytes.get(i - 2..i)?;
-            Value::Int(i64::from(u16::from_le_bytes([b[0], b[1]])))
-        }
-        b'J' => {
-            i += 4;
-            let b = bytes.get(i - 4..i)?;
-            Value::Int(i64::from(i32::from_le_bytes([b[0], b[1], b[2], b[3]])))
-        }
-        0x8a => {
-            let n = usize::from(*bytes.get(i)?);
-            if n == 0 || n > 8 {
-                return None;
-            }
-            let raw = bytes.get(i + 1..i + 1 + n)?;
-            i += 1 + n;
-            let negative = raw[n - 1] & 0x80 != 0;
-            let mut buf = if negative { [0xffu8; 8] } else { [0u8; 8] };
-            buf[..n].copy_from_slice(raw);
-            Value::Int(i64::from_le_bytes(buf))
-        }
-        b'N' => Value::None,
-        0x88 => Value::Bool(true),
-        0x89 => Value::Bool(false),
-        b'G' => {
-            i += 8;
-            let b: [u8; 8] = bytes.get(i - 8..i)?.try_into().ok()?;
-            Value::Float(f64::from_be_bytes(b))
-        }
-        0x8c => {
-            let n = usize::from(*bytes.get(i)?);
-            let raw = bytes.get(i + 1..i + 1 + n)?;
-            i += 1 + n;
-            str_value(raw)
-        }
-        b'h' | b'j' => {
-            let (r, len) = memo_ref(bytes, *at)?;
-            i = *at + len;
-            record_ref(memo, id, memoized, r)?
-        }
-        b']' => {
-            let list = Container::new(None, Vec::new());
-            if bytes.get(i) == Some(&0x94) {
-                memoized.push(Value::List(list.clone()));
+    let op = *bytes.get(*at)?;
+    if let b'h' | b'j' = op {
+        // Pushed in place: values moved through the stack are slow (see
+        // `scan_handles`), and most of a record is memo references.
+        let (r, len) = memo_ref(bytes, *at)?;
+        i = *at + len;
+        record_ref(memo, id, memoized, r, out)?;
+    } else {
+        let value = match op {
+            b'K' => {
                 i += 1;
+                Value::Int(i64::from(*bytes.get(i - 1)?))
             }
-            let n = scan_handles(bytes, &mut i, memo, scratch)?;
-            let mut items = list.items.borrow_mut();
-            items.reserve_exact(n);
-            // From handles, not values moved through the stack: each value
-            // written there in two parts and read back whole stalls.
-            items.extend(scratch.drain(..).map(Value::Handle));
-            drop(items);
-            list.appended.set(n);
-            Value::List(list)
-        }
-        _ => return None,
-    };
+            b'M' => {
+                i += 2;
+                let b = bytes.get(i - 2..i)?;
+                Value::Int(i64::from(u16::from_le_bytes([b[0], b[1]])))
+            }
+            b'J' => {
+                i += 4;
+                let b = bytes.get(i - 4..i)?;
+                Value::Int(i64::from(i32::from_le_bytes([b[0], b[1], b[2], b[3]])))
+            }
+            0x8a => {
+                let n = usize::from(*bytes.get(i)?);
+                if n == 0 || n > 8 {
+                    return None;
+                }
+                let raw = bytes.get(i + 1..i + 1 + n)?;
+                i += 1 + n;
+                let negative = raw[n - 1] & 0x80 != 0;
+                let mut buf = if negative { [0xffu8; 8] } else { [0u8; 8] };
+                buf[..n].copy_from_slice(raw);
+                Value::Int(i64::from_le_bytes(buf))
+            }
+            b'N' => Value::None,
+            0x88 => Value::Bool(true),
+            0x89 => Value::Bool(false),
+            b'G' => {
+                i += 8;
+                let b: [u8; 8] = bytes.get(i - 8..i)?.try_into().ok()?;
+                Value::Float(f64::from_be_bytes(b))
+            }
+            0x8c => {
+                let n = usize::from(*bytes.get(i)?);
+                let raw = bytes.get(i + 1..i + 1 + n)?;
+                i += 1 + n;
+                str_value(raw)
+            }
+            b']' => {
+                let list = Container::new(None, Vec::new());
+                if bytes.get(i) == Some(&0x94) {
+                    memoized.push(Value::List(list.clone()));
+                    i += 1;
+                }
+                let n = scan_handles(bytes, &mut i, memo, scratch)?;
+                let mut items = list.items.borrow_mut();
+                items.reserve_exact(n);
+                // From handles, not values moved through the stack: each value
+                // written there in two parts and read back whole stalls.
+                items.extend(scratch.drain(..).map(Value::Handle));
+                drop(items);
+                list.appended.set(n);
+                Value::List(list)
+            }
+            _ => return None,
+        };
+        out.push(value);
+    }
     if bytes.get(i) == Some(&0x94) {
-        memoized.push(value.clone());
+        memoized.push(out.last()?.clone());
         i += 1;
     }
     *at = i;
-    Some(value)
+    Some(())
 }
 
 /// Steps over FRAME opcodes (a length hint, no-ops to the decoder), which
@@ -1512,19 +1517,31 @@ fn scan_handles(bytes: &[u8], at: &mut usize, memo: &Memo, out: &mut Vec<u32>) -
 
 /// A memo reference inside a record: not to a container (nor the record).
 #[inline]
-fn record_ref(memo: &Memo, id: u32, memoized: &[Value], r: u32) -> Option<Value> {
+fn record_ref(
+    memo: &Memo,
+    id: u32,
+    memoized: &[Value],
+    r: u32,
+    out: &mut Vec<Value>,
+) -> Option<()> {
     let v = match r.checked_sub(id) {
         Some(0) => return None,
         Some(n) => memoized.get(n as usize - 1)?,
         None => match memo.get(r)? {
-            MemoSlot::Handle(h) => return Some(Value::Handle(h)),
+            MemoSlot::Handle(h) => {
+                out.push(Value::Handle(h));
+                return Some(());
+            }
             MemoSlot::Value(i) => &memo.values[i as usize],
             MemoSlot::Forgotten => return None,
         },
     };
     match v {
         Value::List(_) | Value::Dict(_) | Value::Tuple(_) => None,
-        v => Some(v.clone()),
+        v => {
+            out.push(v.clone());
+            Some(())
+        }
     }
 }
 

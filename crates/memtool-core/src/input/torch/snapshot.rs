@@ -357,9 +357,10 @@ impl Visitor for SnapshotVisitor<'_> {
     fn record(
         &mut self,
         route: u32,
-        pairs: &[(Value, Value)],
+        pairs: &[Value],
         memo: &mut Memo,
     ) -> std::result::Result<(), String> {
+        let pairs = pairs.chunks_exact(2).map(|kv| (&kv[0], &kv[1]));
         self.entry_pairs((route - ROUTE_TRACE0) as usize, pairs, memo);
         Ok(())
     }
@@ -485,7 +486,8 @@ impl SnapshotVisitor<'_> {
 
     fn entry(&mut self, device: usize, v: &Value, memo: &mut Memo) {
         let pairs = v.pairs();
-        self.entry_pairs(device, pairs.as_deref().map_or(&[], Vec::as_slice), memo);
+        let items = pairs.iter().flat_map(|p| p.iter()).map(|(k, v)| (k, v));
+        self.entry_pairs(device, items, memo);
         drop(pairs);
         if let Some(slot) = v.memo_id() {
             memo.forget(slot);
@@ -493,7 +495,12 @@ impl SnapshotVisitor<'_> {
     }
 
     /// One trace entry from its key-value pairs.
-    fn entry_pairs(&mut self, device: usize, pairs: &[(Value, Value)], memo: &mut Memo) {
+    fn entry_pairs<'v>(
+        &mut self,
+        device: usize,
+        pairs: impl Iterator<Item = (&'v Value, &'v Value)>,
+        memo: &mut Memo,
+    ) {
         // The fields, each its first occurrence, read in one pass.
         let (mut action, mut addr, mut device_free, mut size) = (None, None, None, None);
         let (mut time_us, mut frames, mut category) = (None, None, None);
