@@ -1778,4 +1778,121 @@ mod tests {
         assert!(error(&[0x80, 9, b'N', b'.']).contains("protocol 9"));
         assert!(error(b"I1\n.").contains("unsupported"));
     }
+
+    /// Collects the entries of the list at key `t` of the root dict, from
+    /// `item` or, when `fast`, from `record`.
+    struct Records {
+        fast: bool,
+        entries: Vec<String>,
+        records: usize,
+    }
+
+    fn show(v: &Value) -> String {
+        match v {
+            Value::None => "None".into(),
+            Value::Int(i) => i.to_string(),
+            Value::Str(s) => format!("{s:?}"),
+            Value::Handle(h) => format!("#{h}"),
+            Value::Dict(_) => format!(
+                "{{{}}}",
+                v.pairs()
+                    .unwrap()
+                    .iter()
+                    .map(|(k, v)| format!("{}: {}", show(k), show(v)))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            v => format!("{v:?}"),
+        }
+    }
+
+    impl Visitor for Records {
+        fn route(&mut self, parent: Parent<'_>, is_list: bool) -> Option<u32> {
+            match parent {
+                Parent::Root => Some(0),
+                Parent::DictKey { route: 0, key: "t" } if is_list => Some(1),
+                _ => None,
+            }
+        }
+        fn item(
+            &mut self,
+            route: u32,
+            item: &Value,
+            _: &mut Memo,
+        ) -> std::result::Result<bool, String> {
+            if route != 1 {
+                return Ok(false);
+            }
+            self.entries.push(show(item));
+            Ok(true)
+        }
+        fn records(&self, route: u32) -> bool {
+            self.fast && route == 1
+        }
+        fn record(
+            &mut self,
+            _: u32,
+            pairs: &[Value],
+            _: &mut Memo,
+        ) -> std::result::Result<(), String> {
+            let pairs: Vec<String> = pairs
+                .chunks_exact(2)
+                .map(|kv| format!("{}: {}", show(&kv[0]), show(&kv[1])))
+                .collect();
+            self.entries.push(format!("{{{}}}", pairs.join(", ")));
+            self.records += 1;
+            Ok(())
+        }
+    }
+
+    /// Records in CPython's shape (a FRAME inside one) go to `record`; one
+    /// in another shape, and the rest of its batch, go the ordinary way;
+    /// the visitor sees the same entries in the same order either way.
+    #[test]
+    fn records_are_read_straight_or_the_ordinary_way_alike() {
+        let mut p = vec![
+            0x80, 4, b'}', 0x94, b'(', 0x8c, 1, b't', 0x94, b']', 0x94, b'(',
+        ];
+        // Memo: root 0, 't' 1, list 2, then each dict and string in order.
+        p.extend([b'}', 0x94, b'(', 0x8c, 6]);
+        p.extend(b"action");
+        p.extend([0x94, 0x8c, 5]);
+        p.extend(b"alloc");
+        p.extend([0x94, 0x8c, 4]);
+        p.extend(b"size");
+        p.extend([0x94, b'K', 7, b'u']);
+        p.extend([
+            b'}', 0x94, b'(', b'h', 4, b'h', 5, 0x95, 9, 0, 0, 0, 0, 0, 0, 0,
+        ]);
+        p.extend([b'h', 6, b'J', 1, 0, 0, 0, b'u']);
+        // A dict as a value: not a record's shape.
+        p.extend([b'}', 0x94, b'(', b'h', 4, b'}', b'u']);
+        p.extend([b'}', 0x94, b'(', b'h', 6, 0x8a, 2, 0, 1, b'u', b'e']);
+        p.extend([
+            b'(', b'}', 0x94, b'(', b'h', 6, b'N', b'h', 4, b'h', 5, b'u', b'e',
+        ]);
+        p.extend([b'u', b'.']);
+        let mut decoded = Vec::new();
+        for fast in [false, true] {
+            let mut v = Records {
+                fast,
+                entries: Vec::new(),
+                records: 0,
+            };
+            decode(&p.clone(), &mut v).unwrap();
+            assert_eq!(v.records, if fast { 3 } else { 0 });
+            decoded.push(v.entries);
+        }
+        assert_eq!(decoded[0], decoded[1]);
+        assert_eq!(
+            decoded[1],
+            [
+                r#"{"action": "alloc", "size": 7}"#,
+                r#"{"action": "alloc", "size": 1}"#,
+                r#"{"action": {}}"#,
+                r#"{"size": 256}"#,
+                r#"{"size": None, "action": "alloc"}"#,
+            ]
+        );
+    }
 }
