@@ -30,6 +30,10 @@ pub const MAX_DEPTH: u32 = 64;
 /// really there.
 const CHUNK: usize = 1 << 20;
 
+/// Bytes [`Machine::record`] makes sure are buffered before it gives up on a
+/// record cut by the buffer's end (records are far shorter).
+const REFILL_AHEAD: usize = 1 << 16;
+
 /// Why a pickle could not be decoded, with the byte offset of the opcode.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PickleError {
@@ -383,6 +387,28 @@ pub trait Visitor {
         item: &Value,
         memo: &mut Memo,
     ) -> std::result::Result<bool, String>;
+
+    /// Whether the dicts appended to the list claimed with `route` are
+    /// records: `item` consumes every one of them, and `route` claims
+    /// nothing inside them. The decoder may then hand a record's key-value
+    /// pairs to [`Visitor::record`] as soon as they are read, building no
+    /// dict, in place of handing the dict to `item`.
+    fn records(&self, route: u32) -> bool {
+        let _ = route;
+        false
+    }
+
+    /// The pairs of a record (see [`Visitor::records`]), as `item` would
+    /// have found them in the dict: keys and values alternating.
+    fn record(
+        &mut self,
+        route: u32,
+        pairs: &[Value],
+        memo: &mut Memo,
+    ) -> std::result::Result<(), String> {
+        let _ = (route, pairs, memo);
+        Ok(())
+    }
 }
 
 /// A visitor that claims nothing: the pickle is decoded into one value.
@@ -520,6 +546,12 @@ struct Machine<'s, 'v, V: Visitor> {
     claimed: Vec<usize>,
     memo: Memo,
     visitor: &'v mut V,
+    /// Scratch space for [`Machine::record`]: a record's pairs, and the
+    /// values it memoizes after the dict itself.
+    record_pairs: Vec<Value>,
+    record_memo: Vec<Value>,
+    /// The items of a list in a record, as they are read.
+    record_items: Vec<u32>,
 }
 
 /// Decodes the pickle in `source` as plain data; the result is the top value
@@ -533,6 +565,9 @@ pub fn decode<V: Visitor>(source: &dyn ByteSource, visitor: &mut V) -> Result<Va
         claimed: Vec::new(),
         memo: Memo::default(),
         visitor,
+        record_pairs: Vec::new(),
+        record_memo: Vec::new(),
+        record_items: Vec::new(),
     };
     m.run()
 }
@@ -902,6 +937,108 @@ impl<V: Visitor> Machine<'_, '_, V> {
         self.stack.pop();
     }
 
+    /// A shortcut for the commonest shape of a large snapshot, a trace
+    /// entry: a dict appended to a list the visitor takes records from (see
+    /// [`Visitor::records`]), as CPython's pickler writes it, `EMPTY_DICT`
+    /// just taken, then `MEMOIZE MARK (key value)* SETITEMS`, keys and values
+    /// being scalars, strings (memoized or not), memo references to values
+    /// that are not containers, and lists of memo references to handles.
+    /// When the whole dict is in the buffered bytes in that shape, and no
+    /// earlier item of the list waits on the stack, its pairs go straight
+    /// to the visitor, with the memo and the list changed as the ordinary
+    /// loop would (the dict's memo slot forgotten, as the visitor's `item`
+    /// does). Otherwise nothing is taken or changed, and the ordinary loop
+    /// runs the opcodes.
+    fn record(&mut self) -> Result<bool> {
+        let len = self.stack.len();
+        let Some(&at) = self.claimed.last() else {
+            return Ok(false);
+        };
+        if at + 2 != len || self.marks.last() != Some(&(at + 1)) {
+            return Ok(false);
+        }
+        let Some(Slot::Value(Value::List(list))) = self.stack.get(at) else {
+            return Ok(false);
+        };
+        let Some(route) = list.route else {
+            return Ok(false);
+        };
+        let bytes = self.input.buffered();
+        if list.sealed.get()
+            || !self.memo.sparse.is_empty()
+            || self.memo.values.len() + bytes.len() >= MAX_HANDLE as usize
+            || !self.visitor.records(route)
+        {
+            return Ok(false);
+        }
+        let list = list.clone();
+        let mut pairs = std::mem::take(&mut self.record_pairs);
+        let mut memoized = std::mem::take(&mut self.record_memo);
+        let mut scratch = std::mem::take(&mut self.record_items);
+        pairs.clear();
+        memoized.clear();
+        scratch.clear();
+        // The dict's own memo id; the values memoized in it follow.
+        let id = self.memo.dense.len() as u32;
+        let mut taken = scan_record(
+            bytes,
+            &self.memo,
+            id,
+            &mut pairs,
+            &mut memoized,
+            &mut scratch,
+        );
+        if taken.is_none() && bytes.len() < REFILL_AHEAD {
+            // Perhaps cut by the buffer's end: once more with more bytes.
+            let ahead = self.input.len.saturating_sub(self.input.offset());
+            if ahead as usize > bytes.len()
+                && self.input.refill(ahead.min(REFILL_AHEAD as u64)).is_ok()
+            {
+                pairs.clear();
+                memoized.clear();
+                scratch.clear();
+                let bytes = self.input.buffered();
+                if self.memo.values.len() + bytes.len() < MAX_HANDLE as usize {
+                    taken = scan_record(
+                        bytes,
+                        &self.memo,
+                        id,
+                        &mut pairs,
+                        &mut memoized,
+                        &mut scratch,
+                    );
+                }
+            }
+        }
+        let result = match taken {
+            None => Ok(false),
+            Some((taken, nested)) => {
+                self.input.pos += taken;
+                self.memo.dense.push(Packed::new(MemoSlot::Forgotten));
+                for (i, v) in memoized.drain(..).enumerate() {
+                    // Cannot fail: the memo has room for every byte scanned.
+                    let _ = self.memo.put(id + 1 + i as u32, v);
+                }
+                let depth = if nested { 3 } else { 2 };
+                if depth > list.depth.get() {
+                    list.depth.set(depth);
+                }
+                list.appended.set(list.appended.get().saturating_add(1));
+                match self.visitor.record(route, &pairs, &mut self.memo) {
+                    Ok(()) => Ok(true),
+                    Err(message) => self.err(message),
+                }
+            }
+        };
+        pairs.clear();
+        memoized.clear();
+        self.record_pairs = pairs;
+        self.record_memo = memoized;
+        scratch.clear();
+        self.record_items = scratch;
+        result
+    }
+
     #[inline]
     fn memo_get(&mut self, id: u32) -> Result<()> {
         match self.memo.get(id) {
@@ -1069,6 +1206,7 @@ impl<V: Visitor> Machine<'_, '_, V> {
                     let n = u64::from_le_bytes(self.le()?);
                     self.bytes(n)?;
                 }
+                b'}' if self.record()? => {}
                 b']' | b'}' | 0x8f => {
                     let is_list = op != b'}';
                     let route = self.route_new(is_list);
@@ -1179,6 +1317,230 @@ impl<V: Visitor> Machine<'_, '_, V> {
                     ))
                 }
             }
+        }
+    }
+}
+
+/// Reads a record's `MEMOIZE MARK (key value)* SETITEMS` from `bytes` (see
+/// [`Machine::record`]) into `pairs`, and the values it memoizes into
+/// `memoized` (memo ids `id + 1` on; `id` is the dict's). Returns the bytes
+/// taken and whether a value is a list, or `None` when the bytes are not
+/// in that shape (or end first).
+fn scan_record(
+    bytes: &[u8],
+    memo: &Memo,
+    id: u32,
+    pairs: &mut Vec<Value>,
+    memoized: &mut Vec<Value>,
+    scratch: &mut Vec<u32>,
+) -> Option<(usize, bool)> {
+    if bytes.get(..2)? != [0x94, b'('] {
+        return None;
+    }
+    let mut at = 2;
+    let mut nested = false;
+    loop {
+        skip_frames(bytes, &mut at);
+        if *bytes.get(at)? == b'u' {
+            return Some((at + 1, nested));
+        }
+        scan_value(bytes, &mut at, memo, id, memoized, scratch, pairs)?;
+        scan_value(bytes, &mut at, memo, id, memoized, scratch, pairs)?;
+        if let Some(Value::List(l)) = pairs.last() {
+            l.sealed.set(true);
+            nested = true;
+        }
+    }
+}
+
+/// One value of a record at `*at`, and a MEMOIZE after it; see [`scan_record`].
+#[inline]
+fn scan_value(
+    bytes: &[u8],
+    at: &mut usize,
+    memo: &Memo,
+    id: u32,
+    memoized: &mut Vec<Value>,
+    scratch: &mut Vec<u32>,
+    out: &mut Vec<Value>,
+) -> Option<()> {
+    skip_frames(bytes, at);
+    let mut i = *at + 1;
+    let op = *bytes.get(*at)?;
+    if let b'h' | b'j' = op {
+        // Pushed in place: values moved through the stack are slow (see
+        // `scan_handles`), and most of a record is memo references.
+        let (r, len) = memo_ref(bytes, *at)?;
+        i = *at + len;
+        record_ref(memo, id, memoized, r, out)?;
+    } else {
+        let value = match op {
+            b'K' => {
+                i += 1;
+                Value::Int(i64::from(*bytes.get(i - 1)?))
+            }
+            b'M' => {
+                i += 2;
+                let b = bytes.get(i - 2..i)?;
+                Value::Int(i64::from(u16::from_le_bytes([b[0], b[1]])))
+            }
+            b'J' => {
+                i += 4;
+                let b = bytes.get(i - 4..i)?;
+                Value::Int(i64::from(i32::from_le_bytes([b[0], b[1], b[2], b[3]])))
+            }
+            0x8a => {
+                let n = usize::from(*bytes.get(i)?);
+                if n == 0 || n > 8 {
+                    return None;
+                }
+                let raw = bytes.get(i + 1..i + 1 + n)?;
+                i += 1 + n;
+                let negative = raw[n - 1] & 0x80 != 0;
+                let mut buf = if negative { [0xffu8; 8] } else { [0u8; 8] };
+                buf[..n].copy_from_slice(raw);
+                Value::Int(i64::from_le_bytes(buf))
+            }
+            b'N' => Value::None,
+            0x88 => Value::Bool(true),
+            0x89 => Value::Bool(false),
+            b'G' => {
+                i += 8;
+                let b: [u8; 8] = bytes.get(i - 8..i)?.try_into().ok()?;
+                Value::Float(f64::from_be_bytes(b))
+            }
+            0x8c => {
+                let n = usize::from(*bytes.get(i)?);
+                let raw = bytes.get(i + 1..i + 1 + n)?;
+                i += 1 + n;
+                str_value(raw)
+            }
+            b']' => {
+                let list = Container::new(None, Vec::new());
+                if bytes.get(i) == Some(&0x94) {
+                    memoized.push(Value::List(list.clone()));
+                    i += 1;
+                }
+                let n = scan_handles(bytes, &mut i, memo, scratch)?;
+                let mut items = list.items.borrow_mut();
+                items.reserve_exact(n);
+                // From handles, not values moved through the stack: each value
+                // written there in two parts and read back whole stalls.
+                items.extend(scratch.drain(..).map(Value::Handle));
+                drop(items);
+                list.appended.set(n);
+                Value::List(list)
+            }
+            _ => return None,
+        };
+        out.push(value);
+    }
+    if bytes.get(i) == Some(&0x94) {
+        memoized.push(out.last()?.clone());
+        i += 1;
+    }
+    *at = i;
+    Some(())
+}
+
+/// Steps over FRAME opcodes (a length hint, no-ops to the decoder), which
+/// the pickler puts before any value.
+#[inline]
+fn skip_frames(bytes: &[u8], at: &mut usize) {
+    while bytes.get(*at) == Some(&0x95) && bytes.len() >= *at + 9 {
+        *at += 9;
+    }
+}
+
+/// The items of the list just read in a record (see [`scan_value`]): runs
+/// of `MARK (BINGET | LONG_BINGET)* APPENDS` and `(BINGET | LONG_BINGET)
+/// APPEND` whose references are all handles, pushed to `out`. Returns how
+/// many.
+#[inline]
+fn scan_handles(bytes: &[u8], at: &mut usize, memo: &Memo, out: &mut Vec<u32>) -> Option<usize> {
+    let mut i = *at;
+    let mut n = 0;
+    // Handles only: the memo has no sparse entries here (see Machine::record).
+    let handle = |r: u32| {
+        let p = memo.dense.get(r as usize)?.0;
+        (p & PACKED_HANDLE != 0 && p != PACKED_FORGOTTEN).then_some(p & MAX_HANDLE)
+    };
+    loop {
+        skip_frames(bytes, &mut i);
+        match bytes.get(i) {
+            Some(b'(') => {
+                i += 1;
+                loop {
+                    let r = match *bytes.get(i)? {
+                        b'h' => {
+                            i += 2;
+                            u32::from(*bytes.get(i - 1)?)
+                        }
+                        b'j' => {
+                            i += 5;
+                            let b = bytes.get(i - 4..i)?;
+                            u32::from_le_bytes([b[0], b[1], b[2], b[3]])
+                        }
+                        b'e' => {
+                            i += 1;
+                            break;
+                        }
+                        0x95 => {
+                            let before = i;
+                            skip_frames(bytes, &mut i);
+                            if i == before {
+                                return None;
+                            }
+                            continue;
+                        }
+                        _ => return None,
+                    };
+                    out.push(handle(r)?);
+                    n += 1;
+                }
+            }
+            Some(b'h' | b'j') => {
+                let (r, len) = memo_ref(bytes, i)?;
+                if bytes.get(i + len) != Some(&b'a') {
+                    break;
+                }
+                out.push(handle(r)?);
+                n += 1;
+                i += len + 1;
+            }
+            _ => break,
+        }
+    }
+    *at = i;
+    Some(n)
+}
+
+/// A memo reference inside a record: not to a container (nor the record).
+#[inline]
+fn record_ref(
+    memo: &Memo,
+    id: u32,
+    memoized: &[Value],
+    r: u32,
+    out: &mut Vec<Value>,
+) -> Option<()> {
+    let v = match r.checked_sub(id) {
+        Some(0) => return None,
+        Some(n) => memoized.get(n as usize - 1)?,
+        None => match memo.get(r)? {
+            MemoSlot::Handle(h) => {
+                out.push(Value::Handle(h));
+                return Some(());
+            }
+            MemoSlot::Value(i) => &memo.values[i as usize],
+            MemoSlot::Forgotten => return None,
+        },
+    };
+    match v {
+        Value::List(_) | Value::Dict(_) | Value::Tuple(_) => None,
+        v => {
+            out.push(v.clone());
+            Some(())
         }
     }
 }
@@ -1415,5 +1777,122 @@ mod tests {
         assert!(error(&[0x80, 4, b'K', 1, b'K', 2, b'a', b'.']).contains("not a list"));
         assert!(error(&[0x80, 9, b'N', b'.']).contains("protocol 9"));
         assert!(error(b"I1\n.").contains("unsupported"));
+    }
+
+    /// Collects the entries of the list at key `t` of the root dict, from
+    /// `item` or, when `fast`, from `record`.
+    struct Records {
+        fast: bool,
+        entries: Vec<String>,
+        records: usize,
+    }
+
+    fn show(v: &Value) -> String {
+        match v {
+            Value::None => "None".into(),
+            Value::Int(i) => i.to_string(),
+            Value::Str(s) => format!("{s:?}"),
+            Value::Handle(h) => format!("#{h}"),
+            Value::Dict(_) => format!(
+                "{{{}}}",
+                v.pairs()
+                    .unwrap()
+                    .iter()
+                    .map(|(k, v)| format!("{}: {}", show(k), show(v)))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            v => format!("{v:?}"),
+        }
+    }
+
+    impl Visitor for Records {
+        fn route(&mut self, parent: Parent<'_>, is_list: bool) -> Option<u32> {
+            match parent {
+                Parent::Root => Some(0),
+                Parent::DictKey { route: 0, key: "t" } if is_list => Some(1),
+                _ => None,
+            }
+        }
+        fn item(
+            &mut self,
+            route: u32,
+            item: &Value,
+            _: &mut Memo,
+        ) -> std::result::Result<bool, String> {
+            if route != 1 {
+                return Ok(false);
+            }
+            self.entries.push(show(item));
+            Ok(true)
+        }
+        fn records(&self, route: u32) -> bool {
+            self.fast && route == 1
+        }
+        fn record(
+            &mut self,
+            _: u32,
+            pairs: &[Value],
+            _: &mut Memo,
+        ) -> std::result::Result<(), String> {
+            let pairs: Vec<String> = pairs
+                .chunks_exact(2)
+                .map(|kv| format!("{}: {}", show(&kv[0]), show(&kv[1])))
+                .collect();
+            self.entries.push(format!("{{{}}}", pairs.join(", ")));
+            self.records += 1;
+            Ok(())
+        }
+    }
+
+    /// Records in CPython's shape (a FRAME inside one) go to `record`; one
+    /// in another shape, and the rest of its batch, go the ordinary way;
+    /// the visitor sees the same entries in the same order either way.
+    #[test]
+    fn records_are_read_straight_or_the_ordinary_way_alike() {
+        let mut p = vec![
+            0x80, 4, b'}', 0x94, b'(', 0x8c, 1, b't', 0x94, b']', 0x94, b'(',
+        ];
+        // Memo: root 0, 't' 1, list 2, then each dict and string in order.
+        p.extend([b'}', 0x94, b'(', 0x8c, 6]);
+        p.extend(b"action");
+        p.extend([0x94, 0x8c, 5]);
+        p.extend(b"alloc");
+        p.extend([0x94, 0x8c, 4]);
+        p.extend(b"size");
+        p.extend([0x94, b'K', 7, b'u']);
+        p.extend([
+            b'}', 0x94, b'(', b'h', 4, b'h', 5, 0x95, 9, 0, 0, 0, 0, 0, 0, 0,
+        ]);
+        p.extend([b'h', 6, b'J', 1, 0, 0, 0, b'u']);
+        // A dict as a value: not a record's shape.
+        p.extend([b'}', 0x94, b'(', b'h', 4, b'}', b'u']);
+        p.extend([b'}', 0x94, b'(', b'h', 6, 0x8a, 2, 0, 1, b'u', b'e']);
+        p.extend([
+            b'(', b'}', 0x94, b'(', b'h', 6, b'N', b'h', 4, b'h', 5, b'u', b'e',
+        ]);
+        p.extend([b'u', b'.']);
+        let mut decoded = Vec::new();
+        for fast in [false, true] {
+            let mut v = Records {
+                fast,
+                entries: Vec::new(),
+                records: 0,
+            };
+            decode(&p.clone(), &mut v).unwrap();
+            assert_eq!(v.records, if fast { 3 } else { 0 });
+            decoded.push(v.entries);
+        }
+        assert_eq!(decoded[0], decoded[1]);
+        assert_eq!(
+            decoded[1],
+            [
+                r#"{"action": "alloc", "size": 7}"#,
+                r#"{"action": "alloc", "size": 1}"#,
+                r#"{"action": {}}"#,
+                r#"{"size": 256}"#,
+                r#"{"size": None, "action": "alloc"}"#,
+            ]
+        );
     }
 }

@@ -349,6 +349,21 @@ impl Visitor for SnapshotVisitor<'_> {
             _ => Ok(false),
         }
     }
+
+    fn records(&self, route: u32) -> bool {
+        route >= ROUTE_TRACE0
+    }
+
+    fn record(
+        &mut self,
+        route: u32,
+        pairs: &[Value],
+        memo: &mut Memo,
+    ) -> std::result::Result<(), String> {
+        let pairs = pairs.chunks_exact(2).map(|kv| (&kv[0], &kv[1]));
+        self.entry_pairs((route - ROUTE_TRACE0) as usize, pairs, memo);
+        Ok(())
+    }
 }
 
 impl SnapshotVisitor<'_> {
@@ -470,11 +485,26 @@ impl SnapshotVisitor<'_> {
     }
 
     fn entry(&mut self, device: usize, v: &Value, memo: &mut Memo) {
+        let pairs = v.pairs();
+        let items = pairs.iter().flat_map(|p| p.iter()).map(|(k, v)| (k, v));
+        self.entry_pairs(device, items, memo);
+        drop(pairs);
+        if let Some(slot) = v.memo_id() {
+            memo.forget(slot);
+        }
+    }
+
+    /// One trace entry from its key-value pairs.
+    fn entry_pairs<'v>(
+        &mut self,
+        device: usize,
+        pairs: impl Iterator<Item = (&'v Value, &'v Value)>,
+        memo: &mut Memo,
+    ) {
         // The fields, each its first occurrence, read in one pass.
         let (mut action, mut addr, mut device_free, mut size) = (None, None, None, None);
         let (mut time_us, mut frames, mut category) = (None, None, None);
-        let pairs = v.pairs();
-        for (k, v) in pairs.iter().flat_map(|p| p.iter()) {
+        for (k, v) in pairs {
             let slot = match k.as_str() {
                 Some("action") => &mut action,
                 Some("addr") => &mut addr,
@@ -505,10 +535,6 @@ impl SnapshotVisitor<'_> {
         let category = self.string(category);
         self.has_category |= category.is_some();
         self.traces[device].add(action, action_name, addr, size, time_us, stack, category);
-        drop(pairs);
-        if let Some(slot) = v.memo_id() {
-            memo.forget(slot);
-        }
     }
 
     fn segment(&mut self, v: &Value, memo: &mut Memo) {
