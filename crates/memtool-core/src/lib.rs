@@ -12,6 +12,7 @@ pub mod analysis;
 mod error;
 pub mod input;
 pub mod model;
+pub mod parallel;
 pub mod render;
 pub mod report;
 pub mod timings;

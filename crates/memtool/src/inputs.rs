@@ -100,25 +100,7 @@ pub fn load_several(groups: &[&[String]], args: &ReadArgs) -> Result<Vec<Profile
     let files = sources.iter().map(Vec::len).sum();
     let progress = Progress::start(total, files);
     let results = memtool_core::timings::time("parse", || {
-        if sources.len() == 1 {
-            return sources
-                .into_iter()
-                .map(|group| memtool_core::load(group, &options))
-                .collect::<Vec<_>>();
-        }
-        std::thread::scope(|scope| {
-            let workers: Vec<_> = sources
-                .into_iter()
-                .map(|group| scope.spawn(|| memtool_core::load(group, &options)))
-                .collect();
-            workers
-                .into_iter()
-                .map(|w| {
-                    w.join()
-                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-                })
-                .collect()
-        })
+        memtool_core::parallel::map_in_order(sources, |group| memtool_core::load(group, &options))
     });
     progress.finish();
     Ok(results.into_iter().collect::<Result<Vec<_>, _>>()?)

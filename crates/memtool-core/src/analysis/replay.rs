@@ -106,21 +106,10 @@ pub fn uses_instants(memory: &Memory) -> bool {
 /// Calls `visit` for every point of the memory's timeline, in order.
 pub fn for_each_point(memory: &Memory, mut visit: impl FnMut(Point)) {
     if uses_instants(memory) {
-        for (index, instant) in memory.instants.iter().enumerate() {
-            let mut p = Point {
-                index,
-                at: instant.at,
-                bytes: 0,
-                requested: 0,
-                buffers: 0,
-            };
-            for &id in &instant.live {
-                let a = memory.allocation(id);
-                p.bytes += a.bytes;
-                p.requested += a.requested;
-                p.buffers += a.count;
+        for index in 0..memory.instants.len() {
+            if let Some(p) = instant_point(memory, index) {
+                visit(p);
             }
-            visit(p);
         }
         return;
     }
@@ -131,6 +120,25 @@ pub fn for_each_point(memory: &Memory, mut visit: impl FnMut(Point)) {
         set.apply(event.kind, event.alloc);
         visit(point_of(&set, i + 1, event.at));
     }
+}
+
+/// The totals of instant `index`.
+fn instant_point(memory: &Memory, index: usize) -> Option<Point> {
+    let instant = memory.instants.get(index)?;
+    let mut p = Point {
+        index,
+        at: instant.at,
+        bytes: 0,
+        requested: 0,
+        buffers: 0,
+    };
+    for &id in &instant.live {
+        let a = memory.allocation(id);
+        p.bytes += a.bytes;
+        p.requested += a.requested;
+        p.buffers += a.count;
+    }
+    Some(p)
 }
 
 fn point_of(set: &LiveSet<'_>, index: usize, at: i64) -> Point {
@@ -258,21 +266,7 @@ pub fn point_of_sample(memory: &Memory, sample: usize) -> usize {
 /// The point with this index, if the timeline has it.
 pub fn point_at(memory: &Memory, index: usize) -> Option<Point> {
     if uses_instants(memory) {
-        let instant = memory.instants.get(index)?;
-        let mut p = Point {
-            index,
-            at: instant.at,
-            bytes: 0,
-            requested: 0,
-            buffers: 0,
-        };
-        for &id in &instant.live {
-            let a = memory.allocation(id);
-            p.bytes += a.bytes;
-            p.requested += a.requested;
-            p.buffers += a.count;
-        }
-        return Some(p);
+        return instant_point(memory, index);
     }
     // Only the events before the point are replayed.
     let before = memory.events.get(..index)?;

@@ -87,19 +87,7 @@ fn load_hosts(sources: Vec<Source>, options: &LoadOptions) -> Result<Profile> {
         let mut profile = Profile::default();
         load_into(&mut profile, source, options).map(|()| profile)
     };
-    let hosts: Vec<Result<Profile>> = std::thread::scope(|scope| {
-        let workers: Vec<_> = sources
-            .into_iter()
-            .map(|source| scope.spawn(move || read(source)))
-            .collect();
-        workers
-            .into_iter()
-            .map(|w| {
-                w.join()
-                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-            })
-            .collect()
-    });
+    let hosts = crate::parallel::map_in_order(sources, read);
     let mut profile = Profile::default();
     for host in hosts {
         xspace::append_host(&mut profile, host?);
