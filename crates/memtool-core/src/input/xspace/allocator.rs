@@ -414,25 +414,7 @@ impl Decoder {
             };
             let v = stat.value;
             // Strings are nearly always `ref_value`s: intern each once.
-            let mut string = |v: &StatValue<'_>| {
-                let cached = match *v {
-                    StatValue::Ref(id) => usize::try_from(id).ok().filter(|&i| i < 1 << 20),
-                    _ => None,
-                };
-                if let Some(Some(id)) = cached.and_then(|i| ref_strings.get(i)) {
-                    return *id;
-                }
-                let interned = meta
-                    .str_value(v)
-                    .and_then(|s| names.optional_string(s.as_ref()));
-                if let Some(i) = cached {
-                    if ref_strings.len() <= i {
-                        ref_strings.resize(i + 1, None);
-                    }
-                    ref_strings[i] = Some(interned);
-                }
-                interned
-            };
+            let mut string = |v: &StatValue<'_>| string_stat(meta, ref_strings, names, v);
             match key {
                 Key::AllocatorName => {
                     allocator = Some(string(&v));
@@ -687,25 +669,7 @@ impl Decoder {
         let PlaneKeys {
             meta, ref_strings, ..
         } = plane;
-        let mut string = |v: &StatValue<'_>| {
-            let cached = match *v {
-                StatValue::Ref(id) => usize::try_from(id).ok().filter(|&i| i < 1 << 20),
-                _ => None,
-            };
-            if let Some(Some(id)) = cached.and_then(|i| ref_strings.get(i)) {
-                return *id;
-            }
-            let interned = meta
-                .str_value(v)
-                .and_then(|s| names.optional_string(s.as_ref()));
-            if let Some(i) = cached {
-                if ref_strings.len() <= i {
-                    ref_strings.resize(i + 1, None);
-                }
-                ref_strings[i] = Some(interned);
-            }
-            interned
-        };
+        let mut string = |v: &StatValue<'_>| string_stat(meta, ref_strings, names, v);
         for (slot, value) in [
             (OP, strings[OP]),
             (SHAPE, strings[SHAPE]),
@@ -1100,6 +1064,33 @@ impl Collected {
         }
         any
     }
+}
+
+/// A string stat, interned. Strings are nearly always `ref_value`s (ids of
+/// the plane's stat metadata): each is interned once and cached by ref id.
+fn string_stat(
+    meta: &Metadata,
+    ref_strings: &mut Vec<Option<Option<StrId>>>,
+    names: &mut Names,
+    v: &StatValue<'_>,
+) -> Option<StrId> {
+    let cached = match *v {
+        StatValue::Ref(id) => usize::try_from(id).ok().filter(|&i| i < 1 << 20),
+        _ => None,
+    };
+    if let Some(Some(id)) = cached.and_then(|i| ref_strings.get(i)) {
+        return *id;
+    }
+    let interned = meta
+        .str_value(v)
+        .and_then(|s| names.optional_string(s.as_ref()));
+    if let Some(i) = cached {
+        if ref_strings.len() <= i {
+            ref_strings.resize(i + 1, None);
+        }
+        ref_strings[i] = Some(interned);
+    }
+    interned
 }
 
 pub(super) fn file_name(path: &str) -> &str {
