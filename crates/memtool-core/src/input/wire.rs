@@ -103,10 +103,10 @@ impl<'a> Fields<'a> {
         }
     }
 
-    /// The next field as `(field number, value, absolute offset of the value)`;
-    /// for length-delimited fields the offset is that of the payload.
+    /// The next field's number and its whole key (wire type in the low bits),
+    /// or `None` at the end of the buffer.
     #[inline]
-    pub fn next_field(&mut self) -> Result<Option<(u32, Value<'a>, usize)>, WireError> {
+    fn key(&mut self) -> Result<Option<(u64, u64)>, WireError> {
         if self.pos >= self.buf.len() {
             return Ok(None);
         }
@@ -117,6 +117,17 @@ impl<'a> Fields<'a> {
             self.pos = start;
             return Err(self.error("invalid field number"));
         }
+        Ok(Some((field, key)))
+    }
+
+    /// The next field as `(field number, value, absolute offset of the value)`;
+    /// for length-delimited fields the offset is that of the payload.
+    #[inline]
+    pub fn next_field(&mut self) -> Result<Option<(u32, Value<'a>, usize)>, WireError> {
+        let start = self.pos;
+        let Some((field, key)) = self.key()? else {
+            return Ok(None);
+        };
         let mut value_at = self.base + self.pos;
         let value = match key & 7 {
             0 => Value::Varint(self.varint()?),
@@ -160,16 +171,10 @@ impl Fields<'_> {
     /// Errors are those of [`Fields::next_field`] but the one for a payload
     /// past the end, which the caller checks against the message's end.
     pub fn next_header(&mut self) -> Result<Option<(u32, Header, usize)>, WireError> {
-        if self.pos >= self.buf.len() {
-            return Ok(None);
-        }
         let start = self.pos;
-        let key = self.varint()?;
-        let field = key >> 3;
-        if field == 0 || field > u64::from(u32::MAX >> 3) {
-            self.pos = start;
-            return Err(self.error("invalid field number"));
-        }
+        let Some((field, key)) = self.key()? else {
+            return Ok(None);
+        };
         let mut value_at = self.base + self.pos;
         let header = match key & 7 {
             0 => Header::Scalar(Value::Varint(self.varint()?)),

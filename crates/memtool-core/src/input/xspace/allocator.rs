@@ -1341,24 +1341,7 @@ fn dtype_index(code: i64) -> Option<usize> {
 mod tests {
     use super::*;
 
-    fn varint(out: &mut Vec<u8>, mut v: u64) {
-        while v >= 0x80 {
-            out.push((v as u8) | 0x80);
-            v >>= 7;
-        }
-        out.push(v as u8);
-    }
-
-    fn field(out: &mut Vec<u8>, number: u32, bytes: &[u8]) {
-        varint(out, (u64::from(number) << 3) | 2);
-        varint(out, bytes.len() as u64);
-        out.extend_from_slice(bytes);
-    }
-
-    fn int(out: &mut Vec<u8>, number: u32, v: u64) {
-        varint(out, u64::from(number) << 3);
-        varint(out, v);
-    }
+    use crate::input::xspace::tests::{field, int};
 
     fn metadata_entry(out: &mut Vec<u8>, map: u32, id: u64, name: &str) {
         let mut meta = Vec::new();

@@ -595,7 +595,7 @@ mod tests {
         assert_eq!(run.inputs.len(), 2);
     }
 
-    fn varint(out: &mut Vec<u8>, mut v: u64) {
+    pub(super) fn varint(out: &mut Vec<u8>, mut v: u64) {
         while v >= 0x80 {
             out.push((v as u8) | 0x80);
             v >>= 7;
@@ -603,13 +603,13 @@ mod tests {
         out.push(v as u8);
     }
 
-    fn field(out: &mut Vec<u8>, number: u32, bytes: &[u8]) {
+    pub(super) fn field(out: &mut Vec<u8>, number: u32, bytes: &[u8]) {
         varint(out, (u64::from(number) << 3) | 2);
         varint(out, bytes.len() as u64);
         out.extend_from_slice(bytes);
     }
 
-    fn int(out: &mut Vec<u8>, number: u32, v: u64) {
+    pub(super) fn int(out: &mut Vec<u8>, number: u32, v: u64) {
         varint(out, u64::from(number) << 3);
         varint(out, v);
     }
