@@ -4,6 +4,8 @@
 //! Allocations are first summed per interned site (a `u32` hash), then each
 //! site is labelled once, so the cost of labels is per site, not per buffer.
 
+use std::sync::Arc;
+
 use rustc_hash::FxHashMap;
 
 use serde::Serialize;
@@ -188,7 +190,9 @@ impl Totals {
 /// One row of a breakdown.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Group {
-    pub key: String,
+    /// Shared: the groups of several memories (the devices of one program)
+    /// are mostly the same stacks.
+    pub key: Arc<str>,
     #[serde(flatten)]
     pub totals: Totals,
 }
@@ -218,53 +222,129 @@ pub fn breakdown(
     by: GroupBy,
     filter: &FrameFilter,
 ) -> Vec<Group> {
-    let mut labeller = Labeller::new(names, filter);
-    let mut groups: FxHashMap<String, Totals> = FxHashMap::default();
-    groups.reserve(by_site.len());
-    for (&site, &totals) in by_site {
-        groups
-            .entry(labeller.label(site, by))
-            .or_default()
-            .add(totals);
-    }
-    let mut rows: Vec<Group> = groups
-        .into_iter()
-        .map(|(key, totals)| Group { key, totals })
-        .collect();
-    // Keys are unique, so an unstable sort gives the one order `sort_groups`
-    // gives.
-    rows.sort_unstable_by(|a, b| {
-        b.totals
-            .bytes
-            .cmp(&a.totals.bytes)
-            .then_with(|| a.key.cmp(&b.key))
-    });
-    rows
+    Grouper::new(names, filter).breakdown(by_site, by)
 }
 
-/// [`label`] for many sites of one profile: a profile with a million stacks
-/// has far fewer frames, so each frame's text and whether it is library code
-/// are worked out once.
-struct Labeller<'a> {
+/// Sums totals with the same key, in key order. Keys below `bound` are
+/// summed in a vector when that is not much larger than the input (no
+/// hashing of millions of keys), else in a hash map.
+fn sum_by_key(keyed: Vec<(u32, Totals)>, bound: usize) -> Vec<(u32, Totals)> {
+    if bound <= 4 * keyed.len() + 4096 {
+        let mut dense: Vec<Option<Totals>> = vec![None; bound];
+        for (key, totals) in keyed {
+            if let Some(slot) = dense.get_mut(key as usize) {
+                slot.get_or_insert_with(Totals::default).add(totals);
+            }
+        }
+        return dense
+            .into_iter()
+            .enumerate()
+            .filter_map(|(key, totals)| Some((key as u32, totals?)))
+            .collect();
+    }
+    let mut sums: FxHashMap<u32, Totals> = FxHashMap::default();
+    for (key, totals) in keyed {
+        sums.entry(key).or_default().add(totals);
+    }
+    let mut sums: Vec<(u32, Totals)> = sums.into_iter().collect();
+    sums.sort_unstable_by_key(|&(key, _)| key);
+    sums
+}
+
+/// Finds which group each site falls in without making its label, then
+/// labels each group once: [`label`] for many sites of one profile. A pprof
+/// profile can hold millions of distinct stacks, and hashing a million long
+/// labels costs more than the rest of the analysis.
+///
+/// Keys stand for labels: frames that print alike share one text id, and a
+/// shown stack is a node of a trie of text ids (leaf on top of its caller,
+/// as in [`Names`]), so stacks that print alike share a node. Only a frame
+/// name containing ` <- `, or a name that is literally `<none>` or `<no
+/// stack>`, could make two keys print alike; no profiler writes those.
+pub struct Grouper<'a> {
     names: &'a Names,
     filter: &'a FrameFilter,
-    /// By frame id: its label, once made.
-    frame_text: Vec<Option<Box<str>>>,
+    /// By frame id: its text id + 1 (0: not worked out yet).
+    frame_text: Vec<u32>,
+    texts: Vec<Box<str>>,
+    text_ids: FxHashMap<Box<str>, u32>,
     /// By frame id: whether it is library code, once known.
     library: Vec<Option<bool>>,
-    /// The stack being labelled, leaf first (kept to reuse its buffer).
-    frames: Vec<FrameId>,
+    /// The shown-stack trie: `(text id, caller node)`; node 0 is the empty
+    /// stack.
+    nodes: Vec<(u32, u32)>,
+    node_ids: FxHashMap<(u32, u32), u32>,
+    /// By stack id: the node of its user frames + 1 (0: not worked out yet).
+    user_node: Vec<u32>,
+    /// By stack id: the node shown for a stack without user frames + 1.
+    fallback_node: Vec<u32>,
+    /// Stacks waiting for their caller's node (kept to reuse its buffer).
+    pending: Vec<StackId>,
+    /// By [`GroupBy`], then by key: its label, once made.
+    labels: [Vec<Option<Arc<str>>>; GROUP_BYS],
 }
 
-impl<'a> Labeller<'a> {
-    fn new(names: &'a Names, filter: &'a FrameFilter) -> Self {
-        Labeller {
+/// How many [`GroupBy`] values there are.
+const GROUP_BYS: usize = 6;
+const _: () = assert!(GroupBy::Category as usize + 1 == GROUP_BYS);
+
+impl<'a> Grouper<'a> {
+    /// Merges per-site totals into labelled groups, largest first (ties by
+    /// label). What one call works out about stacks serves the next: make
+    /// one grouper for all the memories of a profile.
+    pub fn breakdown(&mut self, by_site: &SiteTotals, by: GroupBy) -> Vec<Group> {
+        let keyed: Vec<(u32, Totals)> = by_site
+            .iter()
+            .map(|(&site, &totals)| (self.key(site, by), totals))
+            .collect();
+        let mut rows: Vec<Group> = sum_by_key(keyed, self.key_bound(by))
+            .into_iter()
+            .map(|(key, totals)| Group {
+                key: self.shared_label(key, by),
+                totals,
+            })
+            .collect();
+        // Keys are unique, so an unstable sort gives the one order
+        // `sort_groups` gives.
+        rows.sort_unstable_by(|a, b| {
+            b.totals
+                .bytes
+                .cmp(&a.totals.bytes)
+                .then_with(|| a.key.cmp(&b.key))
+        });
+        rows
+    }
+
+    pub fn new(names: &'a Names, filter: &'a FrameFilter) -> Self {
+        Grouper {
             names,
             filter,
             frame_text: Vec::new(),
+            texts: Vec::new(),
+            text_ids: FxHashMap::default(),
             library: Vec::new(),
-            frames: Vec::new(),
+            nodes: vec![(u32::MAX, 0)],
+            node_ids: FxHashMap::default(),
+            user_node: Vec::new(),
+            fallback_node: Vec::new(),
+            pending: Vec::new(),
+            labels: Default::default(),
         }
+    }
+
+    /// [`Grouper::label`], made once per key for all the memories.
+    fn shared_label(&mut self, key: u32, by: GroupBy) -> Arc<str> {
+        let labels = &self.labels[by as usize];
+        if let Some(Some(label)) = labels.get(key as usize) {
+            return label.clone();
+        }
+        let label: Arc<str> = self.label(key, by).into();
+        let labels = &mut self.labels[by as usize];
+        if labels.len() <= key as usize {
+            labels.resize(key as usize + 1, None);
+        }
+        labels[key as usize] = Some(label.clone());
+        label
     }
 
     fn is_library(&mut self, frame: FrameId) -> bool {
@@ -275,59 +355,157 @@ impl<'a> Labeller<'a> {
             .get_or_insert_with(|| self.filter.is_library(self.names, frame))
     }
 
-    fn push_text(&mut self, frame: FrameId, out: &mut String) {
+    fn text_id(&mut self, frame: FrameId) -> u32 {
         if self.frame_text.len() <= frame.index() {
-            self.frame_text.resize(frame.index() + 1, None);
+            self.frame_text.resize(frame.index() + 1, 0);
         }
-        let names = self.names;
-        out.push_str(
-            self.frame_text[frame.index()].get_or_insert_with(|| names.frame_label(frame).into()),
-        );
+        if let Some(id) = self.frame_text[frame.index()].checked_sub(1) {
+            return id;
+        }
+        let text: Box<str> = self.names.frame_label(frame).into();
+        let id = match self.text_ids.get(&text) {
+            Some(&id) => id,
+            None => {
+                let id = self.texts.len() as u32;
+                self.texts.push(text.clone());
+                self.text_ids.insert(text, id);
+                id
+            }
+        };
+        self.frame_text[frame.index()] = id + 1;
+        id
     }
 
-    /// The same text as [`label`].
-    fn label(&mut self, site: SiteId, by: GroupBy) -> String {
-        let stack = self.names.site_of(site).stack;
+    fn node(&mut self, text: u32, caller: u32) -> u32 {
+        let next = self.nodes.len() as u32;
+        let id = *self.node_ids.entry((text, caller)).or_insert(next);
+        if id == next {
+            self.nodes.push((text, caller));
+        }
+        id
+    }
+
+    /// The node of a stack's user frames (0 when it has none), worked out
+    /// from its caller's: once per stack of the profile, however many sites
+    /// share it.
+    fn user_node(&mut self, stack: StackId) -> u32 {
+        let mut pending = std::mem::take(&mut self.pending);
+        pending.clear();
+        let mut at = stack;
+        let mut node = loop {
+            if at.0 == 0 {
+                break 0;
+            }
+            if let Some(known) = self
+                .user_node
+                .get(at.index())
+                .and_then(|n| n.checked_sub(1))
+            {
+                break known;
+            }
+            pending.push(at);
+            at = self.names.caller(at);
+        };
+        for &at in pending.iter().rev() {
+            if let Some(frame) = self.names.leaf(at) {
+                if !self.is_library(frame) {
+                    let text = self.text_id(frame);
+                    node = self.node(text, node);
+                }
+            }
+            if self.user_node.len() <= at.index() {
+                self.user_node.resize(at.index() + 1, 0);
+            }
+            self.user_node[at.index()] = node + 1;
+        }
+        self.pending = pending;
+        node
+    }
+
+    /// The node of the frames [`FrameFilter::frames`] shows for a stack.
+    fn shown_node(&mut self, stack: StackId) -> u32 {
+        let user = self.user_node(stack);
+        if user != 0 || stack.0 == 0 {
+            return user;
+        }
+        if let Some(known) = self
+            .fallback_node
+            .get(stack.index())
+            .and_then(|n| n.checked_sub(1))
+        {
+            return known;
+        }
+        // No user frame: landmarks or the whole stack.
+        let mut node = 0;
+        for frame in self.filter.frames(self.names, stack).into_iter().rev() {
+            let text = self.text_id(frame);
+            node = self.node(text, node);
+        }
+        if self.fallback_node.len() <= stack.index() {
+            self.fallback_node.resize(stack.index() + 1, 0);
+        }
+        self.fallback_node[stack.index()] = node + 1;
+        node
+    }
+
+    /// The group of a site: a node for stacks, a text id + 1 for user
+    /// frames, a string id + 1 for the other keys (0: none).
+    fn key(&mut self, site: SiteId, by: GroupBy) -> u32 {
+        let site = *self.names.site_of(site);
+        let string = |s: Option<crate::model::StrId>| s.map_or(0, |id| id.0 + 1);
+        match by {
+            GroupBy::Stack => self.shown_node(site.stack),
+            GroupBy::UserFrame => {
+                let names = self.names;
+                let user = names
+                    .frames_of(site.stack)
+                    .find(|&f| !self.is_library(f))
+                    .or_else(|| self.filter.user_frame(names, site.stack));
+                user.map_or(0, |f| self.text_id(f) + 1)
+            }
+            GroupBy::Shape => string(site.shape),
+            GroupBy::Op => string(site.op),
+            GroupBy::Dtype => string(site.dtype),
+            GroupBy::Category => string(site.category),
+        }
+    }
+
+    /// Every key [`Grouper::key`] has given is below this.
+    fn key_bound(&self, by: GroupBy) -> usize {
+        match by {
+            GroupBy::Stack => self.nodes.len(),
+            GroupBy::UserFrame => self.texts.len() + 1,
+            _ => self.names.string_count() + 1,
+        }
+    }
+
+    /// The text of a key: the same text as [`label`] for its sites.
+    fn label(&self, key: u32, by: GroupBy) -> String {
         match by {
             GroupBy::Stack => {
-                let mut frames = std::mem::take(&mut self.frames);
-                frames.clear();
-                frames.extend(self.names.frames_of(stack));
-                frames.retain(|&f| !self.is_library(f));
-                if frames.is_empty() {
-                    // No user frame: landmarks or the whole stack, as
-                    // `FrameFilter::frames` picks them.
-                    frames = self.filter.frames(self.names, stack);
+                if key == 0 {
+                    return NO_STACK_LABEL.to_string();
                 }
                 let mut out = String::new();
-                for (i, &frame) in frames.iter().enumerate() {
-                    if i > 0 {
+                let mut node = key;
+                while node != 0 {
+                    let (text, caller) = self.nodes[node as usize];
+                    if node != key {
                         out.push_str(" <- ");
                     }
-                    self.push_text(frame, &mut out);
-                }
-                self.frames = frames;
-                if out.is_empty() && self.frames.is_empty() {
-                    return NO_STACK_LABEL.to_string();
+                    out.push_str(&self.texts[text as usize]);
+                    node = caller;
                 }
                 out
             }
-            GroupBy::UserFrame => {
-                let user = self
-                    .names
-                    .frames_of(stack)
-                    .find(|&f| !self.is_library(f))
-                    .or_else(|| self.filter.user_frame(self.names, stack));
-                match user {
-                    Some(f) => {
-                        let mut out = String::new();
-                        self.push_text(f, &mut out);
-                        out
-                    }
-                    None => NO_STACK_LABEL.to_string(),
-                }
-            }
-            _ => label(self.names, site, by, self.filter),
+            GroupBy::UserFrame => match key.checked_sub(1) {
+                Some(text) => self.texts[text as usize].to_string(),
+                None => NO_STACK_LABEL.to_string(),
+            },
+            _ => match key.checked_sub(1) {
+                Some(id) => self.names.str(crate::model::StrId(id)).to_string(),
+                None => NONE_LABEL.to_string(),
+            },
         }
     }
 }
@@ -429,10 +607,10 @@ mod tests {
                 let mut expected: Vec<Group> = Vec::new();
                 for &site in &sites {
                     let key = label(&names, site, by, &filter);
-                    match expected.iter_mut().find(|g| g.key == key) {
+                    match expected.iter_mut().find(|g| *g.key == *key) {
                         Some(g) => g.totals.add(by_site[&site]),
                         None => expected.push(Group {
-                            key,
+                            key: key.into(),
                             totals: by_site[&site],
                         }),
                     }
@@ -441,6 +619,80 @@ mod tests {
                 assert_eq!(breakdown(&names, &by_site, by, &filter), expected);
             }
         }
+    }
+
+    #[test]
+    fn sums_by_key_are_the_same_dense_or_hashed() {
+        let t = |bytes| Totals {
+            bytes,
+            requested_bytes: bytes,
+            count: 1,
+        };
+        let keyed = vec![(7, t(1)), (2, t(10)), (7, t(100)), (0, t(1000))];
+        let want = vec![
+            (0, t(1000)),
+            (2, t(10)),
+            (
+                7,
+                Totals {
+                    bytes: 101,
+                    requested_bytes: 101,
+                    count: 2,
+                },
+            ),
+        ];
+        // A bound near the keys: summed in a vector; far above: in a map.
+        assert_eq!(sum_by_key(keyed.clone(), 8), want);
+        assert_eq!(sum_by_key(keyed, 1 << 30), want);
+    }
+
+    #[test]
+    fn one_grouper_gives_each_memory_the_groups_a_fresh_one_gives() {
+        let mut names = Names::default();
+        let a = stack(
+            &mut names,
+            &[("f", "/home/me/a.py"), ("main", "/home/me/a.py")],
+        );
+        let b = stack(
+            &mut names,
+            &[("g", "/venv/site-packages/x.py"), ("main", "/home/me/a.py")],
+        );
+        let sites: Vec<SiteId> = [a, b, StackId(0)]
+            .iter()
+            .map(|&stack| {
+                names.site(crate::model::Site {
+                    stack,
+                    ..Default::default()
+                })
+            })
+            .collect();
+        let totals = |bytes| Totals {
+            bytes,
+            requested_bytes: bytes,
+            count: 1,
+        };
+        let first: SiteTotals = [(sites[0], totals(5)), (sites[1], totals(7))]
+            .into_iter()
+            .collect();
+        let second: SiteTotals = [(sites[1], totals(3)), (sites[2], totals(3))]
+            .into_iter()
+            .collect();
+        let filter = FrameFilter::default();
+        let mut shared = Grouper::new(&names, &filter);
+        for by_site in [&first, &second, &first] {
+            for by in [GroupBy::Stack, GroupBy::UserFrame, GroupBy::Op] {
+                assert_eq!(
+                    shared.breakdown(by_site, by),
+                    breakdown(&names, by_site, by, &filter)
+                );
+            }
+        }
+        let keys: Vec<String> = shared
+            .breakdown(&second, GroupBy::Stack)
+            .iter()
+            .map(|g| g.key.to_string())
+            .collect();
+        assert_eq!(keys, ["<no stack>", "main /home/me/a.py:7"]);
     }
 
     #[test]

@@ -195,6 +195,7 @@ pub const XPROF_SMALL_BUFFER_BYTES: u64 = 16384;
 pub fn peak_with(profile: &Profile, options: &Options, settings: &PeakSettings) -> PeakReport {
     let budget = settings.budget;
     let mut memories = Vec::new();
+    let mut grouper = group::Grouper::new(&profile.names, &options.frames);
     for memory in options.selected(profile) {
         let Some(reported) = replay::reported_peak(memory, options.ties) else {
             continue;
@@ -229,7 +230,7 @@ pub fn peak_with(profile: &Profile, options: &Options, settings: &PeakSettings) 
             .filter(|&&by| group::has_values(&profile.names, &by_site, by) || by == GroupBy::Stack)
             .map(|&by| Breakdown {
                 by,
-                groups: group::breakdown(&profile.names, &by_site, by, &options.frames),
+                groups: grouper.breakdown(&by_site, by),
             })
             .collect();
         memories.push(MemoryPeak {
@@ -416,10 +417,10 @@ fn program_peak(
                 requested_bytes: a.requested,
                 count: a.count,
             };
-            match phases.iter_mut().find(|g| g.key == key) {
+            match phases.iter_mut().find(|g| &*g.key == key) {
                 Some(g) => g.totals.add(totals),
                 None => phases.push(Group {
-                    key: key.to_string(),
+                    key: key.into(),
                     totals,
                 }),
             }
@@ -638,7 +639,7 @@ impl Report for PeakReport {
                     );
                     for g in &program.phases {
                         t.rows.push(vec![
-                            g.key.clone().into(),
+                            (&*g.key).into(),
                             Cell::Bytes(g.totals.bytes),
                             Cell::Count(g.totals.count),
                         ]);
@@ -677,7 +678,7 @@ impl Report for PeakReport {
                     let share = (m.peak_bytes > 0)
                         .then(|| g.totals.bytes as f64 * 100.0 / m.peak_bytes as f64);
                     t.rows.push(vec![
-                        g.key.clone().into(),
+                        (&*g.key).into(),
                         Cell::Bytes(g.totals.bytes),
                         Cell::Share(share),
                         Cell::Count(g.totals.count),
@@ -710,7 +711,7 @@ impl Report for PeakReport {
                         m.header.id.clone().into(),
                         m.peak_label.clone().into(),
                         b.by.name().into(),
-                        g.key.clone().into(),
+                        (&*g.key).into(),
                         Cell::Bytes(g.totals.bytes),
                         Cell::Bytes(g.totals.requested_bytes),
                         Cell::Count(g.totals.count),

@@ -107,12 +107,14 @@ pub struct SnapshotRow {
 
 pub fn summarize(profile: &Profile, options: &Options) -> SummaryReport {
     let mut memories = Vec::new();
+    let mut grouper = group::Grouper::new(&profile.names, &options.frames);
     for memory in options.selected(profile) {
         let Some(reported) = replay::reported_peak(memory, options.ties) else {
             continue;
         };
         let peak = reported.point;
-        let (live, last) = replay::live_at_and_last(memory, peak.index);
+        let (live, last) =
+            crate::timings::time("T live", || replay::live_at_and_last(memory, peak.index));
         let last = last.unwrap_or(peak);
         let state = AllocatorState::at(memory, reported.sample);
         let mut header = MemoryHeader::of(memory);
@@ -138,8 +140,10 @@ pub fn summarize(profile: &Profile, options: &Options) -> SummaryReport {
                 })
             });
         }
-        let by_site = group::totals_by_site(memory, &live);
-        let layout = super::segments::layout(&profile.names, memory);
+        let by_site = crate::timings::time("T by_site", || group::totals_by_site(memory, &live));
+        let layout = crate::timings::time("T layout", || {
+            super::segments::layout(&profile.names, memory)
+        });
         memories.push(MemorySummary {
             header,
             peak_bytes: reported.bytes,
@@ -174,7 +178,7 @@ pub fn summarize(profile: &Profile, options: &Options) -> SummaryReport {
                     .find_map(|s| s.allocated_bytes())
             }),
             snapshots,
-            top_stacks: group::breakdown(&profile.names, &by_site, GroupBy::Stack, &options.frames),
+            top_stacks: grouper.breakdown(&by_site, GroupBy::Stack),
             program: memory.program.as_ref().map(|p| ProgramSizes {
                 parameter_bytes: p.parameter_bytes,
                 output_bytes: p.output_bytes,
@@ -414,7 +418,7 @@ impl Report for SummaryReport {
             );
             for g in m.top_stacks.iter().take(self.top) {
                 t.rows.push(vec![
-                    g.key.clone().into(),
+                    (&*g.key).into(),
                     Cell::Bytes(g.totals.bytes),
                     Cell::Count(g.totals.count),
                 ]);

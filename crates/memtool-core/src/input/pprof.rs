@@ -8,12 +8,12 @@
 
 use memtool_proto::pprof;
 use prost::Message;
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::error::{Error, Result};
 use crate::model::{
     Allocation, Axis, Executables, Format, Frame, FrameId, InputInfo, Instant, MemoryKind, Profile,
-    Site, StackId,
+    Site, SiteId, StackId,
 };
 
 use super::wire::{self, Fields, Value};
@@ -191,7 +191,13 @@ struct Reader<'p> {
     /// Location id → its frames, leaf first (a location's `line` list is
     /// innermost first: inlined functions come before their caller).
     locations: FxHashMap<u64, Vec<FrameId>>,
-    stacks: FxHashMap<Box<[u64]>, StackId>,
+    /// The last sample's stack, outermost location first: each location id
+    /// and the stack up to and including its frames.
+    last_stack: Vec<(u64, StackId)>,
+    /// Location ids samples name that the profile does not have.
+    unknown_locations: FxHashSet<u64>,
+    /// By stack id: the site of buffers with that stack (`u32::MAX`: none yet).
+    stack_sites: Vec<SiteId>,
     /// Device label (a string table index) → position in
     /// `profile.memories`, once the memory has this file's instant.
     device_memory: FxHashMap<i64, usize>,
@@ -246,7 +252,9 @@ impl<'p> Reader<'p> {
             count_index,
             space_index,
             locations: FxHashMap::default(),
-            stacks: FxHashMap::default(),
+            last_stack: Vec::new(),
+            unknown_locations: FxHashSet::default(),
+            stack_sites: Vec::new(),
             device_memory: FxHashMap::default(),
         };
         reader.intern_locations(decoded);
@@ -291,20 +299,59 @@ impl<'p> Reader<'p> {
         }
     }
 
-    fn stack(&mut self, location_ids: &[u64], unknown_locations: &mut usize) -> StackId {
-        if let Some(&id) = self.stacks.get(location_ids) {
-            return id;
-        }
-        let mut frames = Vec::new();
-        for id in location_ids {
-            match self.locations.get(id) {
-                Some(f) => frames.extend_from_slice(f),
-                None => *unknown_locations += 1,
+    /// Interns a sample's stack (location ids leaf first). The outer part of
+    /// a stack is usually the previous sample's (pprof writes a million
+    /// distinct stacks that share their callers), so the walk starts where
+    /// the two part: no per-stack key to hash or allocate, and only the new
+    /// frames are looked up in the stack table.
+    fn stack(&mut self, location_ids: &[u64]) -> StackId {
+        let shared = self
+            .last_stack
+            .iter()
+            .zip(location_ids.iter().rev())
+            .take_while(|((location, _), id)| location == *id)
+            .count();
+        self.last_stack.truncate(shared);
+        let mut stack = self
+            .last_stack
+            .last()
+            .map_or(StackId(0), |&(_, stack)| stack);
+        for &id in location_ids[..location_ids.len() - shared].iter().rev() {
+            match self.locations.get(&id) {
+                // A location's frames are leaf first too: push its outermost first.
+                Some(frames) => {
+                    for &frame in frames.iter().rev() {
+                        stack = self.profile.names.push_frame(stack, frame);
+                    }
+                }
+                None => {
+                    self.unknown_locations.insert(id);
+                }
             }
+            self.last_stack.push((id, stack));
         }
-        let stack = self.profile.names.stack_leaf_first(&frames);
-        self.stacks.insert(location_ids.into(), stack);
         stack
+    }
+
+    /// The site of a buffer sample with this stack: sites here are stacks
+    /// alone, so the site table is asked once per stack.
+    fn site(&mut self, stack: StackId) -> SiteId {
+        if let Some(&site) = self
+            .stack_sites
+            .get(stack.index())
+            .filter(|s| s.0 != u32::MAX)
+        {
+            return site;
+        }
+        let site = self.profile.names.site(Site {
+            stack,
+            ..Site::default()
+        });
+        if self.stack_sites.len() <= stack.index() {
+            self.stack_sites.resize(stack.index() + 1, SiteId(u32::MAX));
+        }
+        self.stack_sites[stack.index()] = site;
+        site
     }
 
     /// Reads the samples `drive` passes to its callback, one at a time;
@@ -318,7 +365,7 @@ impl<'p> Reader<'p> {
         let label = file_name(path);
         let (kind_key, device_key) = (self.find_string("kind"), self.find_string("device"));
         let mut executables = Executables::default();
-        let (mut no_stack, mut unknown_locations, mut short) = (0, 0, 0);
+        let (mut no_stack, mut short) = (0, 0);
         let (mut negative, mut negative_executables) = (0, 0);
         let samples = drive(&mut |sample| {
             let Some(&bytes) = sample.value.get(self.space_index) else {
@@ -349,15 +396,12 @@ impl<'p> Reader<'p> {
             if sample.location_id.is_empty() {
                 no_stack += 1;
             }
-            let stack = self.stack(&sample.location_id, &mut unknown_locations);
+            let stack = self.stack(&sample.location_id);
             if bytes < 0 {
                 negative += 1;
             }
             let bytes = bytes.max(0) as u64;
-            let site = self.profile.names.site(Site {
-                stack,
-                ..Site::default()
-            });
+            let site = self.site(stack);
             // A missing device label reads as the empty string, as an index
             // past the string table does.
             let device = device.unwrap_or(-1);
@@ -407,8 +451,8 @@ impl<'p> Reader<'p> {
         );
         warn(
             self.profile,
-            unknown_locations,
-            "frames name a location id that is not in the profile",
+            self.unknown_locations.len(),
+            "location ids named by samples are not in the profile; their frames are left out",
         );
         warn(
             self.profile,
@@ -569,9 +613,111 @@ mod tests {
             messages,
             [
                 "1 names are not valid UTF-8; invalid bytes shown as U+FFFD",
-                "1 frames name a location id that is not in the profile",
+                "1 location ids named by samples are not in the profile; their frames are left out",
                 "1 executable samples have a negative size (kept as reported)",
             ]
+        );
+    }
+
+    #[test]
+    fn stacks_that_share_callers_with_the_last_sample_are_the_stacks_alone() {
+        // Locations 1..=4 each one frame `fN model.py:N`; location 2 has two
+        // (an inlined `g` in `f2`). Samples in an order that shares, then
+        // drops, then re-extends the last sample's callers; 99 is unknown.
+        let mut strings: Vec<Vec<u8>> = [
+            "", "space", "bytes", "kind", "buffer", "device", "cuda:0", "model.py", "g",
+        ]
+        .iter()
+        .map(|s| s.as_bytes().to_vec())
+        .collect();
+        let mut function = vec![pprof::Function {
+            id: 9,
+            name: 8,
+            filename: 7,
+            ..Default::default()
+        }];
+        let mut location = Vec::new();
+        for n in 1..=4u64 {
+            strings.push(format!("f{n}").into_bytes());
+            function.push(pprof::Function {
+                id: n,
+                name: strings.len() as i64 - 1,
+                filename: 7,
+                ..Default::default()
+            });
+            let line = |function_id| pprof::Line {
+                function_id,
+                line: n as i64,
+                column: 0,
+            };
+            location.push(pprof::Location {
+                id: n,
+                line: if n == 2 {
+                    vec![line(9), line(2)]
+                } else {
+                    vec![line(n)]
+                },
+                ..Default::default()
+            });
+        }
+        let stacks: [&[u64]; 7] = [
+            &[1, 2, 3],
+            &[4, 2, 3],
+            &[2, 3],
+            &[1, 2, 3],
+            &[99, 2, 3],
+            &[3, 3, 3],
+            &[1, 2, 4],
+        ];
+        let p = pprof::Profile {
+            sample_type: vec![pprof::ValueType { r#type: 1, unit: 2 }],
+            function,
+            location,
+            sample: stacks
+                .iter()
+                .map(|ids| pprof::Sample {
+                    location_id: ids.to_vec(),
+                    value: vec![8],
+                    label: vec![label(3, 4), label(5, 6)],
+                })
+                .collect(),
+            string_table: strings,
+            ..Default::default()
+        };
+        let source = Source::from_bytes("shared.prof", p.encode_to_vec());
+        let profile = load(vec![source], &LoadOptions::default()).unwrap();
+        let names = &profile.names;
+        let m = &profile.memories[0];
+        let shown: Vec<String> = m
+            .allocations
+            .iter()
+            .map(|a| names.stack_label(names.site_of(a.site).stack))
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                "f1 model.py:1 <- g model.py:2 <- f2 model.py:2 <- f3 model.py:3",
+                "f4 model.py:4 <- g model.py:2 <- f2 model.py:2 <- f3 model.py:3",
+                "g model.py:2 <- f2 model.py:2 <- f3 model.py:3",
+                "f1 model.py:1 <- g model.py:2 <- f2 model.py:2 <- f3 model.py:3",
+                "g model.py:2 <- f2 model.py:2 <- f3 model.py:3",
+                "f3 model.py:3 <- f3 model.py:3 <- f3 model.py:3",
+                "f1 model.py:1 <- g model.py:2 <- f2 model.py:2 <- f4 model.py:4",
+            ]
+        );
+        // The same stack is the same site, however it was reached.
+        let site = |i: usize| m.allocations[i].site;
+        assert_eq!(site(0), site(3));
+        assert_eq!(site(2), site(4));
+        assert_ne!(site(0), site(6));
+        let messages: Vec<&str> = profile
+            .warnings
+            .iter()
+            .map(|w| w.message.as_str())
+            .collect();
+        assert_eq!(
+            messages,
+            ["1 location ids named by samples are not in the profile; their frames are left out"]
         );
     }
 

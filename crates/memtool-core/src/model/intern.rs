@@ -172,6 +172,16 @@ impl Names {
         (stack.0 != 0).then(|| self.stacks[stack.index()].frame)
     }
 
+    /// The stack of the leaf frame's caller (the empty stack for the empty stack).
+    pub fn caller(&self, stack: StackId) -> StackId {
+        self.stacks[stack.index()].caller
+    }
+
+    /// How many strings are interned: every [`StrId`] is below it.
+    pub fn string_count(&self) -> usize {
+        self.strings.len()
+    }
+
     pub fn site(&mut self, site: Site) -> SiteId {
         if let Some(&id) = self.site_ids.get(&site) {
             return id;

@@ -82,8 +82,11 @@ pub fn run(args: &DiffArgs) -> Result<Outcome> {
         )
     });
     output::write(&report, &args.output).context("writing the diff")?;
-    if report.gate_failed() {
-        if let Some(g) = &report.gate {
+    let gate_failed = report.gate_failed();
+    let gate_message = report.gate.as_ref().map(|g| g.message.clone());
+    inputs::free_at_exit((base, new, report));
+    if gate_failed {
+        if let Some(message) = &gate_message {
             // The gate's verdict must reach the CI log even when stdout is a file.
             if args.output.output.is_some()
                 || !matches!(
@@ -91,7 +94,7 @@ pub fn run(args: &DiffArgs) -> Result<Outcome> {
                     crate::cli::FormatArg::Table | crate::cli::FormatArg::Md
                 )
             {
-                eprintln!("memtool: {}", g.message);
+                eprintln!("memtool: {}", message);
             }
         }
         return Ok(Outcome::GateFailed);

@@ -31,5 +31,6 @@ pub fn run(args: &FragArgs) -> Result<Outcome> {
     let profile = inputs::load(&args.files, &args.read)?;
     let report = frag::frag(&profile, &args.analysis.options());
     output::write(&report, &args.output)?;
+    inputs::free_at_exit((profile, report));
     Ok(Outcome::Success)
 }

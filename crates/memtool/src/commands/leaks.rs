@@ -32,8 +32,11 @@ pub fn run(args: &LeaksArgs) -> Result<Outcome> {
         leaks::leaks(&profile, &args.analysis.options())
     });
     output::write(&report, &args.output)?;
-    if args.fail_on_leak && report.has_steady_growth() {
-        return Ok(Outcome::GateFailed);
-    }
-    Ok(Outcome::Success)
+    let failed = args.fail_on_leak && report.has_steady_growth();
+    inputs::free_at_exit((profile, report));
+    Ok(if failed {
+        Outcome::GateFailed
+    } else {
+        Outcome::Success
+    })
 }

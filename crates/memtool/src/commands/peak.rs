@@ -54,7 +54,9 @@ pub fn run(args: &PeakArgs) -> Result<Outcome> {
         peak::peak_with(&profile, &options, &settings)
     });
     output::write(&report, &args.output)?;
-    Ok(if report.over_budget() {
+    let over_budget = report.over_budget();
+    inputs::free_at_exit((profile, report));
+    Ok(if over_budget {
         Outcome::GateFailed
     } else {
         Outcome::Success

@@ -102,7 +102,9 @@ pub fn run(args: &RenderArgs) -> Result<Outcome> {
         )
     } else {
         let profile = inputs::load(&args.files, &args.read)?;
-        produce(Inputs::One(&profile), args.format, &options)
+        let text = produce(Inputs::One(&profile), args.format, &options);
+        inputs::free_at_exit(profile);
+        text
     };
     match &args.output {
         Some(path) => output::write_atomically(path, |out| out.write_all(text.as_bytes()))?,

@@ -39,5 +39,6 @@ pub fn run(args: &SummaryArgs) -> Result<Outcome> {
     }
     let report = memtool_core::timings::time("analysis", || summary::summarize(&profile, &options));
     output::write(&report, &args.output)?;
+    inputs::free_at_exit((profile, report));
     Ok(Outcome::Success)
 }
