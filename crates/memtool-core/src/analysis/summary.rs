@@ -113,8 +113,7 @@ pub fn summarize(profile: &Profile, options: &Options) -> SummaryReport {
             continue;
         };
         let peak = reported.point;
-        let (live, last) =
-            crate::timings::time("T live", || replay::live_at_and_last(memory, peak.index));
+        let (live, last) = replay::live_at_and_last(memory, peak.index);
         let last = last.unwrap_or(peak);
         let state = AllocatorState::at(memory, reported.sample);
         let mut header = MemoryHeader::of(memory);
@@ -140,10 +139,8 @@ pub fn summarize(profile: &Profile, options: &Options) -> SummaryReport {
                 })
             });
         }
-        let by_site = crate::timings::time("T by_site", || group::totals_by_site(memory, &live));
-        let layout = crate::timings::time("T layout", || {
-            super::segments::layout(&profile.names, memory)
-        });
+        let by_site = group::totals_by_site(memory, &live);
+        let layout = super::segments::layout(&profile.names, memory);
         memories.push(MemorySummary {
             header,
             peak_bytes: reported.bytes,
