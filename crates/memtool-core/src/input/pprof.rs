@@ -194,6 +194,10 @@ struct Reader<'p> {
     /// The last sample's stack, outermost location first: each location id
     /// and the stack up to and including its frames.
     last_stack: Vec<(u64, StackId)>,
+    /// Recent `(caller, location id, stack)` pushes, direct-mapped by
+    /// [`recent_slot`]: the callers a stack shares with recent samples' are
+    /// found here, not in a stack table of millions that no cache holds.
+    recent_pushes: Vec<(StackId, u64, StackId)>,
     /// Location ids samples name that the profile does not have.
     unknown_locations: FxHashSet<u64>,
     /// By stack id: the site of buffers with that stack (`u32::MAX`: none yet).
@@ -254,6 +258,7 @@ impl<'p> Reader<'p> {
             locations: FxHashMap::default(),
             last_stack: Vec::new(),
             unknown_locations: FxHashSet::default(),
+            recent_pushes: vec![(StackId(u32::MAX), 0, StackId(0)); RECENT_PUSHES],
             stack_sites: Vec::new(),
             device_memory: FxHashMap::default(),
         };
@@ -317,6 +322,15 @@ impl<'p> Reader<'p> {
             .last()
             .map_or(StackId(0), |&(_, stack)| stack);
         for &id in location_ids[..location_ids.len() - shared].iter().rev() {
+            let slot = recent_slot(stack, id);
+            if let Some(&(caller, location, pushed)) = self.recent_pushes.get(slot) {
+                if caller == stack && location == id {
+                    stack = pushed;
+                    self.last_stack.push((id, stack));
+                    continue;
+                }
+            }
+            let caller = stack;
             match self.locations.get(&id) {
                 // A location's frames are leaf first too: push its outermost first.
                 Some(frames) => {
@@ -327,6 +341,9 @@ impl<'p> Reader<'p> {
                 None => {
                     self.unknown_locations.insert(id);
                 }
+            }
+            if let Some(recent) = self.recent_pushes.get_mut(slot) {
+                *recent = (caller, id, stack);
             }
             self.last_stack.push((id, stack));
         }
@@ -509,6 +526,15 @@ impl<'p> Reader<'p> {
         }
         memory
     }
+}
+
+/// Slots of [`Reader::recent_pushes`]: a power of two, small enough for the
+/// CPU's first-level caches (48 KiB).
+const RECENT_PUSHES: usize = 2048;
+
+fn recent_slot(caller: StackId, location: u64) -> usize {
+    let mixed = (u64::from(caller.0) << 32 ^ location).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    (mixed >> 53) as usize & (RECENT_PUSHES - 1)
 }
 
 fn file_name(path: &str) -> String {
