@@ -296,9 +296,14 @@ impl<'a> Grouper<'a> {
     /// label). What one call works out about stacks serves the next: make
     /// one grouper for all the memories of a profile.
     pub fn breakdown(&mut self, by_site: &SiteTotals, by: GroupBy) -> Vec<Group> {
-        let keyed: Vec<(u32, Totals)> = by_site
-            .iter()
-            .map(|(&site, &totals)| (self.key(site, by), totals))
+        // In site order, not the table's: sites made one after the other
+        // have neighbouring stacks, so working out their keys walks the
+        // profile's tables in order instead of jumping about in them.
+        let mut sites: Vec<(SiteId, Totals)> = by_site.iter().map(|(&s, &t)| (s, t)).collect();
+        sites.sort_unstable_by_key(|&(site, _)| site);
+        let keyed: Vec<(u32, Totals)> = sites
+            .into_iter()
+            .map(|(site, totals)| (self.key(site, by), totals))
             .collect();
         let mut rows: Vec<Group> = sum_by_key(keyed, self.key_bound(by))
             .into_iter()
