@@ -13,7 +13,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use crate::error::{Error, Result};
 use crate::model::{
     Allocation, Axis, Executables, Format, Frame, FrameId, InputInfo, Instant, MemoryKind, Profile,
-    Site, SiteId, StackId,
+    Site, StackId,
 };
 
 use super::wire::{self, Fields, Value};
@@ -200,8 +200,6 @@ struct Reader<'p> {
     recent_pushes: Vec<(StackId, u64, StackId)>,
     /// Location ids samples name that the profile does not have.
     unknown_locations: FxHashSet<u64>,
-    /// By stack id: the site of buffers with that stack (`u32::MAX`: none yet).
-    stack_sites: Vec<SiteId>,
     /// Device label (a string table index) → position in
     /// `profile.memories`, once the memory has this file's instant.
     device_memory: FxHashMap<i64, usize>,
@@ -259,7 +257,6 @@ impl<'p> Reader<'p> {
             last_stack: Vec::new(),
             unknown_locations: FxHashSet::default(),
             recent_pushes: vec![(StackId(u32::MAX), 0, StackId(0)); RECENT_PUSHES],
-            stack_sites: Vec::new(),
             device_memory: FxHashMap::default(),
         };
         reader.intern_locations(decoded);
@@ -350,27 +347,6 @@ impl<'p> Reader<'p> {
         stack
     }
 
-    /// The site of a buffer sample with this stack: sites here are stacks
-    /// alone, so the site table is asked once per stack.
-    fn site(&mut self, stack: StackId) -> SiteId {
-        if let Some(&site) = self
-            .stack_sites
-            .get(stack.index())
-            .filter(|s| s.0 != u32::MAX)
-        {
-            return site;
-        }
-        let site = self.profile.names.site(Site {
-            stack,
-            ..Site::default()
-        });
-        if self.stack_sites.len() <= stack.index() {
-            self.stack_sites.resize(stack.index() + 1, SiteId(u32::MAX));
-        }
-        self.stack_sites[stack.index()] = site;
-        site
-    }
-
     /// Reads the samples `drive` passes to its callback, one at a time;
     /// `drive` returns how many there were.
     fn read_samples(
@@ -418,7 +394,10 @@ impl<'p> Reader<'p> {
                 negative += 1;
             }
             let bytes = bytes.max(0) as u64;
-            let site = self.site(stack);
+            let site = self.profile.names.site(Site {
+                stack,
+                ..Site::default()
+            });
             // A missing device label reads as the empty string, as an index
             // past the string table does.
             let device = device.unwrap_or(-1);

@@ -80,6 +80,10 @@ pub struct Names {
     stack_ids: FxHashMap<StackNode, StackId>,
     sites: Vec<Site>,
     site_ids: FxHashMap<Site, SiteId>,
+    /// By stack id: the site of that stack and nothing else (`u32::MAX`:
+    /// none yet). Most sites of pprof and PyTorch profiles are just a
+    /// stack, a million of them: a vector, not the hash table.
+    stack_sites: Vec<SiteId>,
 }
 
 impl Default for Names {
@@ -97,6 +101,7 @@ impl Default for Names {
             stack_ids: FxHashMap::default(),
             sites: Vec::new(),
             site_ids: FxHashMap::default(),
+            stack_sites: Vec::new(),
         };
         names.string("");
         names
@@ -183,6 +188,23 @@ impl Names {
     }
 
     pub fn site(&mut self, site: Site) -> SiteId {
+        let stack_only = Site {
+            stack: site.stack,
+            ..Site::default()
+        };
+        if site == stack_only {
+            let slot = site.stack.index();
+            if let Some(&id) = self.stack_sites.get(slot).filter(|id| id.0 != u32::MAX) {
+                return id;
+            }
+            let id = SiteId(self.sites.len() as u32);
+            self.sites.push(site);
+            if self.stack_sites.len() <= slot {
+                self.stack_sites.resize(slot + 1, SiteId(u32::MAX));
+            }
+            self.stack_sites[slot] = id;
+            return id;
+        }
         if let Some(&id) = self.site_ids.get(&site) {
             return id;
         }
@@ -349,6 +371,52 @@ mod tests {
         assert_eq!(merged.frames, one.frames);
         assert_eq!(merged.stacks, one.stacks);
         assert_eq!(merged.sites, one.sites);
+    }
+
+    #[test]
+    fn a_site_is_one_id_whether_it_is_a_stack_alone_or_more() {
+        let mut names = Names::default();
+        let main = names.string("main");
+        let frame = names.frame(Frame {
+            function: main,
+            file: main,
+            line: 1,
+        });
+        let stack = names.stack_leaf_first(&[frame]);
+        let add = names.string("add");
+        let bare = |stack| Site {
+            stack,
+            ..Site::default()
+        };
+        let with_op = Site {
+            stack,
+            op: Some(add),
+            ..Site::default()
+        };
+        let (a, b, c) = (
+            names.site(bare(stack)),
+            names.site(with_op),
+            names.site(bare(StackId(0))),
+        );
+        assert_eq!(names.site(bare(stack)), a);
+        assert_eq!(names.site(with_op), b);
+        assert_eq!(names.site(bare(StackId(0))), c);
+        assert_eq!((a, b, c), (SiteId(0), SiteId(1), SiteId(2)));
+        assert_eq!(*names.site_of(a), bare(stack));
+        assert_eq!(*names.site_of(b), with_op);
+        // Imported into a table that has them in another order: same sites.
+        let mut other = Names::default();
+        other.site(bare(StackId(0)));
+        let renames = other.import(&names);
+        assert_eq!(renames.site(c), SiteId(0));
+        assert_eq!(
+            other.site_of(renames.site(b)).op.map(|s| other.str(s)),
+            Some("add")
+        );
+        assert_eq!(
+            other.stack_label(other.site_of(renames.site(a)).stack),
+            "main main:1"
+        );
     }
 
     #[test]
