@@ -398,6 +398,17 @@ pub trait Visitor {
         false
     }
 
+    /// A list inside a record (see [`Visitor::records`]) under `key`, all
+    /// of whose items are handles, as one handle of the visitor's: the list
+    /// is then never built, the record's pairs hold [`Value::Handle`] in its
+    /// place, and memo references to it get the handle, as if the visitor
+    /// had converted it ([`Memo::convert`]). `None` builds the list. The
+    /// same list may be asked about more than once.
+    fn record_list(&mut self, route: u32, key: &Value, handles: &[u32]) -> Option<u32> {
+        let _ = (route, key, handles);
+        None
+    }
+
     /// The pairs of a record (see [`Visitor::records`]), as `item` would
     /// have found them in the dict: keys and values alternating.
     fn record(
@@ -980,6 +991,8 @@ impl<V: Visitor> Machine<'_, '_, V> {
         scratch.clear();
         // The dict's own memo id; the values memoized in it follow.
         let id = self.memo.dense.len() as u32;
+        let visitor = &mut self.visitor;
+        let mut as_handle = |key: &Value, handles: &[u32]| visitor.record_list(route, key, handles);
         let mut taken = scan_record(
             bytes,
             &self.memo,
@@ -987,6 +1000,7 @@ impl<V: Visitor> Machine<'_, '_, V> {
             &mut pairs,
             &mut memoized,
             &mut scratch,
+            &mut as_handle,
         );
         if taken.is_none() && bytes.len() < REFILL_AHEAD {
             // Perhaps cut by the buffer's end: once more with more bytes.
@@ -999,6 +1013,9 @@ impl<V: Visitor> Machine<'_, '_, V> {
                 scratch.clear();
                 let bytes = self.input.buffered();
                 if self.memo.values.len() + bytes.len() < MAX_HANDLE as usize {
+                    let visitor = &mut self.visitor;
+                    let mut as_handle =
+                        |key: &Value, handles: &[u32]| visitor.record_list(route, key, handles);
                     taken = scan_record(
                         bytes,
                         &self.memo,
@@ -1006,6 +1023,7 @@ impl<V: Visitor> Machine<'_, '_, V> {
                         &mut pairs,
                         &mut memoized,
                         &mut scratch,
+                        &mut as_handle,
                     );
                 }
             }
@@ -1333,28 +1351,46 @@ fn scan_record(
     pairs: &mut Vec<Value>,
     memoized: &mut Vec<Value>,
     scratch: &mut Vec<u32>,
+    as_handle: &mut dyn FnMut(&Value, &[u32]) -> Option<u32>,
 ) -> Option<(usize, bool)> {
     if bytes.get(..2)? != [0x94, b'('] {
         return None;
     }
     let mut at = 2;
     let mut nested = false;
+    let mut no_lists = |_: &Value, _: &[u32]| None;
     loop {
         skip_frames(bytes, &mut at);
         if *bytes.get(at)? == b'u' {
             return Some((at + 1, nested));
         }
-        scan_value(bytes, &mut at, memo, id, memoized, scratch, pairs)?;
-        scan_value(bytes, &mut at, memo, id, memoized, scratch, pairs)?;
+        // Keys are never lists.
+        scan_value(
+            bytes,
+            &mut at,
+            memo,
+            id,
+            memoized,
+            scratch,
+            pairs,
+            &mut no_lists,
+        )?;
+        let list = scan_value(
+            bytes, &mut at, memo, id, memoized, scratch, pairs, as_handle,
+        )?;
         if let Some(Value::List(l)) = pairs.last() {
             l.sealed.set(true);
-            nested = true;
         }
+        // A list taken as a handle nests as deep as the list would have.
+        nested |= list;
     }
 }
 
-/// One value of a record at `*at`, and a MEMOIZE after it; see [`scan_record`].
+/// One value of a record at `*at`, and a MEMOIZE after it; see
+/// [`scan_record`]. A list of handles is offered to `as_handle` with the
+/// key before it (the last of `out`). Returns whether the value is a list.
 #[inline]
+#[allow(clippy::too_many_arguments)]
 fn scan_value(
     bytes: &[u8],
     at: &mut usize,
@@ -1363,10 +1399,12 @@ fn scan_value(
     memoized: &mut Vec<Value>,
     scratch: &mut Vec<u32>,
     out: &mut Vec<Value>,
-) -> Option<()> {
+    as_handle: &mut dyn FnMut(&Value, &[u32]) -> Option<u32>,
+) -> Option<bool> {
     skip_frames(bytes, at);
     let mut i = *at + 1;
     let op = *bytes.get(*at)?;
+    let mut is_list = false;
     if let b'h' | b'j' = op {
         // Pushed in place: values moved through the stack are slow (see
         // `scan_handles`), and most of a record is memo references.
@@ -1416,20 +1454,36 @@ fn scan_value(
                 str_value(raw)
             }
             b']' => {
-                let list = Container::new(None, Vec::new());
-                if bytes.get(i) == Some(&0x94) {
-                    memoized.push(Value::List(list.clone()));
+                is_list = true;
+                // The list's memo id comes before its items', and its items
+                // are memo references, which memoize nothing.
+                let memoize = bytes.get(i) == Some(&0x94);
+                if memoize {
                     i += 1;
                 }
+                scratch.clear();
                 let n = scan_handles(bytes, &mut i, memo, scratch)?;
-                let mut items = list.items.borrow_mut();
-                items.reserve_exact(n);
-                // From handles, not values moved through the stack: each value
-                // written there in two parts and read back whole stalls.
-                items.extend(scratch.drain(..).map(Value::Handle));
-                drop(items);
-                list.appended.set(n);
-                Value::List(list)
+                if let Some(handle) = as_handle(out.last()?, scratch) {
+                    scratch.clear();
+                    if memoize {
+                        memoized.push(Value::Handle(handle));
+                    }
+                    Value::Handle(handle)
+                } else {
+                    let list = Container::new(None, Vec::new());
+                    if memoize {
+                        memoized.push(Value::List(list.clone()));
+                    }
+                    let mut items = list.items.borrow_mut();
+                    items.reserve_exact(n);
+                    // From handles, not values moved through the stack: each
+                    // value written there in two parts and read back whole
+                    // stalls.
+                    items.extend(scratch.drain(..).map(Value::Handle));
+                    drop(items);
+                    list.appended.set(n);
+                    Value::List(list)
+                }
             }
             _ => return None,
         };
@@ -1440,7 +1494,7 @@ fn scan_value(
         i += 1;
     }
     *at = i;
-    Some(())
+    Some(is_list)
 }
 
 /// Steps over FRAME opcodes (a length hint, no-ops to the decoder), which

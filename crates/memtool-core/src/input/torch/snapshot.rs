@@ -354,6 +354,26 @@ impl Visitor for SnapshotVisitor<'_> {
         route >= ROUTE_TRACE0
     }
 
+    /// A trace entry's new `frames` list of frames met before (the common
+    /// case: one list per entry, its frames shared) becomes its stack's
+    /// handle without the list being built, as [`SnapshotVisitor::stack`]
+    /// would convert it.
+    fn record_list(&mut self, _route: u32, key: &Value, handles: &[u32]) -> Option<u32> {
+        if key.as_str() != Some("frames") {
+            return None;
+        }
+        let mut frames = std::mem::take(&mut self.frames);
+        frames.clear();
+        frames.extend(
+            handles
+                .iter()
+                .map_while(|&h| (h & FRAME_HANDLE != 0).then_some(FrameId(h & !FRAME_HANDLE))),
+        );
+        let stack = (frames.len() == handles.len()).then(|| self.stack_of_frames(&frames));
+        self.frames = frames;
+        stack.map(|s| s.0).filter(|&s| s < FRAME_HANDLE)
+    }
+
     fn record(
         &mut self,
         route: u32,
@@ -439,6 +459,16 @@ impl SnapshotVisitor<'_> {
         Some(id)
     }
 
+    /// The interned stack of frames, leaf first.
+    fn stack_of_frames(&mut self, frames: &[FrameId]) -> StackId {
+        if let Some(&stack) = self.stacks_by_frames.get(frames) {
+            return stack;
+        }
+        let stack = self.profile.names.stack_leaf_first(frames);
+        self.stacks_by_frames.insert(frames.into(), stack);
+        stack
+    }
+
     /// A frames list (leaf first) as an interned stack; a list the pickle
     /// shares through its memo is converted once.
     fn stack(&mut self, v: Option<&Value>, memo: &mut Memo) -> StackId {
@@ -468,15 +498,7 @@ impl SnapshotVisitor<'_> {
             }
         }
         drop(items);
-        let stack = match self.stacks_by_frames.get(frames.as_slice()) {
-            Some(&stack) => stack,
-            None => {
-                let stack = self.profile.names.stack_leaf_first(&frames);
-                self.stacks_by_frames
-                    .insert(frames.as_slice().into(), stack);
-                stack
-            }
-        };
+        let stack = self.stack_of_frames(&frames);
         self.frames = frames;
         if stack.0 < FRAME_HANDLE {
             memo.convert(v, stack.0);
@@ -1008,6 +1030,130 @@ fn build_memory(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A protocol-4 pickle written as CPython does, memo ids counted.
+    struct Pickle {
+        bytes: Vec<u8>,
+        next: u8,
+    }
+
+    impl Pickle {
+        fn memoize(&mut self) -> u8 {
+            self.bytes.push(0x94);
+            self.next += 1;
+            self.next - 1
+        }
+
+        fn str(&mut self, s: &str) -> u8 {
+            self.bytes.extend([0x8c, s.len() as u8]);
+            self.bytes.extend(s.as_bytes());
+            self.memoize()
+        }
+
+        fn get(&mut self, id: u8) {
+            self.bytes.extend([b'h', id]);
+        }
+
+        /// `{'name': .., 'filename': .., 'line': ..}`
+        fn frame(&mut self, name: &str, file: &str, line: u8) -> u8 {
+            self.bytes.push(b'}');
+            let id = self.memoize();
+            self.bytes.push(b'(');
+            for (key, value) in [("name", name), ("filename", file)] {
+                self.str(key);
+                self.str(value);
+            }
+            self.str("line");
+            self.bytes.extend([b'K', line, b'u']);
+            id
+        }
+
+        /// A trace entry; `frames` writes the value of its `frames` key.
+        fn entry(&mut self, action: &str, addr: u8, frames: impl FnOnce(&mut Pickle)) {
+            self.bytes.push(b'}');
+            self.memoize();
+            self.bytes.push(b'(');
+            self.str("action");
+            self.str(action);
+            for (key, value) in [("addr", addr), ("size", 8)] {
+                self.str(key);
+                self.bytes.extend([b'K', value]);
+            }
+            self.str("frames");
+            frames(self);
+            self.bytes.push(b'u');
+        }
+    }
+
+    /// Trace entries' `frames` lists: of frame dicts (read the ordinary
+    /// way), of frames met before (taken as a stack straight from the
+    /// bytes), a reference to such a list, and a list holding a stack where
+    /// a frame should be (built, then read the ordinary way; the stack is
+    /// left out): every way gives the stack the frames make.
+    #[test]
+    fn frames_lists_read_straight_or_the_ordinary_way_give_one_stack() {
+        let mut p = Pickle {
+            bytes: vec![0x80, 4, b'}'],
+            next: 0,
+        };
+        p.memoize();
+        p.bytes.push(b'(');
+        p.str("device_traces");
+        p.bytes.push(b']');
+        p.memoize();
+        p.bytes.extend([b'(', b']']);
+        p.memoize();
+        p.bytes.push(b'(');
+        let (mut f, mut g, mut first, mut second) = (0, 0, 0, 0);
+        p.entry("alloc", 16, |p| {
+            p.bytes.push(b']');
+            first = p.memoize();
+            p.bytes.push(b'(');
+            f = p.frame("f", "a.py", 1);
+            g = p.frame("g", "b.py", 2);
+            p.bytes.push(b'e');
+        });
+        // An entry read the ordinary way holds the rest of its batch back
+        // until the batch's APPENDS: the next entries in a batch of their own.
+        p.bytes.extend([b'e', b'(']);
+        p.entry("alloc", 32, |p| {
+            p.bytes.push(b']');
+            second = p.memoize();
+            p.bytes.push(b'(');
+            p.get(f);
+            p.get(g);
+            p.bytes.push(b'e');
+        });
+        p.entry("free_completed", 16, |p| p.get(second));
+        p.entry("alloc", 48, |p| {
+            p.bytes.push(b']');
+            p.memoize();
+            p.bytes.push(b'(');
+            p.get(f);
+            p.get(first);
+            p.bytes.push(b'e');
+        });
+        p.bytes.extend([b'e', b'e', b'u', b'.']);
+        let mut profile = Profile::default();
+        read(&mut profile, "frames.pickle", &p.bytes).unwrap();
+        let m = &profile.memories[0];
+        let names = &profile.names;
+        let stacks: Vec<(Option<u64>, String)> = m
+            .allocations
+            .iter()
+            .map(|a| (a.address, names.stack_label(names.site_of(a.site).stack)))
+            .collect();
+        assert_eq!(
+            stacks,
+            [
+                (Some(16), "f a.py:1 <- g b.py:2".to_string()),
+                (Some(32), "f a.py:1 <- g b.py:2".to_string()),
+                (Some(48), "f a.py:1".to_string()),
+            ]
+        );
+        assert_eq!(m.events.len(), 4);
+        assert!(profile.warnings.is_empty(), "{:?}", profile.warnings);
+    }
 
     /// `{'segments': [{'blocks': L}, {'blocks': L}]}` with L one shared list
     /// of one block: the second reference is read as empty, with a warning.
