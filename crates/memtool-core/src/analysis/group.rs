@@ -305,7 +305,11 @@ impl<'a> Grouper<'a> {
             .into_iter()
             .map(|(site, totals)| (self.key(site, by), totals))
             .collect();
-        let mut rows: Vec<Group> = sum_by_key(keyed, self.key_bound(by))
+        let summed = sum_by_key(keyed, self.key_bound(by));
+        if by == GroupBy::Stack {
+            return self.sorted_stack_groups(summed);
+        }
+        let mut rows: Vec<Group> = summed
             .into_iter()
             .map(|(key, totals)| Group {
                 key: self.shared_label(key, by),
@@ -321,6 +325,87 @@ impl<'a> Grouper<'a> {
                 .then_with(|| a.key.cmp(&b.key))
         });
         rows
+    }
+
+    /// Stack groups, largest first, ties by label as [`sort_groups`] orders
+    /// them, but with ties mostly settled without reading the labels: a
+    /// million groups of one size (a model's layers) would compare a
+    /// million labels that no cache holds twenty times each. A stack's
+    /// label is its frames' texts joined leaf first, so two labels compare
+    /// as the texts where their frames first differ, unless one of those
+    /// texts begins the other (then the labels themselves are compared).
+    fn sorted_stack_groups(&mut self, summed: Vec<(u32, Totals)>) -> Vec<Group> {
+        /// Frames compared inline; deeper ties compare labels.
+        const INLINE: usize = 4;
+        struct Row {
+            bytes: u64,
+            /// Text ranks of the first frames (0: the label ended).
+            ranks: [u32; INLINE],
+            key: u32,
+            totals: Totals,
+        }
+        // By text id: its rank among all texts + 1, and whether it begins
+        // another text (the next in order begins with it if any does).
+        let mut order: Vec<u32> = (0..self.texts.len() as u32).collect();
+        order.sort_unstable_by(|&a, &b| self.texts[a as usize].cmp(&self.texts[b as usize]));
+        let mut rank = vec![0u32; self.texts.len()];
+        // By rank; rank 0 (the end of a label) begins nothing.
+        let mut begins_another = vec![false; self.texts.len() + 1];
+        for (i, &text) in order.iter().enumerate() {
+            rank[text as usize] = i as u32 + 1;
+            begins_another[i + 1] = order.get(i + 1).is_some_and(|&next| {
+                self.texts[next as usize].starts_with(&*self.texts[text as usize])
+            });
+        }
+        let mut rows: Vec<Row> = summed
+            .into_iter()
+            .map(|(key, totals)| {
+                let mut ranks = [0; INLINE];
+                let mut node = key;
+                for r in &mut ranks {
+                    if node == 0 {
+                        break;
+                    }
+                    let (text, caller) = self.nodes[node as usize];
+                    *r = rank[text as usize];
+                    node = caller;
+                }
+                Row {
+                    bytes: totals.bytes,
+                    ranks,
+                    key,
+                    totals,
+                }
+            })
+            .collect();
+        for row in &rows {
+            self.shared_label(row.key, GroupBy::Stack);
+        }
+        let labels = &self.labels[GroupBy::Stack as usize];
+        let label = |key: u32| labels[key as usize].as_deref().unwrap_or("");
+        let by_label = |a: &Row, b: &Row| {
+            // The empty stack's label is not made of frames.
+            if a.key != 0 && b.key != 0 {
+                for (&x, &y) in a.ranks.iter().zip(&b.ranks) {
+                    if x != y {
+                        if begins_another[x as usize] || begins_another[y as usize] {
+                            break;
+                        }
+                        return x.cmp(&y);
+                    }
+                }
+            }
+            label(a.key).cmp(label(b.key))
+        };
+        rows.sort_unstable_by(|a, b| b.bytes.cmp(&a.bytes).then_with(|| by_label(a, b)));
+        rows.into_iter()
+            .map(|row| Group {
+                key: self.labels[GroupBy::Stack as usize][row.key as usize]
+                    .clone()
+                    .unwrap_or_default(),
+                totals: row.totals,
+            })
+            .collect()
     }
 
     pub fn new(names: &'a Names, filter: &'a FrameFilter) -> Self {
@@ -627,6 +712,61 @@ mod tests {
                 assert_eq!(breakdown(&names, &by_site, by, &filter), expected);
             }
         }
+    }
+
+    #[test]
+    fn stack_groups_of_one_size_are_in_label_order() {
+        // Names where one frame's text begins another's (`f` and `f (x)`,
+        // `g` and `g h`), where they differ only deep in the stack, and
+        // the empty stack: every group the same size, so the order is the
+        // labels' alone.
+        let mut names = Names::default();
+        let frame = |names: &mut Names, function: &str| {
+            let function = names.string(function);
+            let file = names.string("");
+            names.frame(Frame {
+                function,
+                file,
+                line: 0,
+            })
+        };
+        let [f, fx, g, gh, h, main, deep] =
+            ["f", "f (x)", "g", "g h", "h", "main", "z"].map(|name| frame(&mut names, name));
+        let stacks = [
+            vec![f, main],
+            vec![fx, main],
+            vec![f],
+            vec![g, h],
+            vec![gh],
+            vec![g, h, main, main, f, deep],
+            vec![g, h, main, main, f, fx],
+            vec![main, f],
+            vec![],
+        ];
+        let mut by_site = SiteTotals::default();
+        for frames in &stacks {
+            let stack = names.stack_leaf_first(frames);
+            let site = names.site(crate::model::Site {
+                stack,
+                ..Default::default()
+            });
+            by_site.insert(
+                site,
+                Totals {
+                    bytes: 64,
+                    requested_bytes: 64,
+                    count: 1,
+                },
+            );
+        }
+        let filter = FrameFilter::All;
+        let groups = breakdown(&names, &by_site, GroupBy::Stack, &filter);
+        let keys: Vec<&str> = groups.iter().map(|g| &*g.key).collect();
+        let mut sorted = keys.clone();
+        sorted.sort_unstable();
+        assert_eq!(keys, sorted);
+        assert_eq!(keys.len(), stacks.len(), "{keys:?}");
+        assert!(keys.contains(&"<no stack>"));
     }
 
     #[test]
