@@ -648,6 +648,14 @@ mod tests {
         names.stack_leaf_first(&ids)
     }
 
+    /// The site of a stack alone.
+    fn stack_site(names: &mut Names, stack: StackId) -> SiteId {
+        names.site(crate::model::Site {
+            stack,
+            ..Default::default()
+        })
+    }
+
     #[test]
     fn breakdown_labels_every_kind_of_stack_as_label_does() {
         let mut names = Names::default();
@@ -679,10 +687,7 @@ mod tests {
             .iter()
             .enumerate()
             .map(|(i, &stack)| {
-                let site = names.site(crate::model::Site {
-                    stack,
-                    ..Default::default()
-                });
+                let site = stack_site(&mut names, stack);
                 by_site.insert(
                     site,
                     Totals {
@@ -746,10 +751,7 @@ mod tests {
         let mut by_site = SiteTotals::default();
         for frames in &stacks {
             let stack = names.stack_leaf_first(frames);
-            let site = names.site(crate::model::Site {
-                stack,
-                ..Default::default()
-            });
+            let site = stack_site(&mut names, stack);
             by_site.insert(
                 site,
                 Totals {
@@ -807,12 +809,7 @@ mod tests {
         );
         let sites: Vec<SiteId> = [a, b, StackId(0)]
             .iter()
-            .map(|&stack| {
-                names.site(crate::model::Site {
-                    stack,
-                    ..Default::default()
-                })
-            })
+            .map(|&stack| stack_site(&mut names, stack))
             .collect();
         let totals = |bytes| Totals {
             bytes,

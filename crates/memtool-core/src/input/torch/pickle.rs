@@ -991,41 +991,18 @@ impl<V: Visitor> Machine<'_, '_, V> {
         scratch.clear();
         // The dict's own memo id; the values memoized in it follow.
         let id = self.memo.dense.len() as u32;
-        let visitor = &mut self.visitor;
-        let mut as_handle = |key: &Value, handles: &[u32]| visitor.record_list(route, key, handles);
-        let mut taken = scan_record(
-            bytes,
-            &self.memo,
-            id,
-            &mut pairs,
-            &mut memoized,
-            &mut scratch,
-            &mut as_handle,
-        );
-        if taken.is_none() && bytes.len() < REFILL_AHEAD {
+        let mut taken = self.scan_record(route, id, &mut pairs, &mut memoized, &mut scratch);
+        if taken.is_none() && self.input.buffered().len() < REFILL_AHEAD {
             // Perhaps cut by the buffer's end: once more with more bytes.
+            let buffered = self.input.buffered().len();
             let ahead = self.input.len.saturating_sub(self.input.offset());
-            if ahead as usize > bytes.len()
+            if ahead as usize > buffered
                 && self.input.refill(ahead.min(REFILL_AHEAD as u64)).is_ok()
             {
                 pairs.clear();
                 memoized.clear();
                 scratch.clear();
-                let bytes = self.input.buffered();
-                if self.memo.values.len() + bytes.len() < MAX_HANDLE as usize {
-                    let visitor = &mut self.visitor;
-                    let mut as_handle =
-                        |key: &Value, handles: &[u32]| visitor.record_list(route, key, handles);
-                    taken = scan_record(
-                        bytes,
-                        &self.memo,
-                        id,
-                        &mut pairs,
-                        &mut memoized,
-                        &mut scratch,
-                        &mut as_handle,
-                    );
-                }
+                taken = self.scan_record(route, id, &mut pairs, &mut memoized, &mut scratch);
             }
         }
         let result = match taken {
@@ -1055,6 +1032,34 @@ impl<V: Visitor> Machine<'_, '_, V> {
         scratch.clear();
         self.record_items = scratch;
         result
+    }
+
+    /// [`scan_record`] over the buffered bytes, the visitor offered the
+    /// record's lists; `None` when the memo could not number every value
+    /// the bytes might memoize.
+    fn scan_record(
+        &mut self,
+        route: u32,
+        id: u32,
+        pairs: &mut Vec<Value>,
+        memoized: &mut Vec<Value>,
+        scratch: &mut Vec<u32>,
+    ) -> Option<(usize, bool)> {
+        let bytes = self.input.buffered();
+        if self.memo.values.len() + bytes.len() >= MAX_HANDLE as usize {
+            return None;
+        }
+        let visitor = &mut self.visitor;
+        let mut as_handle = |key: &Value, handles: &[u32]| visitor.record_list(route, key, handles);
+        scan_record(
+            bytes,
+            &self.memo,
+            id,
+            pairs,
+            memoized,
+            scratch,
+            &mut as_handle,
+        )
     }
 
     #[inline]
