@@ -130,7 +130,7 @@ fn peak_groups(
         };
         let live = replay::live_at(memory, peak.point.index);
         let by_site = group::totals_by_site(memory, &live);
-        for (site, totals) in by_site {
+        for (site, totals) in by_site.iter() {
             groups
                 .entry(if by == GroupBy::Stack {
                     // Stackless sites (XSpace allocations) by op and shape.

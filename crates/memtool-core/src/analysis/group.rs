@@ -197,25 +197,109 @@ pub struct Group {
     pub totals: Totals,
 }
 
-/// Totals per site. Sites are interned ids: Fx hashing, not SipHash (a
-/// million sites in a pprof profile).
-pub type SiteTotals = FxHashMap<SiteId, Totals>;
+/// Totals per site, in site order: each site once, ids ascending.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SiteTotals {
+    sites: Vec<(SiteId, Totals)>,
+}
+
+impl SiteTotals {
+    /// Each site and its totals, in site order.
+    pub fn iter(&self) -> impl Iterator<Item = (SiteId, Totals)> + '_ {
+        self.sites.iter().copied()
+    }
+
+    pub fn keys(&self) -> impl Iterator<Item = SiteId> + '_ {
+        self.sites.iter().map(|&(site, _)| site)
+    }
+
+    pub fn values(&self) -> impl Iterator<Item = Totals> + '_ {
+        self.sites.iter().map(|&(_, totals)| totals)
+    }
+
+    pub fn get(&self, site: SiteId) -> Option<Totals> {
+        let at = self.sites.binary_search_by_key(&site, |&(s, _)| s).ok()?;
+        Some(self.sites[at].1)
+    }
+
+    pub fn len(&self) -> usize {
+        self.sites.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.sites.is_empty()
+    }
+}
+
+/// Sums the totals of each site.
+impl FromIterator<(SiteId, Totals)> for SiteTotals {
+    fn from_iter<I: IntoIterator<Item = (SiteId, Totals)>>(iter: I) -> Self {
+        let mut sums = DenseSums::default();
+        for (site, totals) in iter {
+            sums.add(site.0, totals);
+        }
+        SiteTotals {
+            sites: sums
+                .into_sorted()
+                .into_iter()
+                .map(|(site, totals)| (SiteId(site), totals))
+                .collect(),
+        }
+    }
+}
 
 /// Sums the given allocations per site.
 pub fn totals_by_site(memory: &Memory, ids: &[AllocId]) -> SiteTotals {
-    // Sized up front: at a million distinct sites, growing the table
-    // rehashes it several times over.
-    let mut by_site = SiteTotals::default();
-    by_site.reserve(ids.len());
-    for &id in ids {
-        let a = memory.allocation(id);
-        by_site.entry(a.site).or_default().add(Totals {
-            bytes: a.bytes,
-            requested_bytes: a.requested,
-            count: a.count,
-        });
+    ids.iter()
+        .map(|&id| {
+            let a = memory.allocation(id);
+            (
+                a.site,
+                Totals {
+                    bytes: a.bytes,
+                    requested_bytes: a.requested,
+                    count: a.count,
+                },
+            )
+        })
+        .collect()
+}
+
+/// Totals summed by small dense ids (sites, group keys): an index by id
+/// into the sums, not a hash table. At ten million distinct sites a hash
+/// table is half a gigabyte probed at random; ids handed out in order are
+/// mostly summed in order here.
+#[derive(Default)]
+struct DenseSums {
+    /// By id: its position in `sums` + 1 (0: not seen).
+    slot_of: Vec<u32>,
+    /// In the order ids were first seen.
+    sums: Vec<(u32, Totals)>,
+}
+
+impl DenseSums {
+    fn add(&mut self, id: u32, totals: Totals) {
+        let at = id as usize;
+        if self.slot_of.len() <= at {
+            // Ids are bounded by the profile's tables (a site or a key each).
+            self.slot_of.resize((at + 1).max(self.slot_of.len() * 2), 0);
+        }
+        match self.slot_of[at].checked_sub(1) {
+            Some(slot) => self.sums[slot as usize].1.add(totals),
+            None => {
+                self.sums.push((id, totals));
+                self.slot_of[at] = self.sums.len() as u32;
+            }
+        }
     }
-    by_site
+
+    /// The sums, ids ascending.
+    fn into_sorted(mut self) -> Vec<(u32, Totals)> {
+        if !self.sums.is_sorted_by_key(|&(id, _)| id) {
+            self.sums.sort_unstable_by_key(|&(id, _)| id);
+        }
+        self.sums
+    }
 }
 
 /// Merges per-site totals into labelled groups, largest first (ties by label).
@@ -226,32 +310,6 @@ pub fn breakdown(
     filter: &FrameFilter,
 ) -> Vec<Group> {
     Grouper::new(names, filter).breakdown(by_site, by)
-}
-
-/// Sums totals with the same key, in key order. Keys below `bound` are
-/// summed in a vector when that is not much larger than the input (no
-/// hashing of millions of keys), else in a hash map.
-fn sum_by_key(keyed: Vec<(u32, Totals)>, bound: usize) -> Vec<(u32, Totals)> {
-    if bound <= 4 * keyed.len() + 4096 {
-        let mut dense: Vec<Option<Totals>> = vec![None; bound];
-        for (key, totals) in keyed {
-            if let Some(slot) = dense.get_mut(key as usize) {
-                slot.get_or_insert_with(Totals::default).add(totals);
-            }
-        }
-        return dense
-            .into_iter()
-            .enumerate()
-            .filter_map(|(key, totals)| Some((key as u32, totals?)))
-            .collect();
-    }
-    let mut sums: FxHashMap<u32, Totals> = FxHashMap::default();
-    for (key, totals) in keyed {
-        sums.entry(key).or_default().add(totals);
-    }
-    let mut sums: Vec<(u32, Totals)> = sums.into_iter().collect();
-    sums.sort_unstable_by_key(|&(key, _)| key);
-    sums
 }
 
 /// Finds which group each site falls in without making its label, then
@@ -296,16 +354,19 @@ impl<'a> Grouper<'a> {
     /// label). What one call works out about stacks serves the next: make
     /// one grouper for all the memories of a profile.
     pub fn breakdown(&mut self, by_site: &SiteTotals, by: GroupBy) -> Vec<Group> {
-        // In site order, not the table's: sites made one after the other
-        // have neighbouring stacks, so working out their keys walks the
-        // profile's tables in order instead of jumping about in them.
-        let mut sites: Vec<(SiteId, Totals)> = by_site.iter().map(|(&s, &t)| (s, t)).collect();
-        sites.sort_unstable_by_key(|&(site, _)| site);
-        let keyed: Vec<(u32, Totals)> = sites
-            .into_iter()
-            .map(|(site, totals)| (self.key(site, by), totals))
-            .collect();
-        let summed = sum_by_key(keyed, self.key_bound(by));
+        // In site order: sites made one after the other have neighbouring
+        // stacks, so working out their keys walks the profile's tables in
+        // order instead of jumping about in them.
+        let keys = crate::timings::span("group: keys");
+        let mut sums = DenseSums::default();
+        for (site, totals) in by_site.iter() {
+            let key = self.key(site, by);
+            sums.add(key, totals);
+        }
+        drop(keys);
+        let _order = crate::timings::span("group: labels and order");
+        // The sort below orders the groups whole: no need to sort the keys.
+        let summed = sums.sums;
         if by == GroupBy::Stack {
             return self.sorted_stack_groups(summed);
         }
@@ -563,15 +624,6 @@ impl<'a> Grouper<'a> {
         }
     }
 
-    /// Every key [`Grouper::key`] has given is below this.
-    fn key_bound(&self, by: GroupBy) -> usize {
-        match by {
-            GroupBy::Stack => self.nodes.len(),
-            GroupBy::UserFrame => self.texts.len() + 1,
-            _ => self.names.string_count() + 1,
-        }
-    }
-
     /// The text of a key: the same text as [`label`] for its sites.
     fn label(&self, key: u32, by: GroupBy) -> String {
         match by {
@@ -616,7 +668,7 @@ pub fn sort_groups(rows: &mut [Group]) {
 /// Whether any live site has a value for this key (a shape column for a
 /// profile without shapes would be one `<none>` row).
 pub fn has_values(names: &Names, by_site: &SiteTotals, by: GroupBy) -> bool {
-    by_site.keys().any(|&s| {
+    by_site.keys().any(|s| {
         let site = names.site_of(s);
         match by {
             GroupBy::Stack | GroupBy::UserFrame => site.stack.0 != 0,
@@ -682,23 +734,24 @@ mod tests {
             stack(&mut names, &[("train_step", "/home/me/train.py")]),
             StackId(0),
         ];
-        let mut by_site = SiteTotals::default();
+        let mut by_site = Vec::new();
         let sites: Vec<SiteId> = stacks
             .iter()
             .enumerate()
             .map(|(i, &stack)| {
                 let site = stack_site(&mut names, stack);
-                by_site.insert(
+                by_site.push((
                     site,
                     Totals {
                         bytes: 100 * (i as u64 % 2),
                         requested_bytes: 1,
                         count: 1,
                     },
-                );
+                ));
                 site
             })
             .collect();
+        let by_site: SiteTotals = by_site.into_iter().collect();
         for filter in [FrameFilter::default(), FrameFilter::All] {
             for by in [GroupBy::Stack, GroupBy::UserFrame, GroupBy::Op] {
                 // What the plain labels and sums give, sorted as documented.
@@ -706,10 +759,10 @@ mod tests {
                 for &site in &sites {
                     let key = label(&names, site, by, &filter);
                     match expected.iter_mut().find(|g| *g.key == *key) {
-                        Some(g) => g.totals.add(by_site[&site]),
+                        Some(g) => g.totals.add(by_site.get(site).unwrap()),
                         None => expected.push(Group {
                             key: key.into(),
-                            totals: by_site[&site],
+                            totals: by_site.get(site).unwrap(),
                         }),
                     }
                 }
@@ -748,19 +801,20 @@ mod tests {
             vec![main, f],
             vec![],
         ];
-        let mut by_site = SiteTotals::default();
+        let mut by_site = Vec::new();
         for frames in &stacks {
             let stack = names.stack_leaf_first(frames);
             let site = stack_site(&mut names, stack);
-            by_site.insert(
+            by_site.push((
                 site,
                 Totals {
                     bytes: 64,
                     requested_bytes: 64,
                     count: 1,
                 },
-            );
+            ));
         }
+        let by_site: SiteTotals = by_site.into_iter().collect();
         let filter = FrameFilter::All;
         let groups = breakdown(&names, &by_site, GroupBy::Stack, &filter);
         let keys: Vec<&str> = groups.iter().map(|g| &*g.key).collect();
@@ -772,18 +826,21 @@ mod tests {
     }
 
     #[test]
-    fn sums_by_key_are_the_same_dense_or_hashed() {
+    fn site_totals_sum_each_site_once_in_site_order() {
         let t = |bytes| Totals {
             bytes,
             requested_bytes: bytes,
             count: 1,
         };
-        let keyed = vec![(7, t(1)), (2, t(10)), (7, t(100)), (0, t(1000))];
+        let by_site: SiteTotals = [(7, t(1)), (2, t(10)), (7, t(100)), (0, t(1000))]
+            .into_iter()
+            .map(|(site, totals)| (SiteId(site), totals))
+            .collect();
         let want = vec![
-            (0, t(1000)),
-            (2, t(10)),
+            (SiteId(0), t(1000)),
+            (SiteId(2), t(10)),
             (
-                7,
+                SiteId(7),
                 Totals {
                     bytes: 101,
                     requested_bytes: 101,
@@ -791,9 +848,9 @@ mod tests {
                 },
             ),
         ];
-        // A bound near the keys: summed in a vector; far above: in a map.
-        assert_eq!(sum_by_key(keyed.clone(), 8), want);
-        assert_eq!(sum_by_key(keyed, 1 << 30), want);
+        assert_eq!(by_site.iter().collect::<Vec<_>>(), want);
+        assert_eq!(by_site.get(SiteId(7)), Some(want[2].1));
+        assert_eq!(by_site.get(SiteId(3)), None);
     }
 
     #[test]

@@ -46,7 +46,9 @@ pub fn site_totals_at(memory: &Memory, points: &[usize]) -> Vec<SiteTotals> {
     }
     let mut out = Vec::with_capacity(points.len());
     let mut set = LiveSet::at_start(memory);
-    let mut current: SiteTotals = group::totals_by_site(memory, &set.ids());
+    // Changed one event at a time: a map, made site-ordered at each point.
+    let mut current: FxHashMap<SiteId, Totals> =
+        group::totals_by_site(memory, &set.ids()).iter().collect();
     let mut applied = 0usize;
     for &p in points {
         while applied < p.min(memory.events.len()) {
@@ -69,7 +71,12 @@ pub fn site_totals_at(memory: &Memory, points: &[usize]) -> Vec<SiteTotals> {
             }
             applied += 1;
         }
-        out.push(current.clone());
+        out.push(
+            current
+                .iter()
+                .map(|(&site, &totals)| (site, totals))
+                .collect(),
+        );
     }
     out
 }
@@ -160,7 +167,7 @@ pub fn group_series_by(
     let mut by_key: FxHashMap<String, usize> = FxHashMap::default();
     let mut out: Vec<GroupSeries> = Vec::new();
     for (i, sites) in per_point.iter().enumerate() {
-        for (&site, totals) in sites {
+        for (site, totals) in sites.iter() {
             let g = *group_of.entry(site).or_insert_with(|| {
                 let key = key(site);
                 *by_key.entry(key).or_insert_with_key(|key| {

@@ -109,11 +109,13 @@ pub fn summarize(profile: &Profile, options: &Options) -> SummaryReport {
     let mut memories = Vec::new();
     let mut grouper = group::Grouper::new(&profile.names, &options.frames);
     for memory in options.selected(profile) {
+        let replayed = crate::timings::span("replay: peak and live set");
         let Some(reported) = replay::reported_peak(memory, options.ties) else {
             continue;
         };
         let peak = reported.point;
         let (live, last) = replay::live_at_and_last(memory, peak.index);
+        drop(replayed);
         let last = last.unwrap_or(peak);
         let state = AllocatorState::at(memory, reported.sample);
         let mut header = MemoryHeader::of(memory);
@@ -139,7 +141,8 @@ pub fn summarize(profile: &Profile, options: &Options) -> SummaryReport {
                 })
             });
         }
-        let by_site = group::totals_by_site(memory, &live);
+        let by_site =
+            crate::timings::time("totals by site", || group::totals_by_site(memory, &live));
         let layout = super::segments::layout(&profile.names, memory);
         memories.push(MemorySummary {
             header,

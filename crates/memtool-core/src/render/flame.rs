@@ -47,7 +47,7 @@ impl Tree {
         side: usize,
     ) {
         let side = side.min(1);
-        for (&site, totals) in by_site {
+        for (site, totals) in by_site.iter() {
             if totals.bytes == 0 {
                 continue;
             }

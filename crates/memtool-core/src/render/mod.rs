@@ -570,7 +570,7 @@ fn memory_view(
         |s: Option<crate::model::StrId>| s.map(|id| names.str(id).to_string()).unwrap_or_default();
     let mut rows: BTreeMap<RowKey, Totals> = BTreeMap::new();
     let mut band_of: BTreeMap<RowKey, (String, String)> = BTreeMap::new();
-    for (&site_id, totals) in &by_site {
+    for (site_id, totals) in by_site.iter() {
         let site = names.site_of(site_id);
         let key = (
             text(site.op),
@@ -579,7 +579,7 @@ fn memory_view(
             text(site.category),
             group::label(names, site_id, GroupBy::Stack, filter),
         );
-        rows.entry(key.clone()).or_default().add(*totals);
+        rows.entry(key.clone()).or_default().add(totals);
         band_of.entry(key).or_insert_with(|| {
             let b = timeline::band_of_site(names, site_id, by, filter, &tl.bands);
             let label = group::label(names, site_id, by, filter);
@@ -599,7 +599,7 @@ fn memory_view(
         .skip(options.table_rows)
         .map(|r| r.1.bytes)
         .sum();
-    let show = |f: fn(&crate::model::Site) -> bool| by_site.keys().any(|&s| f(names.site_of(s)));
+    let show = |f: fn(&crate::model::Site) -> bool| by_site.keys().any(|s| f(names.site_of(s)));
     // The first column already holds the grouping key: no second copy.
     let (show_op, show_shape, show_dtype, show_category) = (
         by != GroupBy::Op && show(|s| s.op.is_some()),

@@ -133,7 +133,7 @@ pub fn default_group_by(names: &Names, memory: &Memory) -> GroupBy {
     let distinct = |by: GroupBy| {
         let labels: std::collections::BTreeSet<String> = by_site
             .keys()
-            .filter(|&&s| {
+            .filter(|&s| {
                 let site = names.site_of(s);
                 match by {
                     GroupBy::Category => site.category.is_some(),
@@ -141,7 +141,7 @@ pub fn default_group_by(names: &Names, memory: &Memory) -> GroupBy {
                     _ => site.stack.0 != 0,
                 }
             })
-            .map(|&s| group::label(names, s, by, &FrameFilter::All))
+            .map(|s| group::label(names, s, by, &FrameFilter::All))
             .collect();
         labels.len()
     };
