@@ -10,7 +10,7 @@ use rustc_hash::FxHashMap;
 
 use serde::Serialize;
 
-use crate::model::{AllocId, FrameId, Memory, Names, SiteId, StackId};
+use crate::model::{AllocId, FrameId, IdIndex, Memory, Names, SiteId, StackId};
 
 /// What to group allocations by.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
@@ -334,7 +334,7 @@ pub struct Grouper<'a> {
     /// The shown-stack trie: `(text id, caller node)`; node 0 is the empty
     /// stack.
     nodes: Vec<(u32, u32)>,
-    node_ids: FxHashMap<(u32, u32), u32>,
+    node_ids: IdIndex,
     /// By stack id: the node of its user frames + 1 (0: not worked out yet).
     user_node: Vec<u32>,
     /// By stack id: the node shown for a stack without user frames + 1.
@@ -478,7 +478,7 @@ impl<'a> Grouper<'a> {
             text_ids: FxHashMap::default(),
             library: Vec::new(),
             nodes: vec![(u32::MAX, 0)],
-            node_ids: FxHashMap::default(),
+            node_ids: IdIndex::default(),
             user_node: Vec::new(),
             fallback_node: Vec::new(),
             pending: Vec::new(),
@@ -531,12 +531,7 @@ impl<'a> Grouper<'a> {
     }
 
     fn node(&mut self, text: u32, caller: u32) -> u32 {
-        let next = self.nodes.len() as u32;
-        let id = *self.node_ids.entry((text, caller)).or_insert(next);
-        if id == next {
-            self.nodes.push((text, caller));
-        }
-        id
+        self.node_ids.find_or_push(&mut self.nodes, (text, caller))
     }
 
     /// The node of a stack's user frames (0 when it has none), worked out

@@ -25,14 +25,17 @@ pub(crate) fn read(profile: &mut Profile, path: &str, bytes: &[u8]) -> Result<()
     // prost would.
     // The phase keeps its name: prost still decodes all but the samples here.
     let tables = crate::timings::time("pprof: decode (prost)", || {
-        Tables::decode(bytes)
-            .ok()
-            .filter(|_| walk_samples(bytes, |_| {}).is_ok())
+        let tables = Tables::decode(bytes).ok()?;
+        let samples = walk_samples(bytes, |_| {}).ok()?;
+        Some((tables, samples))
     });
-    if let Some(tables) = tables {
+    if let Some((tables, samples)) = tables {
         let reader = crate::timings::time("pprof: strings and locations", || {
             Reader::new(profile, path, &tables)
         })?;
+        // A sample is a distinct stack (per device), less what it shares
+        // with others: room for one new stack node each.
+        reader.profile.names.reserve_stacks(samples);
         return crate::timings::time("pprof: samples (stacks, sites, allocations)", || {
             reader.read_samples(|each| walk_samples(bytes, each).map_or(0, |n| n))
         });

@@ -2,7 +2,9 @@
 //! stored once and referred to by a small id. Analyses compare ids, never
 //! strings, so grouping a million allocations by stack is a hash of a `u32`.
 
-use rustc_hash::FxHashMap;
+use std::hash::{BuildHasher, Hash};
+
+use rustc_hash::{FxBuildHasher, FxHashMap};
 
 macro_rules! id_type {
     ($(#[$doc:meta])* $name:ident) => {
@@ -77,7 +79,7 @@ pub struct Names {
     frames: Vec<Frame>,
     frame_ids: FxHashMap<Frame, FrameId>,
     stacks: Vec<StackNode>,
-    stack_ids: FxHashMap<StackNode, StackId>,
+    stack_ids: IdIndex,
     sites: Vec<Site>,
     site_ids: FxHashMap<Site, SiteId>,
     /// By stack id: the site of that stack and nothing else (`u32::MAX`:
@@ -98,7 +100,7 @@ impl Default for Names {
                 frame: FrameId(u32::MAX),
                 caller: StackId(0),
             }],
-            stack_ids: FxHashMap::default(),
+            stack_ids: IdIndex::default(),
             sites: Vec::new(),
             site_ids: FxHashMap::default(),
             stack_sites: Vec::new(),
@@ -147,13 +149,15 @@ impl Names {
     /// Pushes `frame` as the new leaf on top of `caller`.
     pub fn push_frame(&mut self, caller: StackId, frame: FrameId) -> StackId {
         let node = StackNode { frame, caller };
-        if let Some(&id) = self.stack_ids.get(&node) {
-            return id;
-        }
-        let id = StackId(self.stacks.len() as u32);
-        self.stacks.push(node);
-        self.stack_ids.insert(node, id);
-        id
+        StackId(self.stack_ids.find_or_push(&mut self.stacks, node))
+    }
+
+    /// Makes room for `additional` more stacks, so that a reader that knows
+    /// about how many it will intern (a pprof profile's sample count) does
+    /// not grow the table many times over.
+    pub fn reserve_stacks(&mut self, additional: usize) {
+        self.stacks.reserve(additional);
+        self.stack_ids.reserve(&self.stacks, additional);
     }
 
     /// Interns a stack given leaf first (the order pprof, PyTorch and XLA use).
@@ -242,7 +246,52 @@ impl Names {
     }
 }
 
-/// Iterator over a stack's frames, leaf first.
+/// The ids of a vector's values, found by value: a hash table of 4-byte
+/// ids that hashes each value where it lies in the vector, instead of a map
+/// holding a second copy of every value. Tens of millions of stack nodes
+/// make a table no cache holds; a third of the bytes is a third of the
+/// misses. Only values pushed through [`IdIndex::find_or_push`] are found
+/// (a vector's sentinel in slot 0 is not).
+#[derive(Clone, Default)]
+pub(crate) struct IdIndex {
+    ids: hashbrown::HashTable<u32>,
+}
+
+impl std::fmt::Debug for IdIndex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "IdIndex({} ids)", self.ids.len())
+    }
+}
+
+impl IdIndex {
+    /// The index of `value` in `values`, pushed there if it is not yet.
+    pub(crate) fn find_or_push<T: Copy + Eq + Hash>(
+        &mut self,
+        values: &mut Vec<T>,
+        value: T,
+    ) -> u32 {
+        let hash = FxBuildHasher.hash_one(value);
+        let found = self
+            .ids
+            .find(hash, |&id| values.get(id as usize) == Some(&value));
+        if let Some(&id) = found {
+            return id;
+        }
+        let id = values.len() as u32;
+        values.push(value);
+        self.ids
+            .insert_unique(hash, id, |&id| FxBuildHasher.hash_one(values[id as usize]));
+        id
+    }
+
+    /// Makes room for `additional` more ids of `values`.
+    pub(crate) fn reserve<T: Hash>(&mut self, values: &[T], additional: usize) {
+        self.ids.reserve(additional, |&id| {
+            FxBuildHasher.hash_one(&values[id as usize])
+        });
+    }
+}
+
 /// Where the ids of one [`Names`] went when it was imported into another.
 #[derive(Debug, Default)]
 pub struct Renames {
@@ -304,6 +353,7 @@ impl Names {
     }
 }
 
+/// Iterator over a stack's frames, leaf first.
 pub struct StackFrames<'a> {
     names: &'a Names,
     next: StackId,

@@ -13,6 +13,7 @@
 
 mod intern;
 
+pub(crate) use intern::IdIndex;
 pub use intern::{Frame, FrameId, Names, Renames, Site, SiteId, StackFrames, StackId, StrId};
 
 use std::collections::BTreeMap;
