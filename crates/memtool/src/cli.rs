@@ -18,6 +18,13 @@ pub enum FormatArg {
     Md,
 }
 
+impl FormatArg {
+    /// Whether the output shows `--top` rows per table, not every row.
+    pub fn shows_top_rows(self) -> bool {
+        matches!(self, FormatArg::Table | FormatArg::Md)
+    }
+}
+
 impl From<FormatArg> for OutputFormat {
     fn from(f: FormatArg) -> Self {
         match f {

@@ -265,6 +265,14 @@ pub fn totals_by_site(memory: &Memory, ids: &[AllocId]) -> SiteTotals {
         .collect()
 }
 
+/// The first groups of a breakdown, and how many more there are.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TopGroups {
+    pub groups: Vec<Group>,
+    /// Groups past the kept ones, counted but not labelled.
+    pub omitted: usize,
+}
+
 /// Totals summed by small dense ids (sites, group keys): an index by id
 /// into the sums, not a hash table. At ten million distinct sites a hash
 /// table is half a gigabyte probed at random; ids handed out in order are
@@ -354,6 +362,18 @@ impl<'a> Grouper<'a> {
     /// label). What one call works out about stacks serves the next: make
     /// one grouper for all the memories of a profile.
     pub fn breakdown(&mut self, by_site: &SiteTotals, by: GroupBy) -> Vec<Group> {
+        self.top_groups(by_site, by, None).groups
+    }
+
+    /// [`Grouper::breakdown`]'s first `keep` groups (all for `None`), the
+    /// rest only counted: a table of ten rows from ten million stacks
+    /// labels ten.
+    pub fn top_groups(
+        &mut self,
+        by_site: &SiteTotals,
+        by: GroupBy,
+        keep: Option<usize>,
+    ) -> TopGroups {
         // In site order: sites made one after the other have neighbouring
         // stacks, so working out their keys walks the profile's tables in
         // order instead of jumping about in them.
@@ -367,36 +387,45 @@ impl<'a> Grouper<'a> {
         let _order = crate::timings::span("group: labels and order");
         // The sort below orders the groups whole: no need to sort the keys.
         let summed = sums.sums;
-        if by == GroupBy::Stack {
-            return self.sorted_stack_groups(summed);
+        let total = summed.len();
+        let keep = keep.unwrap_or(total).min(total);
+        let groups = if by == GroupBy::Stack {
+            self.top_stack_groups(summed, keep)
+        } else {
+            let mut rows: Vec<Group> = summed
+                .into_iter()
+                .map(|(key, totals)| Group {
+                    key: self.shared_label(key, by),
+                    totals,
+                })
+                .collect();
+            // Keys are unique, so an unstable sort gives the one order
+            // `sort_groups` gives.
+            rows.sort_unstable_by(|a, b| {
+                b.totals
+                    .bytes
+                    .cmp(&a.totals.bytes)
+                    .then_with(|| a.key.cmp(&b.key))
+            });
+            rows.truncate(keep);
+            rows
+        };
+        TopGroups {
+            groups,
+            omitted: total - keep,
         }
-        let mut rows: Vec<Group> = summed
-            .into_iter()
-            .map(|(key, totals)| Group {
-                key: self.shared_label(key, by),
-                totals,
-            })
-            .collect();
-        // Keys are unique, so an unstable sort gives the one order
-        // `sort_groups` gives.
-        rows.sort_unstable_by(|a, b| {
-            b.totals
-                .bytes
-                .cmp(&a.totals.bytes)
-                .then_with(|| a.key.cmp(&b.key))
-        });
-        rows
     }
 
-    /// Stack groups, largest first, ties by label as [`sort_groups`] orders
-    /// them, but with ties mostly settled without reading the labels: a
-    /// million groups of one size (a model's layers) would compare a
-    /// million labels that no cache holds twenty times each. A stack's
-    /// label is its frames' texts joined leaf first, so two labels compare
-    /// as the texts where their frames first differ, unless one of those
-    /// texts begins the other (then the labels themselves are compared).
-    fn sorted_stack_groups(&mut self, summed: Vec<(u32, Totals)>) -> Vec<Group> {
-        /// Frames compared inline; deeper ties compare labels.
+    /// The first `keep` stack groups, largest first, ties by label as
+    /// [`sort_groups`] orders them, but with ties mostly settled without
+    /// making the labels: a million groups of one size (a model's layers)
+    /// would compare a million labels that no cache holds twenty times
+    /// each. A stack's label is its frames' texts joined leaf first, so two
+    /// labels compare as the texts where their frames first differ, unless
+    /// one of those texts begins the other (then the labels' bytes are
+    /// compared, walked from the trie). Only the kept groups are labelled.
+    fn top_stack_groups(&mut self, summed: Vec<(u32, Totals)>, keep: usize) -> Vec<Group> {
+        /// Frames compared inline; deeper ties walk the trie.
         const INLINE: usize = 4;
         struct Row {
             bytes: u64,
@@ -439,11 +468,7 @@ impl<'a> Grouper<'a> {
                 }
             })
             .collect();
-        for row in &rows {
-            self.shared_label(row.key, GroupBy::Stack);
-        }
-        let labels = &self.labels[GroupBy::Stack as usize];
-        let label = |key: u32| labels[key as usize].as_deref().unwrap_or("");
+        let this = &*self;
         let by_label = |a: &Row, b: &Row| {
             // The empty stack's label is not made of frames.
             if a.key != 0 && b.key != 0 {
@@ -456,17 +481,48 @@ impl<'a> Grouper<'a> {
                     }
                 }
             }
-            label(a.key).cmp(label(b.key))
+            this.compare_stack_labels(a.key, b.key)
         };
-        rows.sort_unstable_by(|a, b| b.bytes.cmp(&a.bytes).then_with(|| by_label(a, b)));
+        let order = |a: &Row, b: &Row| b.bytes.cmp(&a.bytes).then_with(|| by_label(a, b));
+        if keep == 0 {
+            rows.clear();
+        } else if keep < rows.len() {
+            rows.select_nth_unstable_by(keep - 1, order);
+            rows.truncate(keep);
+        }
+        rows.sort_unstable_by(order);
         rows.into_iter()
             .map(|row| Group {
-                key: self.labels[GroupBy::Stack as usize][row.key as usize]
-                    .clone()
-                    .unwrap_or_default(),
+                key: self.shared_label(row.key, GroupBy::Stack),
                 totals: row.totals,
             })
             .collect()
+    }
+
+    /// The order of two stack keys' labels, without making them.
+    fn compare_stack_labels(&self, a: u32, b: u32) -> std::cmp::Ordering {
+        if a == b {
+            return std::cmp::Ordering::Equal;
+        }
+        if a == 0 || b == 0 {
+            return self
+                .label(a, GroupBy::Stack)
+                .cmp(&self.label(b, GroupBy::Stack));
+        }
+        self.stack_label_bytes(a).cmp(self.stack_label_bytes(b))
+    }
+
+    /// The bytes of a stack key's label (not the empty stack's): its
+    /// frames' texts, leaf first, joined by ` <- `.
+    fn stack_label_bytes(&self, key: u32) -> impl Iterator<Item = u8> + '_ {
+        let nodes = std::iter::successors(Some(key), |&node| {
+            Some(self.nodes[node as usize].1).filter(|&caller| caller != 0)
+        });
+        nodes.enumerate().flat_map(|(i, node)| {
+            let separator: &[u8] = if i == 0 { b"" } else { b" <- " };
+            let text = self.texts[self.nodes[node as usize].0 as usize].as_bytes();
+            separator.iter().chain(text).copied()
+        })
     }
 
     pub fn new(names: &'a Names, filter: &'a FrameFilter) -> Self {
@@ -818,6 +874,28 @@ mod tests {
         assert_eq!(keys, sorted);
         assert_eq!(keys.len(), stacks.len(), "{keys:?}");
         assert!(keys.contains(&"<no stack>"));
+
+        // Kept groups are the breakdown's first ones and the rest are
+        // counted, at every cut, with sizes that tie only in part.
+        let mixed: SiteTotals = by_site
+            .iter()
+            .enumerate()
+            .map(|(i, (site, totals))| {
+                let bytes = 64 * (i as u64 % 3);
+                (site, Totals { bytes, ..totals })
+            })
+            .collect();
+        let mut grouper = Grouper::new(&names, &filter);
+        for by in [GroupBy::Stack, GroupBy::UserFrame] {
+            let all = grouper.breakdown(&mixed, by);
+            assert!(all.len() > 3, "{all:?}");
+            for keep in 0..=all.len() + 1 {
+                let top = grouper.top_groups(&mixed, by, Some(keep));
+                let kept = keep.min(all.len());
+                assert_eq!(top.groups, all[..kept], "{by:?}, keeping {keep}");
+                assert_eq!(top.omitted, all.len() - kept);
+            }
+        }
     }
 
     #[test]

@@ -28,6 +28,10 @@ pub struct Options {
     pub memories: Vec<String>,
     /// Which of several equal peaks to report.
     pub ties: replay::Ties,
+    /// Groups of each breakdown kept in the report (`None`: all; JSON and
+    /// CSV want all). Output that shows `top` rows sets it to `top`: the
+    /// rest are counted, not labelled.
+    pub keep_groups: Option<usize>,
 }
 
 impl Default for Options {
@@ -37,6 +41,7 @@ impl Default for Options {
             top: 10,
             memories: Vec::new(),
             ties: replay::Ties::First,
+            keep_groups: None,
         }
     }
 }

@@ -172,6 +172,9 @@ pub struct AtPeakRow {
 pub struct Breakdown {
     pub by: GroupBy,
     pub groups: Vec<Group>,
+    /// Groups left out of `groups` ([`Options::keep_groups`]).
+    #[serde(skip)]
+    pub omitted: usize,
 }
 
 pub fn peak(profile: &Profile, options: &Options) -> PeakReport {
@@ -228,9 +231,13 @@ pub fn peak_with(profile: &Profile, options: &Options, settings: &PeakSettings) 
         let breakdowns = BREAKDOWNS
             .iter()
             .filter(|&&by| group::has_values(&profile.names, &by_site, by) || by == GroupBy::Stack)
-            .map(|&by| Breakdown {
-                by,
-                groups: grouper.breakdown(&by_site, by),
+            .map(|&by| {
+                let top = grouper.top_groups(&by_site, by, options.keep_groups);
+                Breakdown {
+                    by,
+                    groups: top.groups,
+                    omitted: top.omitted,
+                }
             })
             .collect();
         memories.push(MemoryPeak {
@@ -684,7 +691,7 @@ impl Report for PeakReport {
                         Cell::Count(g.totals.count),
                     ]);
                 }
-                t.omitted = b.groups.len().saturating_sub(self.top);
+                t.omitted = b.groups.len().saturating_sub(self.top) + b.omitted;
                 tables.push(t);
             }
         }

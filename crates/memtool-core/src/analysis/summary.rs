@@ -80,6 +80,9 @@ pub struct MemorySummary {
     pub snapshots: Vec<SnapshotRow>,
     /// Live bytes at the peak by call stack, largest first.
     pub top_stacks: Vec<Group>,
+    /// Stack groups left out of `top_stacks` ([`Options::keep_groups`]).
+    #[serde(skip)]
+    pub omitted_stacks: usize,
     /// For a compiled program's memory: what its compiler allocated.
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub program: Option<ProgramSizes>,
@@ -143,6 +146,7 @@ pub fn summarize(profile: &Profile, options: &Options) -> SummaryReport {
         }
         let by_site =
             crate::timings::time("totals by site", || group::totals_by_site(memory, &live));
+        let stacks = grouper.top_groups(&by_site, GroupBy::Stack, options.keep_groups);
         let layout = super::segments::layout(&profile.names, memory);
         memories.push(MemorySummary {
             header,
@@ -178,7 +182,8 @@ pub fn summarize(profile: &Profile, options: &Options) -> SummaryReport {
                     .find_map(|s| s.allocated_bytes())
             }),
             snapshots,
-            top_stacks: grouper.breakdown(&by_site, GroupBy::Stack),
+            top_stacks: stacks.groups,
+            omitted_stacks: stacks.omitted,
             program: memory.program.as_ref().map(|p| ProgramSizes {
                 parameter_bytes: p.parameter_bytes,
                 output_bytes: p.output_bytes,
@@ -423,7 +428,7 @@ impl Report for SummaryReport {
                     Cell::Count(g.totals.count),
                 ]);
             }
-            t.omitted = m.top_stacks.len().saturating_sub(self.top);
+            t.omitted = m.top_stacks.len().saturating_sub(self.top) + m.omitted_stacks;
             tables.push(t);
         }
         tables
