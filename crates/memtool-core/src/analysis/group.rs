@@ -275,10 +275,14 @@ pub struct TopGroups {
 
 /// Totals summed by small dense ids (sites, group keys): an index by id
 /// into the sums, not a hash table. At ten million distinct sites a hash
-/// table is half a gigabyte probed at random; ids handed out in order are
-/// mostly summed in order here.
+/// table is half a gigabyte probed at random. Ids mostly come in
+/// ascending order (sites and keys are handed out in the order a reader
+/// meets them): until one does not, the sums are appended and no index is
+/// kept at all.
 #[derive(Default)]
 struct DenseSums {
+    /// Whether `slot_of` is kept; until then `sums` is strictly ascending.
+    indexed: bool,
     /// By id: its position in `sums` + 1 (0: not seen).
     slot_of: Vec<u32>,
     /// In the order ids were first seen.
@@ -287,6 +291,13 @@ struct DenseSums {
 
 impl DenseSums {
     fn add(&mut self, id: u32, totals: Totals) {
+        if !self.indexed {
+            match self.sums.last_mut() {
+                Some((last, sum)) if *last == id => return sum.add(totals),
+                Some((last, _)) if *last > id => self.index(),
+                _ => return self.sums.push((id, totals)),
+            }
+        }
         let at = id as usize;
         if self.slot_of.len() <= at {
             // Ids are bounded by the profile's tables (a site or a key each).
@@ -298,6 +309,16 @@ impl DenseSums {
                 self.sums.push((id, totals));
                 self.slot_of[at] = self.sums.len() as u32;
             }
+        }
+    }
+
+    /// Starts keeping the index, for an id out of order.
+    fn index(&mut self) {
+        self.indexed = true;
+        let bound = self.sums.last().map_or(0, |&(id, _)| id as usize + 1);
+        self.slot_of = vec![0; bound];
+        for (slot, &(id, _)) in self.sums.iter().enumerate() {
+            self.slot_of[id as usize] = slot as u32 + 1;
         }
     }
 
@@ -924,6 +945,19 @@ mod tests {
         assert_eq!(by_site.iter().collect::<Vec<_>>(), want);
         assert_eq!(by_site.get(SiteId(7)), Some(want[2].1));
         assert_eq!(by_site.get(SiteId(3)), None);
+
+        // Ascending at first (summed with no index), then out of order.
+        let ids = [1, 1, 3, 5, 3, 9, 0, 9];
+        let by_site: SiteTotals = ids.iter().map(|&id| (SiteId(id), t(1 << id))).collect();
+        let want: Vec<(SiteId, u64)> = [0, 1, 3, 5, 9]
+            .iter()
+            .map(|&id| {
+                let n = ids.iter().filter(|&&i| i == id).count() as u64;
+                (SiteId(id), n << id)
+            })
+            .collect();
+        let got: Vec<(SiteId, u64)> = by_site.iter().map(|(s, t)| (s, t.bytes)).collect();
+        assert_eq!(got, want);
     }
 
     #[test]
