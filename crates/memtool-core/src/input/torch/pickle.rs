@@ -1417,20 +1417,24 @@ fn scan_value(
         i = *at + len;
         record_ref(memo, id, memoized, r, out)?;
     } else {
-        let value = match op {
+        // Each value pushed where it is made: one built on the stack in
+        // parts and then moved whole stalls on the read back.
+        match op {
             b'K' => {
                 i += 1;
-                Value::Int(i64::from(*bytes.get(i - 1)?))
+                out.push(Value::Int(i64::from(*bytes.get(i - 1)?)));
             }
             b'M' => {
                 i += 2;
                 let b = bytes.get(i - 2..i)?;
-                Value::Int(i64::from(u16::from_le_bytes([b[0], b[1]])))
+                out.push(Value::Int(i64::from(u16::from_le_bytes([b[0], b[1]]))));
             }
             b'J' => {
                 i += 4;
                 let b = bytes.get(i - 4..i)?;
-                Value::Int(i64::from(i32::from_le_bytes([b[0], b[1], b[2], b[3]])))
+                out.push(Value::Int(i64::from(i32::from_le_bytes([
+                    b[0], b[1], b[2], b[3],
+                ]))));
             }
             0x8a => {
                 let n = usize::from(*bytes.get(i)?);
@@ -1442,21 +1446,21 @@ fn scan_value(
                 let negative = raw[n - 1] & 0x80 != 0;
                 let mut buf = if negative { [0xffu8; 8] } else { [0u8; 8] };
                 buf[..n].copy_from_slice(raw);
-                Value::Int(i64::from_le_bytes(buf))
+                out.push(Value::Int(i64::from_le_bytes(buf)));
             }
-            b'N' => Value::None,
-            0x88 => Value::Bool(true),
-            0x89 => Value::Bool(false),
+            b'N' => out.push(Value::None),
+            0x88 => out.push(Value::Bool(true)),
+            0x89 => out.push(Value::Bool(false)),
             b'G' => {
                 i += 8;
                 let b: [u8; 8] = bytes.get(i - 8..i)?.try_into().ok()?;
-                Value::Float(f64::from_be_bytes(b))
+                out.push(Value::Float(f64::from_be_bytes(b)));
             }
             0x8c => {
                 let n = usize::from(*bytes.get(i)?);
                 let raw = bytes.get(i + 1..i + 1 + n)?;
                 i += 1 + n;
-                str_value(raw)
+                out.push(str_value(raw));
             }
             b']' => {
                 is_list = true;
@@ -1473,7 +1477,7 @@ fn scan_value(
                     if memoize {
                         memoized.push(Value::Handle(handle));
                     }
-                    Value::Handle(handle)
+                    out.push(Value::Handle(handle));
                 } else {
                     let list = Container::new(None, Vec::new());
                     if memoize {
@@ -1487,12 +1491,11 @@ fn scan_value(
                     items.extend(scratch.drain(..).map(Value::Handle));
                     drop(items);
                     list.appended.set(n);
-                    Value::List(list)
+                    out.push(Value::List(list));
                 }
             }
             _ => return None,
-        };
-        out.push(value);
+        }
     }
     if bytes.get(i) == Some(&0x94) {
         memoized.push(out.last()?.clone());
@@ -1598,7 +1601,9 @@ fn record_ref(
     match v {
         Value::List(_) | Value::Dict(_) | Value::Tuple(_) => None,
         v => {
-            out.push(v.clone());
+            // Cloned into place: a clone built on the stack in parts and
+            // then moved whole stalls on the read back.
+            out.extend_from_slice(std::slice::from_ref(v));
             Some(())
         }
     }
