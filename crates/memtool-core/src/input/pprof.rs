@@ -19,6 +19,15 @@ use crate::model::{
 use super::wire::{self, Fields, Value};
 
 pub(crate) fn read(profile: &mut Profile, path: &str, bytes: &[u8]) -> Result<()> {
+    if profile.is_empty() && read_in_one_walk(profile, path, bytes) {
+        return Ok(());
+    }
+    read_checked(profile, path, bytes)
+}
+
+/// Reads a file into a profile that may hold earlier files: nothing is
+/// changed until every sample is known good.
+fn read_checked(profile: &mut Profile, path: &str, bytes: &[u8]) -> Result<()> {
     // Samples are most of a profile (a million of them, each a few vectors
     // once decoded): prost decodes everything else, and samples are walked
     // on the wire, one at a time, after a first walk has checked them all as
@@ -37,7 +46,10 @@ pub(crate) fn read(profile: &mut Profile, path: &str, bytes: &[u8]) -> Result<()
         // with others: room for one new stack node each.
         reader.profile.names.reserve_stacks(samples);
         return crate::timings::time("pprof: samples (stacks, sites, allocations)", || {
-            reader.read_samples(|each| walk_samples(bytes, each).map_or(0, |n| n))
+            // Checked above: the walk cannot fail.
+            reader
+                .read_samples(|each| walk_samples(bytes, each).ok())
+                .map(drop)
         });
     }
     // Something is off: prost decodes the whole message, and says what when
@@ -53,18 +65,49 @@ pub(crate) fn read(profile: &mut Profile, path: &str, bytes: &[u8]) -> Result<()
         ..Tables::default()
     };
     let reader = Reader::new(profile, path, &tables)?;
-    reader.read_samples(|each| {
-        let mut view = SampleView::default();
-        for sample in &decoded.sample {
-            view.location_id.clone_from(&sample.location_id);
-            view.value.clone_from(&sample.value);
-            view.label.clear();
-            view.label
-                .extend(sample.label.iter().map(|l| (l.key, l.str)));
-            each(&view);
-        }
-        decoded.sample.len()
-    })
+    reader
+        .read_samples(|each| {
+            let mut view = SampleView::default();
+            for sample in &decoded.sample {
+                view.location_id.clone_from(&sample.location_id);
+                view.value.clone_from(&sample.value);
+                view.label.clear();
+                view.label
+                    .extend(sample.label.iter().map(|l| (l.key, l.str)));
+                each(&view);
+            }
+            Some(decoded.sample.len())
+        })
+        .map(drop)
+}
+
+/// Reads the first file of a profile with one walk over its samples, not a
+/// checking walk and then a reading one: into a profile of its own, which
+/// replaces the empty one only when the walk went through. Anything else
+/// (a sample prost would read but the walk does not, a damaged file, no
+/// `space` type) leaves `profile` untouched for [`read`]'s two walks, so
+/// what a bad file gives is the same whichever way it is read. Returns
+/// whether the file was read.
+fn read_in_one_walk(profile: &mut Profile, path: &str, bytes: &[u8]) -> bool {
+    let Some(tables) = crate::timings::time("pprof: decode (prost)", || Tables::decode(bytes).ok())
+    else {
+        return false;
+    };
+    let mut fresh = Profile::default();
+    let Ok(reader) = crate::timings::time("pprof: strings and locations", || {
+        Reader::new(&mut fresh, path, &tables)
+    }) else {
+        return false;
+    };
+    let read = crate::timings::time("pprof: samples (stacks, sites, allocations)", || {
+        reader.profile.names.reserve_stacks(count_samples(bytes));
+        reader.read_samples(|each| walk_samples(bytes, each).ok())
+    });
+    if matches!(read, Ok(true)) {
+        *profile = fresh;
+        return true;
+    }
+    false
 }
 
 /// `profile.proto`'s `Profile` without its samples (field 2, skipped as
@@ -100,6 +143,15 @@ struct Tables {
     default_sample_type: i64,
     #[prost(string, tag = "15")]
     doc_url: String,
+}
+
+/// How many samples (top-level field 2) there are, counted without reading
+/// them: room for the stacks they make is reserved once.
+fn count_samples(bytes: &[u8]) -> usize {
+    Fields::new(bytes)
+        .map_while(|field| field.ok())
+        .filter(|&(number, _, _)| number == 2)
+        .count()
 }
 
 /// One sample as the reader uses it; refilled for each sample.
@@ -351,11 +403,13 @@ impl<'p> Reader<'p> {
     }
 
     /// Reads the samples `drive` passes to its callback, one at a time;
-    /// `drive` returns how many there were.
+    /// `drive` returns how many there were, or `None` when the samples
+    /// could not all be walked (then `Ok(false)`, and the profile holds
+    /// part of the file: its caller drops it).
     fn read_samples(
         mut self,
-        drive: impl FnOnce(&mut dyn FnMut(&SampleView)) -> usize,
-    ) -> Result<()> {
+        drive: impl FnOnce(&mut dyn FnMut(&SampleView)) -> Option<usize>,
+    ) -> Result<bool> {
         let snapshot = self.profile.inputs.len();
         let path = self.path;
         let label = file_name(path);
@@ -433,6 +487,9 @@ impl<'p> Reader<'p> {
                 instant.live.push(id);
             }
         });
+        let Some(samples) = samples else {
+            return Ok(false);
+        };
         // Every device gets an instant for this file, even one it has no buffers in.
         let ids: Vec<String> = self.profile.memories.iter().map(|m| m.id.clone()).collect();
         for id in ids {
@@ -477,7 +534,7 @@ impl<'p> Reader<'p> {
             format: Format::Pprof,
             executables: Some(executables),
         });
-        Ok(())
+        Ok(true)
     }
 
     fn find_string(&self, s: &str) -> Option<i64> {
@@ -738,6 +795,39 @@ mod tests {
 
     fn shown(p: &Profile) -> String {
         format!("{:?}", (&p.inputs, &p.memories, &p.warnings))
+    }
+
+    #[test]
+    fn a_first_file_read_in_one_walk_is_the_file_checked_then_read() {
+        let bytes = profile();
+        let mut one = Profile::default();
+        assert!(read_in_one_walk(&mut one, "a.prof", &bytes));
+        let mut two = Profile::default();
+        read_checked(&mut two, "a.prof", &bytes).unwrap();
+        assert_eq!(shown(&one), shown(&two));
+        assert!(!one.memories[0].allocations.is_empty());
+        let stacks = |p: &Profile| {
+            let m = &p.memories[0];
+            (0..m.allocations.len() as u32)
+                .map(|i| {
+                    let site = m.allocation(crate::model::AllocId(i)).site;
+                    p.names.stack_label(p.names.site_of(site).stack)
+                })
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(stacks(&one), stacks(&two));
+
+        // A sample whose location id is cut short, after the good ones
+        // (whole as a field, so only the walk sees it): the one walk gives
+        // up and leaves the profile as it was, for the checked read.
+        let mut cut = profile();
+        cut.extend([0x12, 2, 0x08, 0x80]);
+        let mut p = Profile::default();
+        assert!(!read_in_one_walk(&mut p, "cut.prof", &cut));
+        assert!(p.is_empty());
+        let checked = read_checked(&mut Profile::default(), "cut.prof", &cut).unwrap_err();
+        let via_read = read(&mut Profile::default(), "cut.prof", &cut).unwrap_err();
+        assert_eq!(via_read.to_string(), checked.to_string());
     }
 
     #[test]

@@ -530,6 +530,14 @@ impl Profile {
         &mut self.memories[pos]
     }
 
+    /// Whether nothing has been read into it yet.
+    pub fn is_empty(&self) -> bool {
+        self.inputs.is_empty()
+            && self.memories.is_empty()
+            && self.warnings.is_empty()
+            && self.names.string_count() <= 1
+    }
+
     pub fn warn(&mut self, path: &str, message: impl Into<String>) {
         self.warnings.push(Warning {
             path: path.to_string(),
