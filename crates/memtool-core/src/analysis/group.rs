@@ -608,7 +608,8 @@ impl<'a> Grouper<'a> {
     }
 
     fn node(&mut self, text: u32, caller: u32) -> u32 {
-        self.node_ids.find_or_push(&mut self.nodes, (text, caller))
+        self.node_ids
+            .find_or_push(&mut self.nodes, (text, caller), caller)
     }
 
     /// The node of a stack's user frames (0 when it has none), worked out

@@ -149,7 +149,10 @@ impl Names {
     /// Pushes `frame` as the new leaf on top of `caller`.
     pub fn push_frame(&mut self, caller: StackId, frame: FrameId) -> StackId {
         let node = StackNode { frame, caller };
-        StackId(self.stack_ids.find_or_push(&mut self.stacks, node))
+        StackId(
+            self.stack_ids
+                .find_or_push(&mut self.stacks, node, caller.0),
+        )
     }
 
     /// Makes room for `additional` more stacks, so that a reader that knows
@@ -251,37 +254,73 @@ impl Names {
 /// holding a second copy of every value. Tens of millions of stack nodes
 /// make a table no cache holds; a third of the bytes is a third of the
 /// misses. Only values pushed through [`IdIndex::find_or_push`] are found
-/// (a vector's sentinel in slot 0 is not).
+/// (a vector's sentinel in slot 0 is not), and every push to the vector
+/// goes through it.
+///
+/// New ids wait in a small table the caches hold and go into the large one
+/// [`STAGED`] at a time. A trie node whose parent is still waiting is new
+/// for certain (the parent has no children but those waiting with it), so
+/// the large table is not even looked at for it: a pprof sample's stack
+/// below the part it shares with earlier samples costs one look into the
+/// large table, not one per frame.
 #[derive(Clone, Default)]
 pub(crate) struct IdIndex {
     ids: hashbrown::HashTable<u32>,
+    /// `(hash, id)` of the ids from `staged_from` on, not yet in `ids`.
+    staged: hashbrown::HashTable<(u64, u32)>,
+    staged_from: u32,
 }
+
+/// Ids that wait in [`IdIndex`]'s small table (about 2 MiB of it).
+const STAGED: usize = 1 << 16;
 
 impl std::fmt::Debug for IdIndex {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "IdIndex({} ids)", self.ids.len())
+        write!(f, "IdIndex({} ids)", self.ids.len() + self.staged.len())
     }
 }
 
 impl IdIndex {
     /// The index of `value` in `values`, pushed there if it is not yet.
+    /// `parent` is the value's parent in a trie (its caller), or 0.
     pub(crate) fn find_or_push<T: Copy + Eq + Hash>(
         &mut self,
         values: &mut Vec<T>,
         value: T,
+        parent: u32,
     ) -> u32 {
         let hash = FxBuildHasher.hash_one(value);
-        let found = self
-            .ids
-            .find(hash, |&id| values.get(id as usize) == Some(&value));
-        if let Some(&id) = found {
+        let eq = |id: u32| values.get(id as usize) == Some(&value);
+        if let Some(&(_, id)) = self.staged.find(hash, |&(_, id)| eq(id)) {
             return id;
+        }
+        if self.staged.is_empty() {
+            self.staged_from = values.len() as u32;
+        }
+        if parent < self.staged_from {
+            if let Some(&id) = self.ids.find(hash, |&id| eq(id)) {
+                return id;
+            }
         }
         let id = values.len() as u32;
         values.push(value);
-        self.ids
-            .insert_unique(hash, id, |&id| FxBuildHasher.hash_one(values[id as usize]));
+        self.staged
+            .insert_unique(hash, (hash, id), |&(hash, _)| hash);
+        if self.staged.len() >= STAGED {
+            self.flush(values);
+        }
         id
+    }
+
+    /// Moves the waiting ids into the large table.
+    fn flush<T: Hash>(&mut self, values: &[T]) {
+        let rehash = |&id: &u32| FxBuildHasher.hash_one(&values[id as usize]);
+        self.ids.reserve(self.staged.len(), rehash);
+        for &(hash, id) in self.staged.iter() {
+            self.ids.insert_unique(hash, id, rehash);
+        }
+        self.staged.clear();
+        self.staged_from = values.len() as u32;
     }
 
     /// Makes room for `additional` more ids of `values`.
@@ -375,6 +414,40 @@ impl Iterator for StackFrames<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stacks_are_found_again_whether_waiting_or_in_the_large_table() {
+        // More stacks than wait in the small table: the first ones are
+        // moved to the large table while the later ones wait.
+        let mut names = Names::default();
+        let frames: Vec<FrameId> = (0..300u32)
+            .map(|i| {
+                let function = names.string(&format!("f{i}"));
+                names.frame(Frame {
+                    function,
+                    file: StrId(0),
+                    line: i,
+                })
+            })
+            .collect();
+        let mut made = Vec::new();
+        for a in 0..300 {
+            for b in (0..300).step_by(1 + a % 3) {
+                let leaf_first = [frames[b], frames[(a + b) % 300], frames[a]];
+                made.push((leaf_first, names.stack_leaf_first(&leaf_first)));
+            }
+        }
+        let count = names.stacks.len();
+        assert!(count > STAGED, "{count} stacks");
+        for (leaf_first, stack) in &made {
+            assert_eq!(names.stack_leaf_first(leaf_first), *stack);
+            assert_eq!(names.frames_of(*stack).collect::<Vec<_>>(), leaf_first);
+        }
+        assert_eq!(names.stacks.len(), count, "no stack made twice");
+        let distinct: std::collections::HashSet<_> = made.iter().map(|(f, _)| *f).collect();
+        let ids: std::collections::HashSet<_> = made.iter().map(|&(_, s)| s).collect();
+        assert_eq!(distinct.len(), ids.len());
+    }
 
     #[test]
     fn an_imported_table_gets_the_ids_it_would_have_had() {
