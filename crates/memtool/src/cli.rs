@@ -84,6 +84,16 @@ pub struct AnalysisArgs {
 }
 
 impl AnalysisArgs {
+    /// [`AnalysisArgs::options`] for a report written as `format`: output
+    /// that shows `--top` rows keeps only that many groups per breakdown.
+    pub fn report_options(&self, format: FormatArg) -> Options {
+        let mut options = self.options();
+        if format.shows_top_rows() {
+            options.keep_groups = Some(options.top);
+        }
+        options
+    }
+
     pub fn options(&self) -> Options {
         let frames = if self.all_frames {
             FrameFilter::All

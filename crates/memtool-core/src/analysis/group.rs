@@ -221,14 +221,6 @@ impl SiteTotals {
         let at = self.sites.binary_search_by_key(&site, |&(s, _)| s).ok()?;
         Some(self.sites[at].1)
     }
-
-    pub fn len(&self) -> usize {
-        self.sites.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.sites.is_empty()
-    }
 }
 
 /// Sums the totals of each site.
@@ -530,19 +522,22 @@ impl<'a> Grouper<'a> {
                 .label(a, GroupBy::Stack)
                 .cmp(&self.label(b, GroupBy::Stack));
         }
-        self.stack_label_bytes(a).cmp(self.stack_label_bytes(b))
+        let bytes = |key| self.stack_label_parts(key).flat_map(str::bytes);
+        bytes(a).cmp(bytes(b))
     }
 
-    /// The bytes of a stack key's label (not the empty stack's): its
-    /// frames' texts, leaf first, joined by ` <- `.
-    fn stack_label_bytes(&self, key: u32) -> impl Iterator<Item = u8> + '_ {
+    /// The pieces of a stack key's label (not the empty stack's): its
+    /// frames' texts, leaf first, with ` <- ` between them.
+    fn stack_label_parts(&self, key: u32) -> impl Iterator<Item = &str> + '_ {
         let nodes = std::iter::successors(Some(key), |&node| {
             Some(self.nodes[node as usize].1).filter(|&caller| caller != 0)
         });
         nodes.enumerate().flat_map(|(i, node)| {
-            let separator: &[u8] = if i == 0 { b"" } else { b" <- " };
-            let text = self.texts[self.nodes[node as usize].0 as usize].as_bytes();
-            separator.iter().chain(text).copied()
+            let separator = if i == 0 { "" } else { " <- " };
+            [
+                separator,
+                &*self.texts[self.nodes[node as usize].0 as usize],
+            ]
         })
     }
 
@@ -704,17 +699,7 @@ impl<'a> Grouper<'a> {
                 if key == 0 {
                     return NO_STACK_LABEL.to_string();
                 }
-                let mut out = String::new();
-                let mut node = key;
-                while node != 0 {
-                    let (text, caller) = self.nodes[node as usize];
-                    if node != key {
-                        out.push_str(" <- ");
-                    }
-                    out.push_str(&self.texts[text as usize]);
-                    node = caller;
-                }
-                out
+                self.stack_label_parts(key).collect()
             }
             GroupBy::UserFrame => match key.checked_sub(1) {
                 Some(text) => self.texts[text as usize].to_string(),

@@ -319,8 +319,8 @@ impl IdIndex {
         for &(hash, id) in self.staged.iter() {
             self.ids.insert_unique(hash, id, rehash);
         }
+        // `find_or_push` starts the next range when it stages again.
         self.staged.clear();
-        self.staged_from = values.len() as u32;
     }
 
     /// Makes room for `additional` more ids of `values`.

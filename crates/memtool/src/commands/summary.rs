@@ -33,10 +33,7 @@ pub struct SummaryArgs {
 pub fn run(args: &SummaryArgs) -> Result<Outcome> {
     let profile = inputs::load(&args.files, &args.read)?;
     crate::cli::check_selection(&profile, &args.analysis.options())?;
-    let mut options = args.analysis.options();
-    if args.output.format.shows_top_rows() {
-        options.keep_groups = Some(options.top);
-    }
+    let mut options = args.analysis.report_options(args.output.format);
     if args.xprof_compat {
         options.ties = Ties::Last;
     }
