@@ -10,6 +10,7 @@ use memtool_core::{load, LoadOptions, Source};
 fuzz_target!(|data: &[u8]| {
     let options = LoadOptions {
         max_decompressed: Some(16 << 20),
+        ..LoadOptions::default()
     };
     let source = || Source::from_bytes("fuzz", data.to_vec());
     let Ok(profile) = load(vec![source()], &options) else {

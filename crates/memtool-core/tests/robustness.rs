@@ -3,8 +3,11 @@
 //! mutation sweep that runs in every `cargo test`; the fuzz targets under
 //! `fuzz/` explore further.
 
+mod common;
+
 use std::path::PathBuf;
 
+use common::paths::assert_paths_agree;
 use memtool_core::{load, ByteSource, LoadOptions, Source};
 
 /// Small real profiles of every format, decompressed, from the repository's
@@ -65,6 +68,7 @@ impl Rng {
 fn check(name: &str, bytes: Vec<u8>) {
     let options = LoadOptions {
         max_decompressed: Some(64 << 20),
+        ..LoadOptions::default()
     };
     // In memory (pipes, gunzipped inputs) and read as from a file: readers
     // stream the second.
@@ -76,6 +80,20 @@ fn check(name: &str, bytes: Vec<u8>) {
         let _ = load(vec![Source::from_bytes(name.to_string(), bytes)], &options);
     });
     assert!(result.is_ok(), "panicked on a mutation of {name}");
+}
+
+/// [`check`], and the fast and general paths of the readers give one
+/// profile, read from a file and from memory.
+fn check_paths_agree(name: &str, bytes: Vec<u8>) {
+    check(name, bytes.clone());
+    let options = LoadOptions {
+        max_decompressed: Some(64 << 20),
+        ..LoadOptions::default()
+    };
+    let from_file = || vec![Source::new(name.to_string(), AsFile(bytes.clone()))];
+    assert_paths_agree(name, from_file, &options);
+    let in_memory = || vec![Source::from_bytes(name.to_string(), bytes.clone())];
+    assert_paths_agree(name, in_memory, &options);
 }
 
 fn gunzip(bytes: &[u8]) -> Vec<u8> {
@@ -93,8 +111,8 @@ fn gunzip(bytes: &[u8]) -> Vec<u8> {
 #[test]
 fn fixtures_and_fuzz_regressions_never_panic() {
     for (name, bytes) in seeds() {
-        check(&name, bytes.clone());
-        check(&name, gunzip(&bytes));
+        check_paths_agree(&name, bytes.clone());
+        check_paths_agree(&name, gunzip(&bytes));
     }
 }
 
@@ -104,7 +122,7 @@ fn truncations_never_panic() {
         for raw in [bytes.clone(), gunzip(&bytes)] {
             let step = (raw.len() / 200).max(1);
             for cut in (0..raw.len()).step_by(step) {
-                check(&name, raw[..cut].to_vec());
+                check_paths_agree(&name, raw[..cut].to_vec());
             }
         }
     }
@@ -145,7 +163,7 @@ fn bit_flips_and_splices_never_panic() {
                     m.drain(a..b.min(a + 32));
                 }
             }
-            check(&name, m);
+            check_paths_agree(&name, m);
         }
     }
 }

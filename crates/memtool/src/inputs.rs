@@ -95,6 +95,7 @@ pub fn load_several(groups: &[&[String]], args: &ReadArgs) -> Result<Vec<Profile
     drop(read);
     let options = LoadOptions {
         max_decompressed: args.max_decompressed,
+        ..LoadOptions::default()
     };
     let total: u64 = sources.iter().flatten().map(|s| s.data.len()).sum();
     let files = sources.iter().map(Vec::len).sum();

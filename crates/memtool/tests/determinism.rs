@@ -27,13 +27,16 @@ fn inputs() -> Vec<String> {
         .unwrap_or_default();
     pickles.sort();
     out.extend(pickles.into_iter().take(1));
-    for rel in [
+    // With the shared fixtures, real files of the formats the repository has
+    // only small ones of.
+    let shared = [
         "xspace/tf_cnn_leak.xplane.pb",
         "torch/transformer_nuggets_mini_snapshot.pickle",
         "torch/torch_cpu_transformer.memory_timeline.json",
-    ] {
-        if let Some(p) = shared_fixture(rel) {
-            out.push(p.display().to_string());
+    ];
+    if cfg!(shared_fixtures) {
+        for rel in shared {
+            out.push(shared_fixture(rel).display().to_string());
         }
     }
     out

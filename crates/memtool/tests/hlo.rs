@@ -40,7 +40,7 @@ fn file_safe(name: &str) -> String {
 
 /// XProf's Memory Viewer output per module, keyed by the file-safe module name.
 fn expected(fixture: &str) -> BTreeMap<String, Value> {
-    let dir = common::shared_fixture("xspace/expected").expect("checked by the caller");
+    let dir = common::shared_fixture("xspace/expected");
     let prefix = format!("{fixture}.memory_viewer.");
     let mut out = BTreeMap::new();
     for entry in std::fs::read_dir(&dir).unwrap() {
@@ -57,9 +57,9 @@ fn expected(fixture: &str) -> BTreeMap<String, Value> {
     out
 }
 
-fn path(fixture: &str) -> Option<String> {
-    let p = common::shared_fixture(&format!("xspace/{fixture}.xplane.pb"))?;
-    Some(p.to_str().unwrap().to_string())
+fn path(fixture: &str) -> String {
+    let p = common::shared_fixture(&format!("xspace/{fixture}.xplane.pb"));
+    p.to_str().unwrap().to_string()
 }
 
 /// memtool's program memories of memory space 0, keyed like [`expected`].
@@ -74,9 +74,10 @@ fn memories(report: &Value) -> BTreeMap<String, &Value> {
 }
 
 #[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
 fn every_module_has_xprofs_peak_timeline_and_buffers() {
     for fixture in FIXTURES {
-        let Some(file) = path(fixture) else { return };
+        let file = path(fixture);
         let expected = expected(fixture);
         let report = common::json(&["peak", &file]);
         let ours = memories(&report);
@@ -182,9 +183,10 @@ fn every_module_has_xprofs_peak_timeline_and_buffers() {
 }
 
 #[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
 fn summary_has_xprofs_allocation_totals_and_ranks_modules_by_peak() {
     for fixture in FIXTURES {
-        let Some(file) = path(fixture) else { return };
+        let file = path(fixture);
         let expected = expected(fixture);
         let report = common::json(&["summary", &file]);
         let ours = memories(&report);
@@ -217,9 +219,7 @@ fn summary_has_xprofs_allocation_totals_and_ranks_modules_by_peak() {
         }
     }
     // The transformer: all 18 modules, biggest peak first in the table.
-    let Some(file) = path("jax_transformer_small") else {
-        return;
-    };
+    let file = path("jax_transformer_small");
     let expected = expected("jax_transformer_small");
     assert_eq!(expected.len(), 18);
     let out = common::memtool().args(["summary", &file]).output().unwrap();
@@ -246,8 +246,9 @@ fn summary_has_xprofs_allocation_totals_and_ranks_modules_by_peak() {
 }
 
 #[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
 fn module_selects_by_name_with_or_without_program_id() {
-    let Some(file) = path("jax_mlp") else { return };
+    let file = path("jax_mlp");
     let expected = expected("jax_mlp");
     let xprof = &expected["jit_step_10_"];
     for name in ["jit_step", "jit_step(10)"] {
@@ -263,10 +264,9 @@ fn module_selects_by_name_with_or_without_program_id() {
 }
 
 #[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
 fn budget_lists_what_must_shrink_and_fails_when_exceeded() {
-    let Some(file) = path("jax_transformer_small") else {
-        return;
-    };
+    let file = path("jax_transformer_small");
     let expected = expected("jax_transformer_small");
     let xprof = &expected["jit_train_step_34_"];
     let peak = bytes(&xprof["peakHeapMib"]);
@@ -328,8 +328,9 @@ fn budget_lists_what_must_shrink_and_fails_when_exceeded() {
 }
 
 #[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
 fn buffers_carry_source_lines_and_phases() {
-    let Some(file) = path("jax_mlp") else { return };
+    let file = path("jax_mlp");
     let expected = expected("jax_mlp");
     let xprof = &expected["jit_step_10_"];
     let report = common::json(&["peak", &file, "--module", "jit_step"]);
@@ -409,8 +410,9 @@ fn a_module_that_is_not_an_hlo_proto_is_skipped_with_a_warning() {
 }
 
 #[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
 fn diff_by_op_compares_compiles_op_by_op() {
-    let Some(file) = path("jax_mlp") else { return };
+    let file = path("jax_mlp");
     let expected = expected("jax_mlp");
     let xprof = &expected["jit_step_10_"];
     let report = common::json(&["diff", &file, &file, "--module", "jit_step", "--by", "op"]);
@@ -435,9 +437,10 @@ fn diff_by_op_compares_compiles_op_by_op() {
 }
 
 #[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
 fn xprof_compat_lists_buffers_at_peak_as_xprofs_max_heap() {
     for fixture in FIXTURES {
-        let Some(file) = path(fixture) else { return };
+        let file = path(fixture);
         let expected = expected(fixture);
         let report = common::json(&["peak", &file, "--xprof-compat"]);
         let ours = memories(&report);
@@ -473,10 +476,9 @@ fn xprof_compat_lists_buffers_at_peak_as_xprofs_max_heap() {
 }
 
 #[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
 fn phases_split_a_training_step_peak() {
-    let Some(file) = path("jax_transformer_small") else {
-        return;
-    };
+    let file = path("jax_transformer_small");
     let expected = expected("jax_transformer_small");
     let xprof = &expected["jit_train_step_34_"];
     let report = common::json(&["peak", &file, "--module", "jit_train_step"]);
@@ -513,16 +515,18 @@ fn phases_split_a_training_step_peak() {
 }
 
 #[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
 fn the_file_is_listed_once_per_load() {
-    let Some(file) = path("jax_mlp") else { return };
+    let file = path("jax_mlp");
     let report = common::json(&["summary", &file]);
     assert_eq!(report["inputs"].as_array().unwrap().len(), 1);
     assert_eq!(report["inputs"][0]["format"], "xspace");
 }
 
 #[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
 fn a_module_that_is_not_there_is_a_usage_error_listing_the_modules() {
-    let Some(file) = path("jax_mlp") else { return };
+    let file = path("jax_mlp");
     let stderr = common::fails(&["peak", &file, "--module", "jit_nope"], 2);
     assert!(
         stderr.contains("`jit_nope`") && stderr.contains("jit_step(10)"),

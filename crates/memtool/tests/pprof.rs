@@ -23,21 +23,21 @@ const FILES: [&str; 13] = [
     "sharded.prof",
 ];
 
-fn reference() -> Option<Value> {
-    let path = shared_fixture("pprof/expected/reference.json")?;
-    Some(serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap())
+fn reference() -> Value {
+    let path = shared_fixture("pprof/expected/reference.json");
+    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
 }
 
 fn path(name: &str) -> String {
     shared_fixture(&format!("pprof/{name}"))
-        .unwrap()
         .display()
         .to_string()
 }
 
 #[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
 fn summary_matches_the_reference_per_device() {
-    let Some(reference) = reference() else { return };
+    let reference = reference();
     for name in FILES {
         let expected = &reference[name];
         let out = json(&["summary", &path(name)]);
@@ -68,8 +68,9 @@ fn summary_matches_the_reference_per_device() {
 }
 
 #[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
 fn full_stacks_match_the_reference_top_stacks() {
-    let Some(reference) = reference() else { return };
+    let reference = reference();
     for name in FILES {
         let want = reference[name]["top_stacks"].as_array().unwrap();
         let out = json(&["summary", "--all-frames", &path(name)]);
@@ -95,8 +96,7 @@ fn full_stacks_match_the_reference_top_stacks() {
 
 /// `Showing nodes accounting for 1.68MB, 3.66% of 45.81MB total` → (1.68, 45.81).
 fn pprof_top_totals(file: &str) -> (f64, f64) {
-    let text = std::fs::read_to_string(shared_fixture(&format!("pprof/expected/{file}")).unwrap())
-        .unwrap();
+    let text = std::fs::read_to_string(shared_fixture(&format!("pprof/expected/{file}"))).unwrap();
     let line = text
         .lines()
         .find(|l| l.starts_with("Showing nodes accounting for"))
@@ -117,10 +117,8 @@ fn mib(bytes: &Value) -> f64 {
 }
 
 #[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
 fn totals_agree_with_go_tool_pprof_top() {
-    if reference().is_none() {
-        return;
-    }
     for (file, prof) in [
         ("memory.pprof_top.txt", "memory.prof"),
         ("memory9.pprof_top.txt", "memory9.prof"),
@@ -140,16 +138,14 @@ fn totals_agree_with_go_tool_pprof_top() {
 }
 
 #[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
 fn diff_totals_agree_with_go_tool_pprof_diff_base() {
-    if reference().is_none() {
-        return;
-    }
     let (delta, base) = pprof_top_totals("diff_memory1_memory9.pprof_top.txt");
     let out = json(&["diff", &path("memory1.prof"), &path("memory9.prof")]);
     assert_eq!(out["schema"], "memtool/diff/v1");
     assert_eq!(mib(&out["total"]["delta_bytes"]), delta);
     assert_eq!(mib(&out["total"]["base_bytes"]), base);
-    let reference = reference().unwrap();
+    let reference = reference();
     assert_eq!(
         out["total"]["base_bytes"],
         reference["memory1.prof"]["buffer_bytes"]
@@ -174,10 +170,8 @@ fn diff_totals_agree_with_go_tool_pprof_diff_base() {
 }
 
 #[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
 fn the_ci_gate_fails_with_exit_code_1_only_past_the_bound() {
-    if reference().is_none() {
-        return;
-    }
     let (a, b) = (path("memory1.prof"), path("memory9.prof"));
     // Growth is 1,760,000 bytes = 3.66% of the base.
     let out = common::memtool()
@@ -219,10 +213,8 @@ fn the_ci_gate_fails_with_exit_code_1_only_past_the_bound() {
 }
 
 #[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
 fn leaks_name_anotherfunc_and_the_random_normal_line() {
-    if reference().is_none() {
-        return;
-    }
     let files: Vec<String> = (1..=9).map(|i| path(&format!("memory{i}.prof"))).collect();
     let mut args = vec!["leaks"];
     args.extend(files.iter().map(String::as_str));
@@ -241,7 +233,7 @@ fn leaks_name_anotherfunc_and_the_random_normal_line() {
         "{}",
         top["key"]
     );
-    let reference = reference().unwrap();
+    let reference = reference();
     let grown = reference["memory9.prof"]["buffer_bytes"].as_u64().unwrap()
         - reference["memory1.prof"]["buffer_bytes"].as_u64().unwrap();
     assert_eq!(top["growth_bytes"], grown);
@@ -270,10 +262,8 @@ fn leaks_name_anotherfunc_and_the_random_normal_line() {
 }
 
 #[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
 fn peak_of_a_series_is_the_largest_snapshot() {
-    if reference().is_none() {
-        return;
-    }
     let files: Vec<String> = ["memory1.prof", "memory9.prof", "memory5.prof"]
         .iter()
         .map(|f| path(f))
@@ -306,10 +296,8 @@ fn peak_of_a_series_is_the_largest_snapshot() {
 }
 
 #[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
 fn sharded_profiles_have_one_memory_per_device_and_an_overall_peak() {
-    if reference().is_none() {
-        return;
-    }
     let out = json(&["peak", &path("sharded.prof")]);
     let ids: Vec<&str> = out["memories"]
         .as_array()
@@ -327,10 +315,8 @@ fn sharded_profiles_have_one_memory_per_device_and_an_overall_peak() {
 }
 
 #[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
 fn profiles_without_stacks_or_samples_are_valid_with_warnings() {
-    if reference().is_none() {
-        return;
-    }
     let out = json(&["summary", &path("notraceback.prof")]);
     assert_eq!(out["memories"][0]["top_stacks"][0]["key"], "<no stack>");
     assert!(out["warnings"]
@@ -347,10 +333,8 @@ fn profiles_without_stacks_or_samples_are_valid_with_warnings() {
 }
 
 #[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
 fn csv_has_a_header_and_exact_bytes() {
-    if reference().is_none() {
-        return;
-    }
     let out = common::memtool()
         .args(["peak", &path("memory.prof"), "--format", "csv"])
         .output()
@@ -372,10 +356,8 @@ fn csv_has_a_header_and_exact_bytes() {
 }
 
 #[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
 fn json_output_is_byte_identical_across_runs() {
-    if reference().is_none() {
-        return;
-    }
     for cmd in ["summary", "peak", "leaks"] {
         let run = || {
             common::memtool()
@@ -395,10 +377,8 @@ fn json_output_is_byte_identical_across_runs() {
 }
 
 #[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
 fn every_profile_works_with_every_command_and_format() {
-    if reference().is_none() {
-        return;
-    }
     for name in FILES {
         let p = path(name);
         for format in ["table", "json", "csv", "md"] {

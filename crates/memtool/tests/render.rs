@@ -8,14 +8,13 @@ mod common;
 use common::{fails, memtool, shared_fixture};
 use serde_json::Value;
 
-fn reference() -> Option<Value> {
-    let path = shared_fixture("pprof/expected/reference.json")?;
-    Some(serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap())
+fn reference() -> Value {
+    let path = shared_fixture("pprof/expected/reference.json");
+    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
 }
 
 fn path(name: &str) -> String {
     shared_fixture(&format!("pprof/{name}"))
-        .unwrap()
         .display()
         .to_string()
 }
@@ -64,8 +63,9 @@ fn bytes_under(node: &Value, name_prefix: &str) -> u64 {
 }
 
 #[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
 fn a_snapshot_renders_its_peak_and_call_tree() {
-    let Some(reference) = reference() else { return };
+    let reference = reference();
     let want = &reference["memory.prof"];
     let page = render(&[&path("memory.prof")]);
     assert!(page.starts_with("<!DOCTYPE html>"));
@@ -95,8 +95,9 @@ fn a_snapshot_renders_its_peak_and_call_tree() {
 }
 
 #[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
 fn a_series_is_one_timeline_with_its_leak() {
-    let Some(reference) = reference() else { return };
+    let reference = reference();
     let files: Vec<String> = (1..=9).map(|i| path(&format!("memory{i}.prof"))).collect();
     let args: Vec<&str> = files.iter().map(String::as_str).collect();
     let page = render(&args);
@@ -122,8 +123,9 @@ fn a_series_is_one_timeline_with_its_leak() {
 }
 
 #[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
 fn two_files_are_compared() {
-    let Some(reference) = reference() else { return };
+    let reference = reference();
     let base = reference["memory1.prof"]["buffer_bytes"].as_u64().unwrap();
     let new = reference["memory9.prof"]["buffer_bytes"].as_u64().unwrap();
     let page = render(&[&path("memory1.prof"), &path("memory9.prof")]);
@@ -148,8 +150,9 @@ fn two_files_are_compared() {
 }
 
 #[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
 fn every_device_gets_a_section() {
-    let Some(reference) = reference() else { return };
+    let reference = reference();
     let page = render(&[&path("sharded.prof")]);
     let d = data(&page);
     let devices = reference["sharded.prof"]["devices"].as_object().unwrap();
@@ -172,8 +175,9 @@ fn every_device_gets_a_section() {
 }
 
 #[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
 fn svg_has_one_timeline_per_device() {
-    let Some(reference) = reference() else { return };
+    let reference = reference();
     let image = render(&["--format", "svg", &path("sharded.prof")]);
     assert!(image.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\""));
     let devices = reference["sharded.prof"]["devices"].as_object().unwrap();
@@ -190,10 +194,8 @@ fn svg_has_one_timeline_per_device() {
 }
 
 #[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
 fn reports_are_deterministic_and_written_atomically() {
-    if reference().is_none() {
-        return;
-    }
     let dir = temp_dir("det");
     let (a, b) = (dir.join("a.html"), dir.join("b.html"));
     for out in [&a, &b] {
@@ -226,10 +228,9 @@ fn reports_are_deterministic_and_written_atomically() {
 }
 
 #[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
 fn file_names_are_text() {
-    let Some(src) = shared_fixture("pprof/memory.prof") else {
-        return;
-    };
+    let src = shared_fixture("pprof/memory.prof");
     // `/` cannot be in a file name, so the payload spans a directory and a file.
     let dir = temp_dir("xss").join("<");
     std::fs::create_dir_all(&dir).unwrap();
@@ -244,8 +245,9 @@ fn file_names_are_text() {
 }
 
 #[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
 fn folded_stacks_add_up_to_the_peak() {
-    let Some(reference) = reference() else { return };
+    let reference = reference();
     let want = &reference["memory.prof"];
     let out = render(&["--format", "folded", "--all-frames", &path("memory.prof")]);
     let mut total = 0u64;
@@ -267,10 +269,8 @@ fn folded_stacks_add_up_to_the_peak() {
 }
 
 #[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
 fn empty_profiles_and_bad_inputs() {
-    if reference().is_none() {
-        return;
-    }
     let page = render(&[&path("empty.prof")]);
     assert!(page.contains("No memory in this input holds any allocation."));
     assert_eq!(data(&page)["memories"], serde_json::json!([]));
@@ -285,13 +285,12 @@ fn xprof_bytes(mib: &Value) -> u64 {
 }
 
 #[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
 fn compiled_programs_show_xprofs_heap_peak() {
-    let Some(file) = shared_fixture("xspace/jax_transformer_small.xplane.pb") else {
-        return;
-    };
+    let file = shared_fixture("xspace/jax_transformer_small.xplane.pb");
     let page = render(&[file.to_str().unwrap()]);
     let d = data(&page);
-    let dir = shared_fixture("xspace/expected").unwrap();
+    let dir = shared_fixture("xspace/expected");
     let mut checked = 0;
     for entry in std::fs::read_dir(&dir).unwrap() {
         let name = entry.unwrap().file_name().into_string().unwrap();
@@ -360,11 +359,10 @@ fn compiled_programs_show_xprofs_heap_peak() {
 }
 
 #[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
 fn a_tensorflow_allocator_shows_xprofs_peak_its_steps_and_its_leak() {
-    let Some(file) = shared_fixture("xspace/tf_cnn_leak.xplane.pb") else {
-        return;
-    };
-    let expected = shared_fixture("xspace/expected/tf_cnn_leak.memory_profile.json").unwrap();
+    let file = shared_fixture("xspace/tf_cnn_leak.xplane.pb");
+    let expected = shared_fixture("xspace/expected/tf_cnn_leak.memory_profile.json");
     let xprof: Value = serde_json::from_str(&std::fs::read_to_string(expected).unwrap()).unwrap();
     let summary = &xprof["memoryProfilePerAllocator"]["mklcpu"]["profileSummary"];
     let peak: u64 = summary["peakStats"]["peakBytesInUse"]

@@ -5,10 +5,9 @@ mod common;
 use common::{memtool, shared_fixture};
 
 #[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
 fn timings_go_to_stderr_and_leave_stdout_alone() {
-    let Some(path) = shared_fixture("pprof/memory.prof") else {
-        return;
-    };
+    let path = shared_fixture("pprof/memory.prof");
     let path = path.to_str().unwrap();
     let plain = memtool().args(["summary", path]).output().unwrap();
     let timed = memtool()
@@ -42,10 +41,9 @@ fn timings_go_to_stderr_and_leave_stdout_alone() {
 }
 
 #[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
 fn timings_off_when_zero() {
-    let Some(path) = shared_fixture("pprof/memory.prof") else {
-        return;
-    };
+    let path = shared_fixture("pprof/memory.prof");
     let out = memtool()
         .args(["summary", path.to_str().unwrap()])
         .env("MEMTOOL_TIMINGS", "0")

@@ -143,13 +143,12 @@ fn check_snapshot(path: &Path, reference: &Value) {
 }
 
 #[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
 fn real_snapshots_match_torch_segsum_and_the_pickle_replay() {
-    let Some(expected) = common::shared_fixture("torch/expected/reference.json") else {
-        return;
-    };
+    let expected = common::shared_fixture("torch/expected/reference.json");
     let reference = read_json(&expected);
     for name in SNAPSHOTS {
-        let path = common::shared_fixture(&format!("torch/{name}")).unwrap();
+        let path = common::shared_fixture(&format!("torch/{name}"));
         let r = &reference[name];
         // Reshape the oracle's entry: totals per device, and the file-wide
         // free split (every fixture has one device).
@@ -294,14 +293,13 @@ fn max_total_allocated(path: &Path) -> std::collections::BTreeMap<String, u64> {
 }
 
 #[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
 fn profiler_traces_peak_at_the_largest_total_allocated() {
     for name in [
         "torch_cpu_transformer.pt.trace.json.gz",
         "hta_df_index_resolver.pt.trace.json.gz",
     ] {
-        let Some(path) = common::shared_fixture(&format!("torch/{name}")) else {
-            return;
-        };
+        let path = common::shared_fixture(&format!("torch/{name}"));
         let expected = max_total_allocated(&path);
         let summary = common::json(&["summary", path.to_str().unwrap()]);
         for m in summary["memories"].as_array().unwrap() {
@@ -328,12 +326,9 @@ fn profiler_traces_peak_at_the_largest_total_allocated() {
 }
 
 #[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
 fn old_traces_without_addresses_pair_frees_by_size() {
-    let Some(path) =
-        common::shared_fixture("torch/kineto_tb_plugin_resnet50_worker0.pt.trace.json.gz")
-    else {
-        return;
-    };
+    let path = common::shared_fixture("torch/kineto_tb_plugin_resnet50_worker0.pt.trace.json.gz");
     let summary = common::json(&["summary", path.to_str().unwrap()]);
     let memories = summary["memories"].as_array().unwrap();
     let ids: Vec<&str> = memories.iter().map(|m| m["id"].as_str().unwrap()).collect();
@@ -351,11 +346,9 @@ fn old_traces_without_addresses_pair_frees_by_size() {
 }
 
 #[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
 fn memory_timelines_peak_at_the_largest_category_sum() {
-    let Some(path) = common::shared_fixture("torch/torch_cpu_transformer.memory_timeline.json")
-    else {
-        return;
-    };
+    let path = common::shared_fixture("torch/torch_cpu_transformer.memory_timeline.json");
     let [times, sizes]: [Value; 2] =
         serde_json::from_value(read_json(&path)).expect("[times, sizes]");
     assert_eq!(
@@ -378,7 +371,7 @@ fn memory_timelines_peak_at_the_largest_category_sum() {
     let summary = common::json(&["summary", path.to_str().unwrap()]);
     assert_eq!(summary["memories"][0]["peak_bytes"].as_u64(), Some(largest));
     // The snapshot of the same run peaks at the same bytes.
-    let snapshot = common::shared_fixture("torch/torch_cpu_transformer.snapshot.pickle").unwrap();
+    let snapshot = common::shared_fixture("torch/torch_cpu_transformer.snapshot.pickle");
     let s = common::json(&["summary", snapshot.to_str().unwrap()]);
     assert_eq!(s["memories"][0]["peak_bytes"].as_u64(), Some(largest));
     // Categories are the torch names.
@@ -394,10 +387,9 @@ fn memory_timelines_peak_at_the_largest_category_sum() {
 }
 
 #[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
 fn every_torch_fixture_works_with_every_command_and_format() {
-    let Some(dir) = common::shared_fixture("torch") else {
-        return;
-    };
+    let dir = common::shared_fixture("torch");
     let mut files: Vec<_> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().path())

@@ -29,15 +29,15 @@ struct Fixture {
     xprof: serde_json::Map<String, Value>,
 }
 
-fn fixture(name: &str) -> Option<Fixture> {
-    let profile = shared_fixture(&format!("xspace/{name}.xplane.pb"))?;
-    let expected = shared_fixture(&format!("xspace/expected/{name}.memory_profile.json"))?;
+fn fixture(name: &str) -> Fixture {
+    let profile = shared_fixture(&format!("xspace/{name}.xplane.pb"));
+    let expected = shared_fixture(&format!("xspace/expected/{name}.memory_profile.json"));
     let doc: Value = serde_json::from_slice(&std::fs::read(expected).unwrap()).unwrap();
     let xprof = doc["memoryProfilePerAllocator"]
         .as_object()
         .unwrap()
         .clone();
-    Some(Fixture { profile, xprof })
+    Fixture { profile, xprof }
 }
 
 fn num(v: &Value) -> i64 {
@@ -63,9 +63,10 @@ fn path(p: &Path) -> &str {
 }
 
 #[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
 fn summary_matches_xprof_peak_capacity_and_counts() {
     for name in WITH_ALLOCATOR_EVENTS {
-        let Some(f) = fixture(name) else { return };
+        let f = fixture(name);
         let doc = json(&["summary", path(&f.profile)]);
         assert_eq!(
             doc["memories"].as_array().unwrap().len(),
@@ -124,9 +125,10 @@ fn summary_matches_xprof_peak_capacity_and_counts() {
 }
 
 #[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
 fn fragmentation_at_peak_matches_xprof() {
     for name in WITH_ALLOCATOR_EVENTS {
-        let Some(f) = fixture(name) else { return };
+        let f = fixture(name);
         // Ties for the peak: XProf keeps the last one, as --xprof-compat does.
         let doc = json(&["summary", path(&f.profile), "--xprof-compat"]);
         for (id, x) in &f.xprof {
@@ -148,8 +150,9 @@ fn fragmentation_at_peak_matches_xprof() {
 }
 
 #[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
 fn peak_time_counts_from_the_profile_start_not_the_line() {
-    let Some(f) = fixture("tf_cnn") else { return };
+    let f = fixture("tf_cnn");
     let doc = json(&["summary", path(&f.profile)]);
     let m = memory(&doc, "mklcpu");
     // tf_cnn's host lines start 10827 ns after the profile start; XProf
@@ -159,10 +162,9 @@ fn peak_time_counts_from_the_profile_start_not_the_line() {
 }
 
 #[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
 fn two_lines_are_ordered_by_absolute_time() {
-    let Some(f) = fixture("synth_two_lines_offsets") else {
-        return;
-    };
+    let f = fixture("synth_two_lines_offsets");
     let x = &f.xprof["GPU_0_bfc"];
     // XProf orders by line-relative offset: line B's events (offsets 0, 10)
     // before line A's (100000), although line B starts 1000 ns later.
@@ -249,9 +251,10 @@ fn peak_step_rows(m: &Value) -> BTreeMap<GroupKey, i64> {
 }
 
 #[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
 fn live_at_peak_lists_xprofs_active_allocations() {
     for name in ["tf_cnn", "synth_bfc_3events"] {
-        let Some(f) = fixture(name) else { return };
+        let f = fixture(name);
         let doc = json(&["peak", path(&f.profile)]);
         for (id, x) in &f.xprof {
             let m = memory(&doc, id);
@@ -281,12 +284,13 @@ fn live_at_peak_lists_xprofs_active_allocations() {
 }
 
 #[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
 fn live_at_peak_is_attributed_where_xprof_attributes_nothing() {
     // tf_keras reaches the same peak in every step. XProf takes the peak's
     // time from the last tie in file order (step 2) and its step from the
     // last tie in time order (step 3), so no event of "its" step precedes
     // "its" peak and the whole heap is "unused preallocated device memory".
-    let Some(f) = fixture("tf_keras") else { return };
+    let f = fixture("tf_keras");
     let x = &f.xprof["mklcpu"];
     let (rows, specials) = xprof_active(x);
     let peak = num(&x["profileSummary"]["peakStats"]["peakBytesInUse"]);
@@ -329,10 +333,9 @@ fn live_at_peak_is_attributed_where_xprof_attributes_nothing() {
 }
 
 #[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
 fn live_at_peak_shows_the_leaked_tensors_xprof_misses() {
-    let Some(f) = fixture("tf_cnn_leak") else {
-        return;
-    };
+    let f = fixture("tf_cnn_leak");
     let x = &f.xprof["mklcpu"];
     let (rows, specials) = xprof_active(x);
     // XProf takes the peak's time from one tie and its step from another, so
@@ -382,10 +385,9 @@ fn live_at_peak_shows_the_leaked_tensors_xprof_misses() {
 }
 
 #[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
 fn leaks_names_the_leaking_op_and_shape_per_step() {
-    let Some(f) = fixture("tf_cnn_leak") else {
-        return;
-    };
+    let f = fixture("tf_cnn_leak");
     let doc = json(&["leaks", path(&f.profile)]);
     let m = memory(&doc, "mklcpu");
     assert_eq!(m["point_kind"], "step");
@@ -433,8 +435,9 @@ fn leaks_names_the_leaking_op_and_shape_per_step() {
 }
 
 #[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
 fn leaks_finds_no_steady_growth_in_a_steady_training_loop() {
-    let Some(f) = fixture("tf_cnn") else { return };
+    let f = fixture("tf_cnn");
     let doc = json(&["leaks", path(&f.profile)]);
     let m = memory(&doc, "mklcpu");
     assert_eq!(m["point_kind"], "step");
@@ -453,9 +456,10 @@ fn leaks_finds_no_steady_growth_in_a_steady_training_loop() {
 }
 
 #[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
 fn frag_reports_the_allocators_own_series() {
     for name in ["tf_cnn", "tf_keras", "tf_cnn_leak"] {
-        let Some(f) = fixture(name) else { return };
+        let f = fixture(name);
         let doc = json(&["frag", path(&f.profile)]);
         let x = &f.xprof["mklcpu"];
         let m = memory(&doc, "mklcpu");
@@ -492,10 +496,9 @@ fn frag_reports_the_allocators_own_series() {
 }
 
 #[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
 fn text_formats_render_every_command() {
-    let Some(f) = fixture("tf_cnn_leak") else {
-        return;
-    };
+    let f = fixture("tf_cnn_leak");
     for command in ["summary", "peak", "leaks", "frag"] {
         for format in ["table", "csv", "md"] {
             let out = memtool()
@@ -519,10 +522,9 @@ fn scratch(name: &str) -> PathBuf {
 }
 
 #[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
 fn reads_run_directories_and_logdirs() {
-    let (Some(cnn), Some(bfc)) = (fixture("tf_cnn"), fixture("synth_bfc_3events")) else {
-        return;
-    };
+    let (cnn, bfc) = (fixture("tf_cnn"), fixture("synth_bfc_3events"));
     let logdir = scratch("logdir");
     let old = logdir.join("plugins/profile/2026_01_01_00_00_00");
     let new = logdir.join("plugins/profile/2026_02_01_00_00_00");
@@ -631,10 +633,9 @@ fn a_profile_without_allocator_events_says_how_to_capture_them() {
 }
 
 #[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
 fn jax_on_cpu_has_no_allocator_events() {
-    let Some(jax) = shared_fixture("xspace/jax_mlp.xplane.pb") else {
-        return;
-    };
+    let jax = shared_fixture("xspace/jax_mlp.xplane.pb");
     // Its compiled programs may give memories of their own (HLO buffer
     // assignment); either way the missing allocator events are named.
     let out = memtool()
@@ -659,8 +660,9 @@ fn jax_on_cpu_has_no_allocator_events() {
 }
 
 #[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
 fn a_truncated_profile_is_one_clear_error() {
-    let Some(f) = fixture("tf_cnn") else { return };
+    let f = fixture("tf_cnn");
     let bytes = std::fs::read(&f.profile).unwrap();
     let dir = scratch("truncated");
     let file = dir.join("cut.xplane.pb");
@@ -674,10 +676,9 @@ fn a_truncated_profile_is_one_clear_error() {
 }
 
 #[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
 fn damaged_profiles_never_panic() {
-    let Some(f) = fixture("synth_bfc_3events") else {
-        return;
-    };
+    let f = fixture("synth_bfc_3events");
     let original = std::fs::read(&f.profile).unwrap();
     let dir = scratch("damaged");
     let file = dir.join("damaged.xplane.pb");
@@ -705,8 +706,9 @@ fn damaged_profiles_never_panic() {
 }
 
 #[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
 fn budget_lists_the_fewest_largest_allocations_to_remove() {
-    let Some(f) = fixture("tf_cnn") else { return };
+    let f = fixture("tf_cnn");
     let peak = num(&f.xprof["mklcpu"]["profileSummary"]["peakStats"]["peakBytesInUse"]);
     let fits = json(&["peak", path(&f.profile), "--budget", &peak.to_string()]);
     let check = &memory(&fits, "mklcpu")["budget"];
@@ -753,10 +755,9 @@ fn budget_lists_the_fewest_largest_allocations_to_remove() {
 }
 
 #[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
 fn diff_compares_op_and_shape_groups_at_the_peaks() {
-    let (Some(base), Some(new)) = (fixture("tf_cnn"), fixture("tf_cnn_leak")) else {
-        return;
-    };
+    let (base, new) = (fixture("tf_cnn"), fixture("tf_cnn_leak"));
     let peak =
         |f: &Fixture| num(&f.xprof["mklcpu"]["profileSummary"]["peakStats"]["peakBytesInUse"]);
     let doc = json(&["diff", path(&base.profile), path(&new.profile)]);
@@ -889,10 +890,9 @@ fn epoch_timestamps_count_from_the_earliest_line() {
 }
 
 #[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
 fn hosts_read_in_parallel_give_the_profile_read_one_after_another() {
-    let (Some(cnn), Some(leak)) = (fixture("tf_cnn"), fixture("tf_cnn_leak")) else {
-        return;
-    };
+    let (cnn, leak) = (fixture("tf_cnn"), fixture("tf_cnn_leak"));
     let dir = scratch("parallel-hosts");
     let a = dir.join("worker0.xplane.pb");
     let b = dir.join("worker1.xplane.pb");

@@ -55,6 +55,12 @@ pub struct LoadOptions {
     /// Cap on the decompressed size of one input; `None` for the default
     /// ([`decompress::default_limit`]).
     pub max_decompressed: Option<u64>,
+    /// Read every input through the readers' general paths only, never their
+    /// fast paths (pprof's one walk, XSpace's merged walk and fast event
+    /// decoding, the pickle records fast path, the Chrome trace window). For
+    /// the tests and the fuzz target that check both paths give one profile.
+    #[doc(hidden)]
+    pub force_general_path: bool,
 }
 
 /// Reads one or more inputs into one profile. Several inputs form a series

@@ -70,7 +70,6 @@ pub struct Site {
 }
 
 /// All interned names of one profile.
-#[derive(Debug)]
 pub struct Names {
     strings: Vec<Box<str>>,
     // Ids hash with Fx, not SipHash: a profile can hold millions of stacks,
@@ -86,6 +85,21 @@ pub struct Names {
     /// none yet). Most sites of pprof and PyTorch profiles are just a
     /// stack, a million of them: a vector, not the hash table.
     stack_sites: Vec<SiteId>,
+}
+
+/// The tables in id order; the hash indexes over them are left out (their
+/// iteration order depends on capacity, not on what they hold), so two
+/// `Names` that hold the same ids print alike.
+impl std::fmt::Debug for Names {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Names")
+            .field("strings", &self.strings)
+            .field("frames", &self.frames)
+            .field("stacks", &self.stacks)
+            .field("sites", &self.sites)
+            .field("stack_sites", &self.stack_sites)
+            .finish()
+    }
 }
 
 impl Default for Names {

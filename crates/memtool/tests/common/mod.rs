@@ -11,21 +11,20 @@ pub fn repo() -> PathBuf {
 }
 
 /// A file under `../shared/fixtures` (the reference profiles beside the
-/// repository). `None` when they are absent, except in CI
-/// (`MEMTOOL_REQUIRE_FIXTURES=1`), where their absence fails the test.
-pub fn shared_fixture(rel: &str) -> Option<PathBuf> {
-    let root = repo().join("../shared/fixtures");
-    if !root.is_dir() {
-        assert!(
-            std::env::var_os("MEMTOOL_REQUIRE_FIXTURES").is_none(),
-            "../shared/fixtures is missing, and MEMTOOL_REQUIRE_FIXTURES is set"
-        );
-        eprintln!("skipping: ../shared/fixtures is not present");
-        return None;
-    }
-    let path = root.join(rel);
-    assert!(path.exists(), "{} is missing from ../shared/fixtures", rel);
-    Some(path)
+/// repository). Tests that call this are marked
+/// `#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]`:
+/// `build.rs` sets `shared_fixtures` when the folder is there (or the one
+/// `MEMTOOL_SHARED_FIXTURES` names), so without it
+/// `cargo test` lists them as ignored, and in CI (`MEMTOOL_REQUIRE_FIXTURES`)
+/// its absence fails the build.
+pub fn shared_fixture(rel: &str) -> PathBuf {
+    let path = PathBuf::from(env!("MEMTOOL_SHARED_FIXTURES_DIR")).join(rel);
+    assert!(
+        path.exists(),
+        "{} is missing from ../shared/fixtures (a test that needs it is not marked to be ignored without it)",
+        rel
+    );
+    path
 }
 
 /// A fixture committed in this repository under `tests/`.

@@ -1,0 +1,45 @@
+//! Both paths of every reader give one profile: the fast paths (pprof's one
+//! walk, XSpace's merged walk and fast event decoding, the pickle records
+//! fast path, the Chrome trace window) and the general paths they fall back
+//! to. Shared by the robustness sweep and the `load` fuzz target.
+
+use memtool_core::model::Profile;
+use memtool_core::{load, LoadOptions, Result, Source};
+
+/// Everything a profile holds, in a form where equal profiles print alike.
+fn dump(profile: &Result<Profile>) -> String {
+    match profile {
+        Ok(p) => format!(
+            "inputs {:?}\nwarnings {:?}\nnames {:?}\nmemories {:#?}",
+            p.inputs, p.warnings, p.names, p.memories
+        ),
+        Err(e) => format!("error: {e}"),
+    }
+}
+
+/// Loads the inputs `sources` makes through the fast paths and through the
+/// general paths only; panics, naming `what`, where the two disagree.
+pub fn assert_paths_agree(what: &str, sources: impl Fn() -> Vec<Source>, options: &LoadOptions) {
+    let fast = load(sources(), options);
+    let general = load(
+        sources(),
+        &LoadOptions {
+            force_general_path: true,
+            ..*options
+        },
+    );
+    let (fast, general) = (dump(&fast), dump(&general));
+    if fast != general {
+        let line = fast
+            .lines()
+            .zip(general.lines())
+            .position(|(a, b)| a != b)
+            .unwrap_or(0);
+        let at = |s: &str| s.lines().nth(line).unwrap_or("<end>").to_string();
+        panic!(
+            "{what}: the fast and the general path disagree at line {line}:\n  fast:    {}\n  general: {}",
+            at(&fast),
+            at(&general)
+        );
+    }
+}
