@@ -18,8 +18,15 @@ use crate::model::{
 
 use super::wire::{self, Fields, Value};
 
-pub(crate) fn read(profile: &mut Profile, path: &str, bytes: &[u8]) -> Result<()> {
-    if profile.is_empty() && read_in_one_walk(profile, path, bytes) {
+/// Reads one pprof file into `profile`; `force_general_path` skips the one
+/// walk ([`read_in_one_walk`]) for the checked walk every file can take.
+pub(crate) fn read(
+    profile: &mut Profile,
+    path: &str,
+    bytes: &[u8],
+    force_general_path: bool,
+) -> Result<()> {
+    if !force_general_path && profile.is_empty() && read_in_one_walk(profile, path, bytes) {
         return Ok(());
     }
     read_checked(profile, path, bytes)
@@ -826,7 +833,7 @@ mod tests {
         assert!(!read_in_one_walk(&mut p, "cut.prof", &cut));
         assert!(p.is_empty());
         let checked = read_checked(&mut Profile::default(), "cut.prof", &cut).unwrap_err();
-        let via_read = read(&mut Profile::default(), "cut.prof", &cut).unwrap_err();
+        let via_read = read(&mut Profile::default(), "cut.prof", &cut, false).unwrap_err();
         assert_eq!(via_read.to_string(), checked.to_string());
     }
 

@@ -189,13 +189,20 @@ impl RawEvent {
 /// Reads the allocator events of `source` into one memory per allocator: by
 /// the merged walk, else (a line out of time order, damage) by the walk in
 /// file order, which gives the same memories, or the error.
+/// `force_general_path` decodes events with [`Decoder::event`] only, never
+/// [`Decoder::event_fast`].
 /// Adds a memory per allocator; returns whether there were allocator events.
-pub(crate) fn read(profile: &mut Profile, path: &str, source: &dyn ByteSource) -> Result<bool> {
+pub(crate) fn read(
+    profile: &mut Profile,
+    path: &str,
+    source: &dyn ByteSource,
+    force_general_path: bool,
+) -> Result<bool> {
     let mut window = Window::new(source, SKIM_CHUNK);
     let start_ns = profile_start_ns(&mut window).map_err(|e| e.into_error(path))?;
     let merged = {
         let _span = crate::timings::span("xspace: allocator events");
-        merged(&mut profile.names, source, start_ns)
+        merged(&mut profile.names, source, start_ns, !force_general_path)
     };
     let collected = match merged {
         Ok(collected) => collected,
@@ -400,28 +407,20 @@ impl Decoder {
         seen: (u64, u64),
     ) -> Result<RawEvent, WireError> {
         let mut raw = RawEvent::new(at, seen, free);
-        let mut allocator: Option<Option<StrId>> = None;
-        let PlaneKeys {
-            meta,
-            keys,
-            ref_strings,
-            ..
-        } = plane;
+        let mut strings: [Option<StatValue<'_>>; 3] = [None; 3];
+        let mut dtype: Option<Option<&str>> = None;
+        let mut allocator = AllocatorStat::Unset;
         for stat in event.stats() {
             let stat = stat?;
-            let Some(key) = keys.get(stat.metadata_id) else {
+            let Some(key) = plane.keys.get(stat.metadata_id) else {
                 continue;
             };
             let v = stat.value;
-            // Strings are nearly always `ref_value`s: intern each once.
-            let mut string = |v: &StatValue<'_>| string_stat(meta, ref_strings, names, v);
             match key {
-                Key::AllocatorName => {
-                    allocator = Some(string(&v));
-                }
+                Key::AllocatorName => allocator = AllocatorStat::Name(v),
                 Key::DeviceOrdinal | Key::IndexOnHost => {
-                    if allocator.is_none() {
-                        allocator = v.as_i64().map(|n| Some(names.string(&n.to_string())));
+                    if let (AllocatorStat::Unset, Some(n)) = (allocator, v.as_i64()) {
+                        allocator = AllocatorStat::Ordinal(n);
                     }
                 }
                 Key::Reserved => raw.set_number(STACK, v.as_u64()),
@@ -432,20 +431,40 @@ impl Decoder {
                 Key::Requested => raw.set_number(REQUESTED, v.as_u64()),
                 Key::AllocationBytes => raw.set_number(ALLOCATION_BYTES, v.as_u64()),
                 Key::Address => raw.set_number(ADDRESS, v.as_u64()),
-                Key::TfOp => raw.set_string(OP, string(&v)),
-                Key::Region => raw.set_string(REGION, string(&v)),
-                Key::Shape => raw.set_string(SHAPE, string(&v)),
-                Key::DataType => {
-                    let dtype = v
-                        .as_i64()
-                        .and_then(dtype_name)
-                        .map(|name| names.string(name));
-                    raw.set_string(DTYPE, dtype);
-                }
+                Key::TfOp => strings[OP] = Some(v),
+                Key::Shape => strings[SHAPE] = Some(v),
+                Key::Region => strings[REGION - 1] = Some(v),
+                Key::DataType => dtype = Some(v.as_i64().and_then(dtype_name)),
                 Key::StepNum => {}
             }
         }
-        raw.allocator = self.allocator_index(allocator.flatten(), seen);
+        // Strings are interned once the last stat of each kind is known, in
+        // the order [`Decoder::event_fast`] interns them: both walks then
+        // give one names table.
+        let PlaneKeys {
+            meta, ref_strings, ..
+        } = plane;
+        // Strings are nearly always `ref_value`s: intern each once.
+        let mut string = |v: &StatValue<'_>| string_stat(meta, ref_strings, names, v);
+        for (slot, value) in [
+            (OP, strings[OP]),
+            (SHAPE, strings[SHAPE]),
+            (REGION, strings[REGION - 1]),
+        ] {
+            if let Some(v) = value {
+                let id = string(&v);
+                raw.set_string(slot, id);
+            }
+        }
+        let allocator = match allocator {
+            AllocatorStat::Unset => None,
+            AllocatorStat::Name(v) => string(&v),
+            AllocatorStat::Ordinal(n) => Some(names.string(&n.to_string())),
+        };
+        if let Some(name) = dtype {
+            raw.set_string(DTYPE, name.map(|name| names.string(name)));
+        }
+        raw.allocator = self.allocator_index(allocator, seen);
         Ok(raw)
     }
 }
@@ -755,6 +774,8 @@ struct Cursor<'s> {
     fields: Stream,
     window: Window<'s>,
     head: Option<RawEvent>,
+    /// Whether events are decoded by [`Decoder::event_fast`].
+    fast_events: bool,
 }
 
 impl Cursor<'_> {
@@ -776,9 +797,12 @@ impl Cursor<'_> {
                     let bytes = self.window.bytes(at, len)?;
                     let seen = (self.rank, self.index);
                     let clock = &self.clock;
-                    if let Some(raw) =
+                    let raw = if self.fast_events {
                         decoder.event_fast(names, interned, plane, clock, bytes, at, seen)?
-                    {
+                    } else {
+                        decoder.event(names, plane, clock, bytes, at, seen)?
+                    };
+                    if let Some(raw) = raw {
                         if last_at.is_some_and(|last| raw.at < last) {
                             return Err(Fallback);
                         }
@@ -797,10 +821,13 @@ impl Cursor<'_> {
 /// lines by time, straight into the memories: nothing is kept per event but
 /// what the model keeps. Profilers write each line's events in time order
 /// (TSL's `SortXSpace`); a line that is not, or any damage, ends this walk.
+/// Events are decoded by [`Decoder::event_fast`] when `fast_events`, else by
+/// [`Decoder::event`].
 fn merged(
     names: &mut Names,
     source: &dyn ByteSource,
     start_ns: Option<i64>,
+    fast_events: bool,
 ) -> Result<Collected, Fallback> {
     let mut skim = Window::new(source, SKIM_CHUNK);
     let mut planes: Vec<PlaneKeys> = Vec::new();
@@ -861,6 +888,7 @@ fn merged(
             fields: Stream::new(first_event, end),
             window: Window::new(source, chunk.min((end - first_event) as usize)),
             head: None,
+            fast_events,
         };
         cursor.advance(&mut decoder, names, &mut interned, &mut planes)?;
         if let Some(head) = &cursor.head {
@@ -976,8 +1004,10 @@ fn sequential(
             }
         }
     }
-    // Each allocator's events in time order, ties in walk order.
-    events.sort_by_key(|e| (e.allocator, e.at, e.seq_rank, e.seq));
+    // In time order, ties in walk order: the order the merged walk gives, so
+    // sites are interned in its order too, and each allocator's events are
+    // in time order.
+    events.sort_by_key(|e| (e.at, e.seq_rank, e.seq));
     let mut builders: Vec<MemoryBuilder> = Vec::new();
     builders.resize_with(decoder.allocators.len(), MemoryBuilder::default);
     let mut sites = SiteCache::default();
@@ -1440,7 +1470,7 @@ mod tests {
 
     fn read_bytes(bytes: Vec<u8>) -> Profile {
         let mut profile = Profile::default();
-        read(&mut profile, "t.xplane.pb", &bytes).unwrap();
+        read(&mut profile, "t.xplane.pb", &bytes, false).unwrap();
         profile
     }
 
@@ -1448,7 +1478,7 @@ mod tests {
     fn lines_merge_by_time_and_memories_keep_walk_order() {
         let bytes = xspace(&[line(0, &A, false), line(0, &B, false)]);
         let mut names = Names::default();
-        assert!(merged(&mut names, &bytes, None).is_ok());
+        assert!(merged(&mut names, &bytes, None, true).is_ok());
         let profile = read_bytes(bytes.clone());
         let got = memories(&profile);
         assert_eq!(got.len(), 2);
@@ -1479,7 +1509,7 @@ mod tests {
         reversed.reverse();
         let bytes = xspace(&[line(0, &reversed, false), line(0, &B, false)]);
         let mut names = Names::default();
-        assert!(merged(&mut names, &bytes, None).is_err());
+        assert!(merged(&mut names, &bytes, None, true).is_err());
         assert_eq!(memories(&read_bytes(bytes)), memories(&in_order));
     }
 
@@ -1488,7 +1518,7 @@ mod tests {
         let first = read_bytes(xspace(&[line(7, &A, false), line(0, &B, false)]));
         let bytes = xspace(&[line(7, &A, true), line(0, &B, false)]);
         let mut names = Names::default();
-        assert!(merged(&mut names, &bytes, None).is_err());
+        assert!(merged(&mut names, &bytes, None, true).is_err());
         let last = read_bytes(bytes);
         assert_eq!(memories(&last), memories(&first));
         assert!(memories(&last)[0].contains("(7010, false, 1)"));

@@ -31,9 +31,15 @@ pub(crate) use stream::{PlaneAt, Planes, StreamError, Window};
 
 /// Reads the allocator events of an XSpace into `profile`; the input is
 /// recorded once here. (Compiled programs are read by [`crate::input::hlo`].)
-/// Returns whether the file has allocator events.
-pub(crate) fn read(profile: &mut Profile, path: &str, source: &dyn ByteSource) -> Result<bool> {
-    let found = allocator::read(profile, path, source)?;
+/// Returns whether the file has allocator events. `force_general_path`
+/// reads them by the walk in file order only.
+pub(crate) fn read(
+    profile: &mut Profile,
+    path: &str,
+    source: &dyn ByteSource,
+    force_general_path: bool,
+) -> Result<bool> {
+    let found = allocator::read(profile, path, source, force_general_path)?;
     profile.inputs.push(InputInfo {
         path: path.to_string(),
         format: Format::XSpace,
