@@ -4,7 +4,6 @@
 
 pub mod decompress;
 pub mod detect;
-mod hlo;
 mod pprof;
 pub mod source;
 pub mod torch;
@@ -220,7 +219,7 @@ fn load_into(profile: &mut Profile, source: Source, options: &LoadOptions) -> Re
             let has_allocator_events =
                 xspace::read(profile, &path, &*data, options.force_general_path)?;
             let before = profile.memories.len();
-            hlo::read(profile, &path, &*data)?;
+            xspace::programs::read(profile, &path, &*data)?;
             if !has_allocator_events {
                 let has_programs = profile.memories.len() > before;
                 xspace::note_no_allocator_events(profile, &path, has_programs);

@@ -17,6 +17,7 @@
 //! programs on `/host:metadata`).
 
 mod allocator;
+pub(crate) mod programs;
 mod stream;
 
 use std::borrow::Cow;
@@ -30,7 +31,7 @@ use crate::model::{Format, InputInfo, MemoryKind, Profile};
 pub(crate) use stream::{PlaneAt, Planes, StreamError, Window};
 
 /// Reads the allocator events of an XSpace into `profile`; the input is
-/// recorded once here. (Compiled programs are read by [`crate::input::hlo`].)
+/// recorded once here. (Compiled programs are read by [`programs`].)
 /// Returns whether the file has allocator events. `force_general_path`
 /// reads them by the walk in file order only.
 pub(crate) fn read(
