@@ -213,19 +213,7 @@ fn load_into(profile: &mut Profile, source: Source, options: &LoadOptions) -> Re
             Some(bytes) => pprof::read(profile, &path, bytes, options.force_general_path),
             None => pprof::read(profile, &path, &whole(&*data)?, options.force_general_path),
         },
-        Format::XSpace => {
-            // One XSpace holds both: allocator events and compiled programs.
-            // Both walk it in place, reading only the parts they need.
-            let has_allocator_events =
-                xspace::read(profile, &path, &*data, options.force_general_path)?;
-            let before = profile.memories.len();
-            xspace::programs::read(profile, &path, &*data)?;
-            if !has_allocator_events {
-                let has_programs = profile.memories.len() > before;
-                xspace::note_no_allocator_events(profile, &path, has_programs);
-            }
-            Ok(())
-        }
+        Format::XSpace => xspace::read(profile, &path, &*data, options.force_general_path),
         Format::TorchSnapshot => torch::snapshot::read(profile, &path, &*data),
         Format::TorchTrace | Format::TorchMemoryTimeline => {
             torch::json::read(profile, &path, &*data, format)

@@ -17,7 +17,7 @@
 //! programs on `/host:metadata`).
 
 mod allocator;
-pub(crate) mod programs;
+mod programs;
 mod stream;
 
 use std::borrow::Cow;
@@ -30,29 +30,35 @@ use crate::model::{Format, InputInfo, MemoryKind, Profile};
 
 pub(crate) use stream::{PlaneAt, Planes, StreamError, Window};
 
-/// Reads the allocator events of an XSpace into `profile`; the input is
-/// recorded once here. (Compiled programs are read by [`programs`].)
-/// Returns whether the file has allocator events. `force_general_path`
-/// reads them by the walk in file order only.
+/// Reads an XSpace into `profile`, recording the input once: its allocator
+/// events, then its compiled programs ([`programs`]). One XSpace may hold
+/// both; each walks it in place, reading only the parts it needs.
+/// `force_general_path` decodes allocator events by the general decoder only.
 pub(crate) fn read(
     profile: &mut Profile,
     path: &str,
     source: &dyn ByteSource,
     force_general_path: bool,
-) -> Result<bool> {
-    let found = allocator::read(profile, path, source, force_general_path)?;
+) -> Result<()> {
+    let has_allocator_events = allocator::read(profile, path, source, force_general_path)?;
     profile.inputs.push(InputInfo {
         path: path.to_string(),
         format: Format::XSpace,
         executables: None,
     });
-    Ok(found)
+    let before = profile.memories.len();
+    programs::read(profile, path, source)?;
+    if !has_allocator_events {
+        let has_programs = profile.memories.len() > before;
+        note_no_allocator_events(profile, path, has_programs);
+    }
+    Ok(())
 }
 
 /// Says that the file has no allocator events: with how to record them when
 /// nothing else was found (the error then lists it), in one short line when
 /// its compiled programs are there to show (JAX on CPU, always).
-pub(crate) fn note_no_allocator_events(profile: &mut Profile, path: &str, has_programs: bool) {
+fn note_no_allocator_events(profile: &mut Profile, path: &str, has_programs: bool) {
     if has_programs {
         profile.warn(path, NO_EVENTS_WITH_PROGRAMS);
     } else {
