@@ -7,7 +7,6 @@ pub mod detect;
 mod pprof;
 pub mod source;
 pub mod torch;
-pub mod wire;
 pub mod xspace;
 
 use crate::error::{Error, Result};

@@ -16,7 +16,7 @@ use crate::model::{
     Site, StackId,
 };
 
-use super::wire::{self, Fields, Value};
+use memtool_proto::wire::reader::{self as wire, Fields, Value};
 
 /// Reads one pprof file into `profile`; `force_general_path` skips the one
 /// walk ([`read_in_one_walk`]) for the checked walk every file can take.

@@ -21,10 +21,10 @@ mod programs;
 mod stream;
 mod walk;
 
-use super::wire::WireError;
 use crate::error::{Error, Result};
 use crate::input::source::ByteSource;
 use crate::model::{Format, InputInfo, MemoryKind, Profile};
+use memtool_proto::wire::reader::WireError;
 
 pub(crate) use stream::{PlaneAt, Planes, StreamError, Window};
 use walk::{as_i64, text, Slice};

@@ -14,7 +14,7 @@ use std::io;
 use super::{as_i64, text, Plane, Slice};
 use crate::error::Error;
 use crate::input::source::ByteSource;
-use crate::input::wire::{is_truncation, past_the_end, Fields, Header, Value, WireError};
+use memtool_proto::wire::reader::{is_truncation, past_the_end, Fields, Header, Value, WireError};
 
 /// Why a walk stopped: damaged bytes, or an input that could not be read.
 #[derive(Debug)]

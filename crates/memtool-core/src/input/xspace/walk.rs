@@ -8,7 +8,7 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 
-use crate::input::wire::{Fields, Value, WireError};
+use memtool_proto::wire::reader::{Fields, Value, WireError};
 
 /// A length-delimited sub-message: its bytes and their offset in the input.
 #[derive(Clone, Copy, Debug)]

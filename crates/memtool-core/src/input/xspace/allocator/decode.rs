@@ -5,12 +5,12 @@
 use rustc_hash::FxHashMap;
 
 use crate::error::Result;
-use crate::input::wire::{Header, WireError};
 use crate::input::xspace::stream::Skim;
 use crate::input::xspace::{
     Event, Metadata, PlaneAt, Slice, StatKeys, StatValue, StreamError, Window,
 };
 use crate::model::{Names, Step, StrId};
+use memtool_proto::wire::reader::{Header, WireError};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Key {

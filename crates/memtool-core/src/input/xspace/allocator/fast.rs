@@ -8,11 +8,11 @@ use super::decode::{
 };
 use super::merge::Fallback;
 use crate::error::Result;
-use crate::input::wire::Value;
 use crate::input::xspace::{as_i64, StatValue};
 use crate::model::{Names, StrId};
+use memtool_proto::wire::reader::Value;
 
-/// Reads the varint at `*pos`, as [`crate::input::wire::Fields`] does;
+/// Reads the varint at `*pos`, as [`memtool_proto::wire::reader::Fields`] does;
 /// `None` where it would give an error.
 #[inline(always)]
 fn varint(buf: &[u8], pos: &mut usize) -> Option<u64> {
@@ -41,7 +41,7 @@ fn varint(buf: &[u8], pos: &mut usize) -> Option<u64> {
 }
 
 /// One field of a message in `buf` at `*pos`, framed as
-/// [`crate::input::wire::Fields`] frames it; `None` where it gives an error.
+/// [`memtool_proto::wire::reader::Fields`] frames it; `None` where it gives an error.
 #[inline(always)]
 fn next_field<'a>(buf: &'a [u8], pos: &mut usize) -> Option<(u32, Value<'a>)> {
     let key = varint(buf, pos)?;

@@ -12,10 +12,10 @@ use super::fast::Interned;
 use super::{HOST_PLANE, SKIM_CHUNK};
 use crate::error::Result;
 use crate::input::source::ByteSource;
-use crate::input::wire::{Header, WireError};
 use crate::input::xspace::stream::{header_i64, FieldAt, Skim, Stream};
 use crate::input::xspace::{Planes, StreamError, Window};
 use crate::model::{Names, SiteId};
+use memtool_proto::wire::reader::{Header, WireError};
 
 /// How much of the input the lines' windows read at a time, all together.
 const LINE_CHUNKS: usize = 4 << 20;

@@ -7,10 +7,10 @@ use super::decode::{Decoder, LineClock, PlaneKeys, RawEvent};
 use super::{HOST_PLANE, SKIM_CHUNK};
 use crate::error::Result;
 use crate::input::source::ByteSource;
-use crate::input::wire::Header;
 use crate::input::xspace::stream::{header_i64, FieldAt, Skim, Stream};
 use crate::input::xspace::{PlaneAt, Planes, StreamError, Window};
 use crate::model::Names;
+use memtool_proto::wire::reader::Header;
 
 /// Reads the allocator events in file order, as they are laid out, and sorts
 /// them: for lines out of time order, and to report the first damage in file

@@ -13,7 +13,7 @@
 use memtool_proto::xla::{BufferAllocationProto, HloModuleProto, LogicalBufferProto};
 use prost::Message;
 
-use crate::input::wire::{Fields, Value, WireError};
+use memtool_proto::wire::reader::{Fields, Value, WireError};
 
 /// What the Memory Viewer reads of one module.
 pub(super) struct Decoded<'b> {
