@@ -43,7 +43,7 @@ struct Module<'a> {
 fn fields(buf: &[u8]) -> impl Iterator<Item = Result<(u32, Value<'_>)>> {
     Fields::new(buf).map(|f| {
         f.map(|(n, v, _)| (n, v))
-            .map_err(|e| anyhow!("pattern: {} at byte {}", e.message, e.offset))
+            .map_err(|e| anyhow!("pattern: {} at byte {}", e.message(), e.offset))
     })
 }
 

@@ -79,7 +79,7 @@ enum PlaneField<'a> {
 fn walk(buf: &[u8]) -> impl Iterator<Item = Result<(u32, Value<'_>)>> {
     Fields::new(buf).map(|f| {
         f.map(|(n, v, _)| (n, v))
-            .map_err(|e| anyhow!("malformed protobuf at byte {}: {}", e.offset, e.message))
+            .map_err(|e| anyhow!("malformed protobuf at byte {}: {}", e.offset, e.message()))
     })
 }
 

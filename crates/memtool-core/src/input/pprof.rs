@@ -229,7 +229,7 @@ fn corrupt(path: &str, bytes: &[u8], e: prost::DecodeError) -> Error {
     // prost does not say where; the wire reader finds the first bad top-level field.
     let located = wire::first_error(bytes);
     let (message, offset) = match located {
-        Some(w) => (w.message.to_string(), Some(w.offset as u64)),
+        Some(w) => (w.message().to_string(), Some(w.offset as u64)),
         None => (
             e.to_string()
                 .replace("failed to decode Protobuf message: ", ""),

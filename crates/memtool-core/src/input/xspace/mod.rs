@@ -109,7 +109,7 @@ pub(crate) fn corrupt(path: &str, e: WireError) -> Error {
     Error::Corrupt {
         path: path.to_string(),
         format: "XSpace",
-        message: e.message.to_string(),
+        message: e.message().to_string(),
         offset: Some(e.offset as u64),
     }
 }

@@ -10,38 +10,11 @@ use super::merge::Fallback;
 use crate::error::Result;
 use crate::input::xspace::{as_i64, StatValue};
 use crate::model::{Names, StrId};
-use memtool_proto::wire::reader::Value;
-
-/// Reads the varint at `*pos`, as [`memtool_proto::wire::reader::Fields`] does;
-/// `None` where it would give an error.
-#[inline(always)]
-fn varint(buf: &[u8], pos: &mut usize) -> Option<u64> {
-    let byte = *buf.get(*pos)?;
-    *pos += 1;
-    if byte < 0x80 {
-        return Some(u64::from(byte));
-    }
-    let mut value = u64::from(byte & 0x7f);
-    let mut shift = 7u32;
-    loop {
-        let byte = *buf.get(*pos)?;
-        *pos += 1;
-        if shift == 63 && byte > 1 {
-            return None;
-        }
-        value |= u64::from(byte & 0x7f) << shift;
-        if byte < 0x80 {
-            return Some(value);
-        }
-        shift += 7;
-        if shift > 63 {
-            return None;
-        }
-    }
-}
+use memtool_proto::wire::reader::{varint_at as varint, Value};
 
 /// One field of a message in `buf` at `*pos`, framed as
-/// [`memtool_proto::wire::reader::Fields`] frames it; `None` where it gives an error.
+/// [`memtool_proto::wire::reader::Fields`] frames it; `None` where it gives
+/// an error.
 #[inline(always)]
 fn next_field<'a>(buf: &'a [u8], pos: &mut usize) -> Option<(u32, Value<'a>)> {
     let key = varint(buf, pos)?;

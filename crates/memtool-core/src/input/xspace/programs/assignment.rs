@@ -53,7 +53,7 @@ pub(super) struct TraceEvent<'b> {
 pub(super) type DecodeError = String;
 
 fn wire(e: WireError) -> DecodeError {
-    format!("{} (at byte {} of the module)", e.message, e.offset)
+    format!("{} (at byte {} of the module)", e.message(), e.offset)
 }
 
 fn prost(e: prost::DecodeError) -> DecodeError {
