@@ -309,22 +309,17 @@ impl Decoder {
         seen: (u64, u64),
     ) -> Result<RawEvent, WireError> {
         let mut raw = RawEvent::new(at, seen, free);
-        let mut strings: [Option<StatValue<'_>>; 3] = [None; 3];
-        let mut dtype: Option<Option<&str>> = None;
-        let mut allocator = AllocatorStat::Unset;
+        let mut strings = EventStrings::default();
         for stat in event.stats() {
             let stat = stat?;
             let Some(key) = plane.keys.get(stat.metadata_id) else {
                 continue;
             };
             let v = stat.value;
+            if strings.take(key, v) {
+                continue;
+            }
             match key {
-                Key::AllocatorName => allocator = AllocatorStat::Name(v),
-                Key::DeviceOrdinal | Key::IndexOnHost => {
-                    if let (AllocatorStat::Unset, Some(n)) = (allocator, v.as_i64()) {
-                        allocator = AllocatorStat::Ordinal(n);
-                    }
-                }
                 Key::Reserved => raw.set_number(STACK, v.as_u64()),
                 Key::Allocated => raw.set_number(HEAP, v.as_u64()),
                 Key::Available => raw.set_number(AVAILABLE, v.as_u64()),
@@ -333,41 +328,62 @@ impl Decoder {
                 Key::Requested => raw.set_number(REQUESTED, v.as_u64()),
                 Key::AllocationBytes => raw.set_number(ALLOCATION_BYTES, v.as_u64()),
                 Key::Address => raw.set_number(ADDRESS, v.as_u64()),
-                Key::TfOp => strings[OP] = Some(v),
-                Key::Shape => strings[SHAPE] = Some(v),
-                Key::Region => strings[REGION - 1] = Some(v),
-                Key::DataType => dtype = Some(v.as_i64().and_then(dtype_name)),
-                Key::StepNum => {}
+                _ => {}
             }
         }
-        // Strings are interned once the last stat of each kind is known, in
-        // the order [`Decoder::event_fast`] interns them: both walks then
-        // give one names table.
+        self.place_strings(names, &mut Interned::default(), plane, &strings, &mut raw);
+        Ok(raw)
+    }
+
+    /// Interns an allocator event's strings into `raw` and finds its
+    /// allocator: in one order whichever decoder read the stats (op, shape,
+    /// region, allocator, dtype), so both walks give one names table.
+    pub(super) fn place_strings(
+        &mut self,
+        names: &mut Names,
+        interned: &mut Interned,
+        plane: &mut PlaneKeys,
+        strings: &EventStrings<'_>,
+        raw: &mut RawEvent,
+    ) {
         let PlaneKeys {
             meta, ref_strings, ..
         } = plane;
         // Strings are nearly always `ref_value`s: intern each once.
         let mut string = |v: &StatValue<'_>| string_stat(meta, ref_strings, names, v);
         for (slot, value) in [
-            (OP, strings[OP]),
-            (SHAPE, strings[SHAPE]),
-            (REGION, strings[REGION - 1]),
+            (OP, strings.op),
+            (SHAPE, strings.shape),
+            (REGION, strings.region),
         ] {
             if let Some(v) = value {
                 let id = string(&v);
                 raw.set_string(slot, id);
             }
         }
-        let allocator = match allocator {
+        let allocator = match strings.allocator {
             AllocatorStat::Unset => None,
             AllocatorStat::Name(v) => string(&v),
-            AllocatorStat::Ordinal(n) => Some(names.string(&n.to_string())),
+            AllocatorStat::Ordinal(n) => Some(match interned.ordinals.iter().find(|o| o.0 == n) {
+                Some(&(_, id)) => id,
+                None => {
+                    let id = names.string(&n.to_string());
+                    interned.ordinals.push((n, id));
+                    id
+                }
+            }),
         };
-        if let Some(name) = dtype {
-            raw.set_string(DTYPE, name.map(|name| names.string(name)));
+        if let Some(index) = strings.dtype {
+            let id = index.map(|i| {
+                if interned.dtypes.len() <= i {
+                    interned.dtypes.resize(i + 1, None);
+                }
+                let name = DTYPE_CODES.get(i).copied().unwrap_or("unknown");
+                *interned.dtypes[i].get_or_insert_with(|| names.string(name))
+            });
+            raw.set_string(DTYPE, id);
         }
-        raw.allocator = self.allocator_index(allocator, seen);
-        Ok(raw)
+        raw.allocator = self.allocator_index(allocator, (raw.seq_rank, raw.seq));
     }
 
     pub(super) fn allocator_index(&mut self, name: Option<StrId>, seen: (u64, u64)) -> u32 {
@@ -388,15 +404,70 @@ impl Decoder {
 /// What an allocator event's stats name its allocator by, last stat winning
 /// as in [`Decoder::allocator_event`].
 #[derive(Clone, Copy)]
-pub(super) enum AllocatorStat<'a> {
+enum AllocatorStat<'a> {
     Unset,
     Name(StatValue<'a>),
     Ordinal(i64),
 }
 
+/// An allocator event's strings as its stats give them, the last stat of
+/// each kind winning (an ordinal only until a name or an earlier ordinal):
+/// interned by [`Decoder::place_strings`] once every stat is read.
+#[derive(Clone, Copy)]
+pub(super) struct EventStrings<'a> {
+    op: Option<StatValue<'a>>,
+    shape: Option<StatValue<'a>>,
+    region: Option<StatValue<'a>>,
+    /// Where the `DataType` code's name is in [`DTYPE_CODES`].
+    dtype: Option<Option<usize>>,
+    allocator: AllocatorStat<'a>,
+}
+
+impl Default for EventStrings<'_> {
+    fn default() -> Self {
+        EventStrings {
+            op: None,
+            shape: None,
+            region: None,
+            dtype: None,
+            allocator: AllocatorStat::Unset,
+        }
+    }
+}
+
+impl<'a> EventStrings<'a> {
+    /// Keeps the stat if it gives one of the event's strings; returns
+    /// whether it did.
+    #[inline(always)]
+    pub(super) fn take(&mut self, key: Key, v: StatValue<'a>) -> bool {
+        match key {
+            Key::AllocatorName => self.allocator = AllocatorStat::Name(v),
+            Key::DeviceOrdinal | Key::IndexOnHost => {
+                if let (AllocatorStat::Unset, Some(n)) = (self.allocator, v.as_i64()) {
+                    self.allocator = AllocatorStat::Ordinal(n);
+                }
+            }
+            Key::TfOp => self.op = Some(v),
+            Key::Shape => self.shape = Some(v),
+            Key::Region => self.region = Some(v),
+            Key::DataType => self.dtype = Some(v.as_i64().and_then(dtype_index)),
+            _ => return false,
+        }
+        true
+    }
+}
+
+/// Caches for what nearly every event repeats: `ref_value` strings (per
+/// plane, in [`PlaneKeys`]), dtype names and allocator ordinals.
+#[derive(Default)]
+pub(super) struct Interned {
+    dtypes: Vec<Option<StrId>>,
+    ordinals: Vec<(i64, StrId)>,
+}
+
 /// A string stat, interned. Strings are nearly always `ref_value`s (ids of
 /// the plane's stat metadata): each is interned once and cached by ref id.
-pub(super) fn string_stat(
+fn string_stat(
     meta: &Metadata,
     ref_strings: &mut Vec<Option<Option<StrId>>>,
     names: &mut Names,
@@ -422,7 +493,7 @@ pub(super) fn string_stat(
 }
 
 /// TensorFlow's `DataType` codes' names, as `DataTypeString` names them.
-pub(super) const DTYPE_CODES: [&str; 31] = [
+const DTYPE_CODES: [&str; 31] = [
     "INVALID",
     "float",
     "double",
@@ -456,14 +527,9 @@ pub(super) const DTYPE_CODES: [&str; 31] = [
     "uint4",
 ];
 
-/// TensorFlow's `DataType` enum, named as `DataTypeString` names it.
-fn dtype_name(code: i64) -> Option<&'static str> {
-    dtype_index(code).map(|i| DTYPE_CODES.get(i).copied().unwrap_or("unknown"))
-}
-
 /// Where a `DataType` code's name is in [`DTYPE_CODES`] (its length for
 /// codes it does not list, named "unknown").
-pub(super) fn dtype_index(code: i64) -> Option<usize> {
+fn dtype_index(code: i64) -> Option<usize> {
     // 0 is "not set" on frees; the allocation's own type is what counts.
     match code {
         1.. => Some(

@@ -2,14 +2,13 @@
 //! event's bytes with its own inlined wire reading.
 
 use super::decode::{
-    dtype_index, string_stat, AllocatorStat, Decoder, Key, LineClock, PlaneKeys, RawEvent, ADDRESS,
-    ALLOCATION_BYTES, AVAILABLE, DTYPE, DTYPE_CODES, HEAP, OP, PEAK_IN_USE, REGION, REQUESTED,
-    SHAPE, STACK,
+    Decoder, EventStrings, Interned, Key, LineClock, PlaneKeys, RawEvent, ADDRESS,
+    ALLOCATION_BYTES, AVAILABLE, HEAP, PEAK_IN_USE, REQUESTED, STACK,
 };
 use super::merge::Fallback;
 use crate::error::Result;
 use crate::input::xspace::{as_i64, StatValue};
-use crate::model::{Names, StrId};
+use crate::model::Names;
 use memtool_proto::wire::reader::{varint_at as varint, Value};
 
 /// One field of a message in `buf` at `*pos`, framed as
@@ -93,14 +92,6 @@ fn number_slot(key: Key) -> Option<usize> {
     }
 }
 
-/// Caches for what nearly every event repeats: `ref_value` strings (per
-/// plane, in [`PlaneKeys`]), dtype names and allocator ordinals.
-#[derive(Default)]
-pub(super) struct Interned {
-    dtypes: Vec<Option<StrId>>,
-    ordinals: Vec<(i64, StrId)>,
-}
-
 impl Decoder {
     /// [`Decoder::event`] in one pass over the event's bytes, for the merged
     /// walk: the same event on valid input; `Err` on anything the slow path
@@ -119,9 +110,7 @@ impl Decoder {
     ) -> Result<Option<RawEvent>, Fallback> {
         let (mut metadata_id, mut offset_ps) = (0, 0);
         let mut raw = RawEvent::new(0, seen, false);
-        let mut strings: [Option<StatValue<'_>>; 3] = [None; 3];
-        let mut dtype: Option<Option<usize>> = None;
-        let mut allocator = AllocatorStat::Unset;
+        let mut strings = EventStrings::default();
         // Events of other kinds (most of a host trace) need only framing:
         // their stats are skipped once the metadata id says so.
         let wanted = |id: &i64| plane.allocs.contains(id) || plane.frees.contains(id);
@@ -148,26 +137,10 @@ impl Decoder {
                         raw.numbers[slot] = v.as_u64().unwrap_or(u64::MAX);
                         continue;
                     }
-                    match key {
-                        Key::AllocatorName => allocator = AllocatorStat::Name(v),
-                        Key::DeviceOrdinal | Key::IndexOnHost => {
-                            if let (AllocatorStat::Unset, Some(n)) = (allocator, v.as_i64()) {
-                                allocator = AllocatorStat::Ordinal(n);
-                            }
-                        }
-                        Key::Reserved
-                        | Key::Allocated
-                        | Key::Available
-                        | Key::PeakInUse
-                        | Key::Requested
-                        | Key::AllocationBytes
-                        | Key::Address => {}
-                        Key::Fragmentation => raw.fragmentation = v.as_f64().unwrap_or(f64::NAN),
-                        Key::TfOp => strings[OP] = Some(v),
-                        Key::Shape => strings[SHAPE] = Some(v),
-                        Key::Region => strings[REGION - 1] = Some(v),
-                        Key::DataType => dtype = Some(v.as_i64().and_then(dtype_index)),
-                        Key::StepNum => {}
+                    if key == Key::Fragmentation {
+                        raw.fragmentation = v.as_f64().unwrap_or(f64::NAN);
+                    } else {
+                        strings.take(key, v);
                     }
                 }
                 _ => {}
@@ -192,43 +165,7 @@ impl Decoder {
         };
         raw.at = at;
         raw.free = is_free;
-        let PlaneKeys {
-            meta, ref_strings, ..
-        } = plane;
-        let mut string = |v: &StatValue<'_>| string_stat(meta, ref_strings, names, v);
-        for (slot, value) in [
-            (OP, strings[OP]),
-            (SHAPE, strings[SHAPE]),
-            (REGION, strings[REGION - 1]),
-        ] {
-            if let Some(v) = value {
-                let id = string(&v);
-                raw.set_string(slot, id);
-            }
-        }
-        let allocator = match allocator {
-            AllocatorStat::Unset => None,
-            AllocatorStat::Name(v) => string(&v),
-            AllocatorStat::Ordinal(n) => Some(match interned.ordinals.iter().find(|o| o.0 == n) {
-                Some(&(_, id)) => id,
-                None => {
-                    let id = names.string(&n.to_string());
-                    interned.ordinals.push((n, id));
-                    id
-                }
-            }),
-        };
-        if let Some(index) = dtype {
-            let id = index.map(|i| {
-                if interned.dtypes.len() <= i {
-                    interned.dtypes.resize(i + 1, None);
-                }
-                let name = DTYPE_CODES.get(i).copied().unwrap_or("unknown");
-                *interned.dtypes[i].get_or_insert_with(|| names.string(name))
-            });
-            raw.set_string(DTYPE, id);
-        }
-        raw.allocator = self.allocator_index(allocator, seen);
+        self.place_strings(names, interned, plane, &strings, &mut raw);
         Ok(Some(raw))
     }
 }

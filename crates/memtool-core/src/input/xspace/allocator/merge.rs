@@ -7,8 +7,7 @@ use std::collections::BinaryHeap;
 use std::sync::mpsc;
 
 use super::build::{Collected, MemoryBuilder, SiteCache};
-use super::decode::{Decoder, LineClock, PlaneKeys, RawEvent};
-use super::fast::Interned;
+use super::decode::{Decoder, Interned, LineClock, PlaneKeys, RawEvent};
 use super::{HOST_PLANE, SKIM_CHUNK};
 use crate::error::Result;
 use crate::input::source::ByteSource;
