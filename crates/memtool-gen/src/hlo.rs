@@ -18,11 +18,11 @@ use std::collections::BTreeSet;
 use std::io::Write;
 
 use anyhow::{anyhow, bail, Result};
-use memtool_core::input::wire::{Fields, Value};
+use memtool_proto::wire::reader::{Fields, Value};
 use memtool_proto::xla::HloProto;
 use prost::Message;
 
-use crate::wire::{put_bytes_field, put_key, put_varint, put_varint_field};
+use memtool_proto::wire::writer::{put_bytes_field, put_key, put_varint, put_varint_field};
 
 const METADATA_PLANE: &str = "/host:metadata";
 const HLO_PROTO_STAT: &str = "Hlo Proto";
@@ -43,7 +43,7 @@ struct Module<'a> {
 fn fields(buf: &[u8]) -> impl Iterator<Item = Result<(u32, Value<'_>)>> {
     Fields::new(buf).map(|f| {
         f.map(|(n, v, _)| (n, v))
-            .map_err(|e| anyhow!("pattern: {} at byte {}", e.message, e.offset))
+            .map_err(|e| anyhow!("pattern: {} at byte {}", e.message(), e.offset))
     })
 }
 

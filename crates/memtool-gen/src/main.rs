@@ -10,7 +10,6 @@ mod pickle;
 mod pprof;
 mod torch_snapshot;
 mod torch_trace;
-mod wire;
 mod xspace;
 
 use std::io::{BufWriter, Write};

@@ -16,7 +16,7 @@ use flate2::Compression;
 use memtool_proto::pprof;
 use prost::Message;
 
-use crate::wire::{put_len_prefix, put_packed, put_varint_field};
+use memtool_proto::wire::writer::{put_len_prefix, put_packed, put_varint_field};
 
 pub struct Pattern {
     profile: pprof::Profile,
@@ -148,7 +148,7 @@ pub fn write_snapshot(pattern: &Pattern, n: u64, leak: u64, out: &mut dyn Write)
             if l.num != 0 {
                 put_varint_field(&mut label, 3, l.num as u64);
             }
-            crate::wire::put_bytes_field(&mut body, 3, &label);
+            memtool_proto::wire::writer::put_bytes_field(&mut body, 3, &label);
         }
         put_len_prefix(&mut buf, 2, body.len() as u64);
         buf.extend_from_slice(&body);

@@ -5,7 +5,7 @@
 
 use std::rc::Rc;
 
-use memtool_core::input::wire::{Fields, Value};
+use memtool_proto::wire::reader::{Fields, Value};
 
 use super::*;
 use crate::pickle::Val;

@@ -13,9 +13,9 @@ use std::collections::HashMap;
 use std::io::Write;
 
 use anyhow::{anyhow, bail, Context, Result};
-use memtool_core::input::wire::{Fields, Value};
+use memtool_proto::wire::reader::{Fields, Value};
 
-use crate::wire::{len_field_size, put_len_prefix, put_varint_field};
+use memtool_proto::wire::writer::{len_field_size, put_len_prefix, put_varint_field};
 
 const ALLOC: &str = "MemoryAllocation";
 const DEALLOC: &str = "MemoryDeallocation";
@@ -79,7 +79,7 @@ enum PlaneField<'a> {
 fn walk(buf: &[u8]) -> impl Iterator<Item = Result<(u32, Value<'_>)>> {
     Fields::new(buf).map(|f| {
         f.map(|(n, v, _)| (n, v))
-            .map_err(|e| anyhow!("malformed protobuf at byte {}: {}", e.offset, e.message))
+            .map_err(|e| anyhow!("malformed protobuf at byte {}: {}", e.offset, e.message()))
     })
 }
 
@@ -397,14 +397,14 @@ fn put_field(out: &mut Vec<u8>, number: u32, value: Value<'_>) {
     match value {
         Value::Varint(v) => put_varint_field(out, number, v),
         Value::Fixed64(v) => {
-            crate::wire::put_key(out, number, 1);
+            memtool_proto::wire::writer::put_key(out, number, 1);
             out.extend_from_slice(&v.to_le_bytes());
         }
         Value::Fixed32(v) => {
-            crate::wire::put_key(out, number, 5);
+            memtool_proto::wire::writer::put_key(out, number, 5);
             out.extend_from_slice(&v.to_le_bytes());
         }
-        Value::Bytes(b) => crate::wire::put_bytes_field(out, number, b),
+        Value::Bytes(b) => memtool_proto::wire::writer::put_bytes_field(out, number, b),
     }
 }
 
@@ -434,7 +434,7 @@ fn task_environment(plane: &[u8], extra_ns: u64) -> Result<Vec<u8>> {
                         (n, v) => put_field(&mut shifted, n, v),
                     }
                 }
-                crate::wire::put_bytes_field(&mut out, 6, &shifted);
+                memtool_proto::wire::writer::put_bytes_field(&mut out, 6, &shifted);
             }
             (n, v) => put_field(&mut out, n, v),
         }
@@ -511,7 +511,7 @@ pub fn generate(pattern: &[u8], n: u64, out: &mut dyn Write) -> Result<u64> {
             }
             (1, Value::Bytes(plane)) if plane_name(plane)? == "Task Environment" => {
                 let shifted = task_environment(plane, extra_ns)?;
-                crate::wire::put_bytes_field(&mut field, 1, &shifted);
+                memtool_proto::wire::writer::put_bytes_field(&mut field, 1, &shifted);
                 emit(&field)?;
             }
             (n, v) => {

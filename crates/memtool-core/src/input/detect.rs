@@ -1,6 +1,6 @@
 //! Recognizes a profile format from its bytes, never from the file name.
 
-use super::wire::{Fields, Value};
+use memtool_proto::wire::reader::{Fields, Value};
 
 /// What the (decompressed) bytes look like.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

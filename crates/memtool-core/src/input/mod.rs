@@ -4,11 +4,9 @@
 
 pub mod decompress;
 pub mod detect;
-mod hlo;
 mod pprof;
 pub mod source;
 pub mod torch;
-pub mod wire;
 pub mod xspace;
 
 use crate::error::{Error, Result};
@@ -56,9 +54,9 @@ pub struct LoadOptions {
     /// ([`decompress::default_limit`]).
     pub max_decompressed: Option<u64>,
     /// Read every input through the readers' general paths only, never their
-    /// fast paths (pprof's one walk, XSpace's merged walk and fast event
-    /// decoding, the pickle records fast path, the Chrome trace window). For
-    /// the tests and the fuzz target that check both paths give one profile.
+    /// fast paths (pprof's one walk, XSpace's fast event decoding, the pickle
+    /// records fast path, the Chrome trace window). For the tests and the fuzz
+    /// target that check both paths give one profile.
     #[doc(hidden)]
     pub force_general_path: bool,
 }
@@ -211,21 +209,10 @@ fn load_into(profile: &mut Profile, source: Source, options: &LoadOptions) -> Re
     match format {
         Format::Pprof => match data.as_bytes() {
             // Gunzipped: already in memory, read in place rather than copied.
-            Some(bytes) => pprof::read(profile, &path, bytes),
-            None => pprof::read(profile, &path, &whole(&*data)?),
+            Some(bytes) => pprof::read(profile, &path, bytes, options.force_general_path),
+            None => pprof::read(profile, &path, &whole(&*data)?, options.force_general_path),
         },
-        Format::XSpace => {
-            // One XSpace holds both: allocator events and compiled programs.
-            // Both walk it in place, reading only the parts they need.
-            let has_allocator_events = xspace::read(profile, &path, &*data)?;
-            let before = profile.memories.len();
-            hlo::read(profile, &path, &*data)?;
-            if !has_allocator_events {
-                let has_programs = profile.memories.len() > before;
-                xspace::note_no_allocator_events(profile, &path, has_programs);
-            }
-            Ok(())
-        }
+        Format::XSpace => xspace::read(profile, &path, &*data, options.force_general_path),
         Format::TorchSnapshot => torch::snapshot::read(profile, &path, &*data),
         Format::TorchTrace | Format::TorchMemoryTimeline => {
             torch::json::read(profile, &path, &*data, format)

@@ -16,10 +16,17 @@ use crate::model::{
     Site, StackId,
 };
 
-use super::wire::{self, Fields, Value};
+use memtool_proto::wire::reader::{self as wire, Fields, Value};
 
-pub(crate) fn read(profile: &mut Profile, path: &str, bytes: &[u8]) -> Result<()> {
-    if profile.is_empty() && read_in_one_walk(profile, path, bytes) {
+/// Reads one pprof file into `profile`; `force_general_path` skips the one
+/// walk ([`read_in_one_walk`]) for the checked walk every file can take.
+pub(crate) fn read(
+    profile: &mut Profile,
+    path: &str,
+    bytes: &[u8],
+    force_general_path: bool,
+) -> Result<()> {
+    if !force_general_path && profile.is_empty() && read_in_one_walk(profile, path, bytes) {
         return Ok(());
     }
     read_checked(profile, path, bytes)
@@ -222,7 +229,7 @@ fn corrupt(path: &str, bytes: &[u8], e: prost::DecodeError) -> Error {
     // prost does not say where; the wire reader finds the first bad top-level field.
     let located = wire::first_error(bytes);
     let (message, offset) = match located {
-        Some(w) => (w.message.to_string(), Some(w.offset as u64)),
+        Some(w) => (w.message().to_string(), Some(w.offset as u64)),
         None => (
             e.to_string()
                 .replace("failed to decode Protobuf message: ", ""),
@@ -826,7 +833,7 @@ mod tests {
         assert!(!read_in_one_walk(&mut p, "cut.prof", &cut));
         assert!(p.is_empty());
         let checked = read_checked(&mut Profile::default(), "cut.prof", &cut).unwrap_err();
-        let via_read = read(&mut Profile::default(), "cut.prof", &cut).unwrap_err();
+        let via_read = read(&mut Profile::default(), "cut.prof", &cut, false).unwrap_err();
         assert_eq!(via_read.to_string(), checked.to_string());
     }
 

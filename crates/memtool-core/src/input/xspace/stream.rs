@@ -14,7 +14,7 @@ use std::io;
 use super::{as_i64, text, Plane, Slice};
 use crate::error::Error;
 use crate::input::source::ByteSource;
-use crate::input::wire::{is_truncation, past_the_end, Fields, Header, Value, WireError};
+use memtool_proto::wire::reader::{past_the_end, Fields, Header, Value, WireError};
 
 /// Why a walk stopped: damaged bytes, or an input that could not be read.
 #[derive(Debug)]
@@ -216,7 +216,7 @@ impl Stream {
                     return Ok(Some((number, field)));
                 }
                 Ok(None) => return Ok(None),
-                Err(e) if !held_to_end && is_truncation(&e) => {
+                Err(e) if !held_to_end && e.kind.is_truncation() => {
                     // The field runs past the window, not past its message:
                     // read it whole once its claimed size is known to fit.
                     let mut header = Fields::at(bytes, self.pos as usize);
@@ -361,7 +361,9 @@ mod tests {
                 }
                 Ok(Some((n, FieldAt::Scalar))) => out.push((n, Vec::new())),
                 Ok(None) => return Ok(out),
-                Err(StreamError::Wire(e)) => return Err(format!("{} at {}", e.message, e.offset)),
+                Err(StreamError::Wire(e)) => {
+                    return Err(format!("{} at {}", e.message(), e.offset))
+                }
                 Err(StreamError::Io(e)) => return Err(e.to_string()),
             }
         }
@@ -373,7 +375,7 @@ mod tests {
             match field {
                 Ok((n, Value::Bytes(b), _)) => out.push((n, b.to_vec())),
                 Ok((n, _, _)) => out.push((n, Vec::new())),
-                Err(e) => return Err(format!("{} at {}", e.message, e.offset)),
+                Err(e) => return Err(format!("{} at {}", e.message(), e.offset)),
             }
         }
         Ok(out)
@@ -427,7 +429,7 @@ mod tests {
                     Ok(Some(_)) => n += 1,
                     Ok(None) => break Ok(n),
                     Err(StreamError::Wire(e)) => {
-                        break Err(format!("{} at {}", e.message, e.offset))
+                        break Err(format!("{} at {}", e.message(), e.offset))
                     }
                     Err(StreamError::Io(e)) => break Err(e.to_string()),
                 }

@@ -55,7 +55,7 @@ pub fn put_packed(out: &mut Vec<u8>, field: u32, values: impl Iterator<Item = u6
 #[cfg(test)]
 mod tests {
     use super::*;
-    use memtool_core::input::wire::{Fields, Value};
+    use crate::wire::reader::{Fields, Value};
 
     #[test]
     fn round_trips_through_the_reader() {

@@ -29,7 +29,61 @@ impl Value<'_> {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct WireError {
     pub offset: usize,
-    pub message: &'static str,
+    pub kind: WireErrorKind,
+}
+
+impl WireError {
+    /// What went wrong, in the words error messages use.
+    pub fn message(&self) -> &'static str {
+        self.kind.message()
+    }
+}
+
+/// What kind of wire-format problem a [`WireError`] is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WireErrorKind {
+    /// The bytes end inside a varint.
+    TruncatedVarint,
+    /// A varint that does not fit in 64 bits.
+    VarintTooLong,
+    /// Field number 0, or one past the largest protobuf allows.
+    InvalidFieldNumber,
+    /// The bytes end inside a fixed64 value.
+    TruncatedFixed64,
+    /// The bytes end inside a fixed32 value.
+    TruncatedFixed32,
+    /// A length-delimited field whose payload runs past the end of the data.
+    LengthPastEnd,
+    /// Wire type 3, 4 (groups), 6 or 7.
+    UnsupportedWireType,
+}
+
+impl WireErrorKind {
+    /// The kind in the words error messages use (pinned by the broken-input
+    /// corpus: keep them as they are).
+    pub fn message(self) -> &'static str {
+        match self {
+            WireErrorKind::TruncatedVarint => "truncated varint",
+            WireErrorKind::VarintTooLong => "varint longer than 64 bits",
+            WireErrorKind::InvalidFieldNumber => "invalid field number",
+            WireErrorKind::TruncatedFixed64 => "truncated fixed64",
+            WireErrorKind::TruncatedFixed32 => "truncated fixed32",
+            WireErrorKind::LengthPastEnd => "length prefix runs past the end of the data",
+            WireErrorKind::UnsupportedWireType => "unsupported wire type",
+        }
+    }
+
+    /// Whether the kind may only mean that the bytes given to [`Fields`] stop
+    /// early (a window of a longer message), not that the message is damaged.
+    pub fn is_truncation(self) -> bool {
+        matches!(
+            self,
+            WireErrorKind::TruncatedVarint
+                | WireErrorKind::TruncatedFixed64
+                | WireErrorKind::TruncatedFixed32
+                | WireErrorKind::LengthPastEnd
+        )
+    }
 }
 
 /// Iterator over the fields of one message.
@@ -73,7 +127,7 @@ impl<'a> Fields<'a> {
         while let Some(&byte) = self.buf.get(self.pos) {
             self.pos += 1;
             if shift == 63 && byte > 1 {
-                return Err(self.error("varint longer than 64 bits"));
+                return Err(self.error(WireErrorKind::VarintTooLong));
             }
             value |= u64::from(byte & 0x7f) << shift;
             if byte & 0x80 == 0 {
@@ -81,25 +135,25 @@ impl<'a> Fields<'a> {
             }
             shift += 7;
             if shift > 63 {
-                return Err(self.error("varint longer than 64 bits"));
+                return Err(self.error(WireErrorKind::VarintTooLong));
             }
         }
-        Err(self.error("truncated varint"))
+        Err(self.error(WireErrorKind::TruncatedVarint))
     }
 
-    fn take(&mut self, n: usize, what: &'static str) -> Result<&'a [u8], WireError> {
+    fn take(&mut self, n: usize, short: WireErrorKind) -> Result<&'a [u8], WireError> {
         if self.buf.len() - self.pos < n {
-            return Err(self.error(what));
+            return Err(self.error(short));
         }
         let out = &self.buf[self.pos..self.pos + n];
         self.pos += n;
         Ok(out)
     }
 
-    fn error(&self, message: &'static str) -> WireError {
+    fn error(&self, kind: WireErrorKind) -> WireError {
         WireError {
             offset: self.base + self.pos,
-            message,
+            kind,
         }
     }
 
@@ -115,7 +169,7 @@ impl<'a> Fields<'a> {
         let field = key >> 3;
         if field == 0 || field > u64::from(u32::MAX >> 3) {
             self.pos = start;
-            return Err(self.error("invalid field number"));
+            return Err(self.error(WireErrorKind::InvalidFieldNumber));
         }
         Ok(Some((field, key)))
     }
@@ -132,7 +186,7 @@ impl<'a> Fields<'a> {
         let value = match key & 7 {
             0 => Value::Varint(self.varint()?),
             1 => {
-                let b = self.take(8, "truncated fixed64")?;
+                let b = self.take(8, WireErrorKind::TruncatedFixed64)?;
                 Value::Fixed64(u64::from_le_bytes(b.try_into().expect("8 bytes")))
             }
             2 => {
@@ -141,18 +195,47 @@ impl<'a> Fields<'a> {
                 // The value starts after its length prefix: sub-messages are
                 // framed from there, so their error offsets must be too.
                 value_at = self.base + self.pos;
-                Value::Bytes(self.take(len, PAST_THE_END)?)
+                Value::Bytes(self.take(len, WireErrorKind::LengthPastEnd)?)
             }
             5 => {
-                let b = self.take(4, "truncated fixed32")?;
+                let b = self.take(4, WireErrorKind::TruncatedFixed32)?;
                 Value::Fixed32(u32::from_le_bytes(b.try_into().expect("4 bytes")))
             }
             _ => {
                 self.pos = start;
-                return Err(self.error("unsupported wire type"));
+                return Err(self.error(WireErrorKind::UnsupportedWireType));
             }
         };
         Ok(Some((field as u32, value, value_at)))
+    }
+}
+
+/// Reads the varint at `*pos` as [`Fields`] does, `None` where it gives an
+/// error: the copy hot loops inline (the merged XSpace walk decodes every
+/// stat with it), kept beside the canonical one and tested against it.
+#[inline(always)]
+pub fn varint_at(buf: &[u8], pos: &mut usize) -> Option<u64> {
+    let byte = *buf.get(*pos)?;
+    *pos += 1;
+    if byte < 0x80 {
+        return Some(u64::from(byte));
+    }
+    let mut value = u64::from(byte & 0x7f);
+    let mut shift = 7u32;
+    loop {
+        let byte = *buf.get(*pos)?;
+        *pos += 1;
+        if shift == 63 && byte > 1 {
+            return None;
+        }
+        value |= u64::from(byte & 0x7f) << shift;
+        if byte < 0x80 {
+            return Some(value);
+        }
+        shift += 7;
+        if shift > 63 {
+            return None;
+        }
     }
 }
 
@@ -179,7 +262,7 @@ impl Fields<'_> {
         let header = match key & 7 {
             0 => Header::Scalar(Value::Varint(self.varint()?)),
             1 => {
-                let b = self.take(8, "truncated fixed64")?;
+                let b = self.take(8, WireErrorKind::TruncatedFixed64)?;
                 Header::Scalar(Value::Fixed64(u64::from_le_bytes(
                     b.try_into().expect("8 bytes"),
                 )))
@@ -190,14 +273,14 @@ impl Fields<'_> {
                 Header::Len(len)
             }
             5 => {
-                let b = self.take(4, "truncated fixed32")?;
+                let b = self.take(4, WireErrorKind::TruncatedFixed32)?;
                 Header::Scalar(Value::Fixed32(u32::from_le_bytes(
                     b.try_into().expect("4 bytes"),
                 )))
             }
             _ => {
                 self.pos = start;
-                return Err(self.error("unsupported wire type"));
+                return Err(self.error(WireErrorKind::UnsupportedWireType));
             }
         };
         Ok(Some((field as u32, header, value_at)))
@@ -209,19 +292,8 @@ impl Fields<'_> {
 pub fn past_the_end(value_at: usize) -> WireError {
     WireError {
         offset: value_at,
-        message: PAST_THE_END,
+        kind: WireErrorKind::LengthPastEnd,
     }
-}
-
-const PAST_THE_END: &str = "length prefix runs past the end of the data";
-
-/// Whether `e` may only mean that the bytes given to [`Fields`] stop early
-/// (a window of a longer message), not that the message is damaged.
-pub fn is_truncation(e: &WireError) -> bool {
-    matches!(
-        e.message,
-        "truncated varint" | "truncated fixed64" | "truncated fixed32" | PAST_THE_END
-    )
 }
 
 impl<'a> Iterator for Fields<'a> {
@@ -286,25 +358,25 @@ mod tests {
         // field 2, length 2^62
         let buf = [0x12, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x40];
         let err = first_error(&buf).unwrap();
-        assert_eq!(err.message, "length prefix runs past the end of the data");
+        assert_eq!(err.message(), "length prefix runs past the end of the data");
         assert_eq!(err.offset, 10);
     }
 
     #[test]
     fn truncated_and_invalid_keys_are_errors() {
-        assert_eq!(first_error(&[0x08]).unwrap().message, "truncated varint");
+        assert_eq!(first_error(&[0x08]).unwrap().message(), "truncated varint");
         assert_eq!(
-            first_error(&[0x00]).unwrap().message,
+            first_error(&[0x00]).unwrap().message(),
             "invalid field number"
         );
         assert_eq!(
-            first_error(&[0x0b]).unwrap().message,
+            first_error(&[0x0b]).unwrap().message(),
             "unsupported wire type"
         );
         assert_eq!(
             first_error(&[0x08, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f])
                 .unwrap()
-                .message,
+                .message(),
             "varint longer than 64 bits"
         );
     }
@@ -316,5 +388,76 @@ mod tests {
             .collect();
         assert_eq!(v, vec![1, 150, 3]);
         assert!(packed_varints(&[0x80], 0).any(|r| r.is_err()));
+    }
+
+    /// Encodes `v` as a minimal varint.
+    fn encode(mut v: u64) -> Vec<u8> {
+        let mut out = Vec::new();
+        while v >= 0x80 {
+            out.push((v as u8) | 0x80);
+            v >>= 7;
+        }
+        out.push(v as u8);
+        out
+    }
+
+    #[test]
+    fn the_inlined_varint_agrees_with_the_reader() {
+        let mut cases: Vec<Vec<u8>> = vec![
+            vec![],
+            // Overlong: an 11th byte, or a 10th above 1.
+            vec![0x80; 10].into_iter().chain([0x00]).collect(),
+            vec![0xff; 9].into_iter().chain([0x02]).collect(),
+            vec![0xff; 10].into_iter().chain([0x01]).collect(),
+            // Not minimal but within 10 bytes: both read 0 and 1.
+            vec![0x80, 0x00],
+            vec![0x81, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x00],
+        ];
+        // 1 to 10 bytes: the smallest and largest value of each length, and
+        // each cut one byte short.
+        for bytes in 1..=10u32 {
+            let low = if bytes == 1 {
+                0
+            } else {
+                1u64 << (7 * (bytes - 1))
+            };
+            let high = 1u64.checked_shl(7 * bytes).map_or(u64::MAX, |n| n - 1);
+            for v in [low, high, u64::MAX] {
+                let encoded = encode(v);
+                cases.push(encoded[..encoded.len() - 1].to_vec());
+                cases.push(encoded);
+            }
+        }
+        for case in &cases {
+            // A trailing byte shows where each stops.
+            let buf: Vec<u8> = case.iter().copied().chain([0x2a]).collect();
+            let cut = case.clone();
+            for buf in [&buf, &cut] {
+                let mut fields = Fields::new(buf);
+                let canonical = fields.varint().ok().map(|v| (v, fields.pos));
+                let mut pos = 0;
+                let inlined = varint_at(buf, &mut pos).map(|v| (v, pos));
+                assert_eq!(inlined, canonical, "{buf:02x?}");
+            }
+        }
+        assert_eq!(varint_at(&encode(u64::MAX), &mut 0), Some(u64::MAX));
+        assert_eq!(encode(u64::MAX).len(), 10);
+    }
+
+    #[test]
+    fn errors_have_a_kind_and_keep_their_message() {
+        let kind = |buf: &[u8]| first_error(buf).unwrap().kind;
+        assert_eq!(kind(&[0x08]), WireErrorKind::TruncatedVarint);
+        assert_eq!(kind(&[0x09, 0]), WireErrorKind::TruncatedFixed64);
+        assert_eq!(kind(&[0x0d, 0]), WireErrorKind::TruncatedFixed32);
+        assert_eq!(kind(&[0x12, 5, 0]), WireErrorKind::LengthPastEnd);
+        assert_eq!(kind(&[0x00]), WireErrorKind::InvalidFieldNumber);
+        assert_eq!(kind(&[0x0b]), WireErrorKind::UnsupportedWireType);
+        assert!(kind(&[0x12, 5, 0]).is_truncation());
+        assert!(!kind(&[0x0b]).is_truncation());
+        assert_eq!(
+            first_error(&[0x0d, 0]).unwrap().message(),
+            "truncated fixed32"
+        );
     }
 }

@@ -13,7 +13,7 @@
 use memtool_proto::xla::{BufferAllocationProto, HloModuleProto, LogicalBufferProto};
 use prost::Message;
 
-use crate::input::wire::{Fields, Value, WireError};
+use memtool_proto::wire::reader::{Fields, Value, WireError};
 
 /// What the Memory Viewer reads of one module.
 pub(super) struct Decoded<'b> {
@@ -53,7 +53,7 @@ pub(super) struct TraceEvent<'b> {
 pub(super) type DecodeError = String;
 
 fn wire(e: WireError) -> DecodeError {
-    format!("{} (at byte {} of the module)", e.message, e.offset)
+    format!("{} (at byte {} of the module)", e.message(), e.offset)
 }
 
 fn prost(e: prost::DecodeError) -> DecodeError {

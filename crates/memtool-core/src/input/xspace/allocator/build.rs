@@ -1,0 +1,244 @@
+//! Building one memory per allocator from its events in time order:
+//! allocations, events, live set at start, allocator samples and warnings.
+
+use rustc_hash::FxHashMap;
+
+use super::decode::{Decoder, RawEvent, DTYPE, OP, REGION, SHAPE};
+use super::{file_name, BEFORE_START_OP, STACK_OP};
+use crate::model::{
+    AllocId, Allocation, AllocatorSample, Axis, EventKind, Memory, MemoryKind, Names, Profile,
+    Site, SiteId, StackId, Step, StrId,
+};
+
+/// What both walks found, before the memories are made.
+pub(super) struct Collected {
+    pub(super) decoder: Decoder,
+    /// By allocator index (`RawEvent::allocator`).
+    pub(super) builders: Vec<MemoryBuilder>,
+    /// Whether there was any allocator event.
+    pub(super) any: bool,
+}
+
+impl Collected {
+    /// Adds the memories; returns whether there were allocator events.
+    pub(super) fn finish(self, profile: &mut Profile, path: &str) -> bool {
+        let Collected {
+            decoder,
+            mut builders,
+            any,
+        } = self;
+        if decoder.bad_times > 0 {
+            profile.warn(
+                path,
+                format!(
+                    "{} events have a time that overflows and were skipped",
+                    decoder.bad_times
+                ),
+            );
+        }
+        let mut steps: Vec<Step> = decoder.steps.into_values().collect();
+        steps.sort_by_key(|s| (s.start, s.id));
+        let mut order: Vec<usize> = (0..decoder.allocators.len()).collect();
+        order.sort_by_key(|&i| decoder.allocators[i].first);
+        builders.resize_with(decoder.allocators.len(), MemoryBuilder::default);
+        for index in order {
+            let builder = std::mem::take(&mut builders[index]);
+            let name = decoder.allocators[index].name;
+            let name = name.map_or("<unnamed allocator>", |n| profile.names.str(n));
+            let id = if profile.memories.iter().any(|m| m.id == name) {
+                format!("{name} ({})", file_name(path))
+            } else {
+                name.to_string()
+            };
+            let memory = builder.finish(profile, path, id, steps.clone());
+            profile.memories.push(memory);
+        }
+        any
+    }
+}
+
+/// Sites of allocator events by (op, shape, dtype, region): a profile has a
+/// few hundred, each interned once rather than hashed per event.
+#[derive(Default)]
+pub(super) struct SiteCache {
+    ids: FxHashMap<[StrId; 4], SiteId>,
+}
+
+impl SiteCache {
+    pub(super) fn site(&mut self, names: &mut Names, e: &RawEvent) -> SiteId {
+        *self.ids.entry(e.strings).or_insert_with(|| {
+            names.site(Site {
+                stack: StackId(0),
+                op: e.string(OP),
+                shape: e.string(SHAPE),
+                dtype: e.string(DTYPE),
+                category: e.string(REGION),
+            })
+        })
+    }
+}
+
+/// One allocator's memory, built from its events in time order: its
+/// allocations, events, live set at start and allocator samples.
+pub(super) struct MemoryBuilder {
+    memory: Memory,
+    /// Live allocations by address.
+    live: FxHashMap<u64, AllocId>,
+    live_at_start_bytes: u64,
+    reused: u64,
+    no_address_frees: u64,
+    stack_changes: u64,
+    first: Option<RawEvent>,
+}
+
+impl Default for MemoryBuilder {
+    fn default() -> Self {
+        MemoryBuilder {
+            memory: Memory::new(String::new(), MemoryKind::Allocator, Axis::TimePs),
+            live: FxHashMap::default(),
+            live_at_start_bytes: 0,
+            reused: 0,
+            no_address_frees: 0,
+            stack_changes: 0,
+            first: None,
+        }
+    }
+}
+
+impl MemoryBuilder {
+    pub(super) fn push(&mut self, e: &RawEvent, site: SiteId) {
+        let first = *self.first.get_or_insert(*e);
+        let memory = &mut self.memory;
+        let bytes = e.allocation_bytes().or(e.requested()).unwrap_or(0);
+        let allocation = Allocation {
+            bytes,
+            requested: e.requested().unwrap_or(bytes),
+            count: 1,
+            address: e.address(),
+            site,
+        };
+        let id = if e.free {
+            match e.address().and_then(|a| self.live.remove(&a)) {
+                Some(id) => id,
+                None => {
+                    // Freed, never seen allocated: it was live at the start.
+                    if e.address().is_none() {
+                        self.no_address_frees += 1;
+                    }
+                    let id = memory.push_allocation(allocation);
+                    memory.live_at_start.push(id);
+                    self.live_at_start_bytes = self.live_at_start_bytes.saturating_add(bytes);
+                    id
+                }
+            }
+        } else {
+            let id = memory.push_allocation(allocation);
+            if let Some(address) = e.address() {
+                if self.live.insert(address, id).is_some() {
+                    self.reused += 1;
+                }
+            }
+            id
+        };
+        memory.events.push(crate::model::Event {
+            at: e.at,
+            kind: if e.free {
+                EventKind::Free
+            } else {
+                EventKind::Alloc
+            },
+            alloc: id,
+        });
+        if e.stack() != first.stack() {
+            self.stack_changes += 1;
+        }
+        memory.allocator_samples.push(
+            AllocatorSample::new(e.at)
+                .with_allocated_bytes(e.heap().map(|h| h.saturating_add(e.stack().unwrap_or(0))))
+                .with_free_bytes(e.available())
+                .with_fragmentation(e.fragmentation()),
+        );
+        if let Some(p) = e.peak_in_use() {
+            memory.allocator_peak_bytes = Some(memory.allocator_peak_bytes.map_or(p, |q| q.max(p)));
+        }
+    }
+
+    fn finish(self, profile: &mut Profile, path: &str, id: String, steps: Vec<Step>) -> Memory {
+        let MemoryBuilder {
+            mut memory,
+            live_at_start_bytes,
+            reused,
+            no_address_frees,
+            stack_changes,
+            first,
+            ..
+        } = self;
+        memory.id = id;
+        memory.steps = steps;
+        let first_stack = first.and_then(|e| e.stack());
+        // What the heap held before the first event that no free accounts for.
+        if let Some(first) = first {
+            if let Some(heap) = first.heap() {
+                let own = first.allocation_bytes().or(first.requested()).unwrap_or(0);
+                let before = if first.free {
+                    heap.saturating_add(own)
+                } else {
+                    heap.saturating_sub(own)
+                };
+                let unexplained = before.saturating_sub(live_at_start_bytes);
+                if unexplained > 0 {
+                    pseudo_allocation(profile, &mut memory, unexplained, BEFORE_START_OP, None);
+                }
+            }
+        }
+        if let Some(stack) = first_stack.filter(|&s| s > 0) {
+            pseudo_allocation(profile, &mut memory, stack, STACK_OP, Some(STACK_OP));
+        }
+        let id = memory.id.clone();
+        if reused > 0 {
+            profile.warn(
+                path,
+                format!("{id}: {reused} allocations reuse the address of a live allocation without a free in between; the earlier ones stay live"),
+            );
+        }
+        if no_address_frees > 0 {
+            profile.warn(
+                path,
+                format!("{id}: {no_address_frees} frees have no address and match no allocation"),
+            );
+        }
+        if stack_changes > 0 {
+            profile.warn(
+                path,
+                format!("{id}: reserved stack size changes during the profile; live sets count the stack at the first event"),
+            );
+        }
+        memory
+    }
+}
+
+fn pseudo_allocation(
+    profile: &mut Profile,
+    memory: &mut Memory,
+    bytes: u64,
+    op: &str,
+    category: Option<&str>,
+) {
+    let op = Some(profile.names.string(op));
+    let category = category.map(|c| profile.names.string(c));
+    let site = profile.names.site(Site {
+        stack: StackId(0),
+        op,
+        shape: None,
+        dtype: None,
+        category,
+    });
+    let id = memory.push_allocation(Allocation {
+        bytes,
+        requested: bytes,
+        count: 1,
+        address: None,
+        site,
+    });
+    memory.live_at_start.push(id);
+}

@@ -1,0 +1,270 @@
+//! Allocator events of an XSpace: TSL's BFC allocator and oneDNN's `mklcpu`
+//! record every allocation and free as `MemoryAllocation` /
+//! `MemoryDeallocation` events on the `/host:CPU` plane, each carrying the
+//! allocator's totals after it.
+//!
+//! Mapping into the model (one [`Memory`](crate::model::Memory) per allocator,
+//! [`Axis::TimePs`](crate::model::Axis::TimePs)):
+//! - `at` = `line.timestamp_ns × 1000 + offset_ps`, minus the profile start
+//!   (`Task Environment` / `profile_start_time`, else the earliest line) when
+//!   the line timestamps are absolute; TensorFlow and JAX already write them
+//!   relative to the start. Events
+//!   are ordered by `at`, ties by (line, index) — not by line-relative offset
+//!   as XProf does.
+//! - A free is matched to the live allocation at its address. A free with no
+//!   live allocation there freed something allocated before the profile
+//!   started: it becomes an allocation live at start.
+//! - The heap the allocator already held at the first event, less those, is
+//!   one allocation live at start ([`BEFORE_START_OP`]); stack reserved on
+//!   the device (`bytes_reserved`) is another ([`STACK_OP`]). Replaying the
+//!   events then gives the allocator's own in-use figure.
+//! - Each event's totals become one
+//!   [`AllocatorSample`](crate::model::AllocatorSample) (in use = stack +
+//!   heap, free = `bytes_available`, `fragmentation`).
+//! - Steps are the spans of events carrying a `step_num` stat (TensorFlow
+//!   `Trace('train', step_num=k)`, JAX `StepTraceAnnotation`).
+
+mod build;
+mod decode;
+mod fast;
+mod merge;
+mod sequential;
+
+use crate::error::Result;
+use crate::input::source::ByteSource;
+use crate::input::xspace::{Planes, StreamError, Window};
+use crate::model::Profile;
+use merge::{merged, Fallback};
+use sequential::sequential;
+
+/// The op label of the heap held before the first event.
+pub const BEFORE_START_OP: &str = "<allocated before the profile started>";
+/// The op label of stack reserved on the device (TPU), as XProf names it.
+pub const STACK_OP: &str = "stack";
+
+const HOST_PLANE: &str = "/host:CPU";
+const TASK_ENVIRONMENT: &str = "Task Environment";
+
+/// How to capture allocator events, for profiles without any memory.
+pub(super) const NO_EVENTS_HINT: &str =
+    "no allocator events (MemoryAllocation/MemoryDeallocation) on \
+    /host:CPU, so there is no allocator timeline; TensorFlow records them with \
+    tf.profiler.experimental.start(logdir, options=tf.profiler.experimental.ProfilerOptions(\
+    host_tracer_level=3)), JAX and PyTorch/XLA on GPU or TPU with jax.profiler.trace(logdir); \
+    JAX on CPU records none";
+
+/// Reads the allocator events of `source` into one memory per allocator: by
+/// the merged walk, else (a line out of time order, damage) by the walk in
+/// file order, which gives the same memories, or the error.
+/// `force_general_path` decodes events with [`decode::Decoder::event`] only,
+/// never [`decode::Decoder::event_fast`].
+/// Adds a memory per allocator; returns whether there were allocator events.
+pub(crate) fn read(
+    profile: &mut Profile,
+    path: &str,
+    source: &dyn ByteSource,
+    force_general_path: bool,
+) -> Result<bool> {
+    let mut window = Window::new(source, SKIM_CHUNK);
+    let start_ns = profile_start_ns(&mut window).map_err(|e| e.into_error(path))?;
+    let merged = {
+        let _span = crate::timings::span("xspace: allocator events");
+        merged(&mut profile.names, source, start_ns, !force_general_path)
+    };
+    let collected = match merged {
+        Ok(collected) => collected,
+        // A line out of time order, or damage: the walk in file order sorts
+        // what it reads, and finds the first problem in that order.
+        Err(Fallback) => {
+            let _span = crate::timings::span("xspace: allocator events, in file order");
+            sequential(&mut profile.names, source, start_ns).map_err(|e| e.into_error(path))?
+        }
+    };
+    Ok(collected.finish(profile, path))
+}
+
+/// How much of the input a skim over headers reads at a time.
+const SKIM_CHUNK: usize = 64 << 10;
+
+/// `profile_start_time` of the `Task Environment` plane, in ns since the epoch.
+fn profile_start_ns(window: &mut Window<'_>) -> Result<Option<i64>, StreamError> {
+    let mut planes = Planes::new(window);
+    while let Some(at) = planes.next(window)? {
+        if at.name != TASK_ENVIRONMENT {
+            continue;
+        }
+        let bytes = at.load(window)?;
+        let plane = at.parse(&bytes)?;
+        let meta = plane.metadata()?;
+        for stat in plane.stats() {
+            let stat = stat?;
+            if meta.stat_name(stat.metadata_id) == Some("profile_start_time") {
+                return Ok(stat.value.as_i64());
+            }
+        }
+    }
+    Ok(None)
+}
+
+pub(super) fn file_name(path: &str) -> &str {
+    path.rsplit(['/', '\\']).next().unwrap_or(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{EventKind, Names};
+
+    use crate::input::xspace::tests::{field, int};
+
+    fn metadata_entry(out: &mut Vec<u8>, map: u32, id: u64, name: &str) {
+        let mut meta = Vec::new();
+        int(&mut meta, 1, id);
+        field(&mut meta, 2, name.as_bytes());
+        let mut entry = Vec::new();
+        int(&mut entry, 1, id);
+        field(&mut entry, 2, &meta);
+        field(out, map, &entry);
+    }
+
+    /// (offset ps, free, allocator, address, heap bytes after)
+    type Ev = (u64, bool, &'static str, u64, u64);
+
+    fn line(timestamp_ns: u64, events: &[Ev], timestamp_last: bool) -> Vec<u8> {
+        let mut line = Vec::new();
+        if !timestamp_last {
+            int(&mut line, 3, timestamp_ns);
+        }
+        for &(offset, free, allocator, address, heap) in events {
+            let mut event = Vec::new();
+            int(&mut event, 1, if free { 2 } else { 1 });
+            int(&mut event, 2, offset);
+            let mut stat = Vec::new();
+            int(&mut stat, 1, 10);
+            field(&mut stat, 5, allocator.as_bytes());
+            field(&mut event, 4, &stat);
+            for (id, v) in [(11, address), (12, heap), (13, 256)] {
+                let mut stat = Vec::new();
+                int(&mut stat, 1, id);
+                int(&mut stat, 3, v);
+                field(&mut event, 4, &stat);
+            }
+            field(&mut line, 4, &event);
+        }
+        if timestamp_last {
+            int(&mut line, 3, timestamp_ns);
+        }
+        line
+    }
+
+    fn xspace(lines: &[Vec<u8>]) -> Vec<u8> {
+        let mut plane = Vec::new();
+        field(&mut plane, 2, HOST_PLANE.as_bytes());
+        for l in lines {
+            field(&mut plane, 3, l);
+        }
+        metadata_entry(&mut plane, 4, 1, "MemoryAllocation");
+        metadata_entry(&mut plane, 4, 2, "MemoryDeallocation");
+        for (id, name) in [
+            (10, "allocator_name"),
+            (11, "addr"),
+            (12, "bytes_allocated"),
+            (13, "allocation_bytes"),
+        ] {
+            metadata_entry(&mut plane, 5, id, name);
+        }
+        let mut space = Vec::new();
+        field(&mut space, 1, &plane);
+        space
+    }
+
+    /// Line A (first in the file) holds allocator `x`; line B starts earlier
+    /// in time with allocator `y`, and interleaves with A.
+    const A: [Ev; 3] = [
+        (10, false, "x", 1, 256),
+        (30, false, "x", 2, 512),
+        (50, true, "x", 1, 256),
+    ];
+    const B: [Ev; 3] = [
+        (5, false, "y", 7, 256),
+        (20, false, "x", 3, 768),
+        (40, true, "y", 7, 0),
+    ];
+
+    fn memories(profile: &Profile) -> Vec<String> {
+        profile
+            .memories
+            .iter()
+            .map(|m| {
+                let events: Vec<(i64, bool, u64)> = m
+                    .events
+                    .iter()
+                    .map(|e| {
+                        let a = m.allocation(e.alloc);
+                        (e.at, e.kind == EventKind::Free, a.address.unwrap_or(0))
+                    })
+                    .collect();
+                format!(
+                    "{} {:?} live at start {:?} samples {:?}",
+                    m.id, events, m.live_at_start, m.allocator_samples
+                )
+            })
+            .collect()
+    }
+
+    fn read_bytes(bytes: Vec<u8>) -> Profile {
+        let mut profile = Profile::default();
+        read(&mut profile, "t.xplane.pb", &bytes, false).unwrap();
+        profile
+    }
+
+    #[test]
+    fn lines_merge_by_time_and_memories_keep_walk_order() {
+        let bytes = xspace(&[line(0, &A, false), line(0, &B, false)]);
+        let mut names = Names::default();
+        assert!(merged(&mut names, &bytes, None, true).is_ok());
+        let profile = read_bytes(bytes.clone());
+        let got = memories(&profile);
+        assert_eq!(got.len(), 2);
+        // `x` first: its first event comes first in the file, though `y`'s
+        // comes first in time.
+        assert!(
+            got[0].starts_with("x [(10, false, 1), (20, false, 3), (30, false, 2), (50, true, 1)]"),
+            "{}",
+            got[0]
+        );
+        assert!(
+            got[1].starts_with("y [(5, false, 7), (40, true, 7)]"),
+            "{}",
+            got[1]
+        );
+        // The walk in file order builds the same memories.
+        let mut sequential_profile = Profile::default();
+        sequential(&mut sequential_profile.names, &bytes, None)
+            .unwrap()
+            .finish(&mut sequential_profile, "t.xplane.pb");
+        assert_eq!(memories(&sequential_profile), got);
+    }
+
+    #[test]
+    fn a_line_out_of_time_order_is_sorted() {
+        let in_order = read_bytes(xspace(&[line(0, &A, false), line(0, &B, false)]));
+        let mut reversed = A;
+        reversed.reverse();
+        let bytes = xspace(&[line(0, &reversed, false), line(0, &B, false)]);
+        let mut names = Names::default();
+        assert!(merged(&mut names, &bytes, None, true).is_err());
+        assert_eq!(memories(&read_bytes(bytes)), memories(&in_order));
+    }
+
+    #[test]
+    fn a_timestamp_after_the_events_times_them_all() {
+        let first = read_bytes(xspace(&[line(7, &A, false), line(0, &B, false)]));
+        let bytes = xspace(&[line(7, &A, true), line(0, &B, false)]);
+        let mut names = Names::default();
+        assert!(merged(&mut names, &bytes, None, true).is_err());
+        let last = read_bytes(bytes);
+        assert_eq!(memories(&last), memories(&first));
+        assert!(memories(&last)[0].contains("(7010, false, 1)"));
+    }
+}
