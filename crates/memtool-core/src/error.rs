@@ -8,13 +8,21 @@ use std::fmt;
 pub enum Error {
     /// The bytes are not a profile format memtool knows.
     #[error("{path}: {reason}")]
-    UnknownFormat { path: String, reason: String },
+    UnknownFormat {
+        /// The input.
+        path: String,
+        /// What memtool expected instead.
+        reason: String,
+    },
 
     /// The file claims to be a known format but is corrupt or truncated.
     #[error("{path}: invalid {format}: {message}{}", Offset(*offset))]
     Corrupt {
+        /// The input.
         path: String,
+        /// The format it claims to be (`pprof`, `XSpace`, `pickle`, ...).
         format: &'static str,
+        /// What is wrong, in a few words.
         message: String,
         /// Byte offset of the problem in the (decompressed) input, when known.
         offset: Option<u64>,
@@ -23,20 +31,34 @@ pub enum Error {
     /// A limit that protects the machine was reached.
     #[error("{path}: {what} exceeds the limit of {limit}; {hint}")]
     Limit {
+        /// The input.
         path: String,
+        /// What outgrew the limit (`decompressed size`, ...).
         what: &'static str,
+        /// The limit, in readable units.
         limit: String,
+        /// How to raise it, when the user may.
         hint: &'static str,
     },
 
     /// A well-formed input that holds nothing the command can use.
     #[error("{path}: {message}")]
-    NoData { path: String, message: String },
+    NoData {
+        /// The input.
+        path: String,
+        /// What the readers found instead.
+        message: String,
+    },
 
     /// The input could not be read (an I/O failure, or a file that changed
     /// while it was read).
     #[error("{path}: cannot read: {message}")]
-    Read { path: String, message: String },
+    Read {
+        /// The input.
+        path: String,
+        /// The I/O error, in words.
+        message: String,
+    },
 
     /// Inputs that cannot be analysed together.
     #[error("{0}")]
@@ -54,4 +76,5 @@ impl fmt::Display for Offset {
     }
 }
 
+/// The core's result type: a value or one [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;

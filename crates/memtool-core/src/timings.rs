@@ -23,18 +23,22 @@ thread_local! {
 /// One finished (or still open) span, in the order spans were opened.
 #[derive(Clone, Debug)]
 pub struct Record {
+    /// What the span measured (`read input`, `analysis`, ...).
     pub name: &'static str,
     /// Nesting level: 0 for the outermost spans.
     pub depth: usize,
+    /// How long it took; `None` while it is still open.
     pub elapsed: Option<Duration>,
     /// What the memory probe said when the span ended (peak RSS in bytes).
     pub memory_after: Option<u64>,
 }
 
+/// Turns spans on for the rest of the process (off by default).
 pub fn enable() {
     ENABLED.store(true, Ordering::Relaxed);
 }
 
+/// Whether spans are on.
 pub fn enabled() -> bool {
     ENABLED.load(Ordering::Relaxed)
 }
@@ -50,6 +54,7 @@ pub struct Span {
     open: Option<(usize, Instant)>,
 }
 
+/// Opens a span named `name`; it ends when the returned value is dropped.
 pub fn span(name: &'static str) -> Span {
     if !enabled() {
         return Span { open: None };

@@ -16,7 +16,9 @@ pub use source::ByteSource;
 
 /// One input as the caller opened it: a display path and where its bytes are.
 pub struct Source {
+    /// The path as the user gave it; every message about the input names it.
     pub path: String,
+    /// Where the input's bytes are read from.
     pub data: Box<dyn ByteSource>,
 }
 

@@ -17,6 +17,7 @@ pub trait ByteSource: Send + Sync {
     /// error (`UnexpectedEof`), never a short read.
     fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()>;
 
+    /// Whether the input has no bytes.
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -92,6 +93,7 @@ pub struct SourceReader<'a> {
 }
 
 impl<'a> SourceReader<'a> {
+    /// A reader of `source` from its first byte.
     pub fn new(source: &'a dyn ByteSource) -> SourceReader<'a> {
         SourceReader {
             source,

@@ -42,7 +42,9 @@ id_type!(
 /// `<module>` are kept verbatim).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Frame {
+    /// The function's name.
     pub function: StrId,
+    /// The file the function is in, as the profiler wrote it.
     pub file: StrId,
     /// 0 when unknown.
     pub line: u32,
@@ -59,11 +61,13 @@ struct StackNode {
 /// its size and address.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Site {
+    /// The call stack, leaf first (the empty stack when unknown).
     pub stack: StackId,
     /// Framework op (`jit(step)/dot_general`, `AddV2`, ...), if known.
     pub op: Option<StrId>,
     /// Shape as the framework prints it (`f32[512,1024]{1,0}`, `[256,1024]`).
     pub shape: Option<StrId>,
+    /// Element type (`float32`, `bf16`), if known.
     pub dtype: Option<StrId>,
     /// Region or category (`output`, `temp`, `PARAMETER`, `AUTOGRAD_DETAIL`...).
     pub category: Option<StrId>,
@@ -142,10 +146,12 @@ impl Names {
         (!s.is_empty()).then(|| self.string(s))
     }
 
+    /// The string with this id.
     pub fn str(&self, id: StrId) -> &str {
         &self.strings[id.index()]
     }
 
+    /// Interns a frame.
     pub fn frame(&mut self, frame: Frame) -> FrameId {
         if let Some(&id) = self.frame_ids.get(&frame) {
             return id;
@@ -156,6 +162,7 @@ impl Names {
         id
     }
 
+    /// The frame with this id.
     pub fn frame_of(&self, id: FrameId) -> Frame {
         self.frames[id.index()]
     }
@@ -208,6 +215,7 @@ impl Names {
         self.strings.len()
     }
 
+    /// Interns a site.
     pub fn site(&mut self, site: Site) -> SiteId {
         let stack_only = Site {
             stack: site.stack,
@@ -235,6 +243,7 @@ impl Names {
         id
     }
 
+    /// The site with this id.
     pub fn site_of(&self, id: SiteId) -> &Site {
         &self.sites[id.index()]
     }
@@ -353,10 +362,12 @@ pub struct Renames {
 }
 
 impl Renames {
+    /// The id in the importing table of the imported table's string `id`.
     pub fn string(&self, id: StrId) -> StrId {
         self.strings.get(id.index()).copied().unwrap_or_default()
     }
 
+    /// The id in the importing table of the imported table's site `id`.
     pub fn site(&self, id: SiteId) -> SiteId {
         self.sites.get(id.index()).copied().unwrap_or_default()
     }

@@ -9,7 +9,7 @@
 //!   snapshot is one instant; `memory1.prof … memory9.prof` are nine).
 //!
 //! Analyses never look at the input format: they ask a memory for its
-//! [`crate::analysis::Timeline`] and for the live set at a point of it.
+//! timeline (`crate::analysis::replay`) and for the live set at a point of it.
 
 mod intern;
 
@@ -25,6 +25,7 @@ use serde::Serialize;
 pub struct AllocId(pub u32);
 
 impl AllocId {
+    /// The position in [`Memory::allocations`].
     pub fn index(self) -> usize {
         self.0 as usize
     }
@@ -48,6 +49,7 @@ pub enum Format {
 }
 
 impl Format {
+    /// The name used in every output (as in JSON).
     pub fn name(self) -> &'static str {
         match self {
             Format::Pprof => "pprof",
@@ -62,7 +64,9 @@ impl Format {
 /// One file that went into a profile.
 #[derive(Clone, Debug, Serialize)]
 pub struct InputInfo {
+    /// The path as the user gave it (`-` for standard input).
     pub path: String,
+    /// The format detected from the file's bytes.
     pub format: Format,
     /// Compiled programs the file lists apart from buffers (pprof
     /// `kind=executable` samples, which carry no device).
@@ -118,21 +122,29 @@ pub struct Allocation {
     pub requested: u64,
     /// Number of buffers this allocation stands for (1 but for pprof samples).
     pub count: u64,
+    /// Where the allocator placed it, when the format records addresses.
     pub address: Option<u64>,
+    /// Where it was allocated: stack, op, shape, dtype, category.
     pub site: SiteId,
 }
 
+/// Whether an event makes or releases an allocation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EventKind {
+    /// The allocation becomes live.
     Alloc,
+    /// The allocation is released.
     Free,
 }
 
 /// An allocation or free at a position on the memory's axis.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Event {
+    /// Position on the memory's [`Axis`].
     pub at: i64,
+    /// Allocation or free.
     pub kind: EventKind,
+    /// The allocation it makes or releases.
     pub alloc: AllocId,
 }
 
@@ -141,26 +153,37 @@ pub struct Event {
 pub struct Instant {
     /// Where it came from, e.g. the snapshot's file name.
     pub label: String,
+    /// Position on the memory's [`Axis`] (the snapshot number for pprof).
     pub at: i64,
+    /// The allocations live at this instant.
     pub live: Vec<AllocId>,
 }
 
 /// Compiled programs held by the runtime, reported apart from buffers.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Executables {
+    /// How many programs.
     pub count: u64,
+    /// Their total size (signed: pprof sample values are).
     pub bytes: i64,
 }
 
 /// One allocator, device, or program memory space.
 #[derive(Clone, Debug)]
 pub struct Memory {
+    /// Unique within the profile: `cuda:0`, `GPU_0_bfc`, `jit_step(10)`.
     pub id: String,
+    /// Device, allocator or program memory space.
     pub kind: MemoryKind,
+    /// What event and instant positions measure.
     pub axis: Axis,
+    /// Every allocation, indexed by [`AllocId`].
     pub allocations: Vec<Allocation>,
+    /// Allocations and frees in axis order.
     pub events: Vec<Event>,
+    /// Allocations live before the first event (made before the recording).
     pub live_at_start: Vec<AllocId>,
+    /// Complete live sets at positions (pprof snapshots), in order.
     pub instants: Vec<Instant>,
     /// Total memory the device or allocator can hand out, when known.
     pub capacity: Option<u64>,
@@ -194,7 +217,9 @@ pub struct Memory {
 pub struct Step {
     /// The step number the program gave (`step_num`).
     pub id: i64,
+    /// First position of the step on the memory's axis.
     pub start: i64,
+    /// Last position of the step on the memory's axis.
     pub end: i64,
 }
 
@@ -211,6 +236,7 @@ pub struct ProgramInfo {
     pub parameter_bytes: u64,
     /// Allocations that may be live after the program ends.
     pub output_bytes: u64,
+    /// Allocations holding constants of the program.
     pub constant_bytes: u64,
     /// Allocations reused within the program (the simulated heap).
     pub temporary_bytes: u64,
@@ -248,6 +274,7 @@ pub struct ProgramBuffer {
     /// buffer, and memory reused through sharing for the buffer that first
     /// held it.
     pub own_bytes: u64,
+    /// The buffer's size without layout padding.
     pub own_unpadded_bytes: u64,
 }
 
@@ -268,8 +295,11 @@ impl ProgramInfo {
 /// how it is split into blocks.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Segment {
+    /// Start address of the segment, when recorded.
     pub address: Option<u64>,
+    /// Bytes reserved from the device.
     pub bytes: u64,
+    /// The CUDA stream the segment serves, when recorded.
     pub stream: Option<i64>,
     /// The allocator's pool or segment type (`large`, `small`), when known.
     pub pool: Option<StrId>,
@@ -280,14 +310,17 @@ pub struct Segment {
 /// One block of a segment.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SegmentBlock {
+    /// Start address of the block, when recorded.
     pub address: Option<u64>,
     /// Bytes of the block (rounded by the allocator).
     pub bytes: u64,
     /// Bytes the program asked for; equal to `bytes` when unknown.
     pub requested: u64,
+    /// Whether the program holds it, it waits for stream work, or it is free.
     pub state: BlockState,
 }
 
+/// The state of a segment's block in the allocator.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum BlockState {
@@ -309,6 +342,7 @@ pub enum BlockState {
 /// builders.
 #[derive(Clone, Copy)]
 pub struct AllocatorSample {
+    /// Position on the memory's [`Axis`].
     pub at: i64,
     reserved_bytes: u64,
     allocated_bytes: u64,
@@ -380,26 +414,31 @@ impl AllocatorSample {
         self.figure(FRAGMENTATION, self.fragmentation)
     }
 
+    /// The sample with [`AllocatorSample::reserved_bytes`] set (or cleared).
     pub fn with_reserved_bytes(mut self, v: Option<u64>) -> Self {
         self.set(RESERVED, |s| &mut s.reserved_bytes, v);
         self
     }
 
+    /// The sample with [`AllocatorSample::allocated_bytes`] set (or cleared).
     pub fn with_allocated_bytes(mut self, v: Option<u64>) -> Self {
         self.set(ALLOCATED, |s| &mut s.allocated_bytes, v);
         self
     }
 
+    /// The sample with [`AllocatorSample::free_bytes`] set (or cleared).
     pub fn with_free_bytes(mut self, v: Option<u64>) -> Self {
         self.set(FREE, |s| &mut s.free_bytes, v);
         self
     }
 
+    /// The sample with [`AllocatorSample::largest_free_block`] set (or cleared).
     pub fn with_largest_free_block(mut self, v: Option<u64>) -> Self {
         self.set(LARGEST_FREE, |s| &mut s.largest_free_block, v);
         self
     }
 
+    /// The sample with [`AllocatorSample::fragmentation`] set (or cleared).
     pub fn with_fragmentation(mut self, v: Option<f64>) -> Self {
         self.set(FRAGMENTATION, |s| &mut s.fragmentation, v);
         self
@@ -437,6 +476,7 @@ impl std::fmt::Debug for AllocatorSample {
 }
 
 impl Memory {
+    /// An empty memory.
     pub fn new(id: impl Into<String>, kind: MemoryKind, axis: Axis) -> Memory {
         Memory {
             id: id.into(),
@@ -480,6 +520,7 @@ impl Memory {
         id
     }
 
+    /// The allocation with this id (ids come from this memory).
     pub fn allocation(&self, id: AllocId) -> &Allocation {
         &self.allocations[id.index()]
     }
@@ -505,15 +546,20 @@ impl Memory {
 pub struct Warning {
     /// The input it concerns.
     pub path: String,
+    /// What was read around, in one sentence.
     pub message: String,
 }
 
 /// Everything read from the inputs of one command.
 #[derive(Debug, Default)]
 pub struct Profile {
+    /// The files read, in command-line order.
     pub inputs: Vec<InputInfo>,
+    /// Interned strings, frames, stacks and sites, shared by all memories.
     pub names: Names,
+    /// Every allocator, device and program memory space, in the order read.
     pub memories: Vec<Memory>,
+    /// What the readers read around instead of failing.
     pub warnings: Vec<Warning>,
 }
 
@@ -538,6 +584,7 @@ impl Profile {
             && self.names.string_count() <= 1
     }
 
+    /// Records a warning about the input `path`.
     pub fn warn(&mut self, path: &str, message: impl Into<String>) {
         self.warnings.push(Warning {
             path: path.to_string(),
