@@ -6,7 +6,7 @@ Runs JAX on CPU; four virtual devices make the sharded case. Writes:
   OUT/leak1.prof .. leak4.prof a list that grows each step in `keep_history` (a leak)
   OUT/cache1.prof .. cache6.prof a dict that fills up to 3 entries and stops (bounded)
   OUT/sharded.prof             arrays sharded and replicated over 4 devices
-
+then makes their absolute file names relative (scripts/relativize_fixture_paths.py).
 usage: pip install jax && python3 scripts/capture_jax_pprof.py OUT
 (memtool never needs Python; only these fixtures do.)
 """
@@ -83,3 +83,15 @@ if __name__ == "__main__":
         cached_table(step)
         save(f"cache{step}.prof")
     kept2 = sharded()
+    # Last, below every line the fixtures' frames point at (which must not
+    # move): <checkout>/scripts/X -> scripts/X, <venv>/lib/pythonX.Y/site-packages/
+    # -> venv/lib/pythonX.Y/site-packages/, so no fixture carries a path of
+    # the machine that made it.
+    from relativize_fixture_paths import relativize_file
+
+    checkout = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    names = ["training.prof", "sharded.prof"]
+    names += [f"leak{step}.prof" for step in range(1, 5)]
+    names += [f"cache{step}.prof" for step in range(1, 7)]
+    for name in names:
+        relativize_file(os.path.join(out, name), checkout, "pprof")

@@ -4,8 +4,8 @@
 A jitted MLP training step runs three times under `jax.profiler.trace`. JAX on
 CPU records no allocator events, but every compiled module's HloProto (with
 its buffer assignment) is stored in the XSpace: the input of XProf's Memory
-Viewer and of memtool's compiled-program memories.
-
+Viewer and of memtool's compiled-program memories. Its absolute file names are
+made relative (scripts/relativize_fixture_paths.py) once written.
 usage: pip install jax && python3 scripts/capture_jax_xspace.py tests/xspace/jax_mlp.xplane.pb
 (memtool never needs Python; only this fixture does.)
 """
@@ -59,4 +59,11 @@ if len(found) != 1:
 os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
 shutil.copyfile(found[0], out)
 shutil.rmtree(logdir)
+# Here, below every line the fixture's metadata points at (which must not
+# move): <checkout>/scripts/X -> scripts/X, <venv>/lib/pythonX.Y/site-packages/
+# -> venv/lib/pythonX.Y/site-packages/, so the fixture carries no path of the
+# machine that made it.
+from relativize_fixture_paths import relativize_file  # noqa: E402
+
+relativize_file(out, os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "xspace")
 print("wrote", out, os.path.getsize(out), "bytes")

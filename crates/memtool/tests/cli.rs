@@ -78,7 +78,9 @@ fn malformed_inputs_exit_2_with_one_line_naming_the_file() {
         }
     }
     // Truncated protobuf, at many points: always exit 2 with an offset, never a panic.
-    for cut in [7, raw.len() / 3, raw.len() / 2, raw.len() - 3] {
+    // (Inside a field: training.prof's middle itself falls between two
+    // top-level fields, where a cut leaves a shorter but well-formed message.)
+    for cut in [7, raw.len() / 3, raw.len() / 2 + 1, raw.len() - 3] {
         let p = write(&dir, &format!("cut{cut}.prof"), &raw[..cut]);
         let e = one_line_error(&["summary", &p], &p);
         assert!(e.contains("invalid pprof profile: "), "{e}");
@@ -293,9 +295,10 @@ fn series_from_committed_fixtures_tell_leaks_from_caches() {
 fn diff_reads_both_sides_in_parallel_but_reports_the_base_first() {
     let dir = temp_dir("diff-both-broken");
     let raw = raw_profile();
-    // The base fails late (cut in the middle), the new side at once (empty):
-    // the base's error is still the one reported.
-    let base = write(&dir, "base.prof", &raw[..raw.len() / 2]);
+    // The base fails late (cut in the middle, inside a field: the middle
+    // itself falls between two), the new side at once (empty): the base's
+    // error is still the one reported.
+    let base = write(&dir, "base.prof", &raw[..raw.len() / 2 + 1]);
     let new = write(&dir, "new.prof", b"");
     let err = one_line_error(&["diff", &base, &new], &base);
     assert!(err.contains("invalid pprof"), "{err}");
@@ -305,4 +308,45 @@ fn diff_reads_both_sides_in_parallel_but_reports_the_base_first() {
     assert_eq!(both["total"]["base_bytes"], 3735552, "{both}");
     assert_eq!(both["total"]["delta_bytes"], 0, "{both}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Committed fixtures name their frames relative to the checkout and the
+/// virtualenv (`scripts/…`, `venv/lib/pythonX.Y/site-packages/…`), never by a
+/// path of the machine that made them: the capture scripts pass what they
+/// write through `scripts/relativize_fixture_paths.py`.
+#[test]
+fn committed_fixtures_carry_no_absolute_path_of_the_machine_that_made_them() {
+    fn walk(dir: &std::path::Path, files: &mut Vec<std::path::PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                walk(&path, files);
+            } else {
+                files.push(path);
+            }
+        }
+    }
+    let mut files = Vec::new();
+    walk(&common::repo().join("tests"), &mut files);
+    walk(&common::repo().join("examples"), &mut files);
+    assert!(files.len() > 40, "{files:?}");
+    for path in files {
+        let bytes = std::fs::read(&path).unwrap();
+        let mut text = bytes.clone();
+        if bytes.starts_with(&[0x1f, 0x8b]) {
+            // Broken ones too (as far as they decompress), but not past 1 MiB
+            // of the decompression bomb (zeros).
+            let mut raw = Vec::new();
+            let mut gz = std::io::Read::take(GzDecoder::new(&bytes[..]), 1 << 20);
+            let _ = std::io::Read::read_to_end(&mut gz, &mut raw);
+            text.extend_from_slice(&raw);
+        }
+        for prefix in ["/work/", "/tmp/", "/home/", "/root/"] {
+            assert!(
+                !text.windows(prefix.len()).any(|w| w == prefix.as_bytes()),
+                "{} holds a path under {prefix}: rewrite it with scripts/relativize_fixture_paths.py",
+                path.display()
+            );
+        }
+    }
 }
