@@ -8,7 +8,7 @@ use anyhow::{bail, Context, Result};
 use memtool_core::model::Profile;
 use memtool_core::{LoadOptions, Source};
 
-use crate::cli::ReadArgs;
+use crate::cli::{check_selection, AnalysisArgs, InputArgs, ReadArgs};
 
 /// Opens one input: a file path, or `-` for standard input. Files are not
 /// read here: the core pulls what it needs, so a gigabyte profile is never
@@ -52,19 +52,26 @@ fn describe_io(e: &std::io::Error) -> String {
     }
 }
 
-/// Reads the inputs of one command into one profile (a series when several).
-pub fn load(paths: &[String], args: &ReadArgs) -> Result<Profile> {
-    let mut profiles = load_several(&[paths], args)?;
-    Ok(profiles.remove(0))
+/// Reads the inputs of one command into one profile (a series when
+/// several), and fails when a `--memory` of `analysis` names no memory there.
+pub fn load(input: &InputArgs, analysis: &AnalysisArgs) -> Result<Profile> {
+    let mut profiles = load_several(&[&input.files], &input.read)?;
+    let profile = profiles.remove(0);
+    check_selection(&[&profile], &analysis.options())?;
+    Ok(profile)
 }
 
-/// Reads the two sides of a comparison, in parallel.
-pub fn load_pair(base: &[String], new: &[String], args: &ReadArgs) -> Result<(Profile, Profile)> {
-    let mut both = load_several(&[base, new], args)?.into_iter();
-    match (both.next(), both.next()) {
-        (Some(base), Some(new)) => Ok((base, new)),
-        _ => bail!("internal error: two profiles expected"),
-    }
+/// Reads the two sides of a comparison, the first file and the rest, in
+/// parallel, and fails when a `--memory` of `analysis` names no memory on
+/// either side.
+pub fn load_pair(input: &InputArgs, analysis: &AnalysisArgs) -> Result<(Profile, Profile)> {
+    let (base, new) = input.files.split_at(1.min(input.files.len()));
+    let mut both = load_several(&[base, new], &input.read)?.into_iter();
+    let (Some(base), Some(new)) = (both.next(), both.next()) else {
+        bail!("internal error: two profiles expected");
+    };
+    check_selection(&[&base, &new], &analysis.options())?;
+    Ok((base, new))
 }
 
 /// Reads independent profiles (diff's base and new), each from its own

@@ -9,18 +9,33 @@ use memtool_core::report::{exporter, Report};
 
 use crate::cli::OutputArgs;
 
+/// Writes `report` in the format and to the place `args` name.
 pub fn write(report: &dyn Report, args: &OutputArgs) -> Result<()> {
     let _span = memtool_core::timings::span("output");
     let exporter = exporter(args.format.into());
-    match &args.output {
-        None => {
+    write_to(args.output.as_deref(), |out| exporter.export(report, out))
+}
+
+/// Whether output for `-o path` goes to standard output: no `-o`, or `-o -`.
+pub fn is_stdout(path: Option<&Path>) -> bool {
+    path.is_none_or(|p| p.as_os_str() == "-")
+}
+
+/// Writes what `fill` writes to `path` (see [`is_stdout`]), the one way every
+/// command's output leaves memtool.
+pub fn write_to(
+    path: Option<&Path>,
+    fill: impl FnOnce(&mut dyn Write) -> io::Result<()>,
+) -> Result<()> {
+    match path {
+        Some(path) if !is_stdout(Some(path)) => write_atomically(path, fill),
+        _ => {
             let stdout = io::stdout();
             let mut out = BufWriter::new(stdout.lock());
-            exporter.export(report, &mut out)?;
+            fill(&mut out)?;
             out.flush()?;
             Ok(())
         }
-        Some(path) => write_atomically(path, |out| exporter.export(report, out)),
     }
 }
 

@@ -306,3 +306,82 @@ fn diff_reads_both_sides_in_parallel_but_reports_the_base_first() {
     assert_eq!(both["total"]["delta_bytes"], 0, "{both}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn every_command_refuses_a_memory_it_does_not_have() {
+    let one = fixture("leak1.prof");
+    let two = fixture("leak2.prof");
+    let cases: Vec<Vec<&str>> = vec![
+        vec!["summary", &one],
+        vec!["peak", &one],
+        vec!["leaks", &one, &two],
+        vec!["frag", &one],
+        vec!["diff", &one, &two],
+        vec!["render", &one],
+        vec!["render", &one, &two],
+        vec!["render", &one, &two, "--series"],
+    ];
+    for args in cases {
+        let mut args = args.clone();
+        args.extend(["--memory", "cpu:9"]);
+        let out = memtool().args(&args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert_eq!(out.stdout, b"", "{args:?} prints nothing");
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(
+            stderr, "memtool: no memory or module named `cpu:9` (there are: cpu:0)\n",
+            "{args:?}"
+        );
+    }
+    // The memory that is there still selects it, in every command.
+    for args in [
+        vec!["leaks", &one, &two, "--memory", "cpu:0"],
+        vec!["frag", &one, "--memory", "cpu:0"],
+        vec!["diff", &one, &two, "--memory", "cpu:0"],
+    ] {
+        let v = json(&args);
+        assert_eq!(
+            v["schema"].as_str().unwrap().split('/').nth(1),
+            Some(args[0])
+        );
+    }
+    memtool()
+        .args(["render", &one, "--memory", "cpu:0", "--format", "folded"])
+        .assert()
+        .success();
+}
+
+#[test]
+fn diff_takes_exactly_two_profiles() {
+    let one = fixture("leak1.prof");
+    let e = fails(&["diff", &one], 2);
+    assert!(e.contains("2 values required for '<BASE> <NEW>'"), "{e}");
+    let e = fails(&["diff", &one, &one, &one], 2);
+    assert!(e.contains("2 values required"), "{e}");
+}
+
+#[test]
+fn group_keys_are_one_vocabulary_for_diff_and_render() {
+    let one = fixture("leak1.prof");
+    let two = fixture("leak2.prof");
+    for key in ["stack", "user-frame", "shape", "op", "dtype", "category"] {
+        let v = json(&["diff", &one, &two, "--by", key]);
+        assert_eq!(v["schema"], "memtool/diff/v1", "{key}");
+        memtool()
+            .args(["render", &one, "--format", "svg", "--group-by", key])
+            .assert()
+            .success();
+    }
+    for cmd in [
+        vec!["diff", &one, &two, "--by"],
+        vec!["render", &one, "--group-by"],
+    ] {
+        let mut args = cmd.clone();
+        args.push("frame");
+        let e = fails(&args, 2);
+        assert!(
+            e.contains("[possible values: stack, user-frame, shape, op, dtype, category]"),
+            "{e}"
+        );
+    }
+}
