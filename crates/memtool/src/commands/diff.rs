@@ -42,7 +42,8 @@ fn parse_limit(text: &str) -> Result<GrowthLimit, String> {
 }
 
 pub fn run(args: &DiffArgs) -> Result<Outcome> {
-    let (base, new) = inputs::load_pair(&args.input, &args.analysis)?;
+    let (base, new) =
+        inputs::load_pair(&args.input, &args.analysis, args.output.output.as_deref())?;
     let report = memtool_core::timings::time("analysis", || {
         diff::diff_by(
             &base,

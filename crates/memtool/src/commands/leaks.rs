@@ -25,7 +25,7 @@ pub struct LeaksArgs {
 }
 
 pub fn run(args: &LeaksArgs) -> Result<Outcome> {
-    let profile = inputs::load(&args.input, &args.analysis)?;
+    let profile = inputs::load(&args.input, &args.analysis, args.output.output.as_deref())?;
     let report = memtool_core::timings::time("analysis", || {
         leaks::leaks(&profile, &args.analysis.options())
     });

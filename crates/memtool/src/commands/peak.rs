@@ -31,7 +31,7 @@ pub struct PeakArgs {
 }
 
 pub fn run(args: &PeakArgs) -> Result<Outcome> {
-    let profile = inputs::load(&args.input, &args.analysis)?;
+    let profile = inputs::load(&args.input, &args.analysis, args.output.output.as_deref())?;
     let mut options = args.analysis.report_options(args.output.format);
     args.xprof.apply(&mut options);
     let settings = peak::PeakSettings {

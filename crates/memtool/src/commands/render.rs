@@ -63,7 +63,7 @@ pub fn run(args: &RenderArgs) -> Result<Outcome> {
         ..RenderOptions::default()
     };
     let text = if args.input.files.len() == 2 && !args.series {
-        let (base, new) = inputs::load_pair(&args.input, &args.analysis)?;
+        let (base, new) = inputs::load_pair(&args.input, &args.analysis, args.output.as_deref())?;
         produce(
             Inputs::Diff {
                 base: &base,
@@ -73,7 +73,7 @@ pub fn run(args: &RenderArgs) -> Result<Outcome> {
             &options,
         )
     } else {
-        let profile = inputs::load(&args.input, &args.analysis)?;
+        let profile = inputs::load(&args.input, &args.analysis, args.output.as_deref())?;
         let text = produce(Inputs::One(&profile), args.format, &options);
         inputs::free_at_exit(profile);
         text

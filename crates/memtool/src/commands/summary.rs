@@ -23,7 +23,7 @@ pub struct SummaryArgs {
 }
 
 pub fn run(args: &SummaryArgs) -> Result<Outcome> {
-    let profile = inputs::load(&args.input, &args.analysis)?;
+    let profile = inputs::load(&args.input, &args.analysis, args.output.output.as_deref())?;
     let mut options = args.analysis.report_options(args.output.format);
     args.xprof.apply(&mut options);
     let report = memtool_core::timings::time("analysis", || summary::summarize(&profile, &options));
