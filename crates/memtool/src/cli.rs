@@ -3,7 +3,9 @@
 use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
-use memtool_core::analysis::{FrameFilter, Options};
+use memtool_core::analysis::replay::Ties;
+use memtool_core::analysis::{FrameFilter, GroupBy, Options};
+use memtool_core::model::Profile;
 use memtool_core::report::OutputFormat;
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -36,12 +38,50 @@ impl From<FormatArg> for OutputFormat {
     }
 }
 
+/// A key that groups allocations: the rows of a diff (`--by`), the bands of a
+/// rendered timeline (`--group-by`).
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum GroupKeyArg {
+    Stack,
+    UserFrame,
+    Shape,
+    Op,
+    Dtype,
+    Category,
+}
+
+impl From<GroupKeyArg> for GroupBy {
+    fn from(key: GroupKeyArg) -> GroupBy {
+        match key {
+            GroupKeyArg::Stack => GroupBy::Stack,
+            GroupKeyArg::UserFrame => GroupBy::UserFrame,
+            GroupKeyArg::Shape => GroupBy::Shape,
+            GroupKeyArg::Op => GroupBy::Op,
+            GroupKeyArg::Dtype => GroupBy::Dtype,
+            GroupKeyArg::Category => GroupBy::Category,
+        }
+    }
+}
+
+/// The profiles a command reads and how it reads them. A command says what
+/// its files mean with `#[command(mut_arg("files", ...))]`.
+#[derive(Args, Debug)]
+pub struct InputArgs {
+    /// Profile files, run directories or TensorBoard logdirs (`-` for
+    /// stdin). Several files form a series, in the order given.
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<String>,
+    #[command(flatten)]
+    pub read: ReadArgs,
+}
+
 #[derive(Args, Debug)]
 pub struct OutputArgs {
     /// Output format.
     #[arg(long, value_enum, default_value = "table")]
     pub format: FormatArg,
-    /// Write to FILE instead of stdout (atomically: never a partial file).
+    /// Write to FILE instead of stdout (atomically: never a partial file;
+    /// a device or FIFO is written in place; `-` is stdout).
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
 }
@@ -113,22 +153,54 @@ impl AnalysisArgs {
     }
 }
 
+/// `--xprof-compat`, for the commands whose figures XProf's UI shows.
+#[derive(Args, Debug)]
+pub struct XprofArgs {
+    /// Report as XProf does, to check memtool against its UI: of several
+    /// equal peaks the last, not the first; in `peak`, a compiled program's
+    /// buffers at the peak in allocation order, buffers under 16 KiB summed
+    /// into one row (see docs/xprof-differences.md).
+    #[arg(long)]
+    pub xprof_compat: bool,
+}
+
+impl XprofArgs {
+    /// Makes `options` follow XProf's rules when `--xprof-compat` is given.
+    pub fn apply(&self, options: &mut Options) {
+        if self.xprof_compat {
+            options.ties = Ties::Last;
+        }
+    }
+}
+
 pub fn parse_size(text: &str) -> Result<u64, String> {
     memtool_core::report::units::parse_bytes(text)
         .ok_or_else(|| format!("`{text}` is not a size (examples: 1000, 64KiB, 2GiB, 500MB)"))
 }
 
-/// Fails when a `--memory` / `--module` name selects nothing, listing what
-/// there is, rather than printing empty tables.
-pub fn check_selection(
-    profile: &memtool_core::model::Profile,
-    options: &Options,
-) -> anyhow::Result<()> {
-    let unmatched = options.unmatched(profile);
+/// Fails when a `--memory` / `--module` name selects nothing in any of
+/// `profiles` (a diff's sides: a memory that only one side has is a change to
+/// report), listing what there is, rather than printing empty tables.
+pub fn check_selection(profiles: &[&Profile], options: &Options) -> anyhow::Result<()> {
+    let unmatched: Vec<&str> = options
+        .memories
+        .iter()
+        .map(String::as_str)
+        .filter(|name| {
+            profiles
+                .iter()
+                .all(|profile| options.unmatched(profile).contains(name))
+        })
+        .collect();
     if unmatched.is_empty() {
         return Ok(());
     }
-    let available: Vec<&str> = profile.memories.iter().map(|m| m.id.as_str()).collect();
+    let mut available: Vec<&str> = Vec::new();
+    for memory in profiles.iter().flat_map(|p| &p.memories) {
+        if !available.contains(&memory.id.as_str()) {
+            available.push(memory.id.as_str());
+        }
+    }
     anyhow::bail!(
         "no memory or module named {} (there are: {})",
         unmatched

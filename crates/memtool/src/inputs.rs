@@ -2,19 +2,28 @@
 //! touches input files; the core gets bytes.
 
 use std::io::{IsTerminal, Read, Write};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use memtool_core::model::Profile;
 use memtool_core::{LoadOptions, Source};
 
-use crate::cli::ReadArgs;
+use crate::cli::{check_selection, AnalysisArgs, InputArgs, ReadArgs};
+use crate::output::Replaced;
 
 /// Opens one input: a file path, or `-` for standard input. Files are not
 /// read here: the core pulls what it needs, so a gigabyte profile is never
 /// copied into memory whole. Standard input is read whole (no seeking).
-pub fn read_source(path: &str) -> Result<Source> {
+/// `replaced` is the file `-o` would replace: an input that is that file is
+/// refused before anything is read.
+pub fn read_source(path: &str, replaced: Option<&Replaced>) -> Result<Source> {
     if path == "-" {
+        if let Some(replaced) = replaced {
+            let stat = rustix::fs::fstat(std::io::stdin())
+                .map_err(|e| anyhow::anyhow!("<stdin>: cannot read standard input: {e}"))?;
+            replaced.check("<stdin>", stat.st_dev, stat.st_ino)?;
+        }
         let mut bytes = Vec::new();
         std::io::stdin()
             .lock()
@@ -31,6 +40,9 @@ pub fn read_source(path: &str) -> Result<Source> {
     let meta = file
         .metadata()
         .map_err(|e| anyhow::anyhow!("{path}: {}", describe_io(&e)))?;
+    if let Some(replaced) = replaced {
+        replaced.check(path, meta.dev(), meta.ino())?;
+    }
     if !meta.is_file() {
         // A FIFO or device has no size and no random access: read it whole.
         let mut bytes = Vec::new();
@@ -52,25 +64,43 @@ fn describe_io(e: &std::io::Error) -> String {
     }
 }
 
-/// Reads the inputs of one command into one profile (a series when several).
-pub fn load(paths: &[String], args: &ReadArgs) -> Result<Profile> {
-    let mut profiles = load_several(&[paths], args)?;
-    Ok(profiles.remove(0))
+/// Reads the inputs of one command into one profile (a series when
+/// several). Fails when `output` (`-o`) is one of them, or a `--memory` of
+/// `analysis` names no memory there.
+pub fn load(input: &InputArgs, analysis: &AnalysisArgs, output: Option<&Path>) -> Result<Profile> {
+    let mut profiles = load_several(&[&input.files], &input.read, output)?;
+    let profile = profiles.remove(0);
+    check_selection(&[&profile], &analysis.options())?;
+    Ok(profile)
 }
 
-/// Reads the two sides of a comparison, in parallel.
-pub fn load_pair(base: &[String], new: &[String], args: &ReadArgs) -> Result<(Profile, Profile)> {
-    let mut both = load_several(&[base, new], args)?.into_iter();
-    match (both.next(), both.next()) {
-        (Some(base), Some(new)) => Ok((base, new)),
-        _ => bail!("internal error: two profiles expected"),
-    }
+/// Reads the two sides of a comparison, the first file and the rest, in
+/// parallel. Fails when `output` (`-o`) is one of them, or a `--memory` of
+/// `analysis` names no memory on either side.
+pub fn load_pair(
+    input: &InputArgs,
+    analysis: &AnalysisArgs,
+    output: Option<&Path>,
+) -> Result<(Profile, Profile)> {
+    let (base, new) = input.files.split_at(1.min(input.files.len()));
+    let mut both = load_several(&[base, new], &input.read, output)?.into_iter();
+    let (Some(base), Some(new)) = (both.next(), both.next()) else {
+        bail!("internal error: two profiles expected");
+    };
+    check_selection(&[&base, &new], &analysis.options())?;
+    Ok((base, new))
 }
 
 /// Reads independent profiles (diff's base and new), each from its own
 /// paths, one thread per profile so both cores parse. Errors are reported in
-/// argument order, whichever thread finished first.
-pub fn load_several(groups: &[&[String]], args: &ReadArgs) -> Result<Vec<Profile>> {
+/// argument order, whichever thread finished first. Fails when `output`
+/// (`-o`) is one of the files.
+pub fn load_several(
+    groups: &[&[String]],
+    args: &ReadArgs,
+    output: Option<&Path>,
+) -> Result<Vec<Profile>> {
+    let replaced = Replaced::of(output);
     let stdin_uses = groups
         .iter()
         .flat_map(|paths| paths.iter())
@@ -88,7 +118,7 @@ pub fn load_several(groups: &[&[String]], args: &ReadArgs) -> Result<Vec<Profile
         }
         let group = files
             .iter()
-            .map(|p| read_source(p))
+            .map(|p| read_source(p, replaced.as_ref()))
             .collect::<Result<Vec<_>>>()?;
         sources.push(group);
     }

@@ -1,38 +1,119 @@
-//! Writing a report to stdout or, atomically, to a file.
+//! Writing a command's output: to stdout, in place to a device or FIFO, or
+//! atomically to a file.
 
 use std::fs;
-use std::io::{self, BufWriter, Write};
-use std::path::Path;
+use std::io::{self, BufWriter, Seek, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard, Once};
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use memtool_core::report::{exporter, Report};
+use rustix::fs::{AtFlags, Mode, OFlags, CWD};
 
 use crate::cli::OutputArgs;
 
+/// Writes `report` in the format and to the place `args` name.
 pub fn write(report: &dyn Report, args: &OutputArgs) -> Result<()> {
     let _span = memtool_core::timings::span("output");
     let exporter = exporter(args.format.into());
-    match &args.output {
-        None => {
-            let stdout = io::stdout();
-            let mut out = BufWriter::new(stdout.lock());
-            exporter.export(report, &mut out)?;
-            out.flush()?;
-            Ok(())
+    write_to(args.output.as_deref(), |out| exporter.export(report, out))
+}
+
+/// Whether output for `-o path` goes to standard output: no `-o`, or `-o -`.
+pub fn is_stdout(path: Option<&Path>) -> bool {
+    path.is_none_or(|p| p.as_os_str() == "-")
+}
+
+/// Writes what `fill` writes to `path` (see [`is_stdout`]), the one way every
+/// command's output leaves memtool. A device, FIFO or socket is written in
+/// place: replacing it with a file would break `-o /dev/null` (as root, the
+/// device node itself) or a pipe a reader waits on.
+pub fn write_to(
+    path: Option<&Path>,
+    fill: impl FnOnce(&mut dyn Write) -> io::Result<()>,
+) -> Result<()> {
+    let Some(path) = path.filter(|p| !is_stdout(Some(p))) else {
+        let stdout = io::stdout();
+        let mut out = BufWriter::new(stdout.lock());
+        fill(&mut out)?;
+        out.flush()?;
+        return Ok(());
+    };
+    match fs::metadata(path) {
+        Ok(meta) if is_special(&meta.file_type()) => write_in_place(path, fill),
+        _ => write_atomically(path, fill),
+    }
+    .with_context(|| format!("{}: cannot write output", path.display()))
+}
+
+fn is_special(kind: &fs::FileType) -> bool {
+    kind.is_char_device() || kind.is_block_device() || kind.is_fifo() || kind.is_socket()
+}
+
+fn write_in_place(
+    path: &Path,
+    fill: impl FnOnce(&mut dyn Write) -> io::Result<()>,
+) -> io::Result<()> {
+    let file = fs::OpenOptions::new().write(true).open(path)?;
+    let mut out = BufWriter::new(file);
+    fill(&mut out)?;
+    out.flush()
+}
+
+/// The regular file that `-o` would replace, to refuse an output that is
+/// one of the inputs (the same device and inode, whatever the names).
+pub struct Replaced {
+    path: PathBuf,
+    dev: u64,
+    ino: u64,
+}
+
+impl Replaced {
+    /// The file at `path`, when `-o path` would replace a regular file.
+    pub fn of(path: Option<&Path>) -> Option<Replaced> {
+        let path = path.filter(|p| !is_stdout(Some(p)))?;
+        let meta = fs::metadata(path).ok()?;
+        meta.is_file().then(|| Replaced {
+            path: path.to_path_buf(),
+            dev: meta.dev(),
+            ino: meta.ino(),
+        })
+    }
+
+    /// Fails when `input` (a path, or `<stdin>`), the file at `dev`, `ino`,
+    /// is the file `-o` would replace.
+    pub fn check(&self, input: &str, dev: u64, ino: u64) -> Result<()> {
+        if (dev, ino) == (self.dev, self.ino) {
+            bail!(
+                "{}: is an input ({input}): refusing to write the report over it",
+                self.path.display()
+            );
         }
-        Some(path) => write_atomically(path, |out| exporter.export(report, out)),
+        Ok(())
     }
 }
 
+/// Set in the environment (to a number of milliseconds) to make
+/// [`write_atomically`] use a named temporary file from the start, as on a
+/// filesystem without `O_TMPFILE`, and wait that long once it exists: tests
+/// reach that path and signal a write in progress with it.
+const NAMED_TEMP_ENV: &str = "MEMTOOL_TEST_NAMED_TEMP_MS";
+
 /// Writes to a temporary file beside `path`, then renames it over `path`, so
-/// a killed run or a full disk never leaves a half-written file.
+/// a killed run or a full disk never leaves a half-written file. The
+/// temporary file is anonymous (`O_TMPFILE`) while it is written where the
+/// filesystem allows it, and named (`.NAME.memtool-PID.tmp`) only from its
+/// last write to the rename; a named temporary file is removed on SIGINT or
+/// SIGTERM.
 pub fn write_atomically(
     path: &Path,
     fill: impl FnOnce(&mut dyn Write) -> io::Result<()>,
-) -> Result<()> {
+) -> io::Result<()> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => std::path::PathBuf::from("."),
+        _ => PathBuf::from("."),
     };
     let name = path
         .file_name()
@@ -40,15 +121,159 @@ pub fn write_atomically(
         .unwrap_or_default();
     let tmp = dir.join(format!(".{name}.memtool-{}.tmp", std::process::id()));
     let result = (|| -> io::Result<()> {
-        let file = fs::File::create(&tmp)?;
-        let mut out = BufWriter::new(file);
-        fill(&mut out)?;
-        let file = out.into_inner().map_err(|e| e.into_error())?;
-        file.sync_all()?;
-        fs::rename(&tmp, path)
+        let named_pause = std::env::var(NAMED_TEMP_ENV)
+            .ok()
+            .map(|ms| std::time::Duration::from_millis(ms.parse().unwrap_or(0)));
+        let anonymous = match named_pause {
+            Some(_) => None,
+            None => anonymous_file(&dir).ok(),
+        };
+        let file = match anonymous {
+            Some(file) => {
+                let file = fill_and_sync(file, fill)?;
+                name_anonymous(&file, &tmp)?;
+                file
+            }
+            None => {
+                let file = create_named(&tmp)?;
+                if let Some(pause) = named_pause {
+                    std::thread::sleep(pause);
+                }
+                fill_and_sync(file, fill)?
+            }
+        };
+        drop(file);
+        let mut pending = pending();
+        fs::rename(&tmp, path)?;
+        *pending = None;
+        Ok(())
     })();
     if result.is_err() {
-        let _ = fs::remove_file(&tmp);
+        let mut pending = pending();
+        if pending.take().is_some() {
+            let _ = fs::remove_file(&tmp);
+        }
     }
-    result.with_context(|| format!("{}: cannot write output", path.display()))
+    result
+}
+
+fn fill_and_sync(
+    file: fs::File,
+    fill: impl FnOnce(&mut dyn Write) -> io::Result<()>,
+) -> io::Result<fs::File> {
+    let mut out = BufWriter::new(file);
+    fill(&mut out)?;
+    let file = out.into_inner().map_err(|e| e.into_error())?;
+    file.sync_all()?;
+    Ok(file)
+}
+
+/// A file in `dir` with no name, opened for reading too so that its bytes
+/// can be copied should it prove impossible to link.
+fn anonymous_file(dir: &Path) -> io::Result<fs::File> {
+    let fd = rustix::fs::openat(
+        CWD,
+        dir,
+        OFlags::TMPFILE | OFlags::RDWR | OFlags::CLOEXEC,
+        Mode::from_raw_mode(0o666),
+    )?;
+    Ok(fs::File::from(fd))
+}
+
+/// Gives the anonymous `file` the name `tmp`: through `/proc/self/fd`, which
+/// needs no privilege, else `AT_EMPTY_PATH`, which needs
+/// `CAP_DAC_READ_SEARCH`, else by copying its bytes to a new file.
+fn name_anonymous(file: &fs::File, tmp: &Path) -> io::Result<()> {
+    let mut pending = register(tmp);
+    let proc_path = format!("/proc/self/fd/{}", file.as_raw_fd());
+    let linked = rustix::fs::linkat(CWD, proc_path.as_str(), CWD, tmp, AtFlags::SYMLINK_FOLLOW)
+        .or_else(|_| rustix::fs::linkat(file, "", CWD, tmp, AtFlags::EMPTY_PATH));
+    if linked.is_ok() {
+        return Ok(());
+    }
+    let copied = (|| {
+        let mut named = fs::File::create(tmp)?;
+        let mut file = file;
+        file.rewind()?;
+        io::copy(&mut file, &mut named)?;
+        named.sync_all()
+    })();
+    if copied.is_err() {
+        let _ = fs::remove_file(tmp);
+        *pending = None;
+    }
+    copied
+}
+
+fn create_named(tmp: &Path) -> io::Result<fs::File> {
+    let mut pending = register(tmp);
+    let created = fs::File::create(tmp);
+    if created.is_err() {
+        *pending = None;
+    }
+    created
+}
+
+/// The named temporary file that exists now, if any: a signal removes it.
+/// Held locked while the file is created, renamed or removed, so a signal
+/// never races them.
+static PENDING: Mutex<Option<PathBuf>> = Mutex::new(None);
+
+fn pending() -> MutexGuard<'static, Option<PathBuf>> {
+    PENDING.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Records `tmp` as pending (the caller creates it while holding the lock)
+/// and makes sure SIGINT and SIGTERM remove it.
+fn register(tmp: &Path) -> MutexGuard<'static, Option<PathBuf>> {
+    static HANDLER: Once = Once::new();
+    HANDLER.call_once(|| {
+        use signal_hook::consts::{SIGINT, SIGTERM};
+        // Without the handler a signal only leaves the file behind, as
+        // before: not a reason to fail the write.
+        if let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGINT, SIGTERM]) {
+            std::thread::spawn(move || {
+                if let Some(signal) = signals.forever().next() {
+                    let pending = remove_pending();
+                    // Ends the process as the signal would have, so the
+                    // caller sees it killed; the lock stays held so no
+                    // rename follows.
+                    let _ = signal_hook::low_level::emulate_default_handler(signal);
+                    drop(pending);
+                    std::process::exit(128 + signal);
+                }
+            });
+        }
+    });
+    let mut pending = pending();
+    *pending = Some(tmp.to_path_buf());
+    pending
+}
+
+/// Removes the pending temporary file, returning the lock so that none is
+/// made after it.
+fn remove_pending() -> MutexGuard<'static, Option<PathBuf>> {
+    let mut pending = pending();
+    if let Some(tmp) = pending.take() {
+        let _ = fs::remove_file(tmp);
+    }
+    pending
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_signal_removes_the_pending_temporary_file() {
+        let dir = std::env::temp_dir().join(format!("memtool-pending-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let tmp = dir.join(".x.memtool.tmp");
+        drop(create_named(&tmp).unwrap());
+        assert!(tmp.exists());
+        drop(remove_pending());
+        assert!(!tmp.exists());
+        assert!(pending().is_none());
+        fs::remove_dir(&dir).unwrap();
+    }
 }

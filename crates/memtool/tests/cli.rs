@@ -350,3 +350,327 @@ fn committed_fixtures_carry_no_absolute_path_of_the_machine_that_made_them() {
         }
     }
 }
+
+#[test]
+fn every_command_refuses_a_memory_it_does_not_have() {
+    let one = fixture("leak1.prof");
+    let two = fixture("leak2.prof");
+    let cases: Vec<Vec<&str>> = vec![
+        vec!["summary", &one],
+        vec!["peak", &one],
+        vec!["leaks", &one, &two],
+        vec!["frag", &one],
+        vec!["diff", &one, &two],
+        vec!["render", &one],
+        vec!["render", &one, &two],
+        vec!["render", &one, &two, "--series"],
+    ];
+    for args in cases {
+        let mut args = args.clone();
+        args.extend(["--memory", "cpu:9"]);
+        let out = memtool().args(&args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert_eq!(out.stdout, b"", "{args:?} prints nothing");
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(
+            stderr, "memtool: no memory or module named `cpu:9` (there are: cpu:0)\n",
+            "{args:?}"
+        );
+    }
+    // The memory that is there still selects it, in every command.
+    for args in [
+        vec!["leaks", &one, &two, "--memory", "cpu:0"],
+        vec!["frag", &one, "--memory", "cpu:0"],
+        vec!["diff", &one, &two, "--memory", "cpu:0"],
+    ] {
+        let v = json(&args);
+        assert_eq!(
+            v["schema"].as_str().unwrap().split('/').nth(1),
+            Some(args[0])
+        );
+    }
+    memtool()
+        .args(["render", &one, "--memory", "cpu:0", "--format", "folded"])
+        .assert()
+        .success();
+}
+
+#[test]
+fn diff_takes_exactly_two_profiles() {
+    let one = fixture("leak1.prof");
+    let e = fails(&["diff", &one], 2);
+    assert!(e.contains("2 values required for '<BASE> <NEW>'"), "{e}");
+    let e = fails(&["diff", &one, &one, &one], 2);
+    assert!(e.contains("2 values required"), "{e}");
+}
+
+#[test]
+fn group_keys_are_one_vocabulary_for_diff_and_render() {
+    let one = fixture("leak1.prof");
+    let two = fixture("leak2.prof");
+    for key in ["stack", "user-frame", "shape", "op", "dtype", "category"] {
+        let v = json(&["diff", &one, &two, "--by", key]);
+        assert_eq!(v["schema"], "memtool/diff/v1", "{key}");
+        memtool()
+            .args(["render", &one, "--format", "svg", "--group-by", key])
+            .assert()
+            .success();
+    }
+    for cmd in [
+        vec!["diff", &one, &two, "--by"],
+        vec!["render", &one, "--group-by"],
+    ] {
+        let mut args = cmd.clone();
+        args.push("frame");
+        let e = fails(&args, 2);
+        assert!(
+            e.contains("[possible values: stack, user-frame, shape, op, dtype, category]"),
+            "{e}"
+        );
+    }
+}
+
+fn is_root() -> bool {
+    std::process::Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| o.stdout == b"0\n")
+}
+
+fn file_type(path: &std::path::Path) -> std::fs::FileType {
+    std::fs::symlink_metadata(path).unwrap().file_type()
+}
+
+fn run_ok(program: &str, args: &[&std::ffi::OsStr]) {
+    let status = std::process::Command::new(program)
+        .args(args)
+        .status()
+        .unwrap();
+    assert!(status.success(), "{program} {args:?}");
+}
+
+#[test]
+fn output_to_a_device_or_fifo_is_written_in_place() {
+    use std::os::unix::fs::FileTypeExt;
+    let dir = temp_dir("devices");
+    let profile = fixture("training.prof");
+    // Device nodes of our own, never the system's /dev/null and /dev/full;
+    // only root may make them.
+    if is_root() {
+        let null = dir.join("null");
+        let full = dir.join("full");
+        run_ok(
+            "mknod",
+            &[null.as_os_str(), "c".as_ref(), "1".as_ref(), "3".as_ref()],
+        );
+        run_ok(
+            "mknod",
+            &[full.as_os_str(), "c".as_ref(), "1".as_ref(), "7".as_ref()],
+        );
+        for args in [
+            vec!["summary", &profile],
+            vec!["peak", &profile, "--format", "csv"],
+            vec!["render", &profile],
+        ] {
+            memtool()
+                .args(&args)
+                .arg("-o")
+                .arg(&null)
+                .assert()
+                .success()
+                .stdout("")
+                .stderr("");
+            assert!(file_type(&null).is_char_device(), "{args:?}");
+            let out = memtool().args(&args).arg("-o").arg(&full).output().unwrap();
+            assert_eq!(out.status.code(), Some(2), "{args:?}");
+            assert_eq!(
+                String::from_utf8(out.stderr).unwrap(),
+                format!(
+                    "memtool: {}: cannot write output: No space left on device (os error 28)\n",
+                    full.display()
+                )
+            );
+            assert!(file_type(&full).is_char_device(), "{args:?}");
+        }
+    } else {
+        eprintln!("not root: device nodes not tested, FIFOs only");
+    }
+    let fifo = dir.join("fifo");
+    run_ok("mkfifo", &[fifo.as_os_str()]);
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::fs::read(fifo).unwrap())
+    };
+    memtool()
+        .args(["summary", &profile, "--format", "json", "-o"])
+        .arg(&fifo)
+        .assert()
+        .success();
+    let v: serde_json::Value = serde_json::from_slice(&reader.join().unwrap()).unwrap();
+    assert_eq!(
+        v["memories"][0]["peak_bytes"],
+        json(&["summary", &profile])["memories"][0]["peak_bytes"]
+    );
+    assert!(file_type(&fifo).is_fifo());
+    let names: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(
+        names.iter().all(|n| !n.to_string_lossy().ends_with(".tmp")),
+        "{names:?}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn dash_o_dash_is_stdout() {
+    let profile = fixture("training.prof");
+    let to_stdout = memtool().args(["peak", &profile]).output().unwrap();
+    let dashed = memtool()
+        .args(["peak", &profile, "-o", "-"])
+        .output()
+        .unwrap();
+    assert!(dashed.status.success());
+    assert!(to_stdout.stdout.starts_with(b"Peaks\n"));
+    assert_eq!(dashed.stdout, to_stdout.stdout);
+    let svg = memtool()
+        .args(["render", &profile, "--format", "svg", "-o", "-"])
+        .output()
+        .unwrap();
+    assert!(
+        svg.stdout.starts_with(b"<svg"),
+        "{}",
+        String::from_utf8_lossy(&svg.stdout[..40])
+    );
+    assert!(!std::path::Path::new("-").exists());
+}
+
+#[test]
+fn output_over_an_input_is_refused() {
+    let dir = temp_dir("self");
+    let original = std::fs::read(fixture("training.prof")).unwrap();
+    let profile = write(&dir, "self.prof", &original);
+    let other = fixture("leak1.prof");
+    let link = dir.join("link.prof");
+    std::fs::hard_link(&profile, &link).unwrap();
+    let link = link.display().to_string();
+    let refused = format!(
+        "memtool: {profile}: is an input ({profile}): refusing to write the report over it\n"
+    );
+    for args in [
+        vec!["summary", &profile, "-o", &profile],
+        vec!["peak", &other, &profile, "-o", &profile],
+        vec!["leaks", &other, &profile, "-o", &profile],
+        vec!["frag", &profile, "-o", &profile],
+        vec!["diff", &other, &profile, "-o", &profile],
+        vec!["render", &profile, "-o", &profile],
+        vec!["render", &other, &profile, "-o", &profile],
+    ] {
+        assert_eq!(fails(&args, 2), refused, "{args:?}");
+    }
+    // The same file by another name, or on standard input.
+    assert_eq!(
+        fails(&["summary", &link, "-o", &profile], 2),
+        format!("memtool: {profile}: is an input ({link}): refusing to write the report over it\n")
+    );
+    let out = std::process::Command::new(assert_cmd::cargo::cargo_bin("memtool"))
+        .args(["summary", "-", "-o", &profile])
+        .stdin(std::fs::File::open(&profile).unwrap())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8(out.stderr).unwrap(),
+        format!(
+            "memtool: {profile}: is an input (<stdin>): refusing to write the report over it\n"
+        )
+    );
+    assert_eq!(std::fs::read(&profile).unwrap(), original);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// What is in `dir`, sorted.
+fn listing(dir: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn a_signal_during_a_write_leaves_neither_temporary_nor_partial_file() {
+    use std::os::unix::process::ExitStatusExt;
+    let dir = temp_dir("signal");
+    let profile = fixture("training.prof");
+    let target = dir.join("big.html");
+    let reference = memtool()
+        .args(["render", &profile])
+        .output()
+        .unwrap()
+        .stdout;
+    assert!(reference.len() > 10_000);
+    // Through a named temporary file, caught while it exists: SIGINT and
+    // SIGTERM both remove it and end memtool as the signal does.
+    for signal in ["TERM", "INT"] {
+        let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("memtool"))
+            .args(["render", &profile, "-o"])
+            .arg(&target)
+            .env("MEMTOOL_TEST_NAMED_TEMP_MS", "5000")
+            .spawn()
+            .unwrap();
+        let tmp = format!(".big.html.memtool-{}.tmp", child.id());
+        let start = std::time::Instant::now();
+        while !dir.join(&tmp).exists() {
+            assert!(
+                start.elapsed().as_secs() < 30,
+                "no {tmp}: {:?}",
+                listing(&dir)
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        run_ok(
+            "kill",
+            &[
+                format!("-{signal}").as_ref(),
+                child.id().to_string().as_ref(),
+            ],
+        );
+        let status = child.wait().unwrap();
+        let number = if signal == "TERM" { 15 } else { 2 };
+        assert_eq!(status.signal(), Some(number), "{status:?}");
+        assert!(
+            start.elapsed().as_secs() < 4,
+            "killed at once, not after the pause"
+        );
+        assert_eq!(listing(&dir), Vec::<String>::new(), "{signal}");
+    }
+    // With the anonymous temporary file, a signal at any moment leaves the
+    // target whole or absent and nothing else.
+    for delay_ms in [0u64, 5, 10, 20, 40, 80, 160] {
+        let _ = std::fs::remove_file(&target);
+        let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("memtool"))
+            .args(["render", &profile, "-o"])
+            .arg(&target)
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(delay_ms));
+        let _ = std::process::Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status();
+        child.wait().unwrap();
+        let names = listing(&dir);
+        if names.is_empty() {
+            continue;
+        }
+        assert_eq!(names, vec!["big.html".to_string()], "after {delay_ms} ms");
+        assert_eq!(
+            std::fs::read(&target).unwrap(),
+            reference,
+            "after {delay_ms} ms"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,9 +1,8 @@
 use anyhow::{Context, Result};
-use clap::{Args, ValueEnum};
+use clap::Args;
 use memtool_core::analysis::diff::{self, GrowthLimit};
-use memtool_core::analysis::GroupBy;
 
-use crate::cli::{AnalysisArgs, OutputArgs, ReadArgs};
+use crate::cli::{AnalysisArgs, GroupKeyArg, InputArgs, OutputArgs};
 use crate::{inputs, output, Outcome};
 
 /// Compare two profiles per call stack; gate CI on growth.
@@ -15,13 +14,14 @@ use crate::{inputs, output, Outcome};
   memtool diff old.xplane.pb new.xplane.pb --module jit_train_step --by op
 
 Exit codes: 0 ok, 1 the --fail-on-growth gate failed, 2 unreadable input or bad usage.")]
+#[command(mut_arg("files", |a| a
+    .value_names(["BASE", "NEW"])
+    .num_args(2)
+    .action(clap::ArgAction::Set)
+    .help("The baseline profile, then the profile to compare with it (`-` for stdin)")))]
 pub struct DiffArgs {
-    /// The baseline profile.
-    #[arg(value_name = "BASE")]
-    pub base: String,
-    /// The profile to compare with the baseline.
-    #[arg(value_name = "NEW")]
-    pub new: String,
+    #[command(flatten)]
+    pub input: InputArgs,
     /// Exit with code 1 when total live bytes grew by more than this: a size
     /// (1000000, 64MiB) or a percentage of the base (5%).
     #[arg(long, value_name = "BYTES|PCT", value_parser = parse_limit)]
@@ -29,36 +29,11 @@ pub struct DiffArgs {
     /// Compare per call stack (default) or per op, shape, dtype, category or
     /// user frame; `--by op` compares two compiles of a program op by op.
     #[arg(long, value_enum, default_value = "stack")]
-    pub by: ByArg,
-    #[command(flatten)]
-    pub read: ReadArgs,
+    pub by: GroupKeyArg,
     #[command(flatten)]
     pub analysis: AnalysisArgs,
     #[command(flatten)]
     pub output: OutputArgs,
-}
-
-#[derive(Clone, Copy, Debug, ValueEnum)]
-pub enum ByArg {
-    Stack,
-    UserFrame,
-    Shape,
-    Op,
-    Dtype,
-    Category,
-}
-
-impl From<ByArg> for GroupBy {
-    fn from(by: ByArg) -> GroupBy {
-        match by {
-            ByArg::Stack => GroupBy::Stack,
-            ByArg::UserFrame => GroupBy::UserFrame,
-            ByArg::Shape => GroupBy::Shape,
-            ByArg::Op => GroupBy::Op,
-            ByArg::Dtype => GroupBy::Dtype,
-            ByArg::Category => GroupBy::Category,
-        }
-    }
 }
 
 fn parse_limit(text: &str) -> Result<GrowthLimit, String> {
@@ -67,11 +42,8 @@ fn parse_limit(text: &str) -> Result<GrowthLimit, String> {
 }
 
 pub fn run(args: &DiffArgs) -> Result<Outcome> {
-    let (base, new) = inputs::load_pair(
-        std::slice::from_ref(&args.base),
-        std::slice::from_ref(&args.new),
-        &args.read,
-    )?;
+    let (base, new) =
+        inputs::load_pair(&args.input, &args.analysis, args.output.output.as_deref())?;
     let report = memtool_core::timings::time("analysis", || {
         diff::diff_by(
             &base,
@@ -88,7 +60,7 @@ pub fn run(args: &DiffArgs) -> Result<Outcome> {
     if gate_failed {
         if let Some(message) = &gate_message {
             // The gate's verdict must reach the CI log even when stdout is a file.
-            if args.output.output.is_some()
+            if !output::is_stdout(args.output.output.as_deref())
                 || !matches!(
                     args.output.format,
                     crate::cli::FormatArg::Table | crate::cli::FormatArg::Md

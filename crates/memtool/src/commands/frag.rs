@@ -2,7 +2,7 @@ use anyhow::Result;
 use clap::Args;
 use memtool_core::analysis::frag;
 
-use crate::cli::{AnalysisArgs, OutputArgs, ReadArgs};
+use crate::cli::{AnalysisArgs, InputArgs, OutputArgs};
 use crate::{inputs, output, Outcome};
 
 /// Fragmentation: the allocator's figure, its worst points, address gaps.
@@ -16,11 +16,8 @@ use crate::{inputs, output, Outcome};
   memtool frag logdir/ --top 5
   memtool frag run.xplane.pb --format json | jq '.memories[] | {id, allocator}'")]
 pub struct FragArgs {
-    /// Profile files, run directories or TensorBoard logdirs (`-` for stdin).
-    #[arg(required = true, value_name = "FILE")]
-    pub files: Vec<String>,
     #[command(flatten)]
-    pub read: ReadArgs,
+    pub input: InputArgs,
     #[command(flatten)]
     pub analysis: AnalysisArgs,
     #[command(flatten)]
@@ -28,7 +25,7 @@ pub struct FragArgs {
 }
 
 pub fn run(args: &FragArgs) -> Result<Outcome> {
-    let profile = inputs::load(&args.files, &args.read)?;
+    let profile = inputs::load(&args.input, &args.analysis, args.output.output.as_deref())?;
     let report = frag::frag(&profile, &args.analysis.options());
     output::write(&report, &args.output)?;
     inputs::free_at_exit((profile, report));

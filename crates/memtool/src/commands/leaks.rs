@@ -2,7 +2,7 @@ use anyhow::Result;
 use clap::Args;
 use memtool_core::analysis::leaks;
 
-use crate::cli::{AnalysisArgs, OutputArgs, ReadArgs};
+use crate::cli::{AnalysisArgs, InputArgs, OutputArgs};
 use crate::{inputs, output, Outcome};
 
 /// Stacks whose live bytes keep growing (leaks) or grew and stopped (caches).
@@ -11,12 +11,10 @@ use crate::{inputs, output, Outcome};
   memtool leaks memory1.prof memory2.prof memory3.prof memory4.prof
   memtool leaks memory*.prof          # shell order: memory10 sorts before memory2!
   memtool leaks memory{1..9}.prof --format json | jq '.memories[].findings[0]'")]
+#[command(mut_arg("files", |a| a.help("A series of snapshots, oldest first (`-` for stdin)")))]
 pub struct LeaksArgs {
-    /// A series of snapshots, oldest first (`-` for stdin).
-    #[arg(required = true, value_name = "FILE")]
-    pub files: Vec<String>,
     #[command(flatten)]
-    pub read: ReadArgs,
+    pub input: InputArgs,
     #[command(flatten)]
     pub analysis: AnalysisArgs,
     /// Exit with code 1 when a group grows steadily (a leak), for CI.
@@ -27,7 +25,7 @@ pub struct LeaksArgs {
 }
 
 pub fn run(args: &LeaksArgs) -> Result<Outcome> {
-    let profile = inputs::load(&args.files, &args.read)?;
+    let profile = inputs::load(&args.input, &args.analysis, args.output.output.as_deref())?;
     let report = memtool_core::timings::time("analysis", || {
         leaks::leaks(&profile, &args.analysis.options())
     });

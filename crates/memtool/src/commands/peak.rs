@@ -1,9 +1,8 @@
 use anyhow::Result;
 use clap::Args;
 use memtool_core::analysis::peak;
-use memtool_core::analysis::replay::Ties;
 
-use crate::cli::{parse_size, AnalysisArgs, OutputArgs, ReadArgs};
+use crate::cli::{parse_size, AnalysisArgs, InputArgs, OutputArgs, XprofArgs};
 use crate::{inputs, output, Outcome};
 
 /// What was live at the peak: by stack, by your own frame, by shape, op, dtype.
@@ -16,12 +15,8 @@ use crate::{inputs, output, Outcome};
   memtool peak trace.xplane.pb --module jit_train_step      # a compiled program's heap
   memtool peak trace.xplane.pb --budget 16GiB               # what must shrink to fit")]
 pub struct PeakArgs {
-    /// Profile files (`-` for stdin). Several files form a series, in the
-    /// order given.
-    #[arg(required = true, value_name = "FILE")]
-    pub files: Vec<String>,
     #[command(flatten)]
-    pub read: ReadArgs,
+    pub input: InputArgs,
     #[command(flatten)]
     pub analysis: AnalysisArgs,
     /// Check each peak against this size and list the largest buffers live at
@@ -29,26 +24,19 @@ pub struct PeakArgs {
     /// it. Accepts units: 16GiB, 500MB.
     #[arg(long, value_name = "BYTES", value_parser = parse_size)]
     pub budget: Option<u64>,
-    /// Report as XProf does, to check memtool against its UI: of several
-    /// equal peaks the last; a compiled program's buffers at the peak in
-    /// allocation order, buffers under 16 KiB summed into one row (see
-    /// docs/xprof-differences.md).
-    #[arg(long)]
-    pub xprof_compat: bool,
+    #[command(flatten)]
+    pub xprof: XprofArgs,
     #[command(flatten)]
     pub output: OutputArgs,
 }
 
 pub fn run(args: &PeakArgs) -> Result<Outcome> {
-    let profile = inputs::load(&args.files, &args.read)?;
-    crate::cli::check_selection(&profile, &args.analysis.options())?;
+    let profile = inputs::load(&args.input, &args.analysis, args.output.output.as_deref())?;
     let mut options = args.analysis.report_options(args.output.format);
-    if args.xprof_compat {
-        options.ties = Ties::Last;
-    }
+    args.xprof.apply(&mut options);
     let settings = peak::PeakSettings {
         budget: args.budget,
-        xprof_compat: args.xprof_compat,
+        xprof_compat: args.xprof.xprof_compat,
     };
     let report = memtool_core::timings::time("analysis", || {
         peak::peak_with(&profile, &options, &settings)

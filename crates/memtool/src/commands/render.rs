@@ -1,11 +1,8 @@
-use std::io::Write;
-
 use anyhow::{bail, Result};
 use clap::{Args, ValueEnum};
-use memtool_core::analysis::GroupBy;
 use memtool_core::render::{self, Inputs, RenderOptions};
 
-use crate::cli::{AnalysisArgs, ReadArgs};
+use crate::cli::{AnalysisArgs, GroupKeyArg, InputArgs};
 use crate::{inputs, output, Outcome};
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -19,29 +16,6 @@ pub enum RenderFormat {
     Folded,
 }
 
-#[derive(Clone, Copy, Debug, ValueEnum)]
-pub enum GroupArg {
-    Stack,
-    UserFrame,
-    Shape,
-    Op,
-    Dtype,
-    Category,
-}
-
-impl From<GroupArg> for GroupBy {
-    fn from(g: GroupArg) -> Self {
-        match g {
-            GroupArg::Stack => GroupBy::Stack,
-            GroupArg::UserFrame => GroupBy::UserFrame,
-            GroupArg::Shape => GroupBy::Shape,
-            GroupArg::Op => GroupBy::Op,
-            GroupArg::Dtype => GroupBy::Dtype,
-            GroupArg::Category => GroupBy::Category,
-        }
-    }
-}
-
 /// An HTML report to open offline or attach to a ticket: timeline, breakdown
 /// at peak, call tree, leaks, addresses.
 #[derive(Args, Debug)]
@@ -53,29 +27,27 @@ impl From<GroupArg> for GroupBy {
   memtool render memory.prof --format folded > stacks.folded
 
 Two files are compared (base, new); pass --series to read them as one series instead.")]
+#[command(mut_arg("files", |a| a.help("Profile files (`-` for stdin). One file or a series; exactly two are compared unless --series is given")))]
 pub struct RenderArgs {
-    /// Profile files (`-` for stdin). One file or a series; exactly two are
-    /// compared unless --series is given.
-    #[arg(required = true, value_name = "FILE")]
-    pub files: Vec<String>,
+    #[command(flatten)]
+    pub input: InputArgs,
     /// Read two files as one series of snapshots rather than comparing them.
     #[arg(long)]
     pub series: bool,
     /// Output format.
     #[arg(long, value_enum, default_value = "html")]
     pub format: RenderFormat,
-    /// Write to FILE instead of stdout (atomically: never a partial file).
+    /// Write to FILE instead of stdout (atomically: never a partial file;
+    /// a device or FIFO is written in place; `-` is stdout).
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<std::path::PathBuf>,
     /// Stack the timeline by this key (default: category when the memory has
     /// several, else your own frame when there are call stacks, else op).
     #[arg(long, value_enum, value_name = "KEY")]
-    pub group_by: Option<GroupArg>,
+    pub group_by: Option<GroupKeyArg>,
     /// Groups drawn on their own in the timeline; the rest are "other".
     #[arg(long, default_value_t = 12, value_name = "N")]
     pub bands: usize,
-    #[command(flatten)]
-    pub read: ReadArgs,
     #[command(flatten)]
     pub analysis: AnalysisArgs,
 }
@@ -90,8 +62,8 @@ pub fn run(args: &RenderArgs) -> Result<Outcome> {
         bands: args.bands,
         ..RenderOptions::default()
     };
-    let text = if args.files.len() == 2 && !args.series {
-        let (base, new) = inputs::load_pair(&args.files[..1], &args.files[1..], &args.read)?;
+    let text = if args.input.files.len() == 2 && !args.series {
+        let (base, new) = inputs::load_pair(&args.input, &args.analysis, args.output.as_deref())?;
         produce(
             Inputs::Diff {
                 base: &base,
@@ -101,19 +73,12 @@ pub fn run(args: &RenderArgs) -> Result<Outcome> {
             &options,
         )
     } else {
-        let profile = inputs::load(&args.files, &args.read)?;
+        let profile = inputs::load(&args.input, &args.analysis, args.output.as_deref())?;
         let text = produce(Inputs::One(&profile), args.format, &options);
         inputs::free_at_exit(profile);
         text
     };
-    match &args.output {
-        Some(path) => output::write_atomically(path, |out| out.write_all(text.as_bytes()))?,
-        None => {
-            let mut out = std::io::stdout().lock();
-            out.write_all(text.as_bytes())?;
-            out.flush()?;
-        }
-    }
+    output::write_to(args.output.as_deref(), |out| out.write_all(text.as_bytes()))?;
     Ok(Outcome::Success)
 }
 
