@@ -1,0 +1,66 @@
+//! A small, safe pickle decoder for plain data (protocols 2 to 5).
+//!
+//! It knows nothing of PyTorch: it builds containers of plain values and lets
+//! a [`Visitor`] claim lists by where they sit ("the `segments` list of the
+//! top-level dict"). Items appended to a claimed list are handed to the
+//! visitor as soon as they are complete and are then dropped, so a snapshot
+//! never exists as one value tree; the visitor may also replace a memoized
+//! container by a [`Value::Handle`] of its own (an interned stack), so data
+//! the pickle shares through its memo is converted once and stays shared.
+//!
+//! The pickle is pulled from a [`ByteSource`] through a buffer, so memory
+//! follows what the visitor keeps, not the file size.
+//!
+//! Nothing is ever executed: every opcode that would import, call or build an
+//! object is refused. Lengths are checked against the bytes present before
+//! anything is read, memo references must exist, containers cannot be changed
+//! once they are inside another (so no cycles), and nesting is bounded.
+
+mod input;
+mod interpreter;
+mod memo;
+mod opcodes;
+mod records;
+mod value;
+mod visitor;
+
+pub use memo::{Memo, MAX_HANDLE};
+pub use value::{Container, Items, Tuple, Value};
+pub use visitor::{Parent, PlainData, Visitor};
+
+use crate::input::source::ByteSource;
+use input::Input;
+use interpreter::Machine;
+
+/// Containers nested deeper than this are refused; a PyTorch snapshot needs 6.
+pub const MAX_DEPTH: u32 = 64;
+
+/// Why a pickle could not be decoded, with the byte offset of the opcode.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PickleError {
+    pub offset: u64,
+    pub message: String,
+}
+
+type Result<T> = std::result::Result<T, PickleError>;
+
+/// Decodes the pickle in `source` as plain data; the result is the top value
+/// (claimed lists are empty in it). Bytes after STOP are ignored.
+pub fn decode<V: Visitor>(source: &dyn ByteSource, visitor: &mut V) -> Result<Value> {
+    let mut m = Machine {
+        input: Input::new(source),
+        op_offset: 0,
+        stack: Vec::new(),
+        marks: Vec::new(),
+        claimed: Vec::new(),
+        memo: Memo::default(),
+        visitor,
+        record_pairs: Vec::new(),
+        record_memo: Vec::new(),
+        record_items: Vec::new(),
+    };
+    m.run()
+}
+
+#[cfg(test)]
+mod tests;

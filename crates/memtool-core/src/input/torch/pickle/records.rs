@@ -1,0 +1,452 @@
+//! The records fast path: trace entries and lists of memo references in the
+//! layout CPython's pickler gives them, read straight from the buffered
+//! bytes; anything else is left to the opcode loop.
+
+use super::interpreter::{Machine, Slot};
+use super::memo::{Memo, MemoSlot, Packed, MAX_HANDLE, PACKED_FORGOTTEN, PACKED_HANDLE};
+use super::value::{str_value, Container, Value};
+use super::{Result, Visitor};
+
+/// Bytes [`Machine::record`] makes sure are buffered before it gives up on a
+/// record cut by the buffer's end (records are far shorter).
+const REFILL_AHEAD: usize = 1 << 16;
+
+impl<V: Visitor> Machine<'_, '_, V> {
+    /// A shortcut for the commonest shape of a large snapshot, a list of
+    /// memo references to converted values (frames already interned):
+    /// `MARK (BINGET | LONG_BINGET)* APPENDS` onto a plain list just below the
+    /// MARK. When every reference in the buffered bytes is a handle, the
+    /// items go straight into the list and the opcodes are taken; otherwise
+    /// nothing is taken and the ordinary loop runs them, with the same result.
+    pub(super) fn append_handles(&mut self) {
+        let Some(Slot::Value(Value::List(list))) =
+            self.stack.len().checked_sub(2).map(|i| &self.stack[i])
+        else {
+            return;
+        };
+        if list.route.is_some() || list.sealed.get() {
+            return;
+        }
+        let bytes = self.input.buffered();
+        // Two passes: check every reference first, so a run that cannot take
+        // the shortcut leaves nothing half done.
+        let mut at = 0;
+        let mut n = 0;
+        while let Some((id, len)) = memo_ref(bytes, at) {
+            if !matches!(self.memo.get(id), Some(MemoSlot::Handle(_))) {
+                return;
+            }
+            at += len;
+            n += 1;
+        }
+        if bytes.get(at) != Some(&b'e') {
+            return;
+        }
+        let mut items = list.items.borrow_mut();
+        items.reserve(n);
+        let mut next = 0;
+        while let Some((id, len)) = memo_ref(bytes, next) {
+            if let Some(MemoSlot::Handle(h)) = self.memo.get(id) {
+                items.push(Value::Handle(h));
+            }
+            next += len;
+        }
+        drop(items);
+        list.appended.set(list.appended.get().saturating_add(n));
+        self.input.pos += at + 1;
+        self.marks.pop();
+        self.stack.pop();
+    }
+
+    /// A shortcut for the commonest shape of a large snapshot, a trace
+    /// entry: a dict appended to a list the visitor takes records from (see
+    /// [`Visitor::records`]), as CPython's pickler writes it, `EMPTY_DICT`
+    /// just taken, then `MEMOIZE MARK (key value)* SETITEMS`, keys and values
+    /// being scalars, strings (memoized or not), memo references to values
+    /// that are not containers, and lists of memo references to handles.
+    /// When the whole dict is in the buffered bytes in that shape, and no
+    /// earlier item of the list waits on the stack, its pairs go straight
+    /// to the visitor, with the memo and the list changed as the ordinary
+    /// loop would (the dict's memo slot forgotten, as the visitor's `item`
+    /// does). Otherwise nothing is taken or changed, and the ordinary loop
+    /// runs the opcodes.
+    pub(super) fn record(&mut self) -> Result<bool> {
+        let len = self.stack.len();
+        let Some(&at) = self.claimed.last() else {
+            return Ok(false);
+        };
+        if at + 2 != len || self.marks.last() != Some(&(at + 1)) {
+            return Ok(false);
+        }
+        let Some(Slot::Value(Value::List(list))) = self.stack.get(at) else {
+            return Ok(false);
+        };
+        let Some(route) = list.route else {
+            return Ok(false);
+        };
+        let bytes = self.input.buffered();
+        if list.sealed.get()
+            || !self.memo.sparse.is_empty()
+            || self.memo.values.len() + bytes.len() >= MAX_HANDLE as usize
+            || !self.visitor.records(route)
+        {
+            return Ok(false);
+        }
+        let list = list.clone();
+        let mut pairs = std::mem::take(&mut self.record_pairs);
+        let mut memoized = std::mem::take(&mut self.record_memo);
+        let mut scratch = std::mem::take(&mut self.record_items);
+        pairs.clear();
+        memoized.clear();
+        scratch.clear();
+        // The dict's own memo id; the values memoized in it follow.
+        let id = self.memo.dense.len() as u32;
+        let mut taken = self.scan_record(route, id, &mut pairs, &mut memoized, &mut scratch);
+        if taken.is_none() && self.input.buffered().len() < REFILL_AHEAD {
+            // Perhaps cut by the buffer's end: once more with more bytes.
+            let buffered = self.input.buffered().len();
+            let ahead = self.input.len.saturating_sub(self.input.offset());
+            if ahead as usize > buffered
+                && self.input.refill(ahead.min(REFILL_AHEAD as u64)).is_ok()
+            {
+                pairs.clear();
+                memoized.clear();
+                scratch.clear();
+                taken = self.scan_record(route, id, &mut pairs, &mut memoized, &mut scratch);
+            }
+        }
+        let result = match taken {
+            None => Ok(false),
+            Some((taken, nested)) => {
+                self.input.pos += taken;
+                self.memo.dense.push(Packed::new(MemoSlot::Forgotten));
+                for (i, v) in memoized.drain(..).enumerate() {
+                    // Cannot fail: the memo has room for every byte scanned.
+                    let _ = self.memo.put(id + 1 + i as u32, v);
+                }
+                let depth = if nested { 3 } else { 2 };
+                if depth > list.depth.get() {
+                    list.depth.set(depth);
+                }
+                list.appended.set(list.appended.get().saturating_add(1));
+                match self.visitor.record(route, &pairs, &mut self.memo) {
+                    Ok(()) => Ok(true),
+                    Err(message) => self.err(message),
+                }
+            }
+        };
+        pairs.clear();
+        memoized.clear();
+        self.record_pairs = pairs;
+        self.record_memo = memoized;
+        scratch.clear();
+        self.record_items = scratch;
+        result
+    }
+
+    /// [`scan_record`] over the buffered bytes, the visitor offered the
+    /// record's lists; `None` when the memo could not number every value
+    /// the bytes might memoize.
+    fn scan_record(
+        &mut self,
+        route: u32,
+        id: u32,
+        pairs: &mut Vec<Value>,
+        memoized: &mut Vec<Value>,
+        scratch: &mut Vec<u32>,
+    ) -> Option<(usize, bool)> {
+        let bytes = self.input.buffered();
+        if self.memo.values.len() + bytes.len() >= MAX_HANDLE as usize {
+            return None;
+        }
+        let visitor = &mut self.visitor;
+        let mut as_handle = |key: &Value, handles: &[u32]| visitor.record_list(route, key, handles);
+        scan_record(
+            bytes,
+            &self.memo,
+            id,
+            pairs,
+            memoized,
+            scratch,
+            &mut as_handle,
+        )
+    }
+}
+
+/// Reads a record's `MEMOIZE MARK (key value)* SETITEMS` from `bytes` (see
+/// [`Machine::record`]) into `pairs`, and the values it memoizes into
+/// `memoized` (memo ids `id + 1` on; `id` is the dict's). Returns the bytes
+/// taken and whether a value is a list, or `None` when the bytes are not
+/// in that shape (or end first).
+fn scan_record(
+    bytes: &[u8],
+    memo: &Memo,
+    id: u32,
+    pairs: &mut Vec<Value>,
+    memoized: &mut Vec<Value>,
+    scratch: &mut Vec<u32>,
+    as_handle: &mut dyn FnMut(&Value, &[u32]) -> Option<u32>,
+) -> Option<(usize, bool)> {
+    if bytes.get(..2)? != [0x94, b'('] {
+        return None;
+    }
+    let mut at = 2;
+    let mut nested = false;
+    let mut no_lists = |_: &Value, _: &[u32]| None;
+    loop {
+        skip_frames(bytes, &mut at);
+        if *bytes.get(at)? == b'u' {
+            return Some((at + 1, nested));
+        }
+        // Keys are never lists.
+        scan_value(
+            bytes,
+            &mut at,
+            memo,
+            id,
+            memoized,
+            scratch,
+            pairs,
+            &mut no_lists,
+        )?;
+        let list = scan_value(
+            bytes, &mut at, memo, id, memoized, scratch, pairs, as_handle,
+        )?;
+        if let Some(Value::List(l)) = pairs.last() {
+            l.sealed.set(true);
+        }
+        // A list taken as a handle nests as deep as the list would have.
+        nested |= list;
+    }
+}
+
+/// One value of a record at `*at`, and a MEMOIZE after it; see
+/// [`scan_record`]. A list of handles is offered to `as_handle` with the
+/// key before it (the last of `out`). Returns whether the value is a list.
+#[inline]
+#[allow(clippy::too_many_arguments)]
+fn scan_value(
+    bytes: &[u8],
+    at: &mut usize,
+    memo: &Memo,
+    id: u32,
+    memoized: &mut Vec<Value>,
+    scratch: &mut Vec<u32>,
+    out: &mut Vec<Value>,
+    as_handle: &mut dyn FnMut(&Value, &[u32]) -> Option<u32>,
+) -> Option<bool> {
+    skip_frames(bytes, at);
+    let mut i = *at + 1;
+    let op = *bytes.get(*at)?;
+    let mut is_list = false;
+    if let b'h' | b'j' = op {
+        // Pushed in place: values moved through the stack are slow (see
+        // `scan_handles`), and most of a record is memo references.
+        let (r, len) = memo_ref(bytes, *at)?;
+        i = *at + len;
+        record_ref(memo, id, memoized, r, out)?;
+    } else {
+        // Each value pushed where it is made: one built on the stack in
+        // parts and then moved whole stalls on the read back.
+        match op {
+            b'K' => {
+                i += 1;
+                out.push(Value::Int(i64::from(*bytes.get(i - 1)?)));
+            }
+            b'M' => {
+                i += 2;
+                let b = bytes.get(i - 2..i)?;
+                out.push(Value::Int(i64::from(u16::from_le_bytes([b[0], b[1]]))));
+            }
+            b'J' => {
+                i += 4;
+                let b = bytes.get(i - 4..i)?;
+                out.push(Value::Int(i64::from(i32::from_le_bytes([
+                    b[0], b[1], b[2], b[3],
+                ]))));
+            }
+            0x8a => {
+                let n = usize::from(*bytes.get(i)?);
+                if n == 0 || n > 8 {
+                    return None;
+                }
+                let raw = bytes.get(i + 1..i + 1 + n)?;
+                i += 1 + n;
+                let negative = raw[n - 1] & 0x80 != 0;
+                let mut buf = if negative { [0xffu8; 8] } else { [0u8; 8] };
+                buf[..n].copy_from_slice(raw);
+                out.push(Value::Int(i64::from_le_bytes(buf)));
+            }
+            b'N' => out.push(Value::None),
+            0x88 => out.push(Value::Bool(true)),
+            0x89 => out.push(Value::Bool(false)),
+            b'G' => {
+                i += 8;
+                let b: [u8; 8] = bytes.get(i - 8..i)?.try_into().ok()?;
+                out.push(Value::Float(f64::from_be_bytes(b)));
+            }
+            0x8c => {
+                let n = usize::from(*bytes.get(i)?);
+                let raw = bytes.get(i + 1..i + 1 + n)?;
+                i += 1 + n;
+                out.push(str_value(raw));
+            }
+            b']' => {
+                is_list = true;
+                // The list's memo id comes before its items', and its items
+                // are memo references, which memoize nothing.
+                let memoize = bytes.get(i) == Some(&0x94);
+                if memoize {
+                    i += 1;
+                }
+                scratch.clear();
+                let n = scan_handles(bytes, &mut i, memo, scratch)?;
+                if let Some(handle) = as_handle(out.last()?, scratch) {
+                    scratch.clear();
+                    if memoize {
+                        memoized.push(Value::Handle(handle));
+                    }
+                    out.push(Value::Handle(handle));
+                } else {
+                    let list = Container::new(None, Vec::new());
+                    if memoize {
+                        memoized.push(Value::List(list.clone()));
+                    }
+                    let mut items = list.items.borrow_mut();
+                    items.reserve_exact(n);
+                    // From handles, not values moved through the stack: each
+                    // value written there in two parts and read back whole
+                    // stalls.
+                    items.extend(scratch.drain(..).map(Value::Handle));
+                    drop(items);
+                    list.appended.set(n);
+                    out.push(Value::List(list));
+                }
+            }
+            _ => return None,
+        }
+    }
+    if bytes.get(i) == Some(&0x94) {
+        memoized.push(out.last()?.clone());
+        i += 1;
+    }
+    *at = i;
+    Some(is_list)
+}
+
+/// Steps over FRAME opcodes (a length hint, no-ops to the decoder), which
+/// the pickler puts before any value.
+#[inline]
+fn skip_frames(bytes: &[u8], at: &mut usize) {
+    while bytes.get(*at) == Some(&0x95) && bytes.len() >= *at + 9 {
+        *at += 9;
+    }
+}
+
+/// The items of the list just read in a record (see [`scan_value`]): runs
+/// of `MARK (BINGET | LONG_BINGET)* APPENDS` and `(BINGET | LONG_BINGET)
+/// APPEND` whose references are all handles, pushed to `out`. Returns how
+/// many.
+#[inline]
+fn scan_handles(bytes: &[u8], at: &mut usize, memo: &Memo, out: &mut Vec<u32>) -> Option<usize> {
+    let mut i = *at;
+    let mut n = 0;
+    // Handles only: the memo has no sparse entries here (see Machine::record).
+    let handle = |r: u32| {
+        let p = memo.dense.get(r as usize)?.0;
+        (p & PACKED_HANDLE != 0 && p != PACKED_FORGOTTEN).then_some(p & MAX_HANDLE)
+    };
+    loop {
+        skip_frames(bytes, &mut i);
+        match bytes.get(i) {
+            Some(b'(') => {
+                i += 1;
+                loop {
+                    let r = match *bytes.get(i)? {
+                        b'h' => {
+                            i += 2;
+                            u32::from(*bytes.get(i - 1)?)
+                        }
+                        b'j' => {
+                            i += 5;
+                            let b = bytes.get(i - 4..i)?;
+                            u32::from_le_bytes([b[0], b[1], b[2], b[3]])
+                        }
+                        b'e' => {
+                            i += 1;
+                            break;
+                        }
+                        0x95 => {
+                            let before = i;
+                            skip_frames(bytes, &mut i);
+                            if i == before {
+                                return None;
+                            }
+                            continue;
+                        }
+                        _ => return None,
+                    };
+                    out.push(handle(r)?);
+                    n += 1;
+                }
+            }
+            Some(b'h' | b'j') => {
+                let (r, len) = memo_ref(bytes, i)?;
+                if bytes.get(i + len) != Some(&b'a') {
+                    break;
+                }
+                out.push(handle(r)?);
+                n += 1;
+                i += len + 1;
+            }
+            _ => break,
+        }
+    }
+    *at = i;
+    Some(n)
+}
+
+/// A memo reference inside a record: not to a container (nor the record).
+#[inline]
+fn record_ref(
+    memo: &Memo,
+    id: u32,
+    memoized: &[Value],
+    r: u32,
+    out: &mut Vec<Value>,
+) -> Option<()> {
+    let v = match r.checked_sub(id) {
+        Some(0) => return None,
+        Some(n) => memoized.get(n as usize - 1)?,
+        None => match memo.get(r)? {
+            MemoSlot::Handle(h) => {
+                out.push(Value::Handle(h));
+                return Some(());
+            }
+            MemoSlot::Value(i) => &memo.values[i as usize],
+            MemoSlot::Forgotten => return None,
+        },
+    };
+    match v {
+        Value::List(_) | Value::Dict(_) | Value::Tuple(_) => None,
+        v => {
+            // Cloned into place: a clone built on the stack in parts and
+            // then moved whole stalls on the read back.
+            out.extend_from_slice(std::slice::from_ref(v));
+            Some(())
+        }
+    }
+}
+
+/// The memo id and opcode length of a BINGET or LONG_BINGET at `at`.
+#[inline]
+fn memo_ref(bytes: &[u8], at: usize) -> Option<(u32, usize)> {
+    match bytes.get(at)? {
+        b'h' => Some((u32::from(*bytes.get(at + 1)?), 2)),
+        b'j' => {
+            let id = bytes.get(at + 1..at + 5)?;
+            Some((u32::from_le_bytes([id[0], id[1], id[2], id[3]]), 5))
+        }
+        _ => None,
+    }
+}

@@ -1,0 +1,299 @@
+use std::rc::Rc;
+
+use super::*;
+
+fn plain(bytes: &[u8]) -> Result<Value> {
+    decode(&bytes.to_vec(), &mut PlainData)
+}
+
+fn error(bytes: &[u8]) -> String {
+    match plain(bytes) {
+        Ok(v) => panic!("decoded {v:?}"),
+        Err(e) => e.message,
+    }
+}
+
+/// `pickle.dumps({'a': [1, 'x', None, True, 1.5], 'b': 2**40}, protocol=4)`
+/// without FRAME, plus a shared list referenced twice.
+#[test]
+fn decodes_plain_data_and_shares_memoized_containers() {
+    let mut p = vec![0x80, 4, b'}', 0x94, b'('];
+    p.extend([0x8c, 1, b'a', 0x94, b']', 0x94, b'(']);
+    p.extend([b'K', 1, 0x8c, 1, b'x', 0x94, b'N', 0x88, b'G']);
+    p.extend(1.5f64.to_be_bytes());
+    p.extend([b'e', 0x8c, 1, b'b', 0x94, 0x8a, 6, 0, 0, 0, 0, 0, 1]);
+    p.extend([0x8c, 1, b'c', 0x94, b'h', 2, b'u', b'.']);
+    let v = plain(&p).unwrap();
+    let a = v.get("a").unwrap().items().unwrap();
+    assert_eq!(a.len(), 5);
+    assert_eq!(a[0].as_i64(), Some(1));
+    assert_eq!(a[1].as_str(), Some("x"));
+    assert!(matches!(a[2], Value::None));
+    assert!(matches!(a[3], Value::Bool(true)));
+    assert!(matches!(a[4], Value::Float(f) if f == 1.5));
+    assert_eq!(v.get("b").unwrap().as_i64(), Some(1 << 40));
+    let (Some(Value::List(x)), Some(Value::List(y))) = (v.get("a"), v.get("c")) else {
+        panic!("lists expected");
+    };
+    assert!(Rc::ptr_eq(&x, &y), "a memo reference is the same list");
+}
+
+#[test]
+fn long_integers_of_any_length_decode() {
+    // LONG1 of -1 (one byte 0xff), LONG1 of 2**64 (9 bytes), LONG4 of 2**80.
+    assert_eq!(plain(&[0x8a, 1, 0xff, b'.']).unwrap().as_i64(), Some(-1));
+    let mut p = vec![0x8a, 9, 0, 0, 0, 0, 0, 0, 0, 0, 1, b'.'];
+    assert!(matches!(plain(&p).unwrap(), Value::BigInt(f) if f == 18446744073709551616.0));
+    p = vec![0x8b, 11, 0, 0, 0];
+    p.extend([0; 10]);
+    p.extend([1, b'.']);
+    assert!(matches!(plain(&p).unwrap(), Value::BigInt(f) if f == 2f64.powi(80)));
+    // LONG1 of -2**64 - 1 in 9 bytes two's complement.
+    let p = [
+        0x8a, 9, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xfe, b'.',
+    ];
+    assert!(matches!(plain(&p).unwrap(), Value::BigInt(f) if f == -18446744073709551617.0));
+}
+
+#[test]
+fn code_execution_opcodes_are_refused() {
+    // GLOBAL 'os\nsystem\n', then REDUCE.
+    let mut p = vec![0x80, 2, b'c'];
+    p.extend(b"os\nsystem\n");
+    p.extend([b'X', 2, 0, 0, 0, b'l', b's', 0x85, b'R', b'.']);
+    let e = error(&p);
+    assert!(e.contains("GLOBAL") && e.contains("refuses"), "{e}");
+    for (op, name) in [
+        (b'R', "REDUCE"),
+        (0x93, "STACK_GLOBAL"),
+        (b'b', "BUILD"),
+        (b'i', "INST"),
+        (b'o', "OBJ"),
+        (0x81, "NEWOBJ"),
+        (0x92, "NEWOBJ_EX"),
+        (b'Q', "BINPERSID"),
+    ] {
+        let e = error(&[0x80, 4, b'N', b'N', op, b'.']);
+        assert!(e.contains(name), "{name}: {e}");
+    }
+}
+
+#[test]
+fn missing_memo_entries_are_errors() {
+    let e = error(&[0x80, 4, b']', b'h', 7, b'.']);
+    assert!(e.contains("memo entry 7"), "{e}");
+    let e = error(&[0x80, 4, b'j', 0xff, 0xff, 0xff, 0xff, b'.']);
+    assert!(e.contains("memo entry 4294967295"), "{e}");
+}
+
+#[test]
+fn truncated_input_and_huge_claimed_lengths_are_errors() {
+    assert!(error(&[0x80, 4, b']']).contains("ends before STOP"));
+    assert!(error(&[0x80, 4, b'J', 1, 2]).contains("truncated"));
+    // BINUNICODE8 claiming 2**63 bytes, BINBYTES8 claiming u64::MAX, LONG4
+    // claiming 2 GiB: nothing is allocated for them.
+    let mut p = vec![0x80, 4, 0x8d];
+    p.extend((1u64 << 63).to_le_bytes());
+    assert!(error(&p).contains("truncated"));
+    let mut p = vec![0x80, 4, 0x8e];
+    p.extend(u64::MAX.to_le_bytes());
+    assert!(error(&p).contains("truncated"));
+    let mut p = vec![0x80, 4, 0x8b];
+    p.extend(0x7fff_ffffu32.to_le_bytes());
+    assert!(error(&p).contains("truncated"));
+    assert!(error(&[0x80, 4, 0x8b, 0xff, 0xff, 0xff, 0xff]).contains("negative"));
+    assert!(error(&[]).contains("ends before STOP"));
+}
+
+#[test]
+fn deep_nesting_and_self_reference_are_errors() {
+    // [[[[...]]]] 100 deep: EMPTY_LIST x100, then APPEND x99.
+    let mut p = vec![0x80, 4];
+    p.extend([b']'; 100]);
+    p.extend([b'a'; 99]);
+    p.push(b'.');
+    assert!(error(&p).contains("nested deeper"));
+    // The same depth reached by appending into lists already placed.
+    let mut p = vec![0x80, 4, b']', 0x94];
+    for i in 0..100u8 {
+        // get the innermost list, append a new one, memoize that one.
+        p.extend([b'h', i, b']', 0x94, b'a', b'0']);
+    }
+    p.push(b'.');
+    let e = error(&p);
+    assert!(e.contains("already inside"), "{e}");
+    // a = []; a.append(a)
+    let e = error(&[0x80, 4, b']', 0x94, b'h', 0, b'a', b'.']);
+    assert!(e.contains("contains itself"), "{e}");
+    // d = {}; d[d] = None (found by the fuzzer: a cycle through the key)
+    let e = error(&[0x80, 4, b'}', 0x94, b'h', 0, b'N', b's', b'.']);
+    assert!(e.contains("contains itself"), "{e}");
+    // d = {}; d[None] = d
+    let e = error(&[0x80, 4, b'}', 0x94, b'N', b'h', 0, b's', b'.']);
+    assert!(e.contains("contains itself"), "{e}");
+    // Tuples nest too: TUPLE1 x100.
+    let mut p = vec![0x80, 4, b'N'];
+    p.extend([0x85; 100]);
+    p.push(b'.');
+    assert!(error(&p).contains("nested deeper"));
+}
+
+/// 600,000 small ints in batches of 1,000 and a 3 MiB string: several
+/// buffer refills, opcodes cut by the buffer's end, and an argument
+/// larger than the buffer.
+#[test]
+fn input_larger_than_the_buffer_streams_through_it() {
+    let mut p = vec![0x80, 4, b']'];
+    for _ in 0..600 {
+        p.push(b'(');
+        for i in 0..1000u32 {
+            p.extend([b'K', (i % 251) as u8]);
+        }
+        p.push(b'e');
+    }
+    let big = "x".repeat(3 << 20);
+    p.push(0x8d);
+    p.extend((big.len() as u64).to_le_bytes());
+    p.extend(big.as_bytes());
+    p.extend([b'a', b'.']);
+    let v = plain(&p).unwrap();
+    let items = v.seq().unwrap();
+    assert_eq!(items.len(), 600_001);
+    assert_eq!(items[599_999].as_i64(), Some(999 % 251));
+    assert_eq!(items[600_000].as_str().map(str::len), Some(3 << 20));
+    drop(items);
+    // Cut inside the string: its length is checked against what is left.
+    let e = error(&p[..p.len() - 1000]);
+    assert_eq!(
+        e,
+        "truncated: the opcode needs 3145728 bytes but 3144730 remain"
+    );
+}
+
+#[test]
+fn bytes_after_stop_are_ignored_and_stack_errors_are_clean() {
+    assert_eq!(
+        plain(&[0x80, 4, b'K', 5, b'.', 0xde, 0xad])
+            .unwrap()
+            .as_i64(),
+        Some(5)
+    );
+    assert!(error(&[0x80, 4, b'.']).contains("underflow"));
+    assert!(error(&[0x80, 4, b'(', b'.']).contains("MARK"));
+    assert!(error(&[0x80, 4, b'K', 1, b'e', b'.']).contains("MARK"));
+    assert!(error(&[0x80, 4, b'K', 1, b'K', 2, b'a', b'.']).contains("not a list"));
+    assert!(error(&[0x80, 9, b'N', b'.']).contains("protocol 9"));
+    assert!(error(b"I1\n.").contains("unsupported"));
+}
+
+/// Collects the entries of the list at key `t` of the root dict, from
+/// `item` or, when `fast`, from `record`.
+struct Records {
+    fast: bool,
+    entries: Vec<String>,
+    records: usize,
+}
+
+fn show(v: &Value) -> String {
+    match v {
+        Value::None => "None".into(),
+        Value::Int(i) => i.to_string(),
+        Value::Str(s) => format!("{s:?}"),
+        Value::Handle(h) => format!("#{h}"),
+        Value::Dict(_) => format!(
+            "{{{}}}",
+            v.pairs()
+                .unwrap()
+                .iter()
+                .map(|(k, v)| format!("{}: {}", show(k), show(v)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        v => format!("{v:?}"),
+    }
+}
+
+impl Visitor for Records {
+    fn route(&mut self, parent: Parent<'_>, is_list: bool) -> Option<u32> {
+        match parent {
+            Parent::Root => Some(0),
+            Parent::DictKey { route: 0, key: "t" } if is_list => Some(1),
+            _ => None,
+        }
+    }
+    fn item(
+        &mut self,
+        route: u32,
+        item: &Value,
+        _: &mut Memo,
+    ) -> std::result::Result<bool, String> {
+        if route != 1 {
+            return Ok(false);
+        }
+        self.entries.push(show(item));
+        Ok(true)
+    }
+    fn records(&self, route: u32) -> bool {
+        self.fast && route == 1
+    }
+    fn record(&mut self, _: u32, pairs: &[Value], _: &mut Memo) -> std::result::Result<(), String> {
+        let pairs: Vec<String> = pairs
+            .chunks_exact(2)
+            .map(|kv| format!("{}: {}", show(&kv[0]), show(&kv[1])))
+            .collect();
+        self.entries.push(format!("{{{}}}", pairs.join(", ")));
+        self.records += 1;
+        Ok(())
+    }
+}
+
+/// Records in CPython's shape (a FRAME inside one) go to `record`; one
+/// in another shape, and the rest of its batch, go the ordinary way;
+/// the visitor sees the same entries in the same order either way.
+#[test]
+fn records_are_read_straight_or_the_ordinary_way_alike() {
+    let mut p = vec![
+        0x80, 4, b'}', 0x94, b'(', 0x8c, 1, b't', 0x94, b']', 0x94, b'(',
+    ];
+    // Memo: root 0, 't' 1, list 2, then each dict and string in order.
+    p.extend([b'}', 0x94, b'(', 0x8c, 6]);
+    p.extend(b"action");
+    p.extend([0x94, 0x8c, 5]);
+    p.extend(b"alloc");
+    p.extend([0x94, 0x8c, 4]);
+    p.extend(b"size");
+    p.extend([0x94, b'K', 7, b'u']);
+    p.extend([
+        b'}', 0x94, b'(', b'h', 4, b'h', 5, 0x95, 9, 0, 0, 0, 0, 0, 0, 0,
+    ]);
+    p.extend([b'h', 6, b'J', 1, 0, 0, 0, b'u']);
+    // A dict as a value: not a record's shape.
+    p.extend([b'}', 0x94, b'(', b'h', 4, b'}', b'u']);
+    p.extend([b'}', 0x94, b'(', b'h', 6, 0x8a, 2, 0, 1, b'u', b'e']);
+    p.extend([
+        b'(', b'}', 0x94, b'(', b'h', 6, b'N', b'h', 4, b'h', 5, b'u', b'e',
+    ]);
+    p.extend([b'u', b'.']);
+    let mut decoded = Vec::new();
+    for fast in [false, true] {
+        let mut v = Records {
+            fast,
+            entries: Vec::new(),
+            records: 0,
+        };
+        decode(&p.clone(), &mut v).unwrap();
+        assert_eq!(v.records, if fast { 3 } else { 0 });
+        decoded.push(v.entries);
+    }
+    assert_eq!(decoded[0], decoded[1]);
+    assert_eq!(
+        decoded[1],
+        [
+            r#"{"action": "alloc", "size": 7}"#,
+            r#"{"action": "alloc", "size": 1}"#,
+            r#"{"action": {}}"#,
+            r#"{"size": 256}"#,
+            r#"{"size": None, "action": "alloc"}"#,
+        ]
+    );
+}
