@@ -215,7 +215,14 @@ fn load_into(profile: &mut Profile, source: Source, options: &LoadOptions) -> Re
             None => pprof::read(profile, &path, &whole(&*data)?, options.force_general_path),
         },
         Format::XSpace => xspace::read(profile, &path, &*data, options.force_general_path),
-        Format::TorchSnapshot => torch::snapshot::read(profile, &path, &*data),
+        Format::TorchSnapshot => {
+            let paths = if options.force_general_path {
+                torch::pickle::Paths::GeneralOnly
+            } else {
+                torch::pickle::Paths::Fast
+            };
+            torch::snapshot::read(profile, &path, &*data, paths)
+        }
         Format::TorchTrace | Format::TorchMemoryTimeline => {
             torch::json::read(profile, &path, &*data, format)
         }

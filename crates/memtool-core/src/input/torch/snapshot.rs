@@ -654,7 +654,12 @@ impl SnapshotVisitor<'_> {
     }
 }
 
-pub(crate) fn read(profile: &mut Profile, path: &str, source: &dyn ByteSource) -> Result<()> {
+pub(crate) fn read(
+    profile: &mut Profile,
+    path: &str,
+    source: &dyn ByteSource,
+    paths: pickle::Paths,
+) -> Result<()> {
     let mut visitor = SnapshotVisitor {
         profile,
         segments: Vec::new(),
@@ -666,7 +671,7 @@ pub(crate) fn read(profile: &mut Profile, path: &str, source: &dyn ByteSource) -
         has_category: false,
         bad_values: 0,
     };
-    let root = pickle::decode(source, &mut visitor).map_err(|e| Error::Corrupt {
+    let root = pickle::decode(source, &mut visitor, paths).map_err(|e| Error::Corrupt {
         path: path.to_string(),
         format: "PyTorch snapshot pickle",
         message: e.message,
@@ -1135,7 +1140,7 @@ mod tests {
         });
         p.bytes.extend([b'e', b'e', b'u', b'.']);
         let mut profile = Profile::default();
-        read(&mut profile, "frames.pickle", &p.bytes).unwrap();
+        read(&mut profile, "frames.pickle", &p.bytes, pickle::Paths::Fast).unwrap();
         let m = &profile.memories[0];
         let names = &profile.names;
         let stacks: Vec<(Option<u64>, String)> = m
@@ -1172,7 +1177,7 @@ mod tests {
         p.extend([0x94, b'u', b'a', b'u']);
         p.extend([b'}', 0x94, b'(', b'h', 4, b'h', 5, b'u', b'e', b'u', b'.']);
         let mut profile = Profile::default();
-        read(&mut profile, "s.pickle", &p).unwrap();
+        read(&mut profile, "s.pickle", &p, pickle::Paths::Fast).unwrap();
         let m = &profile.memories[0];
         let blocks: Vec<usize> = m.segments.iter().map(|s| s.blocks.len()).collect();
         assert_eq!(blocks, [1, 0]);

@@ -18,6 +18,9 @@ pub(super) enum Slot {
 }
 
 pub(super) struct Machine<'s, 'v, V: Visitor> {
+    /// Whether the records fast path may read what it recognises
+    /// (`append_handles`, `record`); the opcode loop gives the same result.
+    pub(super) fast_paths: bool,
     pub(super) input: Input<'s>,
     pub(super) op_offset: u64,
     pub(super) stack: Vec<Slot>,
@@ -446,7 +449,9 @@ impl<V: Visitor> Machine<'_, '_, V> {
                 b'(' => {
                     self.marks.push(self.stack.len());
                     self.stack.push(Slot::Mark);
-                    self.append_handles();
+                    if self.fast_paths {
+                        self.append_handles();
+                    }
                 }
                 b'0' => {
                     if let Some(Slot::Mark) = self.stack.pop() {
@@ -520,7 +525,7 @@ impl<V: Visitor> Machine<'_, '_, V> {
                     let n = u64::from_le_bytes(self.le()?);
                     self.bytes(n)?;
                 }
-                b'}' if self.record()? => {}
+                b'}' if self.fast_paths && self.record()? => {}
                 b']' | b'}' | 0x8f => {
                     let is_list = op != b'}';
                     let route = self.route_new(is_list);

@@ -44,10 +44,21 @@ pub struct PickleError {
 
 type Result<T> = std::result::Result<T, PickleError>;
 
+/// Which paths the decoder may take.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Paths {
+    /// The records fast path where the bytes have CPython's layout, the
+    /// opcode loop elsewhere.
+    Fast,
+    /// The opcode loop only, for checking that both give one result.
+    GeneralOnly,
+}
+
 /// Decodes the pickle in `source` as plain data; the result is the top value
 /// (claimed lists are empty in it). Bytes after STOP are ignored.
-pub fn decode<V: Visitor>(source: &dyn ByteSource, visitor: &mut V) -> Result<Value> {
+pub fn decode<V: Visitor>(source: &dyn ByteSource, visitor: &mut V, paths: Paths) -> Result<Value> {
     let mut m = Machine {
+        fast_paths: paths == Paths::Fast,
         input: Input::new(source),
         op_offset: 0,
         stack: Vec::new(),

@@ -3,7 +3,7 @@ use std::rc::Rc;
 use super::*;
 
 fn plain(bytes: &[u8]) -> Result<Value> {
-    decode(&bytes.to_vec(), &mut PlainData)
+    decode(&bytes.to_vec(), &mut PlainData, Paths::Fast)
 }
 
 fn error(bytes: &[u8]) -> String {
@@ -281,7 +281,7 @@ fn records_are_read_straight_or_the_ordinary_way_alike() {
             entries: Vec::new(),
             records: 0,
         };
-        decode(&p.clone(), &mut v).unwrap();
+        decode(&p.clone(), &mut v, Paths::Fast).unwrap();
         assert_eq!(v.records, if fast { 3 } else { 0 });
         decoded.push(v.entries);
     }
