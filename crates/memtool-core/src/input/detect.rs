@@ -1,6 +1,11 @@
 //! Recognizes a profile format from its bytes, never from the file name.
 
+use std::io::{self, BufReader, Read};
+
 use memtool_proto::wire::reader::{Fields, Value};
+
+use crate::input::source::{ByteSource, SourceReader};
+use crate::model::Format;
 
 /// What the (decompressed) bytes look like.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -127,4 +132,24 @@ mod tests {
         assert_eq!(sniff(b"hello world, not a profile"), Sniffed::Unknown);
         assert_eq!(sniff(b"hello, I am not a profile\n"), Sniffed::Unknown);
     }
+}
+
+/// Which PyTorch JSON document the input holds: a memory timeline is an array
+/// of arrays (`[times, sizes]` or raw `[[t, action, bytes, category], ...]`);
+/// a Chrome trace is an object (or an array of event objects). Only the
+/// first two characters that are not whitespace decide, so only they are
+/// read.
+pub(crate) fn classify(data: &dyn ByteSource) -> io::Result<Format> {
+    let mut text = BufReader::with_capacity(4 << 10, SourceReader::new(data)).bytes();
+    let mut first_two = [None, None];
+    for slot in &mut first_two {
+        *slot = text
+            .by_ref()
+            .find(|b| !b.as_ref().is_ok_and(|b| b.is_ascii_whitespace()))
+            .transpose()?;
+    }
+    Ok(match first_two {
+        [Some(b'['), Some(b'[')] => Format::TorchMemoryTimeline,
+        _ => Format::TorchTrace,
+    })
 }

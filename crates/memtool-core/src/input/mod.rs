@@ -182,7 +182,7 @@ fn load_into(profile: &mut Profile, source: Source, options: &LoadOptions) -> Re
         Sniffed::Pprof => Format::Pprof,
         Sniffed::XSpace => Format::XSpace,
         Sniffed::Pickle => Format::TorchSnapshot,
-        Sniffed::Json => torch::json::classify(&*data).map_err(|e| read_error(&path, &e))?,
+        Sniffed::Json => detect::classify(&*data).map_err(|e| read_error(&path, &e))?,
         Sniffed::Empty => {
             return Err(Error::NoData {
                 path,
@@ -223,8 +223,9 @@ fn load_into(profile: &mut Profile, source: Source, options: &LoadOptions) -> Re
             };
             torch::snapshot::read(profile, &path, &*data, paths)
         }
-        Format::TorchTrace | Format::TorchMemoryTimeline => {
-            torch::json::read(profile, &path, &*data, format)
+        Format::TorchTrace => {
+            torch::trace::read(profile, &path, &*data, options.force_general_path)
         }
+        Format::TorchMemoryTimeline => torch::memory_timeline::read(profile, &path, &*data),
     }
 }

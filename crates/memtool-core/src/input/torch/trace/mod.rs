@@ -1,0 +1,567 @@
+//! PyTorch profiler Chrome traces (`*.pt.trace.json`) with `[memory]`
+//! instant events.
+//!
+//! The trace is read with serde as a stream from the input through a small
+//! buffer: each element of `traceEvents` becomes a compact record (or
+//! nothing) as it is parsed, into buffers reused from one event to the next,
+//! so a trace of gigabytes is never held, neither as bytes nor as a JSON
+//! value tree. Arguments other than the memory ones are skipped without being
+//! stored.
+
+mod deserialize;
+pub(super) mod window;
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::BufReader;
+
+use serde::de;
+
+use super::corrupt;
+use crate::error::{Error, Result};
+use crate::input::source::{ByteSource, SourceReader};
+use crate::model::{
+    AllocId, Allocation, AllocatorSample, Axis, Event, EventKind, Format, InputInfo, MemoryKind,
+    Profile, Site, SiteId, Step, StrId,
+};
+use deserialize::{parse_with_serde, DeviceProperty, RawEvent};
+
+/// A `[memory]` event, compact: millions of them are held until the trace
+/// is read (it need not be in time order, and the operator spans that
+/// attribute them may come later in the file).
+struct MemoryRecord {
+    ts: f64,
+    bytes: i64,
+    addr: u64,
+    total_allocated: u64,
+    total_reserved: u64,
+    /// Index into `TraceState::threads`.
+    thread: u32,
+    /// Index into `TraceState::devices`.
+    device: u32,
+    /// The innermost operator span around the event, once attributed.
+    op: Option<StrId>,
+    /// Which of `addr`, `total_allocated`, `total_reserved` the event has
+    /// (`HAS_*` bits).
+    present: u8,
+}
+
+const HAS_ADDR: u8 = 1;
+const HAS_TOTAL_ALLOCATED: u8 = 2;
+const HAS_TOTAL_RESERVED: u8 = 4;
+
+impl MemoryRecord {
+    fn addr(&self) -> Option<u64> {
+        (self.present & HAS_ADDR != 0).then_some(self.addr)
+    }
+    fn total_allocated(&self) -> Option<u64> {
+        (self.present & HAS_TOTAL_ALLOCATED != 0).then_some(self.total_allocated)
+    }
+    fn total_reserved(&self) -> Option<u64> {
+        (self.present & HAS_TOTAL_RESERVED != 0).then_some(self.total_reserved)
+    }
+}
+
+/// A CPU operator span, for attributing allocations.
+struct OpRecord {
+    start: f64,
+    end: f64,
+    thread: (i64, i64),
+    /// Index into `TraceState::op_names` while parsing, then a [`StrId`].
+    name: u32,
+}
+
+/// Distinct keys (threads, devices) numbered in order of first appearance,
+/// so records hold a `u32` rather than the key.
+#[derive(Default)]
+struct KeyTable {
+    keys: Vec<(i64, i64)>,
+    ids: HashMap<(i64, i64), u32>,
+}
+
+impl KeyTable {
+    fn id(&mut self, key: (i64, i64)) -> u32 {
+        *self.ids.entry(key).or_insert_with(|| {
+            self.keys.push(key);
+            (self.keys.len() - 1) as u32
+        })
+    }
+
+    fn key(&self, id: u32) -> (i64, i64) {
+        self.keys.get(id as usize).copied().unwrap_or_default()
+    }
+
+    /// Each id's position when the keys are sorted.
+    fn ranks(&self) -> Vec<u32> {
+        let mut by_key: Vec<u32> = (0..self.keys.len() as u32).collect();
+        by_key.sort_by_key(|&id| self.key(id));
+        let mut ranks = vec![0u32; self.keys.len()];
+        for (rank, &id) in by_key.iter().enumerate() {
+            if let Some(slot) = ranks.get_mut(id as usize) {
+                *slot = rank as u32;
+            }
+        }
+        ranks
+    }
+}
+
+/// What the parse keeps. It touches no profile, so a parse that gives up
+/// half-way leaves nothing behind.
+#[derive(Default)]
+struct TraceState {
+    memory: Vec<MemoryRecord>,
+    /// Operator names in order of first appearance.
+    op_names: Vec<Box<str>>,
+    op_name_ids: HashMap<Box<str>, u32>,
+    threads: KeyTable,
+    devices: KeyTable,
+    ops: Vec<OpRecord>,
+    /// `ProfilerStep#N` spans: (N, start µs, end µs).
+    steps: Vec<Step>,
+    device_properties: Vec<DeviceProperty>,
+}
+
+/// Record indices are `u32` (as allocation ids are): past that many
+/// `[memory]` events a trace is refused rather than miscounted.
+const MAX_MEMORY_EVENTS: usize = u32::MAX as usize;
+
+impl TraceState {
+    fn event<E: de::Error>(&mut self, e: &RawEvent) -> std::result::Result<(), E> {
+        let name = e.name.get().unwrap_or("");
+        let ph = e.ph.get().unwrap_or("");
+        if name == "[memory]" {
+            let args = &e.args;
+            let Some(bytes) = args.bytes.int() else {
+                return Ok(());
+            };
+            let Some(ts) = e.ts.float() else {
+                return Ok(());
+            };
+            if self.memory.len() >= MAX_MEMORY_EVENTS {
+                return Err(E::custom(format_args!(
+                    "more than {MAX_MEMORY_EVENTS} [memory] events; memtool reads at most that many"
+                )));
+            }
+            let addr = args.addr.int().and_then(|a| u64::try_from(a).ok());
+            let total_allocated = args
+                .total_allocated
+                .int()
+                .and_then(|a| u64::try_from(a).ok());
+            let total_reserved = args
+                .total_reserved
+                .int()
+                .and_then(|a| u64::try_from(a).ok());
+            let present = [
+                (addr.is_some(), HAS_ADDR),
+                (total_allocated.is_some(), HAS_TOTAL_ALLOCATED),
+                (total_reserved.is_some(), HAS_TOTAL_RESERVED),
+            ]
+            .iter()
+            .filter(|(has, _)| *has)
+            .fold(0, |bits, (_, bit)| bits | bit);
+            let thread = self.threads.id((e.pid.key(), e.tid.key()));
+            let device = self.devices.id((
+                args.device_type.int().unwrap_or(0),
+                args.device_id.int().unwrap_or(-1),
+            ));
+            self.memory.push(MemoryRecord {
+                ts,
+                bytes,
+                addr: addr.unwrap_or(0),
+                total_allocated: total_allocated.unwrap_or(0),
+                total_reserved: total_reserved.unwrap_or(0),
+                thread,
+                device,
+                op: None,
+                present,
+            });
+            return Ok(());
+        }
+        if ph != "X" {
+            return Ok(());
+        }
+        if let Some(number) = name.strip_prefix("ProfilerStep#") {
+            if let (Some(id), Some(start), Some(dur)) =
+                (number.trim().parse().ok(), e.ts.float(), e.dur.float())
+            {
+                self.steps.push(Step {
+                    id,
+                    start: start.round() as i64,
+                    end: (start + dur.max(0.0)).round() as i64,
+                });
+            }
+            return Ok(());
+        }
+        // `cpu_op` in Kineto traces; `Operator` in PyTorch 1.9-era ones.
+        let cat = e.cat.get().unwrap_or("");
+        if cat != "cpu_op" && cat != "Operator" {
+            return Ok(());
+        }
+        let (Some(start), Some(dur)) = (e.ts.float(), e.dur.float()) else {
+            return Ok(());
+        };
+        let name = match self.op_name_ids.get(name) {
+            Some(&id) => id,
+            None => {
+                let id = self.op_names.len() as u32;
+                self.op_names.push(name.into());
+                self.op_name_ids.insert(name.into(), id);
+                id
+            }
+        };
+        self.ops.push(OpRecord {
+            start,
+            end: start + dur.max(0.0),
+            thread: (e.pid.key(), e.tid.key()),
+            name,
+        });
+        Ok(())
+    }
+}
+
+/// How much of the trace is buffered at a time.
+const READ_BUFFER: usize = 256 << 10;
+
+/// Reads a Chrome trace from `data`. A trace read from a file goes through
+/// the window fast path unless `force_general_path` (serde's streaming
+/// reader, which the window falls back to, gives the same profile).
+pub(crate) fn read(
+    profile: &mut Profile,
+    path: &str,
+    data: &dyn ByteSource,
+    force_general_path: bool,
+) -> Result<()> {
+    let state = {
+        let _span = crate::timings::span("torch trace: parse");
+        match data.as_bytes() {
+            // Gunzipped traces are in memory already: parse them in place.
+            Some(bytes) => parse_with_serde(&mut serde_json::Deserializer::from_slice(bytes)),
+            None => match window::parse(data).filter(|_| !force_general_path) {
+                Some(state) => Ok(state),
+                // The fast pass gave up (a malformed trace, an unusual layout,
+                // a read error): serde's own streaming reader decides, and
+                // words any error.
+                None => {
+                    let reader = BufReader::with_capacity(READ_BUFFER, SourceReader::new(data));
+                    parse_with_serde(&mut serde_json::Deserializer::from_reader(reader))
+                }
+            },
+        }
+        .map_err(|e| corrupt(path, "PyTorch trace JSON", e))?
+    };
+    let _span = crate::timings::span("torch trace: timelines");
+    let TraceState {
+        mut memory,
+        op_names,
+        op_name_ids,
+        threads,
+        devices,
+        mut ops,
+        mut steps,
+        device_properties,
+    } = state;
+    drop(op_name_ids);
+    // Interned in order of first appearance, as if interned while parsing.
+    let op_ids: Vec<StrId> = op_names.iter().map(|n| profile.names.string(n)).collect();
+    for op in &mut ops {
+        op.name = op_ids.get(op.name as usize).map_or(0, |id| id.0);
+    }
+    steps.sort_by_key(|s| (s.start, s.id));
+    steps.dedup();
+    profile.inputs.push(InputInfo {
+        path: path.to_string(),
+        format: Format::TorchTrace,
+        executables: None,
+    });
+    if memory.is_empty() {
+        return Err(Error::NoData {
+            path: path.to_string(),
+            message: "the trace has no [memory] events; record it with \
+                      torch.profiler.profile(profile_memory=True)"
+                .into(),
+        });
+    }
+    // Chrome traces need not be in time order; keep file order among equals
+    // (the sort is stable).
+    memory.sort_by(|a, b| a.ts.total_cmp(&b.ts));
+    ops.sort_by(|a, b| {
+        a.thread
+            .cmp(&b.thread)
+            .then(a.start.total_cmp(&b.start))
+            .then(b.end.total_cmp(&a.end))
+    });
+    attribute_ops(&mut memory, &threads, &ops);
+    drop(ops);
+
+    // Record indices grouped by device in key order, in time order within
+    // each (the sort is stable).
+    let device_rank = devices.ranks();
+    let rank = |m: &MemoryRecord| device_rank.get(m.device as usize).copied();
+    let mut by_device: Vec<u32> = (0..memory.len() as u32).collect();
+    by_device.sort_by_key(|&i| memory.get(i as usize).and_then(rank));
+    let capacity: HashMap<i64, u64> = device_properties
+        .iter()
+        .filter_map(|d| {
+            Some((
+                d.id.int()?,
+                d.total_global_mem
+                    .int()
+                    .and_then(|m| u64::try_from(m).ok())?,
+            ))
+        })
+        .collect();
+    for indices in by_device.chunk_by(|&a, &b| {
+        let device = |i: u32| memory.get(i as usize).map(|m| m.device);
+        device(a) == device(b)
+    }) {
+        let Some(first) = indices.first().and_then(|&i| memory.get(i as usize)) else {
+            continue;
+        };
+        let (device_type, device_id) = devices.key(first.device);
+        let id = match device_type {
+            0 => "cpu".to_string(),
+            1 => format!("cuda:{device_id}"),
+            t => format!("device{t}:{device_id}"),
+        };
+        let records = indices.iter().filter_map(|&i| memory.get(i as usize));
+        let cap = (device_type == 1)
+            .then(|| capacity.get(&device_id).copied())
+            .flatten();
+        build_trace_memory(profile, path, &id, device_type == 1, cap, records);
+        if let Some(m) = profile.memories.iter_mut().find(|m| m.id == id) {
+            m.steps = steps.clone();
+        }
+    }
+    Ok(())
+}
+
+/// Sets each memory event's `op` to the innermost operator span on its
+/// thread that contains it: one sweep per thread with a stack of open spans.
+/// `memory` is in time order; `ops` sorted by thread, start, longest first.
+fn attribute_ops(memory: &mut [MemoryRecord], threads: &KeyTable, ops: &[OpRecord]) {
+    let thread_rank = threads.ranks();
+    let rank = |m: &MemoryRecord| thread_rank.get(m.thread as usize).copied();
+    let mut by_thread: Vec<u32> = (0..memory.len() as u32).collect();
+    by_thread.sort_by_key(|&i| memory.get(i as usize).and_then(rank));
+    let thread_lengths: Vec<usize> = by_thread
+        .chunk_by(|&a, &b| {
+            let thread = |i: u32| memory.get(i as usize).map(|m| m.thread);
+            thread(a) == thread(b)
+        })
+        .map(<[u32]>::len)
+        .collect();
+    let mut rest = by_thread.as_slice();
+    for length in thread_lengths {
+        let (events, after) = rest.split_at(length.min(rest.len()));
+        rest = after;
+        let Some(thread) = events
+            .first()
+            .and_then(|&i| memory.get(i as usize))
+            .map(|m| threads.key(m.thread))
+        else {
+            continue;
+        };
+        let first = ops.partition_point(|o| o.thread < thread);
+        let last = ops.partition_point(|o| o.thread <= thread);
+        let spans = ops.get(first..last).unwrap_or_default();
+        let mut open: Vec<&OpRecord> = Vec::new();
+        let mut next = 0;
+        for &i in events {
+            let Some(m) = memory.get_mut(i as usize) else {
+                continue;
+            };
+            let ts = m.ts;
+            while let Some(span) = spans.get(next).filter(|s| s.start <= ts) {
+                while open.last().is_some_and(|o| o.end < span.start) {
+                    open.pop();
+                }
+                open.push(span);
+                next += 1;
+            }
+            while open.last().is_some_and(|o| o.end < ts) {
+                open.pop();
+            }
+            if let Some(op) = open.last() {
+                m.op = Some(StrId(op.name));
+            }
+        }
+    }
+}
+
+fn build_trace_memory<'a>(
+    profile: &mut Profile,
+    path: &str,
+    id: &str,
+    is_device: bool,
+    capacity: Option<u64>,
+    records: impl Iterator<Item = &'a MemoryRecord>,
+) {
+    let before = profile.names.string("(allocated before the trace)");
+    let before_site = profile.names.site(Site {
+        op: Some(before),
+        ..Site::default()
+    });
+    let mut sites: HashMap<Option<StrId>, SiteId> = HashMap::new();
+    let mut allocations: Vec<Allocation> = Vec::new();
+    let mut events: Vec<Event> = Vec::new();
+    let mut live_at_start: Vec<AllocId> = Vec::new();
+    let mut samples: Vec<AllocatorSample> = Vec::new();
+    let mut live: HashMap<u64, AllocId> = HashMap::new();
+    // Traces without `Addr` (PyTorch 1.9): frees are paired with the most
+    // recent live allocation of the same size.
+    let mut live_by_size: HashMap<u64, Vec<AllocId>> = HashMap::new();
+    let mut without_addr = 0u64;
+    let mut freed_before = 0u64;
+    let mut before_bytes: u64 = 0;
+    let mut counts: BTreeMap<String, u64> = BTreeMap::new();
+    let push = |allocations: &mut Vec<Allocation>, a: Allocation| {
+        let id = AllocId(allocations.len() as u32);
+        allocations.push(a);
+        id
+    };
+    let mut first = None;
+    for m in records {
+        first.get_or_insert(m);
+        let op = m.op;
+        let at = m.ts.round() as i64;
+        let size = m.bytes.unsigned_abs();
+        if m.addr().is_none() {
+            without_addr += 1;
+        }
+        if m.bytes >= 0 {
+            *counts.entry("alloc".into()).or_insert(0) += 1;
+            let site = *sites.entry(op).or_insert_with(|| {
+                profile.names.site(Site {
+                    op,
+                    ..Site::default()
+                })
+            });
+            if let Some(old) = m.addr().and_then(|a| live.remove(&a)) {
+                events.push(Event {
+                    at,
+                    kind: EventKind::Free,
+                    alloc: old,
+                });
+            }
+            let alloc = push(
+                &mut allocations,
+                Allocation {
+                    bytes: size,
+                    requested: size,
+                    count: 1,
+                    address: m.addr(),
+                    site,
+                },
+            );
+            match m.addr() {
+                Some(a) => {
+                    live.insert(a, alloc);
+                }
+                None => live_by_size.entry(size).or_default().push(alloc),
+            }
+            events.push(Event {
+                at,
+                kind: EventKind::Alloc,
+                alloc,
+            });
+        } else {
+            *counts.entry("free".into()).or_insert(0) += 1;
+            let found = match m.addr() {
+                Some(a) => live.remove(&a),
+                None => live_by_size.get_mut(&size).and_then(Vec::pop),
+            };
+            let alloc = found.unwrap_or_else(|| {
+                freed_before += 1;
+                before_bytes = before_bytes.saturating_add(size);
+                let alloc = push(
+                    &mut allocations,
+                    Allocation {
+                        bytes: size,
+                        requested: size,
+                        count: 1,
+                        address: m.addr(),
+                        site: before_site,
+                    },
+                );
+                live_at_start.push(alloc);
+                alloc
+            });
+            events.push(Event {
+                at,
+                kind: EventKind::Free,
+                alloc,
+            });
+        }
+        if m.total_allocated().is_some() || m.total_reserved().is_some() {
+            samples.push(
+                AllocatorSample::new(at)
+                    .with_reserved_bytes(m.total_reserved().filter(|_| is_device))
+                    .with_allocated_bytes(m.total_allocated()),
+            );
+        }
+    }
+    // `Total Allocated` after the first event tells what was live before
+    // the trace began; what the frees did not reveal is one allocation.
+    if let Some(first) = first {
+        if let Some(total) = first.total_allocated() {
+            let start = i128::from(total) - i128::from(first.bytes);
+            let unseen = start - i128::from(before_bytes);
+            if unseen > 0 {
+                let bytes = u64::try_from(unseen).unwrap_or(u64::MAX);
+                let alloc = push(
+                    &mut allocations,
+                    Allocation {
+                        bytes,
+                        requested: bytes,
+                        count: 1,
+                        address: None,
+                        site: before_site,
+                    },
+                );
+                live_at_start.push(alloc);
+            } else if unseen < 0 {
+                profile.warn(
+                    path,
+                    format!(
+                        "{id}: frees of allocations made before the trace exceed the first \
+                         `Total Allocated`; live bytes may be off by {}",
+                        -unseen
+                    ),
+                );
+            }
+        }
+    }
+    if without_addr > 0 {
+        profile.warn(
+            path,
+            format!(
+                "{id}: {without_addr} [memory] events have no Addr (an old profiler); frees \
+                 are paired with the latest live allocation of the same size"
+            ),
+        );
+    }
+    if freed_before > 0 {
+        profile.warn(
+            path,
+            format!(
+                "{id}: {freed_before} frees are of allocations made before the trace; they are \
+                 counted as live at the start"
+            ),
+        );
+    }
+    let axis = Axis::TimeUs;
+    let memory = profile.memory_mut(
+        id,
+        if is_device {
+            MemoryKind::Device
+        } else {
+            MemoryKind::Allocator
+        },
+        axis,
+    );
+    memory.allocations = allocations;
+    memory.events = events;
+    memory.live_at_start = live_at_start;
+    memory.allocator_samples = samples;
+    memory.recorded_events = counts;
+    memory.capacity = capacity;
+}
