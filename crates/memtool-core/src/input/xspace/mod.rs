@@ -81,6 +81,7 @@ pub(crate) fn append_host(profile: &mut Profile, host: Profile) {
         names,
         memories,
         mut warnings,
+        ..
     } = host;
     let renames = profile.names.import(&names);
     drop(names);
