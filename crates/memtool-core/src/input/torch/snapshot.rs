@@ -283,6 +283,8 @@ struct SnapshotVisitor<'p> {
     frames: Vec<FrameId>,
     /// Memo slots of blocks lists already read.
     blocks_seen: HashSet<u32>,
+    /// Memo slots of device trace lists already read.
+    traces_lists_seen: HashSet<u32>,
     traces_seen: usize,
     has_category: bool,
     bad_values: u64,
@@ -335,15 +337,25 @@ impl Visitor for SnapshotVisitor<'_> {
                 // decoder could not claim arrives whole and is read here.
                 let device = self.traces_seen;
                 self.traces_seen += 1;
+                // A snapshot never lists one trace twice; a list stored once
+                // and referenced again is read once, so hostile sharing costs
+                // no more than the bytes that hold it (4096 references to one
+                // list of 10^4 entries would be 4 * 10^7 entries).
+                if let Some(slot) = item.memo_id() {
+                    if !self.traces_lists_seen.insert(slot) {
+                        self.bad_values += 1;
+                        return Ok(true);
+                    }
+                }
                 if device < MAX_DEVICES {
                     for entry in item.items().unwrap_or_default() {
-                        self.entry(device, &entry, memo);
+                        self.entry(device, &entry, memo)?;
                     }
                 }
                 Ok(true)
             }
             r if r >= ROUTE_TRACE0 => {
-                self.entry((r - ROUTE_TRACE0) as usize, item, memo);
+                self.entry((r - ROUTE_TRACE0) as usize, item, memo)?;
                 Ok(true)
             }
             _ => Ok(false),
@@ -506,7 +518,21 @@ impl SnapshotVisitor<'_> {
         stack
     }
 
-    fn entry(&mut self, device: usize, v: &Value, memo: &mut Memo) {
+    fn entry(
+        &mut self,
+        device: usize,
+        v: &Value,
+        memo: &mut Memo,
+    ) -> std::result::Result<(), String> {
+        // A reference to an entry already read is refused when it is read
+        // (`Memo::forget`); one that was on the stack before its entry was
+        // read (`MARK BINGET BINGET ... APPENDS`) arrives here again.
+        if let Some(slot) = v.memo_id().filter(|&slot| memo.is_forgotten(slot)) {
+            return Err(format!(
+                "memo entry {slot}, a trace entry already read, is listed again (shared \
+                 records are not expected there)"
+            ));
+        }
         let pairs = v.pairs();
         let items = pairs.iter().flat_map(|p| p.iter()).map(|(k, v)| (k, v));
         self.entry_pairs(device, items, memo);
@@ -514,6 +540,7 @@ impl SnapshotVisitor<'_> {
         if let Some(slot) = v.memo_id() {
             memo.forget(slot);
         }
+        Ok(())
     }
 
     /// One trace entry from its key-value pairs.
@@ -667,6 +694,7 @@ pub(crate) fn read(
         stacks_by_frames: FxHashMap::default(),
         frames: Vec::new(),
         blocks_seen: HashSet::new(),
+        traces_lists_seen: HashSet::new(),
         traces_seen: 0,
         has_category: false,
         bad_values: 0,
@@ -1183,6 +1211,88 @@ mod tests {
         assert_eq!(blocks, [1, 0]);
         assert_eq!(m.segments[0].blocks[0].bytes, 200);
         assert!(profile.warnings[0].message.contains("shared"));
+    }
+    /// `{'action': 'alloc', 'addr': addr, 'size': 8}`, not memoized.
+    fn plain_entry(bytes: &mut Vec<u8>, addr: u32) {
+        bytes.extend([b'}', b'(', 0x8c, 6]);
+        bytes.extend(b"action");
+        bytes.extend([0x8c, 5]);
+        bytes.extend(b"alloc");
+        bytes.extend([0x8c, 4]);
+        bytes.extend(b"addr");
+        bytes.push(b'J');
+        bytes.extend(addr.to_le_bytes());
+        bytes.extend([0x8c, 4]);
+        bytes.extend(b"size");
+        bytes.extend([b'K', 8, b'u']);
+    }
+
+    /// A list of trace entries stored once and listed as every device's
+    /// trace is read once: 2000 references to 2000 entries are 2000
+    /// allocations and a warning, not 4 million.
+    #[test]
+    fn a_trace_list_referenced_many_times_is_read_once() {
+        let (entries, references) = (2000, 2000);
+        let mut p = vec![0x80, 4, b'}', 0x94, b'(', 0x8c, 6];
+        p.extend(b"shared");
+        p.extend([b']', 0x94, b'(']); // memo 1
+        for i in 0..entries {
+            plain_entry(&mut p, 4096 * (i + 1));
+        }
+        p.extend([b'e', 0x8c, 13]);
+        p.extend(b"device_traces");
+        p.extend([b']', b'(']);
+        for _ in 0..references {
+            p.extend([b'h', 1]);
+        }
+        p.extend([b'e', b'u', b'.']);
+        for paths in [pickle::Paths::Fast, pickle::Paths::GeneralOnly] {
+            let mut profile = Profile::default();
+            read(&mut profile, "shared.pickle", &p, paths).unwrap();
+            let ids: Vec<&str> = profile.memories.iter().map(|m| m.id.as_str()).collect();
+            assert_eq!(ids, ["cuda:0"]);
+            assert_eq!(profile.memories[0].allocations.len(), entries as usize);
+            assert!(
+                profile.warnings.iter().any(|w| w.message.starts_with(
+                    "1999 values have an unexpected type, are negative, or are shared"
+                )),
+                "{:?}",
+                profile.warnings
+            );
+        }
+    }
+
+    /// One entry listed many times in one batch (`MARK BINGET BINGET ...
+    /// APPENDS`, all of them on the stack before the first is read) is
+    /// refused like an entry referenced after it was read.
+    #[test]
+    fn an_entry_listed_again_in_its_batch_is_refused() {
+        let mut p = vec![0x80, 4, b'}', 0x94, b'(', 0x8c, 13];
+        p.extend(b"device_traces");
+        p.extend([b']', 0x94, b'(', b']', 0x94, b'(']); // memo 1, 2
+        p.push(b'}');
+        p.push(0x94); // memo 3
+        p.extend([b'(', 0x8c, 6]);
+        p.extend(b"action");
+        p.extend([0x8c, 5]);
+        p.extend(b"alloc");
+        p.extend([0x8c, 4]);
+        p.extend(b"addr");
+        p.extend([b'K', 16, 0x8c, 4]);
+        p.extend(b"size");
+        p.extend([b'K', 8, b'u']);
+        for _ in 0..1000 {
+            p.extend([b'h', 3]);
+        }
+        p.extend([b'e', b'e', b'u', b'.']);
+        for paths in [pickle::Paths::Fast, pickle::Paths::GeneralOnly] {
+            let mut profile = Profile::default();
+            let err = read(&mut profile, "again.pickle", &p, paths)
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("memo entry 3, a"), "{err}");
+            assert!(err.contains("already"), "{err}");
+        }
     }
 }
 

@@ -116,6 +116,11 @@ impl Memo {
         self.set(id, MemoSlot::Forgotten);
     }
 
+    /// Whether the slot was forgotten (its value consumed by the visitor).
+    pub fn is_forgotten(&self, id: u32) -> bool {
+        matches!(self.get(id), Some(MemoSlot::Forgotten))
+    }
+
     /// Stores `value` at `id`; `None` when the memo holds as many values as
     /// a slot can number.
     pub(super) fn put(&mut self, id: u32, value: Value) -> Option<()> {
