@@ -94,6 +94,93 @@ fn sniff_protobuf(bytes: &[u8]) -> Sniffed {
     }
 }
 
+/// Bytes of a length-delimited field's payload that [`sniff_source`] reads:
+/// enough for the rules (a pprof `ValueType`, the start of an `XPlane`).
+const PAYLOAD_PREFIX: u64 = 4 << 10;
+
+/// [`sniff`] for an input longer than `head`, its first bytes. When the head
+/// does not decide because one of the first fields runs past it (a first
+/// field longer than the head), the first fields are walked through `data`
+/// by their headers, reading a prefix of each payload and jumping over the
+/// rest, so detection never reads more than a few KiB past the head,
+/// whatever the input's size.
+pub(crate) fn sniff_source(data: &dyn ByteSource, head: &[u8]) -> io::Result<Sniffed> {
+    let sniffed = sniff(head);
+    if sniffed != Sniffed::Unknown || head.len() as u64 >= data.len() || !runs_past(head) {
+        return Ok(sniffed);
+    }
+    // The first fields again, each payload cut to a prefix (its length
+    // rewritten), for the rules that judged the head.
+    let mut skeleton = Vec::new();
+    let mut offset = 0u64;
+    for _ in 0..FIELDS_CHECKED {
+        let mut header = [0u8; 20];
+        let n = header.len().min((data.len() - offset) as usize);
+        if n == 0 {
+            break;
+        }
+        data.read_exact_at(offset, &mut header[..n])?;
+        let header = &header[..n];
+        let mut at = 0;
+        let Some(key) = memtool_proto::wire::reader::varint_at(header, &mut at) else {
+            break;
+        };
+        let fixed = match key & 7 {
+            0 => {
+                if memtool_proto::wire::reader::varint_at(header, &mut at).is_none() {
+                    break;
+                }
+                0
+            }
+            1 => 8,
+            5 => 4,
+            2 => {
+                let key_len = at;
+                let Some(len) = memtool_proto::wire::reader::varint_at(header, &mut at) else {
+                    break;
+                };
+                let start = offset + at as u64;
+                if len > data.len() - start.min(data.len()) {
+                    break;
+                }
+                let mut prefix = vec![0u8; len.min(PAYLOAD_PREFIX) as usize];
+                data.read_exact_at(start, &mut prefix)?;
+                skeleton.extend_from_slice(&header[..key_len]);
+                let mut prefix_len = prefix.len() as u64;
+                while prefix_len >= 0x80 {
+                    skeleton.push(prefix_len as u8 | 0x80);
+                    prefix_len >>= 7;
+                }
+                skeleton.push(prefix_len as u8);
+                skeleton.extend_from_slice(&prefix);
+                offset = start + len;
+                continue;
+            }
+            _ => break,
+        };
+        let end = at + fixed;
+        if end > header.len() {
+            break;
+        }
+        skeleton.extend_from_slice(&header[..end]);
+        offset += end as u64;
+    }
+    Ok(sniff_protobuf(&skeleton))
+}
+
+/// Whether one of the first fields of `head` runs past its end.
+fn runs_past(head: &[u8]) -> bool {
+    let mut fields = Fields::new(head);
+    for _ in 0..FIELDS_CHECKED {
+        match fields.next_field() {
+            Ok(Some(_)) => {}
+            Ok(None) => return false,
+            Err(e) => return e.kind.is_truncation(),
+        }
+    }
+    false
+}
+
 /// An XSpace cut short inside its first plane (usually the only big one):
 /// field 1 is length-delimited and what is there of it starts like an
 /// `XPlane` (id, then a name), so the reader can say where it is cut.
@@ -108,6 +195,26 @@ fn truncated_xspace(bytes: &[u8]) -> bool {
     let inner = bytes.get(2 + len_bytes..).unwrap_or_default();
     Fields::new(inner).take(4).any(|f| {
         matches!(f, Ok((2, Value::Bytes(name), _)) if std::str::from_utf8(name).is_ok_and(|n| n.starts_with('/') || n == "Task Environment"))
+    })
+}
+
+/// Which PyTorch JSON document the input holds: a memory timeline is an array
+/// of arrays (`[times, sizes]` or raw `[[t, action, bytes, category], ...]`);
+/// a Chrome trace is an object (or an array of event objects). Only the
+/// first two characters that are not whitespace decide, so only they are
+/// read.
+pub(crate) fn classify(data: &dyn ByteSource) -> io::Result<Format> {
+    let mut text = BufReader::with_capacity(4 << 10, SourceReader::new(data)).bytes();
+    let mut first_two = [None, None];
+    for slot in &mut first_two {
+        *slot = text
+            .by_ref()
+            .find(|b| !b.as_ref().is_ok_and(|b| b.is_ascii_whitespace()))
+            .transpose()?;
+    }
+    Ok(match first_two {
+        [Some(b'['), Some(b'[')] => Format::TorchMemoryTimeline,
+        _ => Format::TorchTrace,
     })
 }
 
@@ -132,24 +239,62 @@ mod tests {
         assert_eq!(sniff(b"hello world, not a profile"), Sniffed::Unknown);
         assert_eq!(sniff(b"hello, I am not a profile\n"), Sniffed::Unknown);
     }
-}
 
-/// Which PyTorch JSON document the input holds: a memory timeline is an array
-/// of arrays (`[times, sizes]` or raw `[[t, action, bytes, category], ...]`);
-/// a Chrome trace is an object (or an array of event objects). Only the
-/// first two characters that are not whitespace decide, so only they are
-/// read.
-pub(crate) fn classify(data: &dyn ByteSource) -> io::Result<Format> {
-    let mut text = BufReader::with_capacity(4 << 10, SourceReader::new(data)).bytes();
-    let mut first_two = [None, None];
-    for slot in &mut first_two {
-        *slot = text
-            .by_ref()
-            .find(|b| !b.as_ref().is_ok_and(|b| b.is_ascii_whitespace()))
-            .transpose()?;
+    /// `bytes`, then zeros up to `len`, counting what is read.
+    struct Counted {
+        bytes: Vec<u8>,
+        len: u64,
+        read: std::sync::atomic::AtomicU64,
     }
-    Ok(match first_two {
-        [Some(b'['), Some(b'[')] => Format::TorchMemoryTimeline,
-        _ => Format::TorchTrace,
-    })
+
+    impl ByteSource for Counted {
+        fn len(&self) -> u64 {
+            self.len
+        }
+        fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+            self.read
+                .fetch_add(buf.len() as u64, std::sync::atomic::Ordering::Relaxed);
+            for (i, b) in buf.iter_mut().enumerate() {
+                let at = offset + i as u64;
+                *b = self.bytes.get(at as usize).copied().unwrap_or(0);
+            }
+            Ok(())
+        }
+    }
+
+    fn sniff_counted(bytes: Vec<u8>, len: u64) -> (Sniffed, u64) {
+        let data = Counted {
+            bytes,
+            len,
+            read: std::sync::atomic::AtomicU64::new(0),
+        };
+        let mut head = vec![0u8; len.min(64 << 10) as usize];
+        data.read_exact_at(0, &mut head).unwrap();
+        let sniffed = sniff_source(&data, &head).unwrap();
+        (sniffed, data.read.into_inner())
+    }
+
+    /// A large input that is not a profile is judged by its head: 4 GiB of
+    /// zeros cost 64 KiB of reading, not 4 GiB.
+    #[test]
+    fn a_large_input_that_is_no_profile_is_judged_by_its_head() {
+        let (sniffed, read) = sniff_counted(Vec::new(), 4 << 30);
+        assert_eq!(sniffed, Sniffed::Unknown);
+        assert_eq!(read, 64 << 10);
+    }
+
+    /// A pprof whose first field (its string table) outgrows the head is
+    /// recognised by walking its first fields' headers, not by reading it all.
+    #[test]
+    fn a_first_field_longer_than_the_head_is_jumped_over() {
+        let table = vec![b'x'; 100 << 10];
+        let mut pprof = vec![0x32, 0x80, 0xa0, 0x06]; // string_table, 100 KiB
+        pprof.extend(&table);
+        pprof.extend([0x0a, 0x04, 0x08, 0x01, 0x10, 0x02]); // sample_type
+        pprof.extend([0x32, 0x00]);
+        let len = pprof.len() as u64;
+        let (sniffed, read) = sniff_counted(pprof, len);
+        assert_eq!(sniffed, Sniffed::Pprof);
+        assert!(read < (64 << 10) + (8 << 10) + 100, "{read} bytes read");
+    }
 }

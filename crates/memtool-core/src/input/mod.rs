@@ -165,12 +165,7 @@ fn load_into(profile: &mut Profile, source: Source, options: &LoadOptions) -> Re
     } else {
         data
     };
-    let mut sniffed = detect::sniff(&head);
-    if (head.len() as u64) < data.len() && matches!(sniffed, Sniffed::Unknown | Sniffed::Empty) {
-        // A protobuf whose first fields outgrow the head: look at it all.
-        let bytes = source::read_all(&*data).map_err(|e| read_error(&path, &e))?;
-        sniffed = detect::sniff(&bytes);
-    }
+    let sniffed = detect::sniff_source(&*data, &head).map_err(|e| read_error(&path, &e))?;
     drop(head);
     // Readers that walk the input in place get the source; the others read
     // it whole.
