@@ -8,9 +8,12 @@
 //!   no allocation is sized by a length the file merely claims.
 //! - Output is deterministic: the same input gives byte-identical JSON and CSV.
 
+#![forbid(unsafe_code)]
+#![warn(unreachable_pub)]
+
 pub mod analysis;
 mod error;
-pub mod input;
+mod input;
 pub mod model;
 pub mod parallel;
 pub mod render;

@@ -8,13 +8,13 @@ use flate2::read::MultiGzDecoder;
 use crate::error::{Error, Result};
 
 /// True when the bytes start with the gzip magic number.
-pub fn is_gzip(bytes: &[u8]) -> bool {
+pub(crate) fn is_gzip(bytes: &[u8]) -> bool {
     bytes.starts_with(&[0x1f, 0x8b])
 }
 
 /// The default cap on decompressed size for an input of `compressed_len` bytes:
 /// 100× the input, at least 256 MiB, at most 16 GiB.
-pub fn default_limit(compressed_len: usize) -> u64 {
+pub(crate) fn default_limit(compressed_len: usize) -> u64 {
     const MIB: u64 = 1 << 20;
     (compressed_len as u64)
         .saturating_mul(100)
@@ -23,7 +23,7 @@ pub fn default_limit(compressed_len: usize) -> u64 {
 
 /// Inflates every gzip member in `bytes` (PyTorch and pprof writers may
 /// concatenate members), refusing to go past `limit` bytes.
-pub fn gunzip(path: &str, bytes: &[u8], limit: u64) -> Result<Vec<u8>> {
+pub(crate) fn gunzip(path: &str, bytes: &[u8], limit: u64) -> Result<Vec<u8>> {
     let mut out = Vec::with_capacity(bytes.len().saturating_mul(4).min(1 << 30));
     let mut reader = MultiGzDecoder::new(bytes).take(limit.saturating_add(1));
     if let Err(e) = reader.read_to_end(&mut out) {

@@ -9,7 +9,7 @@ use crate::model::Format;
 
 /// What the (decompressed) bytes look like.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Sniffed {
+pub(crate) enum Sniffed {
     Pprof,
     XSpace,
     /// A Python pickle (PyTorch `_dump_snapshot`).
@@ -20,7 +20,7 @@ pub enum Sniffed {
     Unknown,
 }
 
-pub fn sniff(bytes: &[u8]) -> Sniffed {
+pub(crate) fn sniff(bytes: &[u8]) -> Sniffed {
     if bytes.is_empty() {
         return Sniffed::Empty;
     }

@@ -2,12 +2,12 @@
 //! reader per format. Readers never panic: any bytes give a profile (plus
 //! warnings) or one [`Error`].
 
-pub mod decompress;
-pub mod detect;
+pub(crate) mod decompress;
+pub(crate) mod detect;
 mod pprof;
-pub mod source;
-pub mod torch;
-pub mod xspace;
+pub(crate) mod source;
+pub(crate) mod torch;
+pub(crate) mod xspace;
 
 use crate::error::{Error, Result};
 use crate::model::{Format, Profile};

@@ -86,7 +86,7 @@ impl ByteSource for std::fs::File {
 
 /// A sequential reader over a [`ByteSource`], for formats read front to back
 /// (pickle, JSON). Wrap it in a `BufReader` for small reads.
-pub struct SourceReader<'a> {
+pub(crate) struct SourceReader<'a> {
     source: &'a dyn ByteSource,
     offset: u64,
     len: u64,
@@ -94,17 +94,12 @@ pub struct SourceReader<'a> {
 
 impl<'a> SourceReader<'a> {
     /// A reader of `source` from its first byte.
-    pub fn new(source: &'a dyn ByteSource) -> SourceReader<'a> {
+    pub(crate) fn new(source: &'a dyn ByteSource) -> SourceReader<'a> {
         SourceReader {
             source,
             offset: 0,
             len: source.len(),
         }
-    }
-
-    /// Bytes read so far.
-    pub fn offset(&self) -> u64 {
-        self.offset
     }
 }
 
@@ -123,7 +118,7 @@ impl Read for SourceReader<'_> {
 
 /// Reads a whole source into memory (small and compressed inputs). The size
 /// comes from the source itself, so it is what is really there.
-pub fn read_all(source: &dyn ByteSource) -> io::Result<Vec<u8>> {
+pub(crate) fn read_all(source: &dyn ByteSource) -> io::Result<Vec<u8>> {
     if let Some(bytes) = source.as_bytes() {
         return Ok(bytes.to_vec());
     }
@@ -167,6 +162,6 @@ mod tests {
             out.extend_from_slice(&chunk[..n]);
         }
         assert_eq!(out, bytes);
-        assert_eq!(reader.offset(), 10_000);
+        assert_eq!(reader.offset, 10_000);
     }
 }

@@ -2,7 +2,7 @@
 //! and `export_memory_timeline` outputs.
 
 pub(crate) mod memory_timeline;
-pub mod pickle;
+pub(crate) mod pickle;
 pub(crate) mod snapshot;
 pub(crate) mod trace;
 

@@ -28,7 +28,7 @@ use memtool_proto::wire::reader::WireError;
 
 pub(crate) use stream::{PlaneAt, Planes, StreamError, Window};
 use walk::{as_i64, text, Slice};
-pub use walk::{planes, Event, EventMetadata, Line, Metadata, Plane, Stat, StatKeys, StatValue};
+pub(crate) use walk::{Event, Metadata, Plane, StatKeys, StatValue};
 
 /// Reads an XSpace into `profile`, recording the input once: its allocator
 /// events, then its compiled programs ([`programs`]). One XSpace may hold

@@ -53,14 +53,16 @@ pub(super) fn as_i64(value: Value<'_>) -> Option<i64> {
     value.as_u64().map(|v| v as i64)
 }
 
-/// The planes of an XSpace, in file order.
-pub fn planes(bytes: &[u8]) -> impl Iterator<Item = Result<Plane<'_>, WireError>> {
+/// The planes of an XSpace, in file order. memtool reads a file's planes
+/// through the stream walker; the tests walk XSpaces they build with this.
+#[cfg(test)]
+pub(crate) fn planes(bytes: &[u8]) -> impl Iterator<Item = Result<Plane<'_>, WireError>> {
     children(Slice { bytes, base: 0 }, 1).map(|plane| plane.and_then(Plane::parse))
 }
 
 /// One `XPlane`: a device or host and its timelines.
 #[derive(Clone, Debug)]
-pub struct Plane<'a> {
+pub(crate) struct Plane<'a> {
     pub id: i64,
     pub name: Cow<'a, str>,
     msg: Slice<'a>,
@@ -82,7 +84,7 @@ impl<'a> Plane<'a> {
     }
 
     /// The names of this plane's event and stat types.
-    pub fn metadata(&self) -> Result<Metadata, WireError> {
+    pub(crate) fn metadata(&self) -> Result<Metadata, WireError> {
         let mut meta = Metadata::default();
         for field in self.msg.fields() {
             let (number, value, base) = field?;
@@ -96,7 +98,9 @@ impl<'a> Plane<'a> {
     /// The plane's event metadata entries, with their own stats (the
     /// `/host:metadata` plane keeps each compiled program's `HloProto` there
     /// as a bytes stat).
-    pub fn event_metadata(&self) -> impl Iterator<Item = Result<EventMetadata<'a>, WireError>> {
+    pub(crate) fn event_metadata(
+        &self,
+    ) -> impl Iterator<Item = Result<EventMetadata<'a>, WireError>> {
         children(self.msg, 4).filter_map(|entry| {
             let entry = match entry {
                 Ok(entry) => entry,
@@ -109,18 +113,20 @@ impl<'a> Plane<'a> {
     }
 
     /// The plane's own stats (device properties, `Task Environment` times).
-    pub fn stats(&self) -> impl Iterator<Item = Result<Stat<'a>, WireError>> {
+    pub(crate) fn stats(&self) -> impl Iterator<Item = Result<Stat<'a>, WireError>> {
         children(self.msg, 6).map(|s| s.and_then(Stat::parse))
     }
 
-    pub fn lines(&self) -> impl Iterator<Item = Result<Line<'a>, WireError>> {
+    /// The plane's lines (read by the stream walker; the tests use this).
+    #[cfg(test)]
+    pub(crate) fn lines(&self) -> impl Iterator<Item = Result<Line<'a>, WireError>> {
         children(self.msg, 3).map(|l| l.and_then(Line::parse))
     }
 }
 
 /// One `XEventMetadata`: an event type, with stats shared by its events.
 #[derive(Clone, Debug)]
-pub struct EventMetadata<'a> {
+pub(crate) struct EventMetadata<'a> {
     pub id: i64,
     pub name: Cow<'a, str>,
     pub display_name: Cow<'a, str>,
@@ -144,14 +150,14 @@ impl<'a> EventMetadata<'a> {
         Ok(meta)
     }
 
-    pub fn stats(&self) -> impl Iterator<Item = Result<Stat<'a>, WireError>> {
+    pub(crate) fn stats(&self) -> impl Iterator<Item = Result<Stat<'a>, WireError>> {
         children(self.msg, 5).map(|s| s.and_then(Stat::parse))
     }
 }
 
 /// Names of a plane's event and stat types, by metadata id.
 #[derive(Clone, Debug, Default)]
-pub struct Metadata {
+pub(crate) struct Metadata {
     events: HashMap<i64, String>,
     stats: HashMap<i64, String>,
 }
@@ -196,36 +202,19 @@ impl Metadata {
         Ok(())
     }
 
-    /// Every event type: (metadata id, name), in id order.
-    pub fn events(&self) -> Vec<(i64, &str)> {
-        let mut out: Vec<(i64, &str)> = self
-            .events
-            .iter()
-            .map(|(&id, n)| (id, n.as_ref()))
-            .collect();
-        out.sort_unstable();
-        out
-    }
-
-    /// Every stat type: (metadata id, name), in id order.
-    pub fn stats(&self) -> Vec<(i64, &str)> {
-        let mut out: Vec<(i64, &str)> =
-            self.stats.iter().map(|(&id, n)| (id, n.as_ref())).collect();
-        out.sort_unstable();
-        out
-    }
-
-    pub fn event_name(&self, id: i64) -> Option<&str> {
+    /// The name of event type `id`.
+    #[cfg(test)]
+    pub(crate) fn event_name(&self, id: i64) -> Option<&str> {
         self.events.get(&id).map(|n| n.as_ref())
     }
 
-    pub fn stat_name(&self, id: i64) -> Option<&str> {
+    pub(crate) fn stat_name(&self, id: i64) -> Option<&str> {
         self.stats.get(&id).map(|n| n.as_ref())
     }
 
     /// Ids of the event types with this name (several planes' metadata can
     /// repeat a name under different ids).
-    pub fn event_ids(&self, name: &str) -> Vec<i64> {
+    pub(crate) fn event_ids(&self, name: &str) -> Vec<i64> {
         let mut ids: Vec<i64> = self
             .events
             .iter()
@@ -238,7 +227,7 @@ impl Metadata {
 
     /// A map from stat metadata id to a caller's key, for the stat names in
     /// `wanted` — so the hot loop over events compares integers, not strings.
-    pub fn stat_keys<K: Copy + PartialEq>(&self, wanted: &[(&str, K)]) -> StatKeys<K> {
+    pub(crate) fn stat_keys<K: Copy + PartialEq>(&self, wanted: &[(&str, K)]) -> StatKeys<K> {
         let mut keys = StatKeys {
             dense: Vec::new(),
             sparse: HashMap::new(),
@@ -264,7 +253,7 @@ impl Metadata {
 
     /// A stat's value as text: a string, or a `ref_value` resolved to the
     /// name of the stat metadata it points at.
-    pub fn str_value<'v>(&'v self, value: &StatValue<'v>) -> Option<Cow<'v, str>> {
+    pub(crate) fn str_value<'v>(&'v self, value: &StatValue<'v>) -> Option<Cow<'v, str>> {
         match *value {
             StatValue::Str(b) => Some(text(b)),
             StatValue::Ref(id) => i64::try_from(id)
@@ -282,27 +271,29 @@ const DENSE_IDS: usize = 1 << 16;
 
 /// Stat metadata ids mapped to a caller's keys (see [`Metadata::stat_keys`]).
 #[derive(Clone, Debug)]
-pub struct StatKeys<K> {
+pub(crate) struct StatKeys<K> {
     dense: Vec<Option<K>>,
     sparse: HashMap<i64, K>,
 }
 
 impl<K: Copy + PartialEq> StatKeys<K> {
-    pub fn get(&self, id: i64) -> Option<K> {
+    pub(crate) fn get(&self, id: i64) -> Option<K> {
         match usize::try_from(id).ok().filter(|&i| i < DENSE_IDS) {
             Some(i) => self.dense.get(i).copied().flatten(),
             None => self.sparse.get(&id).copied(),
         }
     }
 
-    pub fn contains(&self, key: K) -> bool {
+    pub(crate) fn contains(&self, key: K) -> bool {
         self.dense.iter().flatten().any(|&k| k == key) || self.sparse.values().any(|&k| k == key)
     }
 }
 
-/// One `XLine`: a thread or stream's timeline.
+/// One `XLine`: a thread or stream's timeline (read by the stream walker;
+/// the tests use this).
+#[cfg(test)]
 #[derive(Clone, Debug)]
-pub struct Line<'a> {
+pub(crate) struct Line<'a> {
     pub id: i64,
     pub name: Cow<'a, str>,
     /// Start of the line; event times are offsets from it.
@@ -310,6 +301,7 @@ pub struct Line<'a> {
     msg: Slice<'a>,
 }
 
+#[cfg(test)]
 impl<'a> Line<'a> {
     fn parse(msg: Slice<'a>) -> Result<Line<'a>, WireError> {
         let mut line = Line {
@@ -327,13 +319,13 @@ impl<'a> Line<'a> {
         Ok(line)
     }
 
-    pub fn events(&self) -> impl Iterator<Item = Result<Event<'a>, WireError>> {
+    pub(crate) fn events(&self) -> impl Iterator<Item = Result<Event<'a>, WireError>> {
         children(self.msg, 4).map(|e| e.and_then(Event::parse))
     }
 
     /// The absolute time of an event of this line, in picoseconds since the
     /// line's clock origin; `None` when it does not fit in an `i64`.
-    pub fn time_ps(&self, event: &Event<'_>) -> Option<i64> {
+    pub(crate) fn time_ps(&self, event: &Event<'_>) -> Option<i64> {
         self.timestamp_ns
             .checked_mul(1000)?
             .checked_add(event.offset_ps)
@@ -342,7 +334,7 @@ impl<'a> Line<'a> {
 
 /// One `XEvent`.
 #[derive(Clone, Debug)]
-pub struct Event<'a> {
+pub(crate) struct Event<'a> {
     pub metadata_id: i64,
     /// Start, in picoseconds after the line's `timestamp_ns`.
     pub offset_ps: i64,
@@ -367,21 +359,21 @@ impl<'a> Event<'a> {
         Ok(event)
     }
 
-    pub fn stats(&self) -> impl Iterator<Item = Result<Stat<'a>, WireError>> {
+    pub(crate) fn stats(&self) -> impl Iterator<Item = Result<Stat<'a>, WireError>> {
         children(self.msg, 4).map(|s| s.and_then(Stat::parse))
     }
 }
 
 /// One `XStat`: a value named by the plane's stat metadata.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Stat<'a> {
+pub(crate) struct Stat<'a> {
     pub metadata_id: i64,
     pub value: StatValue<'a>,
 }
 
 /// The `oneof value` of an `XStat`.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub enum StatValue<'a> {
+pub(crate) enum StatValue<'a> {
     Double(f64),
     Uint64(u64),
     Int64(i64),
@@ -415,7 +407,7 @@ impl<'a> Stat<'a> {
 
 impl StatValue<'_> {
     /// The value as a signed integer (doubles truncated when finite and in range).
-    pub fn as_i64(&self) -> Option<i64> {
+    pub(crate) fn as_i64(&self) -> Option<i64> {
         match *self {
             StatValue::Int64(v) => Some(v),
             StatValue::Uint64(v) => i64::try_from(v).ok(),
@@ -425,7 +417,7 @@ impl StatValue<'_> {
     }
 
     /// The value as a size or address: negative numbers are not one.
-    pub fn as_u64(&self) -> Option<u64> {
+    pub(crate) fn as_u64(&self) -> Option<u64> {
         match *self {
             StatValue::Uint64(v) => Some(v),
             StatValue::Int64(v) => u64::try_from(v).ok(),
@@ -434,7 +426,7 @@ impl StatValue<'_> {
         }
     }
 
-    pub fn as_f64(&self) -> Option<f64> {
+    pub(crate) fn as_f64(&self) -> Option<f64> {
         match *self {
             StatValue::Double(d) => Some(d),
             StatValue::Int64(v) => Some(v as f64),

@@ -6,7 +6,7 @@ use super::Value;
 
 /// The largest handle the memo keeps in place of a value (see
 /// [`Memo::convert`]); a larger one leaves the value in the memo.
-pub const MAX_HANDLE: u32 = (1 << 30) - 1;
+pub(crate) const MAX_HANDLE: u32 = (1 << 30) - 1;
 
 /// The memo, which a visitor may rewrite (see [`Value::Handle`]). MEMOIZE
 /// numbers entries densely, so they live in a vector; ids a BINPUT places
@@ -17,7 +17,7 @@ pub const MAX_HANDLE: u32 = (1 << 30) - 1;
 /// when the visitor forgets or converts them are reused), handles and
 /// forgotten entries take no more than the slot.
 #[derive(Default)]
-pub struct Memo {
+pub(crate) struct Memo {
     pub(super) dense: Vec<Packed>,
     pub(super) sparse: HashMap<u32, Packed>,
     pub(super) values: Vec<Value>,
@@ -98,7 +98,7 @@ impl Memo {
     /// Records that the visitor converted `value` to `handle`: later memo
     /// references to it get [`Value::Handle`] (when `handle` is at most
     /// [`MAX_HANDLE`]), and copies already taken answer [`Value::handle`].
-    pub fn convert(&mut self, value: &Value, handle: u32) {
+    pub(crate) fn convert(&mut self, value: &Value, handle: u32) {
         match value {
             Value::List(c) => c.handle.set(Some(handle)),
             Value::Dict(c) => c.handle.set(Some(handle)),
@@ -112,12 +112,12 @@ impl Memo {
     }
 
     /// Forgets a memo slot: a reference to it later is an error.
-    pub fn forget(&mut self, id: u32) {
+    pub(crate) fn forget(&mut self, id: u32) {
         self.set(id, MemoSlot::Forgotten);
     }
 
     /// Whether the slot was forgotten (its value consumed by the visitor).
-    pub fn is_forgotten(&self, id: u32) -> bool {
+    pub(crate) fn is_forgotten(&self, id: u32) -> bool {
         matches!(self.get(id), Some(MemoSlot::Forgotten))
     }
 

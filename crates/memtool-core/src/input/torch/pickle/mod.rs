@@ -24,20 +24,20 @@ mod records;
 mod value;
 mod visitor;
 
-pub use memo::{Memo, MAX_HANDLE};
-pub use value::{Container, Items, Tuple, Value};
-pub use visitor::{Parent, PlainData, Visitor};
+pub(crate) use memo::{Memo, MAX_HANDLE};
+pub(crate) use value::Value;
+pub(crate) use visitor::{Parent, Visitor};
 
 use crate::input::source::ByteSource;
 use input::Input;
 use interpreter::Machine;
 
 /// Containers nested deeper than this are refused; a PyTorch snapshot needs 6.
-pub const MAX_DEPTH: u32 = 64;
+pub(crate) const MAX_DEPTH: u32 = 64;
 
 /// Why a pickle could not be decoded, with the byte offset of the opcode.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PickleError {
+pub(crate) struct PickleError {
     pub offset: u64,
     pub message: String,
 }
@@ -46,7 +46,7 @@ type Result<T> = std::result::Result<T, PickleError>;
 
 /// Which paths the decoder may take.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Paths {
+pub(crate) enum Paths {
     /// The records fast path where the bytes have CPython's layout, the
     /// opcode loop elsewhere.
     Fast,
@@ -56,7 +56,11 @@ pub enum Paths {
 
 /// Decodes the pickle in `source` as plain data; the result is the top value
 /// (claimed lists are empty in it). Bytes after STOP are ignored.
-pub fn decode<V: Visitor>(source: &dyn ByteSource, visitor: &mut V, paths: Paths) -> Result<Value> {
+pub(crate) fn decode<V: Visitor>(
+    source: &dyn ByteSource,
+    visitor: &mut V,
+    paths: Paths,
+) -> Result<Value> {
     let mut m = Machine {
         fast_paths: paths == Paths::Fast,
         input: Input::new(source),

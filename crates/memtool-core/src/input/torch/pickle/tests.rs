@@ -2,6 +2,18 @@ use std::rc::Rc;
 
 use super::*;
 
+/// A visitor that claims nothing: the pickle is decoded into one value.
+struct PlainData;
+
+impl Visitor for PlainData {
+    fn route(&mut self, _: Parent<'_>, _: bool) -> Option<u32> {
+        None
+    }
+    fn item(&mut self, _: u32, _: &Value, _: &mut Memo) -> std::result::Result<bool, String> {
+        Ok(false)
+    }
+}
+
 fn plain(bytes: &[u8]) -> Result<Value> {
     decode(&bytes.to_vec(), &mut PlainData, Paths::Fast)
 }

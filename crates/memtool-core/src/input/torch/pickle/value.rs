@@ -6,7 +6,7 @@ use std::rc::Rc;
 /// A list or dict under construction. `sealed` is set once the container is
 /// placed inside another one; pickles of plain data never change it after that.
 #[derive(Debug)]
-pub struct Container<T> {
+pub(crate) struct Container<T> {
     pub items: RefCell<Vec<T>>,
     /// The visitor's tag for this container, when it claimed it.
     pub route: Option<u32>,
@@ -41,16 +41,22 @@ impl<T> Container<T> {
 // copy that stalls store forwarding).
 #[derive(Clone, Debug)]
 #[repr(C, u8)]
-pub enum Value {
+pub(crate) enum Value {
     None,
+    // The decoder keeps every plain value a pickle holds; the snapshot
+    // reader has no use for some of them (Debug prints them in tests).
+    #[allow(dead_code)]
     Bool(bool),
     Int(i64),
     /// An integer too large for `i64`, approximated.
+    #[allow(dead_code)]
     BigInt(f64),
+    #[allow(dead_code)]
     Float(f64),
     // Boxed behind the `Rc` (thin pointers) so a value is 16 bytes: values
     // are moved on and off the stack a hundred million times.
     Str(Rc<Box<str>>),
+    #[allow(dead_code)]
     Bytes(Rc<Box<[u8]>>),
     List(Rc<Container<Value>>),
     Dict(Rc<Container<(Value, Value)>>),
@@ -61,13 +67,13 @@ pub enum Value {
 
 /// A tuple's items, and its nesting depth (computed once: tuples are immutable).
 #[derive(Debug)]
-pub struct Tuple {
+pub(crate) struct Tuple {
     pub(super) items: Box<[Value]>,
     pub(super) depth: u32,
 }
 
 /// The items of a list or tuple, borrowed.
-pub enum Items<'a> {
+pub(crate) enum Items<'a> {
     List(Ref<'a, Vec<Value>>),
     Tuple(&'a [Value]),
 }
@@ -102,7 +108,7 @@ impl Value {
         }
     }
 
-    pub fn as_str(&self) -> Option<&str> {
+    pub(crate) fn as_str(&self) -> Option<&str> {
         match self {
             Value::Str(s) => Some(s),
             _ => None,
@@ -110,7 +116,7 @@ impl Value {
     }
 
     /// The value as an integer: ints and bools.
-    pub fn as_i64(&self) -> Option<i64> {
+    pub(crate) fn as_i64(&self) -> Option<i64> {
         match self {
             Value::Int(i) => Some(*i),
             Value::Bool(b) => Some(i64::from(*b)),
@@ -119,7 +125,7 @@ impl Value {
     }
 
     /// The value of `key` in a dict with string keys.
-    pub fn get(&self, key: &str) -> Option<Value> {
+    pub(crate) fn get(&self, key: &str) -> Option<Value> {
         let Value::Dict(d) = self else { return None };
         let items = d.items.borrow();
         items
@@ -129,7 +135,7 @@ impl Value {
     }
 
     /// The key-value pairs of a dict, borrowed.
-    pub fn pairs(&self) -> Option<Ref<'_, Vec<(Value, Value)>>> {
+    pub(crate) fn pairs(&self) -> Option<Ref<'_, Vec<(Value, Value)>>> {
         match self {
             Value::Dict(d) => Some(d.items.borrow()),
             _ => None,
@@ -137,7 +143,7 @@ impl Value {
     }
 
     /// The items of a list or tuple, borrowed.
-    pub fn seq(&self) -> Option<Items<'_>> {
+    pub(crate) fn seq(&self) -> Option<Items<'_>> {
         match self {
             Value::List(l) => Some(Items::List(l.items.borrow())),
             Value::Tuple(t) => Some(Items::Tuple(&t.items)),
@@ -146,12 +152,12 @@ impl Value {
     }
 
     /// The items of a list or tuple, cloned (cheap: values are reference counted).
-    pub fn items(&self) -> Option<Vec<Value>> {
+    pub(crate) fn items(&self) -> Option<Vec<Value>> {
         self.seq().map(|items| items.to_vec())
     }
 
     /// The memo slot of a memoized list or dict.
-    pub fn memo_id(&self) -> Option<u32> {
+    pub(crate) fn memo_id(&self) -> Option<u32> {
         match self {
             Value::List(c) => c.memo_id.get(),
             Value::Dict(c) => c.memo_id.get(),
@@ -161,7 +167,7 @@ impl Value {
 
     /// The visitor's handle for this value: a [`Value::Handle`], or a list or
     /// dict it converted earlier.
-    pub fn handle(&self) -> Option<u32> {
+    pub(crate) fn handle(&self) -> Option<u32> {
         match self {
             Value::Handle(h) => Some(*h),
             Value::List(c) => c.handle.get(),

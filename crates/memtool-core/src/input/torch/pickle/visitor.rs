@@ -4,7 +4,7 @@ use super::{Memo, Value};
 
 /// Where a new container sits, for [`Visitor::route`].
 #[derive(Clone, Copy, Debug)]
-pub enum Parent<'a> {
+pub(crate) enum Parent<'a> {
     /// The first value of the pickle (nothing below it on the stack).
     Root,
     /// The value of `key` in a dict the visitor claimed with `route`.
@@ -14,7 +14,7 @@ pub enum Parent<'a> {
 }
 
 /// Claims containers and consumes the items of claimed lists.
-pub trait Visitor {
+pub(crate) trait Visitor {
     /// A tag for a new list or dict at `parent`, or `None` to build it as
     /// plain data. Only claimed containers report their children.
     fn route(&mut self, parent: Parent<'_>, is_list: bool) -> Option<u32>;
@@ -59,17 +59,5 @@ pub trait Visitor {
     ) -> std::result::Result<(), String> {
         let _ = (route, pairs, memo);
         Ok(())
-    }
-}
-
-/// A visitor that claims nothing: the pickle is decoded into one value.
-pub struct PlainData;
-
-impl Visitor for PlainData {
-    fn route(&mut self, _: Parent<'_>, _: bool) -> Option<u32> {
-        None
-    }
-    fn item(&mut self, _: u32, _: &Value, _: &mut Memo) -> std::result::Result<bool, String> {
-        Ok(false)
     }
 }

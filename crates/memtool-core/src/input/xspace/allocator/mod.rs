@@ -38,9 +38,9 @@ use merge::{merged, Fallback};
 use sequential::sequential;
 
 /// The op label of the heap held before the first event.
-pub const BEFORE_START_OP: &str = "<allocated before the profile started>";
+pub(super) const BEFORE_START_OP: &str = "<allocated before the profile started>";
 /// The op label of stack reserved on the device (TPU), as XProf names it.
-pub const STACK_OP: &str = "stack";
+pub(super) const STACK_OP: &str = "stack";
 
 const HOST_PLANE: &str = "/host:CPU";
 const TASK_ENVIRONMENT: &str = "Task Environment";

@@ -62,7 +62,7 @@ fn prost(e: prost::DecodeError) -> DecodeError {
 }
 
 impl<'b> Decoded<'b> {
-    pub fn parse(bytes: &'b [u8]) -> Result<Decoded<'b>, DecodeError> {
+    pub(super) fn parse(bytes: &'b [u8]) -> Result<Decoded<'b>, DecodeError> {
         let mut decoded = Decoded {
             module: None,
             logical_buffers: Vec::new(),
@@ -139,12 +139,12 @@ impl<'b> Trace<'b> {
 
     /// The buffer of the first event: XProf decides which allocation a
     /// trace simulates from it.
-    pub fn first_buffer_id(&self) -> Option<i64> {
+    pub(super) fn first_buffer_id(&self) -> Option<i64> {
         self.first_buffer_id
     }
 
     /// The events in order. Framing was checked when the trace was read.
-    pub fn events(&self) -> impl Iterator<Item = TraceEvent<'b>> + 'b {
+    pub(super) fn events(&self) -> impl Iterator<Item = TraceEvent<'b>> + 'b {
         self.events_at(0).map_while(Result::ok)
     }
 

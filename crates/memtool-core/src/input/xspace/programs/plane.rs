@@ -94,14 +94,14 @@ pub(super) mod tests {
     use super::*;
 
     /// A length-delimited field.
-    pub fn field(number: u32, payload: &[u8]) -> Vec<u8> {
+    pub(crate) fn field(number: u32, payload: &[u8]) -> Vec<u8> {
         let mut out = varint(u64::from(number) << 3 | 2);
         out.extend(varint(payload.len() as u64));
         out.extend_from_slice(payload);
         out
     }
 
-    pub fn varint_field(number: u32, value: u64) -> Vec<u8> {
+    pub(crate) fn varint_field(number: u32, value: u64) -> Vec<u8> {
         let mut out = varint(u64::from(number) << 3);
         out.extend(varint(value));
         out
@@ -122,7 +122,7 @@ pub(super) mod tests {
 
     /// An XSpace with one metadata plane holding the given (metadata id,
     /// program id, HloProto bytes) modules.
-    pub fn xspace(modules: &[(u64, Option<u64>, &[u8])]) -> Vec<u8> {
+    pub(crate) fn xspace(modules: &[(u64, Option<u64>, &[u8])]) -> Vec<u8> {
         let stat_meta = |id: u64, name: &[u8]| {
             let meta = [varint_field(1, id), field(2, name)].concat();
             field(5, &[varint_field(1, id), field(2, &meta)].concat())
