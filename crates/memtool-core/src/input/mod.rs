@@ -53,7 +53,7 @@ const SNIFF_BYTES: u64 = 64 << 10;
 #[derive(Clone, Copy, Debug, Default)]
 pub struct LoadOptions {
     /// Cap on the decompressed size of one input; `None` for the default
-    /// ([`decompress::default_limit`]).
+    /// (100 times the compressed size, at least 256 MiB, at most 16 GiB).
     pub max_decompressed: Option<u64>,
     /// Read every input through the readers' general paths only, never their
     /// fast paths (pprof's one walk, XSpace's fast event decoding, the pickle
