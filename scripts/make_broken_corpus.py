@@ -85,4 +85,10 @@ write("free-before-alloc.pickle", pickle.dumps(odd, protocol=4))
 # A profiler trace cut in the middle of a string.
 trace = b'{"traceEvents": [{"ph": "i", "name": "[memory]", "args": {"Addr": 1, "Bytes": 512, "Devi'
 write("cut-mid-string.pt.trace.json", trace)
+# Pickles of protocols 0 and 1 (no header says so), which memtool does not read.
+write("protocol0.pickle", pickle.dumps(snapshot, protocol=0))
+write("protocol1.pickle", pickle.dumps(snapshot, protocol=1))
+# XProf's own JSON pages, given instead of the .xplane.pb they were made from.
+write("xprof.memory_profile.json", b'{"memoryProfilePerAllocator":{"mklcpu":{}},"numHosts":1}')
+write("xprof.memory_viewer.json", b'{"heapSizes":[0.5,1.0],"unpaddedHeapSizes":[0.5,1.0]}')
 print("wrote", len(os.listdir(out)), "files to", out)

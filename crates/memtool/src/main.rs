@@ -22,8 +22,12 @@ use clap::{Parser, Subcommand};
     long_about = None,
     after_help = "Inputs (recognized by content, not by name; gzip is read transparently):
   JAX device memory profiles from jax.profiler.save_device_memory_profile (pprof)
-  XSpace .xplane.pb allocator events (TensorFlow, JAX/PyTorch-XLA on GPU/TPU):
-    a file, a run directory or a TensorBoard logdir
+  XProf/TensorBoard .xplane.pb (a file, a run directory or a logdir):
+    allocator events (TensorFlow, JAX/PyTorch-XLA on GPU/TPU) and compiled
+    programs' buffer assignment (XLA, CPU too)
+  PyTorch CUDA memory snapshots from torch.cuda.memory._dump_snapshot (pickle)
+  PyTorch profiler traces (*.pt.trace.json[.gz], profile_memory=True)
+  PyTorch memory timelines from prof.export_memory_timeline (.json, .raw.json.gz)
 
 Examples:
   memtool summary memory.prof

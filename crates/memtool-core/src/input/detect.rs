@@ -14,6 +14,9 @@ pub(crate) enum Sniffed {
     XSpace,
     /// A Python pickle (PyTorch `_dump_snapshot`).
     Pickle,
+    /// A pickle of protocol 0 or 1, which has no header saying so; only
+    /// the start of a dict or list with its first memo entry is taken as one.
+    OldPickle,
     /// JSON (PyTorch profiler trace or memory timeline).
     Json,
     Empty,
@@ -26,6 +29,13 @@ pub(crate) fn sniff(bytes: &[u8]) -> Sniffed {
     }
     if bytes[0] == 0x80 && matches!(bytes.get(1), Some(2..=5)) {
         return Sniffed::Pickle;
+    }
+    let old_pickle_starts: [&[u8]; 4] = [b"(dp0\n", b"(lp0\n", b"}q\x00", b"]q\x00"];
+    if old_pickle_starts
+        .iter()
+        .any(|start| bytes.starts_with(start))
+    {
+        return Sniffed::OldPickle;
     }
     let first_text = bytes.iter().find(|b| !b.is_ascii_whitespace());
     if matches!(first_text, Some(b'{') | Some(b'[')) {
@@ -238,6 +248,12 @@ mod tests {
         assert_eq!(sniff(&xspace), Sniffed::XSpace);
         assert_eq!(sniff(b"hello world, not a profile"), Sniffed::Unknown);
         assert_eq!(sniff(b"hello, I am not a profile\n"), Sniffed::Unknown);
+        // pickle.dumps({'segments': []}, protocol=0) and protocol=1
+        assert_eq!(sniff(b"(dp0\nVsegments\np1\n(lp2\ns."), Sniffed::OldPickle);
+        assert_eq!(
+            sniff(b"}q\x00X\x08\x00\x00\x00segmentsq\x01]q\x02s."),
+            Sniffed::OldPickle
+        );
     }
 
     /// `bytes`, then zeros up to `len`, counting what is read.

@@ -184,6 +184,15 @@ fn load_into(profile: &mut Profile, source: Source, options: &LoadOptions) -> Re
                 message: "file is empty (a profile that was never written, or cut off)".into(),
             })
         }
+        Sniffed::OldPickle => {
+            return Err(Error::UnknownFormat {
+                path,
+                reason: "a Python pickle of protocol 0 or 1, which memtool does not read; \
+                         write it with protocol 2 or higher (torch.cuda.memory._dump_snapshot \
+                         does, with pickle's default, 4)"
+                    .into(),
+            })
+        }
         Sniffed::Unknown => {
             return Err(Error::UnknownFormat {
                 path,

@@ -150,3 +150,31 @@ fn malformed_documents_are_errors() {
     assert!(matches!(load("{}"), Err(Error::NoData { .. })));
     assert!(load("[[1, 2, 3]]").is_ok());
 }
+
+/// XProf's own JSON pages are named for what they are, with what to give
+/// memtool instead.
+#[test]
+fn xprofs_json_pages_are_named() {
+    for (text, page) in [
+        (
+            r#"{"memoryProfilePerAllocator": {}, "numHosts": 1}"#,
+            "Memory Profile",
+        ),
+        (
+            r#"{"heapSizes": [1.5], "unpaddedHeapSizes": [1.0]}"#,
+            "Memory Viewer",
+        ),
+        (r#" {"maxHeap": []}"#, "Memory Viewer"),
+    ] {
+        let err = load(text).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            format!(
+                "t.json: this is XProf's {page} JSON, made from an XSpace; give memtool the \
+                 .xplane.pb it was made from (or its run directory or logdir)"
+            )
+        );
+    }
+    let err = load(r#"{"traceEvents": []}"#).unwrap_err().to_string();
+    assert!(err.contains("the trace has no [memory] events"), "{err}");
+}

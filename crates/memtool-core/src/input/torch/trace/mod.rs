@@ -275,9 +275,15 @@ pub(crate) fn read(
     if memory.is_empty() {
         return Err(Error::NoData {
             path: path.to_string(),
-            message: "the trace has no [memory] events; record it with \
-                      torch.profiler.profile(profile_memory=True)"
-                .into(),
+            message: match xprof_json(data) {
+                Some(page) => format!(
+                    "this is XProf's {page} JSON, made from an XSpace; give memtool the \
+                     .xplane.pb it was made from (or its run directory or logdir)"
+                ),
+                None => "the trace has no [memory] events; record it with \
+                         torch.profiler.profile(profile_memory=True)"
+                    .into(),
+            },
         });
     }
     // Chrome traces need not be in time order; keep file order among equals
@@ -564,4 +570,24 @@ fn build_trace_memory<'a>(
     memory.allocator_samples = samples;
     memory.recorded_events = counts;
     memory.capacity = capacity;
+}
+
+/// Which XProf page's JSON `data` is, when it is one: users hand memtool the
+/// JSON XProf shows (its first keys say which) instead of the profile.
+fn xprof_json(data: &dyn ByteSource) -> Option<&'static str> {
+    let mut head = vec![0u8; data.len().min(256) as usize];
+    data.read_exact_at(0, &mut head).ok()?;
+    let head = String::from_utf8_lossy(&head);
+    let key = head.trim_start().strip_prefix('{')?.trim_start();
+    [
+        ("\"memoryProfilePerAllocator\"", "Memory Profile"),
+        ("\"memoryIds\"", "Memory Profile"),
+        ("\"numHosts\"", "Memory Profile"),
+        ("\"heapSizes\"", "Memory Viewer"),
+        ("\"unpaddedHeapSizes\"", "Memory Viewer"),
+        ("\"maxHeap\"", "Memory Viewer"),
+    ]
+    .into_iter()
+    .find(|(first, _)| key.starts_with(first))
+    .map(|(_, page)| page)
 }
