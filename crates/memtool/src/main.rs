@@ -39,7 +39,7 @@ Examples:
 
 Exit codes: 0 success, 1 a CI gate failed, 2 unreadable input or bad usage."
 )]
-struct Cli {
+pub struct Cli {
     #[command(subcommand)]
     command: Command,
 }
@@ -52,6 +52,10 @@ enum Command {
     Diff(commands::diff::DiffArgs),
     Frag(commands::frag::FragArgs),
     Render(commands::render::RenderArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
+    Completions(commands::shell::CompletionsArgs),
+    /// Print memtool's manual page, or a command's, in roff (for `man -l -`)
+    Man(commands::shell::ManArgs),
 }
 
 /// How a command ended, when it did not fail.
@@ -77,6 +81,8 @@ fn main() -> ExitCode {
         Command::Diff(a) => commands::diff::run(a),
         Command::Frag(a) => commands::frag::run(a),
         Command::Render(a) => commands::render::run(a),
+        Command::Completions(a) => commands::shell::completions(a),
+        Command::Man(a) => commands::shell::man(a),
     };
     drop(total);
     phases::print();

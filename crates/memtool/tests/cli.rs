@@ -674,3 +674,121 @@ fn a_signal_during_a_write_leaves_neither_temporary_nor_partial_file() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The bash completion script loads in bash and completes a subcommand and
+/// a flag of it.
+#[test]
+fn bash_completion_completes_subcommands_and_flags() {
+    let script = memtool().args(["completions", "bash"]).output().unwrap();
+    assert!(script.status.success());
+    // bash calls a completion function with the command, the word being
+    // completed and the word before it.
+    let complete = |words: &str, cword: usize| -> Vec<String> {
+        let out = std::process::Command::new("bash")
+            .arg("-c")
+            .arg(format!(
+                "source /dev/stdin; COMP_WORDS=({words}); COMP_CWORD={cword}; \
+                 _memtool memtool \"${{COMP_WORDS[COMP_CWORD]}}\" \"${{COMP_WORDS[COMP_CWORD-1]}}\"; \
+                 printf '%s\\n' \"${{COMPREPLY[@]}}\""
+            ))
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .and_then(|mut bash| {
+                bash.stdin.take().unwrap().write_all(&script.stdout)?;
+                bash.wait_with_output()
+            })
+            .expect("bash runs");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(String::from)
+            .collect()
+    };
+    assert_eq!(complete("memtool pe", 1), ["peak"]);
+    assert!(complete("memtool peak --bu", 2).contains(&"--budget".to_string()));
+}
+
+/// Each command's manual page renders with `man -l`, with its options.
+#[test]
+fn manual_pages_render_with_man() {
+    for (args, name, option) in [
+        (vec!["man"], "memtool", "summary"),
+        (vec!["man", "peak"], "memtool-peak", "--budget"),
+        (vec!["man", "diff"], "memtool-diff", "--fail-on-growth"),
+    ] {
+        let page = memtool().args(&args).output().unwrap();
+        assert!(page.status.success());
+        let out = std::process::Command::new("man")
+            .args(["-l", "-"])
+            .env("MANPAGER", "cat")
+            .env("MANWIDTH", "100")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .and_then(|mut man| {
+                man.stdin.take().unwrap().write_all(&page.stdout)?;
+                man.wait_with_output()
+            })
+            .expect("man is installed (Debian's man-db)");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains(&format!("{name}(1)")), "{text}");
+        assert!(text.contains(option), "{name}: {text}");
+    }
+    let dir = std::env::temp_dir().join(format!("memtool-man-{}", std::process::id()));
+    let out = memtool()
+        .args(["man", "--dir", dir.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let mut pages: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    pages.sort();
+    assert_eq!(
+        pages,
+        [
+            "memtool-completions.1",
+            "memtool-diff.1",
+            "memtool-frag.1",
+            "memtool-leaks.1",
+            "memtool-man.1",
+            "memtool-peak.1",
+            "memtool-render.1",
+            "memtool-summary.1",
+            "memtool.1"
+        ]
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `render` with stdout a terminal refuses, with a hint, instead of printing
+/// a page of markup; piped, it writes the page.
+#[test]
+fn render_never_writes_a_page_into_a_terminal() {
+    let bin = assert_cmd::cargo::cargo_bin("memtool");
+    let training = repo_fixture("pprof/training.prof");
+    // `script` runs the command with its stdout on a new pseudo-terminal.
+    let out = std::process::Command::new("script")
+        .args(["-qec"])
+        .arg(format!("{} render {}", bin.display(), training.display()))
+        .arg("/dev/null")
+        .output()
+        .expect("script (util-linux) runs");
+    assert_eq!(out.status.code(), Some(2));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        text.trim(),
+        "memtool: render writes an HTML page, not text for a terminal; give -o report.html \
+         (or redirect stdout)"
+    );
+    let piped = memtool().arg("render").arg(&training).output().unwrap();
+    assert!(piped.status.success());
+    assert!(piped.stdout.starts_with(b"<!DOCTYPE html>"));
+}

@@ -5,4 +5,5 @@ pub mod frag;
 pub mod leaks;
 pub mod peak;
 pub mod render;
+pub mod shell;
 pub mod summary;

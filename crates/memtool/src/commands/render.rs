@@ -1,3 +1,5 @@
+use std::io::IsTerminal;
+
 use anyhow::{bail, Result};
 use clap::{Args, ValueEnum};
 use memtool_core::render::{self, Inputs, RenderOptions};
@@ -55,6 +57,17 @@ pub struct RenderArgs {
 pub fn run(args: &RenderArgs) -> Result<Outcome> {
     if args.bands == 0 || args.bands > 50 {
         bail!("--bands must be between 1 and 50");
+    }
+    let to_stdout = args.output.as_deref().is_none_or(|o| o.as_os_str() == "-");
+    if to_stdout && !matches!(args.format, RenderFormat::Folded) && std::io::stdout().is_terminal()
+    {
+        // Checked before the inputs are read: a page of markup scrolling
+        // through the terminal helps no one.
+        let (what, file) = match args.format {
+            RenderFormat::Svg => ("an SVG image", "timeline.svg"),
+            _ => ("an HTML page", "report.html"),
+        };
+        bail!("render writes {what}, not text for a terminal; give -o {file} (or redirect stdout)");
     }
     let options = RenderOptions {
         analysis: args.analysis.options(),
