@@ -7,7 +7,8 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 
-use crate::analysis::group::{self, FrameFilter, GroupBy};
+use crate::analysis::frames::FrameFilter;
+use crate::analysis::group::{self, GroupBy};
 use crate::analysis::{replay, series};
 use crate::model::{Memory, Names, SiteId};
 
