@@ -204,7 +204,7 @@ fn memory_view(
     let text =
         |s: Option<crate::model::StrId>| s.map(|id| names.str(id).to_string()).unwrap_or_default();
     let mut rows: BTreeMap<RowKey, Totals> = BTreeMap::new();
-    let mut band_of: BTreeMap<RowKey, (String, String)> = BTreeMap::new();
+    let mut band_of: BTreeMap<RowKey, (String, String, String)> = BTreeMap::new();
     for (site_id, totals) in by_site.iter() {
         let site = names.site_of(site_id);
         let key = (
@@ -223,7 +223,8 @@ fn memory_view(
                 .get(b)
                 .filter(|band| band.key == label)
                 .map_or(color::OTHER_COLOR.to_string(), |band| band.color.clone());
-            (label, color)
+            let source = group::label(names, site_id, GroupBy::UserFrame, filter);
+            (label, color, source)
         });
     }
     let mut rows: Vec<_> = rows.into_iter().collect();
@@ -246,8 +247,7 @@ fn memory_view(
         .into_iter()
         .take(options.table_rows)
         .map(|(key, t)| {
-            let (band, color) = band_of.get(&key).cloned().unwrap_or_default();
-            let source = key.4.split(" <- ").next().unwrap_or("").to_string();
+            let (band, color, source) = band_of.get(&key).cloned().unwrap_or_default();
             let share = if peak.bytes > 0 {
                 t.bytes as f64 * 100.0 / peak.bytes as f64
             } else {

@@ -477,3 +477,46 @@ fn folded_stacks_sum_to_the_peak() {
     assert_eq!(sum, replay::peak(&profile.memories[0]).unwrap().bytes);
     assert!(text.lines().all(|l| l.starts_with("main train.py:1;layer")));
 }
+
+#[test]
+fn the_source_line_is_the_user_frame_whatever_its_name() {
+    // A frame name holding the stack label's separator: the source column
+    // is the user's frame, not the label cut at the first ` <- `.
+    let mut profile = Profile::default();
+    let names = &mut profile.names;
+    let file = names.string("train.py");
+    let [odd, main] = ["f <- g", "main"].map(|function| {
+        let function = names.string(function);
+        names.frame(Frame {
+            function,
+            file,
+            line: 3,
+        })
+    });
+    let stack = names.stack_leaf_first(&[odd, main]);
+    let site = names.site(Site {
+        stack,
+        ..Default::default()
+    });
+    let mut m = Memory::new("gpu", MemoryKind::Allocator, Axis::TimePs);
+    let id = m.push_allocation(Allocation {
+        bytes: 64,
+        requested: 64,
+        count: 1,
+        address: None,
+        site,
+    });
+    m.events.push(Event {
+        at: 1,
+        kind: EventKind::Alloc,
+        alloc: id,
+    });
+    profile.memories.push(m);
+    let page = html(Inputs::One(&profile), &RenderOptions::default())
+        .replace("&#60;", "<")
+        .replace("&lt;", "<");
+    assert!(
+        page.contains("<td>f <- g train.py:3</td><td class=\"stack\""),
+        "{page}"
+    );
+}
