@@ -176,6 +176,23 @@ pub fn totals_by_site(memory: &Memory, ids: &[AllocId]) -> SiteTotals {
         .collect()
 }
 
+/// Sites alike in every field a table of sites shows (op, shape, dtype,
+/// category and shown stack), summed: a row of [`Grouper::site_rows`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SiteRow {
+    pub op: Option<Arc<str>>,
+    pub shape: Option<Arc<str>>,
+    pub dtype: Option<Arc<str>>,
+    pub category: Option<Arc<str>>,
+    /// The shown stack, as [`label`] writes it for [`GroupBy::Stack`].
+    pub stack: Arc<str>,
+    /// The user's frame, as [`label`] writes it for [`GroupBy::UserFrame`].
+    pub user_frame: Arc<str>,
+    /// The row's first site (the lowest id).
+    pub site: SiteId,
+    pub totals: Totals,
+}
+
 /// The first groups of a breakdown, and how many more there are.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TopGroups {
@@ -458,6 +475,73 @@ impl<'a> Grouper<'a> {
                 &*self.texts[self.nodes[node as usize].0 as usize],
             ]
         })
+    }
+
+    /// One row per distinct (op, shape, dtype, category, shown stack) of
+    /// the sites, largest first, ties by those fields in that order (a
+    /// missing field first).
+    pub fn site_rows(&mut self, by_site: &SiteTotals) -> Vec<SiteRow> {
+        const FIELDS: [GroupBy; 5] = [
+            GroupBy::Op,
+            GroupBy::Shape,
+            GroupBy::Dtype,
+            GroupBy::Category,
+            GroupBy::Stack,
+        ];
+        // Rows in the order of their first site, so that rows whose fields
+        // print alike still come out in one order.
+        let mut row_of: FxHashMap<[u32; 5], usize> = FxHashMap::default();
+        let mut summed: Vec<([u32; 5], SiteId, Totals)> = Vec::new();
+        for (site, totals) in by_site.iter() {
+            let key = FIELDS.map(|by| self.key(site, by));
+            match row_of.entry(key) {
+                std::collections::hash_map::Entry::Occupied(row) => {
+                    summed[*row.get()].2.add(totals)
+                }
+                std::collections::hash_map::Entry::Vacant(row) => {
+                    row.insert(summed.len());
+                    summed.push((key, site, totals));
+                }
+            }
+        }
+        let mut rows = Vec::with_capacity(summed.len());
+        for ([op, shape, dtype, category, stack], site, totals) in summed {
+            let user_frame = self.key(site, GroupBy::UserFrame);
+            let mut field = |key: u32, by| (key != 0).then(|| self.shared_label(key, by));
+            rows.push(SiteRow {
+                op: field(op, GroupBy::Op),
+                shape: field(shape, GroupBy::Shape),
+                dtype: field(dtype, GroupBy::Dtype),
+                category: field(category, GroupBy::Category),
+                stack: self.shared_label(stack, GroupBy::Stack),
+                user_frame: self.shared_label(user_frame, GroupBy::UserFrame),
+                site,
+                totals,
+            });
+        }
+        type Fields<'r> = (
+            Option<&'r str>,
+            Option<&'r str>,
+            Option<&'r str>,
+            Option<&'r str>,
+            &'r str,
+        );
+        fn fields(r: &SiteRow) -> Fields<'_> {
+            (
+                r.op.as_deref(),
+                r.shape.as_deref(),
+                r.dtype.as_deref(),
+                r.category.as_deref(),
+                &r.stack,
+            )
+        }
+        rows.sort_by(|a, b| {
+            b.totals
+                .bytes
+                .cmp(&a.totals.bytes)
+                .then_with(|| fields(a).cmp(&fields(b)))
+        });
+        rows
     }
 
     pub fn new(names: &'a Names, filter: &'a FrameFilter) -> Self {
@@ -907,5 +991,73 @@ mod tests {
             .map(|g| g.key.to_string())
             .collect();
         assert_eq!(keys, ["<no stack>", "main /home/me/a.py:7"]);
+    }
+
+    #[test]
+    fn site_rows_sum_sites_alike_in_every_field() {
+        let mut names = Names::default();
+        let user = stack(
+            &mut names,
+            &[("f", "/home/me/a.py"), ("main", "/home/me/a.py")],
+        );
+        // Prints as `user` once library frames are hidden.
+        let library = stack(
+            &mut names,
+            &[
+                ("g", "/venv/site-packages/x.py"),
+                ("f", "/home/me/a.py"),
+                ("main", "/home/me/a.py"),
+            ],
+        );
+        let op = names.string("dot");
+        let sites: Vec<SiteId> = [
+            (user, None),
+            (library, None),
+            (user, Some(op)),
+            (StackId(0), None),
+        ]
+        .into_iter()
+        .map(|(stack, op)| {
+            names.site(crate::model::Site {
+                stack,
+                op,
+                ..Default::default()
+            })
+        })
+        .collect();
+        let totals = |bytes| Totals {
+            bytes,
+            requested_bytes: bytes,
+            count: 1,
+        };
+        let by_site: SiteTotals = sites
+            .iter()
+            .zip([3, 4, 7, 7])
+            .map(|(&site, bytes)| (site, totals(bytes)))
+            .collect();
+        let filter = FrameFilter::default();
+        let rows = Grouper::new(&names, &filter).site_rows(&by_site);
+        let summary: Vec<(Option<&str>, &str, &str, u64)> = rows
+            .iter()
+            .map(|r| (r.op.as_deref(), &*r.stack, &*r.user_frame, r.totals.bytes))
+            .collect();
+        let stack_label = "f /home/me/a.py:7 <- main /home/me/a.py:7";
+        assert_eq!(
+            summary,
+            [
+                (None, "<no stack>", "<no stack>", 7),
+                (None, stack_label, "f /home/me/a.py:7", 7),
+                (Some("dot"), stack_label, "f /home/me/a.py:7", 7),
+            ]
+        );
+        assert_eq!(rows[1].site, sites[0]);
+        for row in &rows {
+            for (by, text) in [
+                (GroupBy::Stack, &row.stack),
+                (GroupBy::UserFrame, &row.user_frame),
+            ] {
+                assert_eq!(label(&names, row.site, by, &filter), **text);
+            }
+        }
     }
 }

@@ -1,11 +1,11 @@
 //! The HTML page: the views of each profile, memory and diff that the page
 //! model is filled from.
 
-use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use askama::Template;
 
-use crate::analysis::group::{self, GroupBy, Totals};
+use crate::analysis::group::{self, GroupBy};
 use crate::analysis::leaks::{self, Growth, MemoryLeaks};
 use crate::analysis::{diff, display_id, point_label, replay, Options};
 use crate::model::{Axis, Memory, Profile};
@@ -178,9 +178,6 @@ fn profile_view(
     }
 }
 
-/// A breakdown row as shown: op, shape, dtype, category, stack.
-type RowKey = (String, String, String, String, String);
-
 fn memory_view(
     profile: &Profile,
     memory: &Memory,
@@ -201,53 +198,34 @@ fn memory_view(
 
     // Breakdown rows: one per distinct site as shown (op, shape, dtype,
     // category, stack), largest first.
-    let text =
-        |s: Option<crate::model::StrId>| s.map(|id| names.str(id).to_string()).unwrap_or_default();
-    let mut rows: BTreeMap<RowKey, Totals> = BTreeMap::new();
-    let mut band_of: BTreeMap<RowKey, (String, String, String)> = BTreeMap::new();
-    for (site_id, totals) in by_site.iter() {
-        let site = names.site_of(site_id);
-        let key = (
-            text(site.op),
-            text(site.shape),
-            text(site.dtype),
-            text(site.category),
-            group::label(names, site_id, GroupBy::Stack, filter),
-        );
-        rows.entry(key.clone()).or_default().add(totals);
-        band_of.entry(key).or_insert_with(|| {
-            let b = timeline::band_of_site(names, site_id, by, filter, &tl.bands);
-            let label = group::label(names, site_id, by, filter);
-            let color = tl
-                .bands
-                .get(b)
-                .filter(|band| band.key == label)
-                .map_or(color::OTHER_COLOR.to_string(), |band| band.color.clone());
-            let source = group::label(names, site_id, GroupBy::UserFrame, filter);
-            (label, color, source)
-        });
-    }
-    let mut rows: Vec<_> = rows.into_iter().collect();
-    rows.sort_by(|a, b| b.1.bytes.cmp(&a.1.bytes).then_with(|| a.0.cmp(&b.0)));
+    let rows = group::Grouper::new(names, filter).site_rows(&by_site);
     let total_rows = rows.len();
     let omitted_bytes: u64 = rows
         .iter()
         .skip(options.table_rows)
-        .map(|r| r.1.bytes)
+        .map(|r| r.totals.bytes)
         .sum();
-    let show = |f: fn(&crate::model::Site) -> bool| by_site.keys().any(|s| f(names.site_of(s)));
+    let show = |field| group::has_values(names, &by_site, field);
     // The first column already holds the grouping key: no second copy.
     let (show_op, show_shape, show_dtype, show_category) = (
-        by != GroupBy::Op && show(|s| s.op.is_some()),
-        by != GroupBy::Shape && show(|s| s.shape.is_some()),
-        by != GroupBy::Dtype && show(|s| s.dtype.is_some()),
-        by != GroupBy::Category && show(|s| s.category.is_some()),
+        by != GroupBy::Op && show(GroupBy::Op),
+        by != GroupBy::Shape && show(GroupBy::Shape),
+        by != GroupBy::Dtype && show(GroupBy::Dtype),
+        by != GroupBy::Category && show(GroupBy::Category),
     );
+    let text = |field: Option<Arc<str>>| field.as_deref().unwrap_or_default().to_string();
     let rows: Vec<BreakdownRow> = rows
         .into_iter()
         .take(options.table_rows)
-        .map(|(key, t)| {
-            let (band, color, source) = band_of.get(&key).cloned().unwrap_or_default();
+        .map(|row| {
+            let b = timeline::band_of_site(names, row.site, by, filter, &tl.bands);
+            let band = group::label(names, row.site, by, filter);
+            let color = tl
+                .bands
+                .get(b)
+                .filter(|b| b.key == band)
+                .map_or(color::OTHER_COLOR.to_string(), |b| b.color.clone());
+            let t = row.totals;
             let share = if peak.bytes > 0 {
                 t.bytes as f64 * 100.0 / peak.bytes as f64
             } else {
@@ -263,12 +241,12 @@ fn memory_view(
                     text: format!("{share:.1}%"),
                     value: format!("{share:.4}"),
                 },
-                op: key.0,
-                shape: key.1,
-                dtype: key.2,
-                category: key.3,
-                source,
-                stack: key.4,
+                op: text(row.op),
+                shape: text(row.shape),
+                dtype: text(row.dtype),
+                category: text(row.category),
+                source: row.user_frame.to_string(),
+                stack: row.stack.to_string(),
             }
         })
         .collect();
