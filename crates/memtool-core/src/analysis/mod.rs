@@ -4,6 +4,7 @@
 
 pub mod diff;
 pub mod frag;
+pub mod frames;
 pub mod group;
 pub mod leaks;
 pub mod peak;
@@ -16,7 +17,8 @@ pub mod summary;
 use serde::Serialize;
 
 use crate::model::{Axis, InputInfo, Memory, MemoryKind, Profile, Warning};
-pub use group::{FrameFilter, GroupBy};
+pub use frames::FrameFilter;
+pub use group::GroupBy;
 
 /// Choices shared by the analyses.
 #[derive(Clone, Debug)]

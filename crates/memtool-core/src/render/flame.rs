@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::analysis::group::{FrameFilter, SiteTotals, NO_STACK_LABEL};
+use crate::analysis::frames::FrameFilter;
+use crate::analysis::group::{SiteTotals, NO_STACK_LABEL};
 use crate::model::Names;
 
 /// Bytes of one frame path, in one or two profiles.

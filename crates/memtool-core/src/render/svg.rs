@@ -4,10 +4,13 @@
 
 use std::fmt::Write;
 
+use crate::analysis::{display_id, point_label, replay};
+use crate::model::Profile;
 use crate::report::units;
 
 use super::escape::xml;
-use super::timeline::Timeline;
+use super::timeline::{self, Timeline};
+use super::{Inputs, RenderOptions};
 
 const WIDTH: f64 = 1000.0;
 const PLOT_HEIGHT: f64 = 240.0;
@@ -30,6 +33,69 @@ pub struct Panel<'a> {
     pub peak_text: String,
     pub peak_label: String,
     pub capacity: Option<u64>,
+}
+
+/// A static SVG of every memory's timeline (for `render A B`, base then new).
+pub fn svg(inputs: Inputs<'_>, options: &RenderOptions) -> String {
+    let list: Vec<(&str, &Profile)> = match inputs {
+        Inputs::One(p) => vec![("", p)],
+        Inputs::Diff { base, new } => vec![("base: ", base), ("new: ", new)],
+    };
+    let mut timelines = Vec::new();
+    for (role, profile) in list {
+        for memory in options.analysis.selected(profile) {
+            let Some(reported) = replay::reported_peak(memory, options.analysis.ties) else {
+                continue;
+            };
+            let peak = reported.point;
+            let by = options
+                .group_by
+                .unwrap_or_else(|| timeline::default_group_by(&profile.names, memory));
+            let tl = timeline::timeline(
+                &profile.names,
+                memory,
+                by,
+                &options.analysis.frames,
+                options.width,
+                options.bands,
+            );
+            let label = |col: Option<usize>| {
+                col.and_then(|c| Some((*tl.top_points.get(c)?, tl.x.get(c)?.wrapping_add(tl.x0))))
+                    .map_or(String::new(), |(i, at)| point_label(memory, i, at))
+            };
+            let x_labels = [label(Some(0)), label(tl.x.len().checked_sub(1))];
+            let peak_label = point_label(memory, peak.index, peak.at);
+            let title = format!(
+                "{role}{} — peak {} at {peak_label} (stacked by {})",
+                display_id(&memory.id),
+                units::bytes(reported.bytes),
+                by.name().replace('_', " ")
+            );
+            let peak_text = units::bytes(reported.bytes);
+            timelines.push((
+                title,
+                x_labels,
+                peak,
+                (peak_label, peak_text),
+                memory.capacity,
+                tl,
+            ));
+        }
+    }
+    let panels: Vec<Panel<'_>> = timelines
+        .iter()
+        .map(|(title, x_labels, peak, peak_label, capacity, tl)| Panel {
+            title: title.clone(),
+            timeline: tl,
+            x_labels: x_labels.clone(),
+            peak_x: peak.at.wrapping_sub(tl.x0),
+            peak_bytes: peak.bytes,
+            peak_label: peak_label.0.clone(),
+            peak_text: peak_label.1.clone(),
+            capacity: *capacity,
+        })
+        .collect();
+    document(&panels)
 }
 
 fn fmt(v: f64) -> String {

@@ -7,11 +7,12 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 
-use crate::analysis::group::{self, FrameFilter, GroupBy};
+use crate::analysis::frames::FrameFilter;
+use crate::analysis::group::{self, GroupBy};
 use crate::analysis::{replay, series};
 use crate::model::{Memory, Names, SiteId};
 
-use super::escape::{group_color, OTHER_COLOR};
+use super::color::{group_color, OTHER_COLOR};
 
 /// Label of the group that sums every group past the top N.
 pub const OTHER_LABEL: &str = "other";

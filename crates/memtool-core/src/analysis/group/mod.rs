@@ -12,6 +12,8 @@ use serde::Serialize;
 
 use crate::model::{AllocId, FrameId, IdIndex, Memory, Names, SiteId, StackId};
 
+pub use super::frames::FrameFilter;
+
 /// What to group allocations by.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -36,89 +38,6 @@ impl GroupBy {
             GroupBy::Dtype => "dtype",
             GroupBy::Category => "category",
         }
-    }
-}
-
-/// Which frames of a stack are shown.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum FrameFilter {
-    /// Every frame, as the profiler recorded it.
-    All,
-    /// Hide frames whose file contains one of these patterns (library code).
-    /// A stack made only of library frames is shown whole.
-    User { library_patterns: Vec<String> },
-}
-
-impl Default for FrameFilter {
-    fn default() -> Self {
-        FrameFilter::User {
-            library_patterns: vec!["site-packages".into(), "dist-packages".into()],
-        }
-    }
-}
-
-impl FrameFilter {
-    /// Library code: a file matching a library pattern, or a native frame
-    /// (not a `.py` file: C++ frames of PyTorch, unwinder entries). The
-    /// user's own code is Python.
-    pub fn is_library(&self, names: &Names, frame: FrameId) -> bool {
-        match self {
-            FrameFilter::All => false,
-            FrameFilter::User { library_patterns } => {
-                let file = names.str(names.frame_of(frame).file);
-                !file.ends_with(".py") || library_patterns.iter().any(|p| file.contains(p.as_str()))
-            }
-        }
-    }
-
-    /// The frames shown for a stack, leaf first: the user's frames; for a
-    /// stack with none (a PyTorch autograd thread), its landmarks (the
-    /// autograd node and the op it runs); else the whole stack.
-    pub fn frames(&self, names: &Names, stack: StackId) -> Vec<FrameId> {
-        let all: Vec<FrameId> = names.frames_of(stack).collect();
-        let user: Vec<FrameId> = all
-            .iter()
-            .copied()
-            .filter(|&f| !self.is_library(names, f))
-            .collect();
-        if !user.is_empty() {
-            return user;
-        }
-        let landmarks = self.landmarks(names, &all);
-        if landmarks.is_empty() {
-            all
-        } else {
-            landmarks
-        }
-    }
-
-    /// The innermost user frame, else the innermost landmark, else the leaf.
-    pub fn user_frame(&self, names: &Names, stack: StackId) -> Option<FrameId> {
-        let all: Vec<FrameId> = names.frames_of(stack).collect();
-        all.iter()
-            .copied()
-            .find(|&f| !self.is_library(names, f))
-            .or_else(|| self.landmarks(names, &all).first().copied())
-            .or_else(|| all.first().copied())
-    }
-
-    /// Frames that say what a native stack is doing: an autograd node's
-    /// `apply` and the dispatcher entry of an op (`at::_ops::mm::call`).
-    /// Allocator and unwinder internals above them say nothing.
-    fn landmarks(&self, names: &Names, frames: &[FrameId]) -> Vec<FrameId> {
-        if *self == FrameFilter::All {
-            return Vec::new();
-        }
-        let function = |f: FrameId| names.str(names.frame_of(f).function);
-        let op = frames
-            .iter()
-            .copied()
-            .find(|&f| function(f).starts_with("at::_ops::") && function(f).contains("::call("));
-        let node = frames.iter().copied().find(|&f| {
-            let name = function(f);
-            name.contains("Backward") && name.contains("::apply(")
-        });
-        op.into_iter().chain(node).collect()
     }
 }
 
@@ -255,6 +174,23 @@ pub fn totals_by_site(memory: &Memory, ids: &[AllocId]) -> SiteTotals {
             )
         })
         .collect()
+}
+
+/// Sites alike in every field a table of sites shows (op, shape, dtype,
+/// category and shown stack), summed: a row of [`Grouper::site_rows`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SiteRow {
+    pub op: Option<Arc<str>>,
+    pub shape: Option<Arc<str>>,
+    pub dtype: Option<Arc<str>>,
+    pub category: Option<Arc<str>>,
+    /// The shown stack, as [`label`] writes it for [`GroupBy::Stack`].
+    pub stack: Arc<str>,
+    /// The user's frame, as [`label`] writes it for [`GroupBy::UserFrame`].
+    pub user_frame: Arc<str>,
+    /// The row's first site (the lowest id).
+    pub site: SiteId,
+    pub totals: Totals,
 }
 
 /// The first groups of a breakdown, and how many more there are.
@@ -541,6 +477,73 @@ impl<'a> Grouper<'a> {
         })
     }
 
+    /// One row per distinct (op, shape, dtype, category, shown stack) of
+    /// the sites, largest first, ties by those fields in that order (a
+    /// missing field first).
+    pub fn site_rows(&mut self, by_site: &SiteTotals) -> Vec<SiteRow> {
+        const FIELDS: [GroupBy; 5] = [
+            GroupBy::Op,
+            GroupBy::Shape,
+            GroupBy::Dtype,
+            GroupBy::Category,
+            GroupBy::Stack,
+        ];
+        // Rows in the order of their first site, so that rows whose fields
+        // print alike still come out in one order.
+        let mut row_of: FxHashMap<[u32; 5], usize> = FxHashMap::default();
+        let mut summed: Vec<([u32; 5], SiteId, Totals)> = Vec::new();
+        for (site, totals) in by_site.iter() {
+            let key = FIELDS.map(|by| self.key(site, by));
+            match row_of.entry(key) {
+                std::collections::hash_map::Entry::Occupied(row) => {
+                    summed[*row.get()].2.add(totals)
+                }
+                std::collections::hash_map::Entry::Vacant(row) => {
+                    row.insert(summed.len());
+                    summed.push((key, site, totals));
+                }
+            }
+        }
+        let mut rows = Vec::with_capacity(summed.len());
+        for ([op, shape, dtype, category, stack], site, totals) in summed {
+            let user_frame = self.key(site, GroupBy::UserFrame);
+            let mut field = |key: u32, by| (key != 0).then(|| self.shared_label(key, by));
+            rows.push(SiteRow {
+                op: field(op, GroupBy::Op),
+                shape: field(shape, GroupBy::Shape),
+                dtype: field(dtype, GroupBy::Dtype),
+                category: field(category, GroupBy::Category),
+                stack: self.shared_label(stack, GroupBy::Stack),
+                user_frame: self.shared_label(user_frame, GroupBy::UserFrame),
+                site,
+                totals,
+            });
+        }
+        type Fields<'r> = (
+            Option<&'r str>,
+            Option<&'r str>,
+            Option<&'r str>,
+            Option<&'r str>,
+            &'r str,
+        );
+        fn fields(r: &SiteRow) -> Fields<'_> {
+            (
+                r.op.as_deref(),
+                r.shape.as_deref(),
+                r.dtype.as_deref(),
+                r.category.as_deref(),
+                &r.stack,
+            )
+        }
+        rows.sort_by(|a, b| {
+            b.totals
+                .bytes
+                .cmp(&a.totals.bytes)
+                .then_with(|| fields(a).cmp(&fields(b)))
+        });
+        rows
+    }
+
     pub fn new(names: &'a Names, filter: &'a FrameFilter) -> Self {
         Grouper {
             names,
@@ -739,314 +742,4 @@ pub fn has_values(names: &Names, by_site: &SiteTotals, by: GroupBy) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::model::Frame;
-
-    fn stack(names: &mut Names, frames: &[(&str, &str)]) -> StackId {
-        let ids: Vec<FrameId> = frames
-            .iter()
-            .map(|(function, file)| {
-                let frame = Frame {
-                    function: names.string(function),
-                    file: names.string(file),
-                    line: 7,
-                };
-                names.frame(frame)
-            })
-            .collect();
-        names.stack_leaf_first(&ids)
-    }
-
-    /// The site of a stack alone.
-    fn stack_site(names: &mut Names, stack: StackId) -> SiteId {
-        names.site(crate::model::Site {
-            stack,
-            ..Default::default()
-        })
-    }
-
-    #[test]
-    fn breakdown_labels_every_kind_of_stack_as_label_does() {
-        let mut names = Names::default();
-        let stacks = [
-            // user frames under library ones
-            stack(
-                &mut names,
-                &[
-                    ("forward", "/venv/site-packages/torch/nn/linear.py"),
-                    ("train_step", "/home/me/train.py"),
-                ],
-            ),
-            // native only, with landmarks
-            stack(
-                &mut names,
-                &[
-                    ("at::_ops::mm::call(at::Tensor const&)", "??"),
-                    ("torch::autograd::generated::MmBackward0::apply()", "??"),
-                ],
-            ),
-            // native only, no landmark
-            stack(&mut names, &[("malloc", "libc.so"), ("start", "")]),
-            // the same frames as the first, but a distinct frame id each
-            stack(&mut names, &[("train_step", "/home/me/train.py")]),
-            StackId(0),
-        ];
-        let mut by_site = Vec::new();
-        let sites: Vec<SiteId> = stacks
-            .iter()
-            .enumerate()
-            .map(|(i, &stack)| {
-                let site = stack_site(&mut names, stack);
-                by_site.push((
-                    site,
-                    Totals {
-                        bytes: 100 * (i as u64 % 2),
-                        requested_bytes: 1,
-                        count: 1,
-                    },
-                ));
-                site
-            })
-            .collect();
-        let by_site: SiteTotals = by_site.into_iter().collect();
-        for filter in [FrameFilter::default(), FrameFilter::All] {
-            for by in [GroupBy::Stack, GroupBy::UserFrame, GroupBy::Op] {
-                // What the plain labels and sums give, sorted as documented.
-                let mut expected: Vec<Group> = Vec::new();
-                for &site in &sites {
-                    let key = label(&names, site, by, &filter);
-                    match expected.iter_mut().find(|g| *g.key == *key) {
-                        Some(g) => g.totals.add(by_site.get(site).unwrap()),
-                        None => expected.push(Group {
-                            key: key.into(),
-                            totals: by_site.get(site).unwrap(),
-                        }),
-                    }
-                }
-                sort_groups(&mut expected);
-                assert_eq!(breakdown(&names, &by_site, by, &filter), expected);
-            }
-        }
-    }
-
-    #[test]
-    fn stack_groups_of_one_size_are_in_label_order() {
-        // Names where one frame's text begins another's (`f` and `f (x)`,
-        // `g` and `g h`), where they differ only deep in the stack, and
-        // the empty stack: every group the same size, so the order is the
-        // labels' alone.
-        let mut names = Names::default();
-        let frame = |names: &mut Names, function: &str| {
-            let function = names.string(function);
-            let file = names.string("");
-            names.frame(Frame {
-                function,
-                file,
-                line: 0,
-            })
-        };
-        let [f, fx, g, gh, h, main, deep] =
-            ["f", "f (x)", "g", "g h", "h", "main", "z"].map(|name| frame(&mut names, name));
-        let stacks = [
-            vec![f, main],
-            vec![fx, main],
-            vec![f],
-            vec![g, h],
-            vec![gh],
-            vec![g, h, main, main, f, deep],
-            vec![g, h, main, main, f, fx],
-            vec![main, f],
-            vec![],
-        ];
-        let mut by_site = Vec::new();
-        for frames in &stacks {
-            let stack = names.stack_leaf_first(frames);
-            let site = stack_site(&mut names, stack);
-            by_site.push((
-                site,
-                Totals {
-                    bytes: 64,
-                    requested_bytes: 64,
-                    count: 1,
-                },
-            ));
-        }
-        let by_site: SiteTotals = by_site.into_iter().collect();
-        let filter = FrameFilter::All;
-        let groups = breakdown(&names, &by_site, GroupBy::Stack, &filter);
-        let keys: Vec<&str> = groups.iter().map(|g| &*g.key).collect();
-        let mut sorted = keys.clone();
-        sorted.sort_unstable();
-        assert_eq!(keys, sorted);
-        assert_eq!(keys.len(), stacks.len(), "{keys:?}");
-        assert!(keys.contains(&"<no stack>"));
-
-        // Kept groups are the breakdown's first ones and the rest are
-        // counted, at every cut, with sizes that tie only in part.
-        let mixed: SiteTotals = by_site
-            .iter()
-            .enumerate()
-            .map(|(i, (site, totals))| {
-                let bytes = 64 * (i as u64 % 3);
-                (site, Totals { bytes, ..totals })
-            })
-            .collect();
-        let mut grouper = Grouper::new(&names, &filter);
-        for by in [GroupBy::Stack, GroupBy::UserFrame] {
-            let all = grouper.breakdown(&mixed, by);
-            assert!(all.len() > 3, "{all:?}");
-            for keep in 0..=all.len() + 1 {
-                let top = grouper.top_groups(&mixed, by, Some(keep));
-                let kept = keep.min(all.len());
-                assert_eq!(top.groups, all[..kept], "{by:?}, keeping {keep}");
-                assert_eq!(top.omitted, all.len() - kept);
-            }
-        }
-    }
-
-    #[test]
-    fn site_totals_sum_each_site_once_in_site_order() {
-        let t = |bytes| Totals {
-            bytes,
-            requested_bytes: bytes,
-            count: 1,
-        };
-        let by_site: SiteTotals = [(7, t(1)), (2, t(10)), (7, t(100)), (0, t(1000))]
-            .into_iter()
-            .map(|(site, totals)| (SiteId(site), totals))
-            .collect();
-        let want = vec![
-            (SiteId(0), t(1000)),
-            (SiteId(2), t(10)),
-            (
-                SiteId(7),
-                Totals {
-                    bytes: 101,
-                    requested_bytes: 101,
-                    count: 2,
-                },
-            ),
-        ];
-        assert_eq!(by_site.iter().collect::<Vec<_>>(), want);
-        assert_eq!(by_site.get(SiteId(7)), Some(want[2].1));
-        assert_eq!(by_site.get(SiteId(3)), None);
-
-        // Ascending at first (summed with no index), then out of order.
-        let ids = [1, 1, 3, 5, 3, 9, 0, 9];
-        let by_site: SiteTotals = ids.iter().map(|&id| (SiteId(id), t(1 << id))).collect();
-        let want: Vec<(SiteId, u64)> = [0, 1, 3, 5, 9]
-            .iter()
-            .map(|&id| {
-                let n = ids.iter().filter(|&&i| i == id).count() as u64;
-                (SiteId(id), n << id)
-            })
-            .collect();
-        let got: Vec<(SiteId, u64)> = by_site.iter().map(|(s, t)| (s, t.bytes)).collect();
-        assert_eq!(got, want);
-    }
-
-    #[test]
-    fn one_grouper_gives_each_memory_the_groups_a_fresh_one_gives() {
-        let mut names = Names::default();
-        let a = stack(
-            &mut names,
-            &[("f", "/home/me/a.py"), ("main", "/home/me/a.py")],
-        );
-        let b = stack(
-            &mut names,
-            &[("g", "/venv/site-packages/x.py"), ("main", "/home/me/a.py")],
-        );
-        let sites: Vec<SiteId> = [a, b, StackId(0)]
-            .iter()
-            .map(|&stack| stack_site(&mut names, stack))
-            .collect();
-        let totals = |bytes| Totals {
-            bytes,
-            requested_bytes: bytes,
-            count: 1,
-        };
-        let first: SiteTotals = [(sites[0], totals(5)), (sites[1], totals(7))]
-            .into_iter()
-            .collect();
-        let second: SiteTotals = [(sites[1], totals(3)), (sites[2], totals(3))]
-            .into_iter()
-            .collect();
-        let filter = FrameFilter::default();
-        let mut shared = Grouper::new(&names, &filter);
-        for by_site in [&first, &second, &first] {
-            for by in [GroupBy::Stack, GroupBy::UserFrame, GroupBy::Op] {
-                assert_eq!(
-                    shared.breakdown(by_site, by),
-                    breakdown(&names, by_site, by, &filter)
-                );
-            }
-        }
-        let keys: Vec<String> = shared
-            .breakdown(&second, GroupBy::Stack)
-            .iter()
-            .map(|g| g.key.to_string())
-            .collect();
-        assert_eq!(keys, ["<no stack>", "main /home/me/a.py:7"]);
-    }
-
-    #[test]
-    fn user_frames_are_python_outside_site_packages() {
-        let mut names = Names::default();
-        let s = stack(
-            &mut names,
-            &[
-                (
-                    "c10::cuda::CUDACachingAllocator::malloc",
-                    "CUDACachingAllocator.cpp",
-                ),
-                (
-                    "forward",
-                    "/venv/lib/python3.11/site-packages/torch/nn/linear.py",
-                ),
-                ("train_step", "/home/me/train.py"),
-                ("<module>", "/home/me/train.py"),
-            ],
-        );
-        let filter = FrameFilter::default();
-        let user = filter.user_frame(&names, s).unwrap();
-        assert_eq!(names.frame_label(user), "train_step /home/me/train.py:7");
-        assert_eq!(filter.frames(&names, s).len(), 2);
-        assert_eq!(FrameFilter::All.frames(&names, s).len(), 4);
-    }
-
-    #[test]
-    fn native_only_stacks_are_named_by_their_op_and_autograd_node() {
-        let mut names = Names::default();
-        let s = stack(
-            &mut names,
-            &[
-                ("torch::unwind::unwind()", "??"),
-                (
-                    "at::_ops::bmm::call(at::Tensor const&, at::Tensor const&)",
-                    "??",
-                ),
-                (
-                    "torch::autograd::generated::BmmBackward0::apply(std::vector<at::Tensor>&&)",
-                    "??",
-                ),
-                ("clone", "??"),
-            ],
-        );
-        let filter = FrameFilter::default();
-        let labels: Vec<String> = filter
-            .frames(&names, s)
-            .iter()
-            .map(|&f| names.frame_label(f))
-            .collect();
-        assert_eq!(
-            labels,
-            [
-                "at::_ops::bmm::call(at::Tensor const&, at::Tensor const&) ??:7",
-                "torch::autograd::generated::BmmBackward0::apply(std::vector<at::Tensor>&&) ??:7"
-            ]
-        );
-        let user = filter.user_frame(&names, s).unwrap();
-        assert!(names.frame_label(user).starts_with("at::_ops::bmm::call"));
-    }
-}
+mod tests;

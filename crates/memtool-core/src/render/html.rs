@@ -1,0 +1,555 @@
+//! The HTML page: the views of each profile, memory and diff that the page
+//! model is filled from.
+
+use std::sync::Arc;
+
+use askama::Template;
+
+use crate::analysis::group::{self, GroupBy};
+use crate::analysis::leaks::{self, Growth, MemoryLeaks};
+use crate::analysis::{diff, display_id, point_label, replay, Options};
+use crate::model::{Axis, Memory, Profile};
+use crate::report::units;
+
+use super::flame::{Node, Tree};
+use super::page::*;
+use super::{addr, at_peak, color, escape, timeline, Inputs, RenderOptions};
+
+/// Call-tree nodes narrower than this share of the root are left out.
+const FLAME_MIN_SHARE: f64 = 0.001;
+/// Address × time grid.
+const ADDR_COLS: usize = 600;
+const ADDR_ROWS: usize = 200;
+/// Findings listed, and drawn, in a memory's leak section.
+const LEAK_ROWS: usize = 15;
+const LEAK_LINES: usize = 5;
+/// Rows of the differential table.
+const DIFF_ROWS: usize = 50;
+
+/// The fragmentation section of one memory, from `analysis::frag`: `None`
+/// when the profile has neither the allocator's figure nor addresses.
+fn frag_section(profile: &Profile, memory: &Memory, options: &Options) -> Option<FragSection> {
+    use crate::report::Report;
+    let options = Options {
+        memories: vec![memory.id.clone()],
+        ..options.clone()
+    };
+    let report = crate::analysis::frag::frag(profile, &options);
+    let m = report.memories.first()?;
+    let mut parts = Vec::new();
+    if let Some(a) = &m.allocator {
+        parts.push(format!(
+            "allocator fragmentation max {:.1}%, mean {:.1}%",
+            a.max * 100.0,
+            a.mean * 100.0
+        ));
+    }
+    if let Some(a) = m.at_peak.as_ref().and_then(|p| p.address) {
+        parts.push(format!(
+            "at peak {:.1}% of free address space is outside the largest gap ({} gaps, largest {})",
+            a.fragmentation * 100.0,
+            a.gaps,
+            units::bytes(a.largest_gap_bytes)
+        ));
+    }
+    if parts.is_empty() {
+        return None;
+    }
+    let tables = report.tables();
+    // tables[0] is the one-row-per-memory summary; [1] the worst points.
+    let table = tables.get(1).or(tables.first())?;
+    Some(FragSection::from_table(parts.join("; "), table))
+}
+
+/// The step boundaries of one memory, drawn as dashed lines on its timeline.
+fn step_marks(memory: &Memory, x0: i64) -> Vec<StepMark> {
+    memory
+        .steps
+        .iter()
+        .map(|s| StepMark {
+            x: s.start.wrapping_sub(x0),
+            label: format!("step {}", s.id),
+        })
+        .collect()
+}
+
+/// The HTML report. The same inputs and options give the same bytes.
+pub fn html(inputs: Inputs<'_>, options: &RenderOptions) -> String {
+    let mut data = PageData {
+        memories: Vec::new(),
+        diff: None,
+    };
+    let mut page_inputs = Vec::new();
+    let mut warnings = Vec::new();
+    let mut profiles = Vec::new();
+    let list: Vec<(&str, &Profile)> = match inputs {
+        Inputs::One(p) => vec![("", p)],
+        Inputs::Diff { base, new } => vec![("base", base), ("new", new)],
+    };
+    for (n, (role, profile)) in list.iter().enumerate() {
+        for i in &profile.inputs {
+            page_inputs.push(InputRow {
+                role: role.to_string(),
+                path: i.path.clone(),
+                format: i.format.name().to_string(),
+            });
+        }
+        warnings.extend(
+            profile
+                .warnings
+                .iter()
+                .map(|w| format!("{}: {}", w.path, w.message)),
+        );
+        let heading = match *role {
+            "" => String::new(),
+            r => format!("{r}: {}", paths(profile)),
+        };
+        profiles.push(profile_view(
+            profile,
+            n,
+            heading,
+            options,
+            &mut data.memories,
+        ));
+    }
+    let diff = match inputs {
+        Inputs::One(_) => None,
+        Inputs::Diff { base, new } => {
+            data.diff = Some(diff_tree(base, new, options));
+            Some(diff_view(base, new, options))
+        }
+    };
+    let title = match inputs {
+        Inputs::One(p) => format!("memtool: {}", paths(p)),
+        Inputs::Diff { base, new } => format!("memtool: {} → {}", paths(base), paths(new)),
+    };
+    let memory_count = profiles.iter().map(|p| p.memories.len()).sum();
+    let page = Page {
+        title,
+        inputs: page_inputs,
+        warnings,
+        diff,
+        profiles,
+        memory_count,
+        css: CSS,
+        js: JS,
+        data_json: escape::script_json(&data),
+    };
+    // Rendering fails only on a formatting error of our own fields, which
+    // `String`'s `fmt::Write` never raises.
+    page.render().unwrap_or_default()
+}
+
+fn paths(profile: &Profile) -> String {
+    let p: Vec<&str> = profile.inputs.iter().map(|i| i.path.as_str()).collect();
+    match p.len() {
+        0..=3 => p.join(", "),
+        n => format!("{}, … {} ({n} files)", p[0], p[n - 1]),
+    }
+}
+
+fn profile_view(
+    profile: &Profile,
+    n: usize,
+    heading: String,
+    options: &RenderOptions,
+    data: &mut Vec<MemoryData>,
+) -> ProfileView {
+    let leaks = leaks::leaks(profile, &options.analysis);
+    let mut memories = Vec::new();
+    let mut empty = Vec::new();
+    for (m, memory) in options.analysis.selected(profile).enumerate() {
+        // The peak the `peak` and `summary` commands report (the allocator's
+        // own figure when it gives one, `--ties`).
+        let Some(peak) = replay::reported_peak(memory, options.analysis.ties) else {
+            empty.push(display_id(&memory.id));
+            continue;
+        };
+        let leak = leaks.memories.iter().find(|l| l.header.id == memory.id);
+        let dom = format!("m{n}-{m}");
+        let (view, memory_data) = memory_view(profile, memory, peak, leak, dom, options);
+        memories.push(view);
+        data.push(memory_data);
+    }
+    ProfileView {
+        heading,
+        memories,
+        empty,
+    }
+}
+
+fn memory_view(
+    profile: &Profile,
+    memory: &Memory,
+    reported: replay::Peak,
+    leak: Option<&MemoryLeaks>,
+    dom: String,
+    options: &RenderOptions,
+) -> (MemoryView, MemoryData) {
+    // The point drawn and broken down; `reported.bytes` is what the header says.
+    let peak = reported.point;
+    let names = &profile.names;
+    let filter = &options.analysis.frames;
+    let by = options
+        .group_by
+        .unwrap_or_else(|| timeline::default_group_by(names, memory));
+    let tl = timeline::timeline(names, memory, by, filter, options.width, options.bands);
+    let by_site = group::totals_by_site(memory, &replay::live_at(memory, peak.index));
+
+    // Breakdown rows: one per distinct site as shown (op, shape, dtype,
+    // category, stack), largest first.
+    let rows = group::Grouper::new(names, filter).site_rows(&by_site);
+    let total_rows = rows.len();
+    let omitted_bytes: u64 = rows
+        .iter()
+        .skip(options.table_rows)
+        .map(|r| r.totals.bytes)
+        .sum();
+    let show = |field| group::has_values(names, &by_site, field);
+    // The first column already holds the grouping key: no second copy.
+    let (show_op, show_shape, show_dtype, show_category) = (
+        by != GroupBy::Op && show(GroupBy::Op),
+        by != GroupBy::Shape && show(GroupBy::Shape),
+        by != GroupBy::Dtype && show(GroupBy::Dtype),
+        by != GroupBy::Category && show(GroupBy::Category),
+    );
+    let text = |field: Option<Arc<str>>| field.as_deref().unwrap_or_default().to_string();
+    let rows: Vec<BreakdownRow> = rows
+        .into_iter()
+        .take(options.table_rows)
+        .map(|row| {
+            let b = timeline::band_of_site(names, row.site, by, filter, &tl.bands);
+            let band = group::label(names, row.site, by, filter);
+            let color = tl
+                .bands
+                .get(b)
+                .filter(|b| b.key == band)
+                .map_or(color::OTHER_COLOR.to_string(), |b| b.color.clone());
+            let t = row.totals;
+            let share = if peak.bytes > 0 {
+                t.bytes as f64 * 100.0 / peak.bytes as f64
+            } else {
+                0.0
+            };
+            BreakdownRow {
+                band,
+                color,
+                bytes: bytes_cell(t.bytes),
+                requested: bytes_cell(t.requested_bytes),
+                count: count_cell(t.count),
+                share: Num {
+                    text: format!("{share:.1}%"),
+                    value: format!("{share:.4}"),
+                },
+                op: text(row.op),
+                shape: text(row.shape),
+                dtype: text(row.dtype),
+                category: text(row.category),
+                source: row.user_frame.to_string(),
+                stack: row.stack.to_string(),
+            }
+        })
+        .collect();
+    let rows_omitted = if total_rows > rows.len() {
+        format!(
+            "{} more rows ({}) not shown",
+            total_rows - rows.len(),
+            units::bytes(omitted_bytes)
+        )
+    } else {
+        String::new()
+    };
+
+    let mut tree = Tree::default();
+    tree.add_sites(names, &by_site, filter, 1);
+    let flame = tree.nodes(
+        &format!("{} at peak", display_id(&memory.id)),
+        false,
+        FLAME_MIN_SHARE,
+    );
+
+    let bands = tl.bands.clone();
+    let addr = addr::address_view(memory, tl.x0, ADDR_COLS, ADDR_ROWS, |site| {
+        timeline::band_of_site(names, site, by, filter, &bands)
+    });
+
+    let labels: Vec<String> = if replay::uses_instants(memory) {
+        tl.top_points
+            .iter()
+            .map(|&i| {
+                memory
+                    .instants
+                    .get(i)
+                    .map(|s| s.label.clone())
+                    .unwrap_or_default()
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+
+    let (leak_verdict, leak_rows, leak_omitted, leak_points, leak_chart) = match leak {
+        Some(l) => {
+            let rows = l
+                .findings
+                .iter()
+                .take(LEAK_ROWS)
+                .map(|f| LeakRow {
+                    key: f.key.clone(),
+                    color: color::group_color(&f.key),
+                    growth: match f.growth {
+                        Growth::Steady => "steady".into(),
+                        Growth::Bounded => "bounded".into(),
+                    },
+                    growth_bytes: bytes_cell(f.growth_bytes),
+                    per_point: bytes_cell(f.bytes_per_point),
+                    first: bytes_cell(f.bytes.first().copied().unwrap_or(0)),
+                    last: bytes_cell(f.bytes.last().copied().unwrap_or(0)),
+                })
+                .collect();
+            let chart = LeakChart {
+                labels: l.points.clone(),
+                total: l.total_bytes.clone(),
+                lines: l
+                    .findings
+                    .iter()
+                    .take(LEAK_LINES)
+                    .map(|f| timeline::Band {
+                        key: f.key.clone(),
+                        color: color::group_color(&f.key),
+                        v: f.bytes.clone(),
+                    })
+                    .collect(),
+            };
+            (
+                l.verdict.clone(),
+                rows,
+                l.findings.len().saturating_sub(LEAK_ROWS),
+                l.points.len(),
+                chart,
+            )
+        }
+        None => (
+            String::new(),
+            Vec::new(),
+            0,
+            0,
+            LeakChart {
+                labels: Vec::new(),
+                total: Vec::new(),
+                lines: Vec::new(),
+            },
+        ),
+    };
+
+    let frag = frag_section(profile, memory, &options.analysis);
+    let peak_label = point_label(memory, peak.index, peak.at);
+    let mut facts = vec![
+        Fact {
+            name: "kind",
+            value: memory.kind.name().to_string(),
+        },
+        Fact {
+            name: "peak",
+            value: if reported.bytes == peak.bytes {
+                format!(
+                    "{} ({} bytes, {} buffers)",
+                    units::bytes(peak.bytes),
+                    peak.bytes,
+                    peak.buffers
+                )
+            } else {
+                format!(
+                    "{} ({} bytes, as the allocator reported it; the events replayed there hold {} in {} buffers)",
+                    units::bytes(reported.bytes),
+                    reported.bytes,
+                    units::bytes(peak.bytes),
+                    peak.buffers
+                )
+            },
+        },
+        Fact {
+            name: "peak at",
+            value: peak_label.clone(),
+        },
+    ];
+    if let Some(c) = memory.capacity {
+        let share = if c > 0 {
+            format!(
+                " — peak is {:.1}%",
+                reported.bytes as f64 * 100.0 / c as f64
+            )
+        } else {
+            String::new()
+        };
+        facts.push(Fact {
+            name: "capacity",
+            value: format!("{}{share}", units::bytes(c)),
+        });
+    }
+    facts.push(Fact {
+        name: "content",
+        value: if replay::uses_instants(memory) {
+            format!(
+                "{} snapshots, {} allocations",
+                memory.instants.len(),
+                memory.allocations.len()
+            )
+        } else {
+            format!(
+                "{} events, {} allocations",
+                memory.events.len(),
+                memory.allocations.len()
+            )
+        },
+    });
+    let resolution = if tl.points > tl.x.len() {
+        format!(
+            "{} points drawn as {} columns (each column: highest total, with the lowest as a line)",
+            tl.points,
+            tl.x.len()
+        )
+    } else {
+        format!("{} points", tl.points)
+    };
+    let view = MemoryView {
+        dom: dom.clone(),
+        title: format!("{} ({})", display_id(&memory.id), axis_name(memory.axis)),
+        peak_short: format!("{} at {}", units::bytes(reported.bytes), peak_label),
+        facts,
+        leak_verdict,
+        frag,
+        group_by: by.name().replace('_', " "),
+        resolution,
+        rows,
+        rows_omitted,
+        show_op,
+        show_shape,
+        show_dtype,
+        show_category,
+        leak_rows,
+        leak_omitted,
+        leak_points,
+        has_addr: addr.is_some(),
+    };
+    let reserved = reserved_series(memory, tl.x0, options.width);
+    let steps = step_marks(memory, tl.x0);
+    let data = MemoryData {
+        dom,
+        axis: memory.axis,
+        labels,
+        peak: PeakMark {
+            x: peak.at.wrapping_sub(tl.x0),
+            bytes: peak.bytes,
+            text: units::bytes(reported.bytes),
+            label: peak_label,
+        },
+        timeline: tl,
+        capacity: memory.capacity,
+        reserved,
+        steps,
+        flame,
+        addr,
+        leaks: leak_chart,
+    };
+    (view, data)
+}
+
+fn axis_name(axis: Axis) -> &'static str {
+    match axis {
+        Axis::TimePs | Axis::TimeUs => "time",
+        Axis::EventIndex => "event order",
+        Axis::Snapshot => "snapshots",
+        Axis::ProgramOrder => "program order",
+    }
+}
+
+/// The allocator's reserved bytes over time, at most `2 × width` points
+/// (the highest of each run of samples, so no spike disappears).
+fn reserved_series(memory: &Memory, x0: i64, width: usize) -> Vec<[i64; 2]> {
+    let samples: Vec<(i64, u64)> = memory
+        .allocator_samples
+        .iter()
+        .filter_map(|s| s.reserved_bytes().map(|r| (s.at, r)))
+        .collect();
+    let per = samples.len().div_ceil(width.max(1) * 2).max(1);
+    samples
+        .chunks(per)
+        .filter_map(|chunk| {
+            chunk
+                .iter()
+                .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0)))
+                .map(|&(at, r)| [at.wrapping_sub(x0), r.min(i64::MAX as u64) as i64])
+        })
+        .collect()
+}
+
+fn diff_tree(base: &Profile, new: &Profile, options: &RenderOptions) -> Node {
+    let mut tree = Tree::default();
+    for (side, profile) in [(0, base), (1, new)] {
+        for memory in options.analysis.selected(profile) {
+            tree.add_sites(
+                &profile.names,
+                &at_peak(memory),
+                &options.analysis.frames,
+                side,
+            );
+        }
+    }
+    tree.nodes("all memories at peak", true, FLAME_MIN_SHARE)
+}
+
+fn diff_view(base: &Profile, new: &Profile, options: &RenderOptions) -> DiffView {
+    let report = diff::diff(base, new, &options.analysis, None);
+    let pct = |p: Option<f64>| {
+        p.map_or("n/a".to_string(), |p| {
+            format!("{p:+.1}%").replace("+-", "-")
+        })
+    };
+    let t = &report.total;
+    let summary = format!(
+        "at peak, all memories: {} → {} ({}, {})",
+        units::bytes(t.base_bytes),
+        units::bytes(t.new_bytes),
+        units::delta_bytes(t.delta_bytes),
+        pct(t.delta_percent)
+    );
+    let memories = report
+        .memories
+        .iter()
+        .map(|m| Fact {
+            name: "memory",
+            value: format!(
+                "{}: {} → {} ({})",
+                display_id(&m.id),
+                units::bytes(m.totals.base_bytes),
+                units::bytes(m.totals.new_bytes),
+                units::delta_bytes(m.totals.delta_bytes)
+            ),
+        })
+        .collect();
+    let rows: Vec<DiffRowView> = report
+        .rows
+        .iter()
+        .filter(|r| r.delta_bytes != 0)
+        .take(DIFF_ROWS)
+        .map(|r| DiffRowView {
+            key: r.key.clone(),
+            base: bytes_cell(r.base_bytes),
+            new: bytes_cell(r.new_bytes),
+            delta: Num {
+                text: units::delta_bytes(r.delta_bytes),
+                value: r.delta_bytes.to_string(),
+            },
+            percent: pct(r.delta_percent),
+            grew: r.delta_bytes > 0,
+        })
+        .collect();
+    let changed = report.rows.iter().filter(|r| r.delta_bytes != 0).count();
+    DiffView {
+        summary,
+        memories,
+        rows_omitted: changed.saturating_sub(rows.len()),
+        rows,
+    }
+}

@@ -1,0 +1,235 @@
+//! The page model: what the template (`templates/report.html`) shows as
+//! HTML, and the data embedded as JSON for its script.
+
+use askama::Template;
+use serde::Serialize;
+
+use crate::model::Axis;
+use crate::report::units;
+
+use super::addr;
+use super::flame::Node;
+use super::timeline::{self, Timeline};
+
+/// The fragmentation part of a memory's section (see `html::frag_section`); the
+/// page shows the section, and a line in the memory's header, only when there
+/// is one.
+#[derive(Clone, Debug, Default)]
+pub struct FragSection {
+    /// One line, shown in the memory's header too.
+    pub verdict: String,
+    pub columns: Vec<String>,
+    pub rows: Vec<Vec<FragCell>>,
+}
+
+/// A table cell: its text, and for numbers the exact value to sort by.
+#[derive(Clone, Debug, Default)]
+pub struct FragCell {
+    pub text: String,
+    pub value: Option<String>,
+}
+
+impl FragSection {
+    /// A section from one of a report's tables (as `Report::tables` gives
+    /// them), so the page shows what `memtool frag` prints.
+    pub fn from_table(verdict: String, table: &crate::report::Table) -> FragSection {
+        use crate::report::Cell;
+        FragSection {
+            verdict,
+            columns: table.columns.iter().map(|c| c.replace('_', " ")).collect(),
+            rows: table
+                .rows
+                .iter()
+                .map(|row| {
+                    row.iter()
+                        .map(|cell| FragCell {
+                            text: cell.human(),
+                            value: match cell {
+                                Cell::Text(_) | Cell::Empty | Cell::Percent(None) => None,
+                                other => Some(other.exact()),
+                            },
+                        })
+                        .collect()
+                })
+                .collect(),
+        }
+    }
+}
+
+/// A step boundary drawn on the timeline: where a training or serving step
+/// starts, relative to the timeline's `x0`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct StepMark {
+    pub x: i64,
+    pub label: String,
+}
+
+// ---------------------------------------------------------------------------
+// Data embedded as JSON for the page's script.
+
+#[derive(Serialize)]
+pub(super) struct PageData {
+    pub(super) memories: Vec<MemoryData>,
+    /// Differential call tree (`render A B`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) diff: Option<Node>,
+}
+
+#[derive(Serialize)]
+pub(super) struct PeakMark {
+    pub(super) x: i64,
+    pub(super) bytes: u64,
+    /// The bytes as the header prints them (JavaScript rounds halves otherwise).
+    pub(super) text: String,
+    pub(super) label: String,
+}
+
+#[derive(Serialize)]
+pub(super) struct LeakChart {
+    pub(super) labels: Vec<String>,
+    pub(super) total: Vec<u64>,
+    pub(super) lines: Vec<timeline::Band>,
+}
+
+#[derive(Serialize)]
+pub(super) struct MemoryData {
+    pub(super) dom: String,
+    pub(super) axis: Axis,
+    /// Snapshot labels per column, for memories made of snapshots.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(super) labels: Vec<String>,
+    pub(super) timeline: Timeline,
+    pub(super) peak: PeakMark,
+    pub(super) capacity: Option<u64>,
+    /// The allocator's reserved bytes, `[x, bytes]`, downsampled.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(super) reserved: Vec<[i64; 2]>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(super) steps: Vec<StepMark>,
+    pub(super) flame: Node,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) addr: Option<addr::AddressView>,
+    pub(super) leaks: LeakChart,
+}
+
+// ---------------------------------------------------------------------------
+// What the template shows as HTML (askama escapes every field).
+
+pub(super) struct InputRow {
+    pub(super) role: String,
+    pub(super) path: String,
+    pub(super) format: String,
+}
+
+/// A numeric cell: human text, exact value to sort by.
+pub(super) struct Num {
+    pub(super) text: String,
+    pub(super) value: String,
+}
+
+pub(super) fn bytes_cell(b: u64) -> Num {
+    Num {
+        text: units::bytes(b),
+        value: b.to_string(),
+    }
+}
+
+pub(super) fn count_cell(n: u64) -> Num {
+    Num {
+        text: n.to_string(),
+        value: n.to_string(),
+    }
+}
+
+pub(super) struct BreakdownRow {
+    pub(super) band: String,
+    pub(super) color: String,
+    pub(super) bytes: Num,
+    pub(super) requested: Num,
+    pub(super) count: Num,
+    pub(super) share: Num,
+    pub(super) op: String,
+    pub(super) shape: String,
+    pub(super) dtype: String,
+    pub(super) category: String,
+    pub(super) source: String,
+    pub(super) stack: String,
+}
+
+pub(super) struct LeakRow {
+    pub(super) key: String,
+    pub(super) color: String,
+    pub(super) growth: String,
+    pub(super) growth_bytes: Num,
+    pub(super) per_point: Num,
+    pub(super) first: Num,
+    pub(super) last: Num,
+}
+
+pub(super) struct Fact {
+    pub(super) name: &'static str,
+    pub(super) value: String,
+}
+
+pub(super) struct MemoryView {
+    pub(super) dom: String,
+    pub(super) title: String,
+    /// Peak in human units, for the contents list.
+    pub(super) peak_short: String,
+    pub(super) facts: Vec<Fact>,
+    pub(super) leak_verdict: String,
+    pub(super) frag: Option<FragSection>,
+    pub(super) group_by: String,
+    pub(super) resolution: String,
+    pub(super) rows: Vec<BreakdownRow>,
+    pub(super) rows_omitted: String,
+    pub(super) show_op: bool,
+    pub(super) show_shape: bool,
+    pub(super) show_dtype: bool,
+    pub(super) show_category: bool,
+    pub(super) leak_rows: Vec<LeakRow>,
+    pub(super) leak_omitted: usize,
+    pub(super) leak_points: usize,
+    pub(super) has_addr: bool,
+}
+
+pub(super) struct ProfileView {
+    pub(super) heading: String,
+    pub(super) memories: Vec<MemoryView>,
+    /// Memories with no data at all.
+    pub(super) empty: Vec<String>,
+}
+
+pub(super) struct DiffRowView {
+    pub(super) key: String,
+    pub(super) base: Num,
+    pub(super) new: Num,
+    pub(super) delta: Num,
+    pub(super) percent: String,
+    pub(super) grew: bool,
+}
+
+pub(super) struct DiffView {
+    pub(super) summary: String,
+    pub(super) memories: Vec<Fact>,
+    pub(super) rows: Vec<DiffRowView>,
+    pub(super) rows_omitted: usize,
+}
+
+#[derive(Template)]
+#[template(path = "report.html")]
+pub(super) struct Page {
+    pub(super) title: String,
+    pub(super) inputs: Vec<InputRow>,
+    pub(super) warnings: Vec<String>,
+    pub(super) diff: Option<DiffView>,
+    pub(super) profiles: Vec<ProfileView>,
+    /// Memories on the page (a contents list is shown when there are several).
+    pub(super) memory_count: usize,
+    pub(super) css: &'static str,
+    pub(super) js: &'static str,
+    pub(super) data_json: String,
+}
+
+pub(super) const CSS: &str = include_str!("../../templates/report.css");
+pub(super) const JS: &str = include_str!("../../templates/report.js");

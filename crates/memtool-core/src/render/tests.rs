@@ -1,0 +1,522 @@
+use askama::Template;
+
+use super::page::{MemoryView, Page, ProfileView};
+use super::*;
+use crate::model::{
+    AllocId, Allocation, AllocatorSample, Axis, Event, EventKind, Format, Frame, InputInfo,
+    MemoryKind, Site, SiteId,
+};
+use crate::report::units;
+
+const XSS: &str = "</script><img src=x onerror=alert(1)>";
+/// Leaves a mark the browser check looks for, should it ever run.
+const XSS_MARK: &str =
+    "<img src=x onerror=\"document.documentElement.setAttribute('data-xss','ran')\">\u{2028}<!--";
+
+/// An allocator event stream as the XSpace and PyTorch readers fill it:
+/// addresses, stacks, ops and categories, reserved bytes and a capacity.
+/// `steps` training-like steps, each allocating `per_step` buffers and
+/// freeing all but one of them (a slow leak).
+fn event_profile(steps: u64, per_step: u64, hostile: bool) -> Profile {
+    let mut profile = Profile::default();
+    profile.inputs.push(InputInfo {
+        path: if hostile {
+            format!("{XSS}.pb")
+        } else {
+            "synthetic.xplane.pb".into()
+        },
+        format: Format::Pprof,
+        executables: None,
+    });
+    let names = &mut profile.names;
+    let file = names.string("train.py");
+    let main_fn = names.string("main");
+    let main = names.frame(Frame {
+        function: main_fn,
+        file,
+        line: 1,
+    });
+    let sites: Vec<SiteId> = (0..8)
+        .map(|i| {
+            let function = names.string(&match (hostile, i) {
+                (true, 0) => XSS.to_string(),
+                (true, 2) => XSS_MARK.to_string(),
+                _ => format!("layer{i}"),
+            });
+            let f = names.frame(Frame {
+                function,
+                file,
+                line: 10 + i,
+            });
+            let stack = names.stack_leaf_first(&[f, main]);
+            let op = names.string(&if hostile && i == 1 {
+                XSS.to_string()
+            } else {
+                format!("op{i}")
+            });
+            let category = names.string(["activation", "parameter", "temp"][i as usize % 3]);
+            let odd = (hostile && i == 3).then(|| names.string(XSS));
+            names.site(Site {
+                stack,
+                op: Some(op),
+                shape: odd,
+                dtype: odd,
+                category: Some(odd.unwrap_or(category)),
+            })
+        })
+        .collect();
+    let mut m = Memory::new("GPU_0_bfc", MemoryKind::Allocator, Axis::TimePs);
+    m.capacity = Some(1 << 34);
+    let mut at = 1_000i64;
+    let mut next_addr = 0x7f00_0000_0000u64;
+    let (mut live, mut reserved) = (0u64, 0u64);
+    for step in 0..steps {
+        let step_start = at + 100;
+        let mut ids = Vec::new();
+        for j in 0..per_step {
+            let bytes = 4096 * (1 + (step * 7 + j) % 64);
+            let id = m.push_allocation(Allocation {
+                bytes,
+                requested: bytes - 16,
+                count: 1,
+                address: Some(next_addr),
+                site: sites[(j % 8) as usize],
+            });
+            next_addr = 0x7f00_0000_0000 + (next_addr + bytes - 0x7f00_0000_0000) % (1 << 30);
+            at += 100;
+            m.events.push(Event {
+                at,
+                kind: EventKind::Alloc,
+                alloc: id,
+            });
+            ids.push(id);
+            live += bytes;
+        }
+        // A caching allocator keeps what it once held, in 2 MiB blocks.
+        reserved = reserved.max(live.div_ceil(2 << 20) * (2 << 20));
+        for &id in ids.iter().skip(1) {
+            at += 100;
+            m.events.push(Event {
+                at,
+                kind: EventKind::Free,
+                alloc: AllocId(id.0),
+            });
+            live -= m.allocations[id.index()].bytes;
+        }
+        m.steps.push(crate::model::Step {
+            id: step as i64,
+            start: step_start,
+            end: at,
+        });
+        m.allocator_samples
+            .push(AllocatorSample::new(at).with_reserved_bytes(Some(reserved)));
+    }
+    profile.memories.push(m);
+    profile
+}
+
+#[test]
+fn same_input_same_bytes() {
+    let profile = event_profile(50, 40, false);
+    let options = RenderOptions::default();
+    let a = html(Inputs::One(&profile), &options);
+    let b = html(Inputs::One(&profile), &options);
+    assert_eq!(a, b);
+    let other = event_profile(50, 40, false);
+    assert_eq!(a, html(Inputs::One(&other), &options));
+    let d1 = html(
+        Inputs::Diff {
+            base: &profile,
+            new: &other,
+        },
+        &options,
+    );
+    assert_eq!(
+        d1,
+        html(
+            Inputs::Diff {
+                base: &profile,
+                new: &other
+            },
+            &options
+        )
+    );
+}
+
+#[test]
+fn event_streams_render_every_section() {
+    let profile = event_profile(50, 40, false);
+    let page = html(Inputs::One(&profile), &RenderOptions::default());
+    let peak = replay::peak(&profile.memories[0]).unwrap();
+    assert!(page.contains(&format!("({} bytes, ", peak.bytes)));
+    assert!(page.contains("Addresses over time"));
+    assert!(page.contains("class=\"addr\" data-mem=\"m0-0\""));
+    // Categories exist, so the timeline is stacked by them.
+    assert!(page.contains("Stacked by category"));
+    assert!(page.contains("capacity</dt><dd>16.00 GiB"));
+    // One buffer per step is never freed: steady growth.
+    assert!(
+        page.contains("<dt>leaks</dt><dd>steady growth"),
+        "{}",
+        &page[..2000]
+    );
+    // Addresses give `frag` its address-gap figure: the section and the
+    // header line say what it says.
+    let frag = crate::analysis::frag::frag(&profile, &Options::default());
+    let gaps = frag.memories[0].at_peak.as_ref().unwrap().address.unwrap();
+    assert!(page.contains("<h3>Fragmentation</h3>"));
+    assert!(page.contains(&format!(
+        "({} gaps, largest {})</dd>",
+        gaps.gaps,
+        units::bytes(gaps.largest_gap_bytes)
+    )));
+    let data = embedded_data(&page);
+    let m = &data["memories"][0];
+    assert_eq!(m["peak"]["bytes"], peak.bytes);
+    let hi: Vec<u64> = serde_json::from_value(m["timeline"]["hi"].clone()).unwrap();
+    assert_eq!(hi.iter().max().copied(), Some(peak.bytes));
+    let reserved: Vec<[u64; 2]> = serde_json::from_value(m["reserved"].clone()).unwrap();
+    assert!(reserved.iter().all(|r| r[1] % (2 << 20) == 0));
+    assert_eq!(
+        reserved.iter().map(|r| r[1]).max(),
+        Some(peak.bytes.div_ceil(2 << 20) * (2 << 20))
+    );
+    assert_eq!(m["flame"]["v"], peak.bytes);
+    let steps = m["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 50);
+    assert_eq!(steps[1]["label"], "step 1");
+}
+
+#[test]
+fn frag_sections_show_when_given() {
+    // Without addresses or the allocator's own figure: no section at all.
+    let mut profile = event_profile(5, 4, false);
+    for a in &mut profile.memories[0].allocations {
+        a.address = None;
+    }
+    let page = html(Inputs::One(&profile), &RenderOptions::default());
+    assert!(!page.contains("<dt>fragmentation</dt>") && !page.contains("Fragmentation"));
+    // The template block the frag analysis feeds.
+    let view = Page {
+        title: "t".into(),
+        inputs: Vec::new(),
+        warnings: Vec::new(),
+        diff: None,
+        memory_count: 1,
+        profiles: vec![ProfileView {
+            heading: String::new(),
+            memories: vec![MemoryView {
+                frag: Some(FragSection::from_table(
+                    "external fragmentation 12%".into(),
+                    &{
+                        let mut t =
+                            crate::report::Table::new("Fragmentation", vec!["at", "largest_free"]);
+                        t.rows
+                            .push(vec!["<b>".into(), crate::report::Cell::Bytes(3 << 20)]);
+                        t
+                    },
+                )),
+                ..test_memory_view()
+            }],
+            empty: Vec::new(),
+        }],
+        css: "",
+        js: "",
+        data_json: "{}".into(),
+    };
+    let page = view.render().unwrap();
+    assert!(page.contains("<dt>fragmentation</dt><dd>external fragmentation 12%</dd>"));
+    assert!(page.contains("<h3>Fragmentation</h3>"));
+    assert!(page.contains("<td>&#60;b&#62;</td>") || page.contains("<td>&lt;b&gt;</td>"));
+    assert!(page.contains("<th>largest free</th>"));
+    assert!(page.contains("<td class=\"num\" data-v=\"3145728\">3.00 MiB</td>"));
+}
+
+/// Writes reports of synthetic event streams (including the hostile one)
+/// where `scripts/browser-check.sh` asks for them, so the browser check
+/// covers the event-stream sections that no reader produces yet.
+#[test]
+fn samples_for_the_browser_check() {
+    let events = event_profile(300, 40, false);
+    let hostile = event_profile(30, 12, true);
+    let pages = [
+        (
+            "events.html",
+            html(Inputs::One(&events), &RenderOptions::default()),
+        ),
+        (
+            "xss.html",
+            html(Inputs::One(&hostile), &RenderOptions::default()),
+        ),
+        (
+            "events-diff.html",
+            html(
+                Inputs::Diff {
+                    base: &hostile,
+                    new: &events,
+                },
+                &RenderOptions::default(),
+            ),
+        ),
+    ];
+    for (_, page) in &pages {
+        assert!(page.contains("id=\"memtool-data\""));
+    }
+    if let Some(dir) = std::env::var_os("MEMTOOL_RENDER_SAMPLES") {
+        let dir = std::path::PathBuf::from(dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        for (name, page) in &pages {
+            std::fs::write(dir.join(name), page).unwrap();
+        }
+    }
+}
+
+fn test_memory_view() -> MemoryView {
+    MemoryView {
+        dom: "m0-0".into(),
+        title: "gpu".into(),
+        peak_short: String::new(),
+        facts: Vec::new(),
+        leak_verdict: String::new(),
+        frag: None,
+        group_by: "op".into(),
+        resolution: String::new(),
+        rows: Vec::new(),
+        rows_omitted: String::new(),
+        show_op: false,
+        show_shape: false,
+        show_dtype: false,
+        show_category: false,
+        leak_rows: Vec::new(),
+        leak_omitted: 0,
+        leak_points: 0,
+        has_addr: false,
+    }
+}
+
+/// Where the embedded JSON starts and ends in a page.
+fn data_span(page: &str) -> (usize, usize) {
+    let start = page.find("id=\"memtool-data\">").unwrap() + "id=\"memtool-data\">".len();
+    (start, start + page[start..].find("</script>").unwrap())
+}
+
+fn embedded_data(page: &str) -> serde_json::Value {
+    let (start, end) = data_span(page);
+    serde_json::from_str(&page[start..end]).unwrap()
+}
+
+#[test]
+fn profile_text_is_escaped_everywhere() {
+    let profile = event_profile(10, 8, true);
+    for page in [
+        html(Inputs::One(&profile), &RenderOptions::default()),
+        html(
+            Inputs::Diff {
+                base: &profile,
+                new: &profile,
+            },
+            &RenderOptions::default(),
+        ),
+    ] {
+        assert!(
+            !page.contains("<img"),
+            "raw markup from the profile reached the page"
+        );
+        // Only our own two script elements close.
+        assert_eq!(page.matches("</script>").count(), 2);
+        assert_eq!(page.matches("<!--").count(), 0);
+        // The text is there, escaped, in the tables and the title.
+        assert!(
+            page.contains("&#60;/script&#62;&#60;img src=x onerror=alert(1)&#62;")
+                || page.contains("&lt;/script&gt;&lt;img src=x onerror=alert(1)&gt;")
+        );
+        // And intact once the script parses the data.
+        let data = embedded_data(&page);
+        let text = data.to_string();
+        assert!(text.contains(XSS), "the JSON lost the name");
+    }
+}
+
+#[test]
+fn a_million_events_make_a_small_report() {
+    // 20,000 steps × 25 allocations, 24 freed each: 980,000 events.
+    let mut profile = event_profile(20_000, 25, false);
+    let m = &mut profile.memories[0];
+    // Round it past a million with short-lived buffers.
+    let site = m.allocations[0].site;
+    let mut at = m.events.last().unwrap().at;
+    while m.events.len() < 1_000_000 {
+        let id = m.push_allocation(Allocation {
+            bytes: 256,
+            requested: 256,
+            count: 1,
+            address: Some(0x10_0000 + (m.events.len() as u64 % 1024) * 256),
+            site,
+        });
+        at += 10;
+        m.events.push(Event {
+            at,
+            kind: EventKind::Alloc,
+            alloc: id,
+        });
+        at += 10;
+        m.events.push(Event {
+            at,
+            kind: EventKind::Free,
+            alloc: id,
+        });
+    }
+    assert!(profile.memories[0].events.len() >= 1_000_000);
+    let page = html(Inputs::One(&profile), &RenderOptions::default());
+    eprintln!("1M-event report: {} bytes", page.len());
+    assert!(page.len() < 5_000_000, "report is {} bytes", page.len());
+    let data = embedded_data(&page);
+    let peak = replay::peak(&profile.memories[0]).unwrap();
+    assert_eq!(data["memories"][0]["peak"]["bytes"], peak.bytes);
+    let cols = data["memories"][0]["timeline"]["x"]
+        .as_array()
+        .unwrap()
+        .len();
+    assert!(cols <= RenderOptions::default().width, "{cols} columns");
+}
+
+#[test]
+fn svg_timelines_are_static_and_escaped() {
+    let profile = event_profile(30, 12, true);
+    let image = svg(Inputs::One(&profile), &RenderOptions::default());
+    assert_eq!(image, svg(Inputs::One(&profile), &RenderOptions::default()));
+    assert!(image.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\""));
+    assert!(image.ends_with("</svg>\n"));
+    assert!(!image.contains("<script") && !image.contains("<img"));
+    let peak = replay::peak(&profile.memories[0]).unwrap();
+    assert!(image.contains(&format!("GPU_0_bfc — peak {}", units::bytes(peak.bytes))));
+    // One area per band, each named by its group.
+    let bands = image.matches("<path ").count();
+    assert_eq!(bands, 4, "one band per category");
+    assert!(image.contains("<title>activation</title>"));
+    // The hostile category is a band too, as text.
+    assert!(image.contains("<title>&lt;/script&gt;&lt;img src=x onerror=alert(1)&gt;</title>"));
+    let diff = svg(
+        Inputs::Diff {
+            base: &profile,
+            new: &profile,
+        },
+        &RenderOptions::default(),
+    );
+    assert_eq!(
+        diff.matches("peak ").count(),
+        4,
+        "two titles and two peak marks"
+    );
+    assert!(svg(Inputs::One(&Profile::default()), &RenderOptions::default()).contains("No memory"));
+}
+
+#[test]
+fn extreme_values_render_without_panicking() {
+    let mut profile = Profile::default();
+    let site = profile.names.site(Site::default());
+    let mut m = Memory::new("x", MemoryKind::Allocator, Axis::TimePs);
+    m.capacity = Some(u64::MAX);
+    for (i, (at, address)) in [(i64::MIN, u64::MAX - 1), (i64::MAX, 0), (0, u64::MAX / 2)]
+        .into_iter()
+        .enumerate()
+    {
+        let id = m.push_allocation(Allocation {
+            bytes: u64::MAX / 4,
+            requested: u64::MAX / 4,
+            count: 1,
+            address: Some(address),
+            site,
+        });
+        m.events.push(Event {
+            at,
+            kind: EventKind::Alloc,
+            alloc: id,
+        });
+        if i == 1 {
+            m.events.push(Event {
+                at: i64::MIN,
+                kind: EventKind::Free,
+                alloc: AllocId(0),
+            });
+        }
+    }
+    m.allocator_samples
+        .push(AllocatorSample::new(i64::MAX).with_reserved_bytes(Some(u64::MAX)));
+    profile.memories.push(m);
+    let options = RenderOptions::default();
+    let page = html(Inputs::One(&profile), &options);
+    assert!(page.contains("data-mem=\"m0-0\""));
+    assert!(svg(Inputs::One(&profile), &options).ends_with("</svg>\n"));
+    assert!(!folded(
+        Inputs::Diff {
+            base: &profile,
+            new: &profile
+        },
+        &options
+    )
+    .is_empty());
+    let both = html(
+        Inputs::Diff {
+            base: &profile,
+            new: &profile,
+        },
+        &options,
+    );
+    assert!(both.contains("What changed"));
+}
+
+#[test]
+fn folded_stacks_sum_to_the_peak() {
+    let profile = event_profile(20, 10, false);
+    let text = folded(Inputs::One(&profile), &RenderOptions::default());
+    let sum: u64 = text
+        .lines()
+        .map(|l| l.rsplit_once(' ').unwrap().1.parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(sum, replay::peak(&profile.memories[0]).unwrap().bytes);
+    assert!(text.lines().all(|l| l.starts_with("main train.py:1;layer")));
+}
+
+#[test]
+fn the_source_line_is_the_user_frame_whatever_its_name() {
+    // A frame name holding the stack label's separator: the source column
+    // is the user's frame, not the label cut at the first ` <- `.
+    let mut profile = Profile::default();
+    let names = &mut profile.names;
+    let file = names.string("train.py");
+    let [odd, main] = ["f <- g", "main"].map(|function| {
+        let function = names.string(function);
+        names.frame(Frame {
+            function,
+            file,
+            line: 3,
+        })
+    });
+    let stack = names.stack_leaf_first(&[odd, main]);
+    let site = names.site(Site {
+        stack,
+        ..Default::default()
+    });
+    let mut m = Memory::new("gpu", MemoryKind::Allocator, Axis::TimePs);
+    let id = m.push_allocation(Allocation {
+        bytes: 64,
+        requested: 64,
+        count: 1,
+        address: None,
+        site,
+    });
+    m.events.push(Event {
+        at: 1,
+        kind: EventKind::Alloc,
+        alloc: id,
+    });
+    profile.memories.push(m);
+    let page = html(Inputs::One(&profile), &RenderOptions::default())
+        .replace("&#60;", "<")
+        .replace("&lt;", "<");
+    assert!(
+        page.contains("<td>f <- g train.py:3</td><td class=\"stack\""),
+        "{page}"
+    );
+}
