@@ -9,15 +9,17 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, Once};
 
 use anyhow::{bail, Context, Result};
-use memtool_core::report::{exporter, Report};
+use memtool_core::report::{exporter, Presentation, Report};
 use rustix::fs::{AtFlags, Mode, OFlags, CWD};
 
-use crate::cli::OutputArgs;
+use crate::cli::{AnalysisArgs, OutputArgs};
 
-/// Writes `report` in the format and to the place `args` name.
-pub fn write(report: &dyn Report, args: &OutputArgs) -> Result<()> {
+/// Writes `report` in the format and to the place `args` name; text formats
+/// show the first `analysis.top` rows of each ranked table.
+pub fn write(report: &dyn Report, args: &OutputArgs, analysis: &AnalysisArgs) -> Result<()> {
     let _span = memtool_core::timings::span("output");
-    let exporter = exporter(args.format.into());
+    let presentation = Presentation { top: analysis.top };
+    let exporter = exporter(args.format.into(), presentation);
     write_to(args.output.as_deref(), |out| exporter.export(report, out))
 }
 

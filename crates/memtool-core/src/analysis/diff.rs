@@ -28,8 +28,6 @@ pub struct DiffReport {
     pub by: GroupBy,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gate: Option<GateResult>,
-    #[serde(skip)]
-    top: usize,
 }
 
 #[derive(Debug, Default, Serialize)]
@@ -226,7 +224,6 @@ pub fn diff_by(
         rows,
         by,
         gate,
-        top: options.top,
     }
 }
 
@@ -267,8 +264,9 @@ impl DiffReport {
         self.gate.as_ref().is_some_and(|g| !g.passed)
     }
 
-    fn rows_table(&self, limit: usize) -> Table {
-        let mut t = Table::new(
+    /// Every change, largest first.
+    fn rows_table(&self) -> Table {
+        let mut t = Table::ranked(
             format!(
                 "Change per {} (at each memory's peak)",
                 self.by.name().replace('_', " ")
@@ -283,7 +281,7 @@ impl DiffReport {
                 "new_count",
             ],
         );
-        for r in self.rows.iter().take(limit) {
+        for r in &self.rows {
             t.rows.push(vec![
                 r.key.clone().into(),
                 Cell::Bytes(r.base_bytes),
@@ -294,7 +292,6 @@ impl DiffReport {
                 Cell::Count(r.new_count),
             ]);
         }
-        t.omitted = self.rows.len().saturating_sub(limit);
         t
     }
 }
@@ -331,10 +328,8 @@ impl Report for DiffReport {
             Cell::DeltaBytes(self.total.delta_bytes),
             Cell::Percent(self.total.delta_percent),
         ]);
-        let mut rows = self.rows_table(usize::MAX);
+        let mut rows = self.rows_table();
         rows.rows.retain(|r| r[3] != Cell::DeltaBytes(0));
-        rows.omitted = rows.rows.len().saturating_sub(self.top);
-        rows.rows.truncate(self.top);
         // Counts stay in CSV and JSON; the terminal has room for sizes only.
         rows.columns.truncate(5);
         for r in &mut rows.rows {
@@ -344,7 +339,7 @@ impl Report for DiffReport {
     }
 
     fn csv_table(&self) -> Table {
-        self.rows_table(usize::MAX)
+        self.rows_table()
     }
 
     fn notes(&self) -> Vec<String> {

@@ -31,8 +31,6 @@ pub struct FragReport {
     #[serde(flatten)]
     pub provenance: Provenance,
     pub memories: Vec<MemoryFrag>,
-    #[serde(skip)]
-    top: usize,
 }
 
 #[derive(Debug, Serialize)]
@@ -194,7 +192,6 @@ pub fn frag(profile: &Profile, options: &Options) -> FragReport {
         schema: SCHEMA,
         provenance: Provenance::of(profile),
         memories,
-        top: options.top,
     }
 }
 
@@ -267,7 +264,7 @@ impl Report for FragReport {
         let mut tables = vec![self.csv_table()];
         for m in &self.memories {
             let Some(layout) = &m.layout else { continue };
-            let mut t = Table::new(
+            let mut t = Table::ranked(
                 format!(
                     "Segments at the end — {}: {} reserved, {} allocated",
                     display_id(&m.header.id),
@@ -285,6 +282,7 @@ impl Report for FragReport {
                     "blocks",
                 ],
             );
+            t.leading_rows = 1;
             t.rows.push(vec![
                 "total".into(),
                 Cell::Empty,
@@ -295,7 +293,7 @@ impl Report for FragReport {
                 Cell::Bytes(layout.largest_free_block_bytes),
                 Cell::Count(layout.segments.iter().map(|s| s.blocks as u64).sum()),
             ]);
-            for s in layout.segments.iter().take(self.top) {
+            for s in layout.segments.iter() {
                 t.rows.push(vec![
                     s.address
                         .map_or("-".to_string(), |a| format!("{a:#x}"))
@@ -309,11 +307,10 @@ impl Report for FragReport {
                     Cell::Count(s.blocks as u64),
                 ]);
             }
-            t.omitted = layout.segments.len().saturating_sub(self.top);
             tables.push(t);
         }
         for m in &self.memories {
-            let mut t = Table::new(
+            let mut t = Table::ranked(
                 format!(
                     "Worst fragmentation reported by the allocator — {}",
                     display_id(&m.header.id)
@@ -328,7 +325,7 @@ impl Report for FragReport {
                     "largest_group",
                 ],
             );
-            for w in m.worst.iter().take(self.top) {
+            for w in m.worst.iter() {
                 t.rows.push(vec![
                     w.label.clone().into(),
                     percent(w.allocator_fragmentation),

@@ -27,8 +27,6 @@ pub struct LeaksReport {
     #[serde(flatten)]
     pub provenance: Provenance,
     pub memories: Vec<MemoryLeaks>,
-    #[serde(skip)]
-    top: usize,
 }
 
 #[derive(Debug, Serialize)]
@@ -161,7 +159,6 @@ pub fn leaks(profile: &Profile, options: &Options) -> LeaksReport {
         schema: SCHEMA,
         provenance: Provenance::of(profile),
         memories,
-        top: options.top,
     }
 }
 
@@ -281,7 +278,7 @@ impl Report for LeaksReport {
     fn tables(&self) -> Vec<Table> {
         let mut tables = Vec::new();
         for m in &self.memories {
-            let mut t = Table::new(
+            let mut t = Table::ranked(
                 format!(
                     "Growth — {} ({} points: {} … {})",
                     display_id(&m.header.id),
@@ -298,7 +295,7 @@ impl Report for LeaksReport {
                     "last",
                 ],
             );
-            for f in m.findings.iter().take(self.top) {
+            for f in m.findings.iter() {
                 t.rows.push(vec![
                     f.key.clone().into(),
                     Cell::Text(format!("{:?}", f.growth).to_lowercase()),
@@ -308,7 +305,6 @@ impl Report for LeaksReport {
                     Cell::Bytes(f.bytes.last().copied().unwrap_or(0)),
                 ]);
             }
-            t.omitted = m.findings.len().saturating_sub(self.top);
             tables.push(t);
         }
         tables

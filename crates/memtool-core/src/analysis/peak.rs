@@ -40,8 +40,6 @@ pub struct PeakReport {
     /// memories.
     pub overall: Option<OverallPeak>,
     pub memories: Vec<MemoryPeak>,
-    #[serde(skip)]
-    top: usize,
 }
 
 #[derive(Debug, Serialize)]
@@ -262,7 +260,6 @@ pub fn peak_with(profile: &Profile, options: &Options, settings: &PeakSettings) 
         provenance: Provenance::of(profile),
         overall: overall(profile, options),
         memories,
-        top: options.top,
     }
 }
 
@@ -541,7 +538,7 @@ impl PeakReport {
     }
 
     fn buffers_table(&self, m: &MemoryPeak, program: &ProgramPeak) -> Table {
-        let mut t = Table::new(
+        let mut t = Table::ranked(
             format!(
                 "Buffers at peak — {} ({})",
                 display_id(&m.header.id),
@@ -559,7 +556,7 @@ impl PeakReport {
             ],
         );
         let text = |s: &Option<String>| Cell::Text(s.clone().unwrap_or_default());
-        for b in program.buffers_at_peak.iter().take(self.top) {
+        for b in program.buffers_at_peak.iter() {
             t.rows.push(vec![
                 b.instruction.clone().into(),
                 text(&b.shape),
@@ -571,7 +568,6 @@ impl PeakReport {
                 text(&b.source),
             ]);
         }
-        t.omitted = program.buffers_at_peak.len().saturating_sub(self.top);
         t
     }
 }
@@ -604,7 +600,7 @@ impl Report for PeakReport {
         }
         tables.push(t);
         for m in self.memories.iter().filter(|m| !m.at_peak.is_empty()) {
-            let mut t = Table::new(
+            let mut t = Table::ranked(
                 format!(
                     "Live at peak by op, shape, dtype, region, step — {}",
                     display_id(&m.header.id)
@@ -621,7 +617,7 @@ impl Report for PeakReport {
                 ],
             );
             let text = |s: &Option<String>| Cell::Text(s.clone().unwrap_or_default());
-            for r in m.at_peak.iter().take(self.top) {
+            for r in m.at_peak.iter() {
                 t.rows.push(vec![
                     text(&r.op),
                     text(&r.shape),
@@ -633,7 +629,6 @@ impl Report for PeakReport {
                     Cell::Count(r.count),
                 ]);
             }
-            t.omitted = m.at_peak.len().saturating_sub(self.top);
             tables.push(t);
         }
         for m in &self.memories {
@@ -673,7 +668,7 @@ impl Report for PeakReport {
                 tables.push(t);
             }
             for b in &m.breakdowns {
-                let mut t = Table::new(
+                let mut t = Table::ranked(
                     format!(
                         "Live at peak by {} — {}",
                         b.by.name().replace('_', " "),
@@ -681,7 +676,7 @@ impl Report for PeakReport {
                     ),
                     vec![b.by.name(), "bytes", "share", "buffers"],
                 );
-                for g in b.groups.iter().take(self.top) {
+                for g in b.groups.iter() {
                     let share = (m.peak_bytes > 0)
                         .then(|| g.totals.bytes as f64 * 100.0 / m.peak_bytes as f64);
                     t.rows.push(vec![
@@ -691,7 +686,7 @@ impl Report for PeakReport {
                         Cell::Count(g.totals.count),
                     ]);
                 }
-                t.omitted = b.groups.len().saturating_sub(self.top) + b.omitted;
+                t.omitted = b.omitted;
                 tables.push(t);
             }
         }

@@ -24,8 +24,6 @@ pub struct SummaryReport {
     #[serde(flatten)]
     pub provenance: Provenance,
     pub memories: Vec<MemorySummary>,
-    #[serde(skip)]
-    top: usize,
 }
 
 #[derive(Debug, Serialize)]
@@ -198,7 +196,6 @@ pub fn summarize(profile: &Profile, options: &Options) -> SummaryReport {
         schema: SCHEMA,
         provenance: Provenance::of(profile),
         memories,
-        top: options.top,
     }
 }
 
@@ -366,7 +363,7 @@ impl Report for SummaryReport {
             tables.push(t);
         }
         for m in self.memories.iter().filter(|m| !m.steps.is_empty()) {
-            let mut t = Table::new(
+            let mut t = Table::ranked(
                 format!("Steps — {}", display_id(&m.header.id)),
                 vec![
                     "step",
@@ -378,7 +375,7 @@ impl Report for SummaryReport {
                     "in_use_at_end",
                 ],
             );
-            for s in m.steps.iter().take(self.top) {
+            for s in m.steps.iter() {
                 t.rows.push(vec![
                     Cell::Int(s.step),
                     Cell::Bytes(s.peak_bytes),
@@ -389,7 +386,6 @@ impl Report for SummaryReport {
                     Cell::Bytes(s.end_bytes),
                 ]);
             }
-            t.omitted = m.steps.len().saturating_sub(self.top);
             tables.push(t);
         }
         let exes: Vec<_> = self
@@ -413,7 +409,7 @@ impl Report for SummaryReport {
             tables.push(t);
         }
         for m in &self.memories {
-            let mut t = Table::new(
+            let mut t = Table::ranked(
                 format!(
                     "Top stacks at peak — {} ({})",
                     display_id(&m.header.id),
@@ -421,14 +417,14 @@ impl Report for SummaryReport {
                 ),
                 vec!["stack", "bytes", "buffers"],
             );
-            for g in m.top_stacks.iter().take(self.top) {
+            for g in m.top_stacks.iter() {
                 t.rows.push(vec![
                     (&*g.key).into(),
                     Cell::Bytes(g.totals.bytes),
                     Cell::Count(g.totals.count),
                 ]);
             }
-            t.omitted = m.top_stacks.len().saturating_sub(self.top) + m.omitted_stacks;
+            t.omitted = m.omitted_stacks;
             tables.push(t);
         }
         tables

@@ -4,7 +4,11 @@ use super::{Exporter, Report};
 
 /// GitHub-flavoured Markdown: a heading and a table per section, for CI
 /// summaries and tickets.
-pub struct MarkdownExporter;
+#[derive(Default)]
+pub struct MarkdownExporter {
+    /// Rows shown per ranked table; `None` for all.
+    pub top: Option<usize>,
+}
 
 fn escape(text: &str) -> String {
     text.replace('\\', "\\\\")
@@ -22,27 +26,19 @@ impl Exporter for MarkdownExporter {
             }
             writeln!(out, "### {}\n", escape(&table.title))?;
             writeln!(out, "| {} |", table.columns.join(" | "))?;
-            let align: Vec<&str> = (0..table.columns.len())
-                .map(|c| {
-                    let numeric = table.rows.first().is_some_and(|r| r[c].is_numeric());
-                    if numeric {
-                        "---:"
-                    } else {
-                        "---"
-                    }
-                })
+            let align: Vec<&str> = table
+                .numeric_columns()
+                .into_iter()
+                .map(|numeric| if numeric { "---:" } else { "---" })
                 .collect();
             writeln!(out, "| {} |", align.join(" | "))?;
-            for row in &table.rows {
+            let (rows, omitted) = table.shown_rows(self.top);
+            for row in rows {
                 let cells: Vec<String> = row.iter().map(|c| escape(&c.human())).collect();
                 writeln!(out, "| {} |", cells.join(" | "))?;
             }
-            if table.omitted > 0 {
-                writeln!(
-                    out,
-                    "\n{} more rows (see --top, or --format json)",
-                    table.omitted
-                )?;
+            if omitted > 0 {
+                writeln!(out, "\n{omitted} more rows (see --top, or --format json)")?;
             }
         }
         let notes = report.notes();

@@ -83,18 +83,58 @@ pub struct Table {
     /// Column names: snake_case, as CSV headers.
     pub columns: Vec<&'static str>,
     pub rows: Vec<Vec<Cell>>,
-    /// Rows left out of this table (shown as a note; JSON keeps all rows).
+    /// Rows the report left out of this table (groups it did not label;
+    /// shown as a note, JSON keeps all rows).
     pub omitted: usize,
+    /// Whether the rows are ranked, most important first, so that output
+    /// showing `--top` rows shows the first of them (the exporters cut it);
+    /// an overview table (one row per memory, totals) is shown whole.
+    pub ranked: bool,
+    /// Rows at the start of a ranked table that are not ranked (a total)
+    /// and always shown.
+    pub leading_rows: usize,
 }
 
 impl Table {
+    /// An overview table: every row is shown.
     pub fn new(title: impl Into<String>, columns: Vec<&'static str>) -> Table {
         Table {
             title: title.into(),
             columns,
             rows: Vec::new(),
             omitted: 0,
+            ranked: false,
+            leading_rows: 0,
         }
+    }
+
+    /// A ranked table: output that shows `--top` rows shows its first rows.
+    pub fn ranked(title: impl Into<String>, columns: Vec<&'static str>) -> Table {
+        Table {
+            ranked: true,
+            ..Table::new(title, columns)
+        }
+    }
+
+    /// Per column, whether it holds numbers (aligned right, never clipped):
+    /// the type of its first row's cell.
+    pub fn numeric_columns(&self) -> Vec<bool> {
+        (0..self.columns.len())
+            .map(|c| self.rows.first().is_some_and(|r| r[c].is_numeric()))
+            .collect()
+    }
+
+    /// The rows output that shows `top` rows per table shows, and how many
+    /// it leaves out (those the report left out included).
+    pub fn shown_rows(&self, top: Option<usize>) -> (&[Vec<Cell>], usize) {
+        let shown = match top {
+            Some(top) if self.ranked => self.leading_rows.saturating_add(top).min(self.rows.len()),
+            _ => self.rows.len(),
+        };
+        (
+            &self.rows[..shown],
+            self.omitted + (self.rows.len() - shown),
+        )
     }
 }
 
@@ -126,12 +166,25 @@ pub enum OutputFormat {
     Md,
 }
 
+/// How the text exporters present a report; data-only formats (JSON, CSV)
+/// ignore it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Presentation {
+    /// Rows shown per ranked table (`--top`).
+    pub top: usize,
+}
+
 /// The exporter for a format.
-pub fn exporter(format: OutputFormat) -> Box<dyn Exporter> {
+pub fn exporter(format: OutputFormat, presentation: Presentation) -> Box<dyn Exporter> {
     match format {
-        OutputFormat::Table => Box::new(TerminalExporter::default()),
+        OutputFormat::Table => Box::new(TerminalExporter {
+            top: Some(presentation.top),
+            ..TerminalExporter::default()
+        }),
         OutputFormat::Json => Box::new(JsonExporter),
         OutputFormat::Csv => Box::new(CsvExporter),
-        OutputFormat::Md => Box::new(MarkdownExporter),
+        OutputFormat::Md => Box::new(MarkdownExporter {
+            top: Some(presentation.top),
+        }),
     }
 }

@@ -6,12 +6,18 @@ use super::{Cell, Exporter, Report, Table};
 
 /// Tables for a terminal, fitted to `width` columns, sizes in binary units.
 pub struct TerminalExporter {
+    /// Columns a table may take.
     pub width: usize,
+    /// Rows shown per ranked table; `None` for all.
+    pub top: Option<usize>,
 }
 
 impl Default for TerminalExporter {
     fn default() -> Self {
-        TerminalExporter { width: 100 }
+        TerminalExporter {
+            width: 100,
+            top: None,
+        }
     }
 }
 
@@ -34,14 +40,10 @@ fn clip(text: &str, max: usize) -> String {
 /// never cut; text columns that fit their fair share keep their width and the
 /// rest share what is left (water-filling), so a short label is never clipped
 /// to make room for a long stack.
-fn text_budgets(table: &Table, width: usize) -> Vec<usize> {
-    let numeric: Vec<bool> = (0..table.columns.len())
-        .map(|c| table.rows.first().is_some_and(|r| r[c].is_numeric()))
-        .collect();
+fn text_budgets(table: &Table, rows: &[Vec<Cell>], numeric: &[bool], width: usize) -> Vec<usize> {
     let natural: Vec<usize> = (0..table.columns.len())
         .map(|c| {
-            let widest = table
-                .rows
+            let widest = rows
                 .iter()
                 .map(|r| r[c].human().chars().count())
                 .max()
@@ -71,13 +73,14 @@ fn text_budgets(table: &Table, width: usize) -> Vec<usize> {
     budgets
 }
 
-fn render(table: &Table, width: usize) -> String {
-    let budgets = text_budgets(table, width);
+fn render(table: &Table, rows: &[Vec<Cell>], width: usize) -> String {
+    let numeric = table.numeric_columns();
+    let budgets = text_budgets(table, rows, &numeric, width);
     let mut t = comfy_table::Table::new();
     t.load_preset(STYLE)
         .set_content_arrangement(ContentArrangement::Disabled)
         .set_header(table.columns.iter().map(|c| c.replace('_', " ")));
-    for row in &table.rows {
+    for row in rows {
         t.add_row(row.iter().enumerate().map(|(c, cell)| {
             let text = match cell {
                 Cell::Text(s) => clip(s, budgets[c]),
@@ -93,7 +96,7 @@ fn render(table: &Table, width: usize) -> String {
     }
     // Right-align the headers of numeric columns too.
     for (c, column) in t.column_iter_mut().enumerate() {
-        if table.rows.first().is_some_and(|r| r[c].is_numeric()) {
+        if numeric[c] {
             column.set_cell_alignment(CellAlignment::Right);
         }
     }
@@ -111,15 +114,15 @@ impl Exporter for TerminalExporter {
                 writeln!(out, "  (nothing)")?;
                 continue;
             }
-            let text = render(table, self.width);
+            let (rows, omitted) = table.shown_rows(self.top);
+            let text = render(table, rows, self.width);
             for line in text.lines() {
                 writeln!(out, "{}", line.trim_end())?;
             }
-            if table.omitted > 0 {
+            if omitted > 0 {
                 writeln!(
                     out,
-                    "… {} more rows (raise --top, or use --format json)",
-                    table.omitted
+                    "… {omitted} more rows (raise --top, or use --format json)"
                 )?;
             }
         }
@@ -161,7 +164,7 @@ mod tests {
         t.rows
             .push(vec![Cell::Text("x".repeat(300)), Cell::Bytes(84_000_000)]);
         let mut out = Vec::new();
-        TerminalExporter { width: 100 }
+        TerminalExporter::default()
             .export(&One(t), &mut out)
             .unwrap();
         let text = String::from_utf8(out).unwrap();

@@ -53,7 +53,7 @@ pub fn run(args: &DiffArgs) -> Result<Outcome> {
             args.by.into(),
         )
     });
-    output::write(&report, &args.output).context("writing the diff")?;
+    output::write(&report, &args.output, &args.analysis).context("writing the diff")?;
     let gate_failed = report.gate_failed();
     let gate_message = report.gate.as_ref().map(|g| g.message.clone());
     inputs::free_at_exit((base, new, report));

@@ -29,7 +29,7 @@ pub fn run(args: &LeaksArgs) -> Result<Outcome> {
     let report = memtool_core::timings::time("analysis", || {
         leaks::leaks(&profile, &args.analysis.options())
     });
-    output::write(&report, &args.output)?;
+    output::write(&report, &args.output, &args.analysis)?;
     let failed = args.fail_on_leak && report.has_steady_growth();
     inputs::free_at_exit((profile, report));
     Ok(if failed {

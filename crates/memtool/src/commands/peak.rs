@@ -41,7 +41,7 @@ pub fn run(args: &PeakArgs) -> Result<Outcome> {
     let report = memtool_core::timings::time("analysis", || {
         peak::peak_with(&profile, &options, &settings)
     });
-    output::write(&report, &args.output)?;
+    output::write(&report, &args.output, &args.analysis)?;
     let over_budget = report.over_budget();
     inputs::free_at_exit((profile, report));
     Ok(if over_budget {

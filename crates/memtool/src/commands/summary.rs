@@ -27,7 +27,7 @@ pub fn run(args: &SummaryArgs) -> Result<Outcome> {
     let mut options = args.analysis.report_options(args.output.format);
     args.xprof.apply(&mut options);
     let report = memtool_core::timings::time("analysis", || summary::summarize(&profile, &options));
-    output::write(&report, &args.output)?;
+    output::write(&report, &args.output, &args.analysis)?;
     inputs::free_at_exit((profile, report));
     Ok(Outcome::Success)
 }
