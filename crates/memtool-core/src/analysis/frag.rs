@@ -18,7 +18,7 @@ use crate::model::{AllocId, AllocatorSample, Memory, Profile};
 use crate::report::{Cell, Report, Table};
 
 use super::group::stack_or_op_shape;
-use super::{display_id, point_label, replay, MemoryHeader, Options, Provenance};
+use super::{display_id, point_label, replay, MemoryHeader, Options, PeakFacts, Provenance};
 
 pub const SCHEMA: &str = "memtool/frag/v1";
 
@@ -148,9 +148,10 @@ pub fn address_fragmentation(memory: &Memory, live: &[AllocId]) -> Option<Addres
 pub fn frag(profile: &Profile, options: &Options) -> FragReport {
     let mut memories = Vec::new();
     for memory in options.selected(profile) {
-        let Some(peak) = replay::reported_peak(memory, options.ties) else {
+        let Some(facts) = PeakFacts::of(memory, options.ties) else {
             continue;
         };
+        let peak = facts.peak;
         let figures: Vec<(usize, f64)> = memory
             .allocator_samples
             .iter()
@@ -176,7 +177,7 @@ pub fn frag(profile: &Profile, options: &Options) -> FragReport {
             .checked_sub(1)
             .filter(|_| !memory.allocator_samples.is_empty());
         memories.push(MemoryFrag {
-            header: MemoryHeader::of(memory),
+            header: facts.header,
             samples_with_fragmentation: figures.len(),
             allocator,
             at_peak: point(peak.point.index, peak.sample),

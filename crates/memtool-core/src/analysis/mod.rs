@@ -8,6 +8,7 @@ pub mod frames;
 pub mod group;
 pub mod leaks;
 pub mod peak;
+pub mod peak_facts;
 pub mod replay;
 pub mod segments;
 pub mod series;
@@ -19,6 +20,7 @@ use serde::Serialize;
 use crate::model::{Axis, InputInfo, Memory, MemoryKind, Profile, Warning};
 pub use frames::FrameFilter;
 pub use group::GroupBy;
+pub use peak_facts::{PeakFacts, PeakFigures};
 
 /// Choices shared by the analyses.
 #[derive(Clone, Debug)]

@@ -12,7 +12,7 @@ use crate::report::{Cell, Report, Table};
 
 use super::group::{self, Group, GroupBy};
 use super::{
-    display_id, point_label, point_step, replay, AllocatorState, MemoryHeader, Options, Provenance,
+    display_id, point_step, replay, MemoryHeader, Options, PeakFacts, PeakFigures, Provenance,
 };
 
 pub const SCHEMA: &str = "memtool/peak/v1";
@@ -53,11 +53,8 @@ pub struct OverallPeak {
 pub struct MemoryPeak {
     #[serde(flatten)]
     pub header: MemoryHeader,
-    pub peak_bytes: u64,
-    pub peak_requested_bytes: u64,
-    pub buffers: u64,
-    pub peak_at: i64,
-    pub peak_label: String,
+    #[serde(flatten)]
+    pub peak: PeakFigures,
     /// Picoseconds since the profile start, for memories on a ps time axis.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub peak_time_ps: Option<i64>,
@@ -198,13 +195,10 @@ pub fn peak_with(profile: &Profile, options: &Options, settings: &PeakSettings) 
     let mut memories = Vec::new();
     let mut grouper = group::Grouper::new(&profile.names, &options.frames);
     for memory in options.selected(profile) {
-        let Some(reported) = replay::reported_peak(memory, options.ties) else {
+        let Some(facts) = PeakFacts::of(memory, options.ties) else {
             continue;
         };
-        let p = reported.point;
-        let state = AllocatorState::at(memory, reported.sample);
-        let mut header = MemoryHeader::of(memory);
-        header.capacity_bytes = state.capacity_bytes.or(header.capacity_bytes);
+        let (reported, p) = (facts.peak, facts.point());
         let live = replay::live_at(memory, p.index);
         let mut at_peak = at_peak_rows(&profile.names, memory, &live, p.index, p.at);
         // The allocator counted more than the recorded events explain (events
@@ -239,20 +233,16 @@ pub fn peak_with(profile: &Profile, options: &Options, settings: &PeakSettings) 
             })
             .collect();
         memories.push(MemoryPeak {
-            header,
-            peak_bytes: reported.bytes,
-            peak_requested_bytes: p.requested,
-            buffers: p.buffers,
-            peak_at: p.at,
-            peak_label: point_label(memory, p.index, p.at),
-            peak_time_ps: (memory.axis == Axis::TimePs).then_some(p.at),
-            peak_step: memory.step_at(p.at).map(|s| s.id),
-            fragmentation_at_peak: state.fragmentation,
+            peak: facts.figures(),
+            peak_time_ps: facts.time_ps,
+            peak_step: facts.step,
+            fragmentation_at_peak: facts.state.fragmentation,
             at_peak,
             breakdowns,
             program: program_peak(profile, memory, p, &live, settings.xprof_compat),
             budget: budget
                 .map(|b| budget_check(profile, memory, &live, b, reported.bytes, options)),
+            header: facts.header,
         });
     }
     PeakReport {
@@ -542,7 +532,7 @@ impl PeakReport {
             format!(
                 "Buffers at peak — {} ({})",
                 display_id(&m.header.id),
-                m.peak_label
+                m.peak.peak_label
             ),
             vec![
                 "instruction",
@@ -592,10 +582,10 @@ impl Report for PeakReport {
         for m in &self.memories {
             t.rows.push(vec![
                 display_id(&m.header.id).into(),
-                Cell::Bytes(m.peak_bytes),
-                Cell::Bytes(m.peak_requested_bytes),
-                Cell::Count(m.buffers),
-                m.peak_label.clone().into(),
+                Cell::Bytes(m.peak.peak_bytes),
+                Cell::Bytes(m.peak.peak_requested_bytes),
+                Cell::Count(m.peak.buffers),
+                m.peak.peak_label.clone().into(),
             ]);
         }
         tables.push(t);
@@ -677,8 +667,8 @@ impl Report for PeakReport {
                     vec![b.by.name(), "bytes", "share", "buffers"],
                 );
                 for g in b.groups.iter() {
-                    let share = (m.peak_bytes > 0)
-                        .then(|| g.totals.bytes as f64 * 100.0 / m.peak_bytes as f64);
+                    let share = (m.peak.peak_bytes > 0)
+                        .then(|| g.totals.bytes as f64 * 100.0 / m.peak.peak_bytes as f64);
                     t.rows.push(vec![
                         (&*g.key).into(),
                         Cell::Bytes(g.totals.bytes),
@@ -711,7 +701,7 @@ impl Report for PeakReport {
                 for g in &b.groups {
                     t.rows.push(vec![
                         m.header.id.clone().into(),
-                        m.peak_label.clone().into(),
+                        m.peak.peak_label.clone().into(),
                         b.by.name().into(),
                         (&*g.key).into(),
                         Cell::Bytes(g.totals.bytes),
@@ -731,7 +721,7 @@ impl Report for PeakReport {
                 notes.push(format!(
                     "over budget: {} peaks at {}, {} more than {} ({} points over)",
                     display_id(&m.header.id),
-                    crate::report::units::bytes(m.peak_bytes),
+                    crate::report::units::bytes(m.peak.peak_bytes),
                     crate::report::units::bytes(b.excess_bytes),
                     crate::report::units::bytes(b.budget_bytes),
                     b.points_over_budget,
@@ -739,7 +729,8 @@ impl Report for PeakReport {
             }
         }
         if let Some(o) = &self.overall {
-            if self.memories.len() > 1 || self.memories.iter().any(|m| m.peak_label != o.label) {
+            if self.memories.len() > 1 || self.memories.iter().any(|m| m.peak.peak_label != o.label)
+            {
                 notes.push(format!(
                     "overall peak: {} in {} (all memories together)",
                     crate::report::units::bytes(o.bytes),

@@ -11,10 +11,9 @@ use crate::report::{Cell, Report, Table};
 use super::group::{self, Group, GroupBy};
 use super::steps::{self, StepStats};
 use super::{
-    display_id, event_counts, point_label, replay, AllocatorState, MemoryHeader, Options,
+    display_id, event_counts, point_label, replay, MemoryHeader, Options, PeakFacts, PeakFigures,
     Provenance,
 };
-use crate::model::Axis;
 
 pub const SCHEMA: &str = "memtool/summary/v1";
 
@@ -30,13 +29,8 @@ pub struct SummaryReport {
 pub struct MemorySummary {
     #[serde(flatten)]
     pub header: MemoryHeader,
-    pub peak_bytes: u64,
-    pub peak_requested_bytes: u64,
-    /// Buffers live at the peak.
-    pub buffers: u64,
-    /// Position of the peak on the memory's axis.
-    pub peak_at: i64,
-    pub peak_label: String,
+    #[serde(flatten)]
+    pub peak: PeakFigures,
     pub final_bytes: u64,
     pub final_buffers: u64,
     /// Allocation events of an event stream; allocations of snapshots.
@@ -111,16 +105,13 @@ pub fn summarize(profile: &Profile, options: &Options) -> SummaryReport {
     let mut grouper = group::Grouper::new(&profile.names, &options.frames);
     for memory in options.selected(profile) {
         let replayed = crate::timings::span("replay: peak and live set");
-        let Some(reported) = replay::reported_peak(memory, options.ties) else {
+        let Some(facts) = PeakFacts::of(memory, options.ties) else {
             continue;
         };
-        let peak = reported.point;
+        let (reported, peak) = (facts.peak, facts.point());
         let (live, last) = replay::live_at_and_last(memory, peak.index);
         drop(replayed);
         let last = last.unwrap_or(peak);
-        let state = AllocatorState::at(memory, reported.sample);
-        let mut header = MemoryHeader::of(memory);
-        header.capacity_bytes = state.capacity_bytes.or(header.capacity_bytes);
         let counts = event_counts(memory);
         let reports_totals = !memory.allocator_samples.is_empty();
         let end_in_use = memory
@@ -147,19 +138,14 @@ pub fn summarize(profile: &Profile, options: &Options) -> SummaryReport {
         let stacks = grouper.top_groups(&by_site, GroupBy::Stack, options.keep_groups);
         let layout = super::segments::layout(&profile.names, memory);
         memories.push(MemorySummary {
-            header,
-            peak_bytes: reported.bytes,
-            peak_requested_bytes: peak.requested,
-            buffers: peak.buffers,
-            peak_at: peak.at,
-            peak_label: point_label(memory, peak.index, peak.at),
+            peak: facts.figures(),
             final_bytes: last.bytes,
             final_buffers: last.buffers,
             allocations: counts.map_or(memory.allocations.len(), |c| c.0),
             events: memory.events.len(),
-            peak_time_ps: (memory.axis == Axis::TimePs).then_some(peak.at),
+            peak_time_ps: facts.time_ps,
             lifetime_peak_bytes: lifetime_peak,
-            fragmentation_at_peak: state.fragmentation,
+            fragmentation_at_peak: facts.state.fragmentation,
             deallocations: counts.map(|c| c.1),
             live_bytes_at_end: counts.map(|_| end_in_use),
             live_allocations_at_end: counts.map(|_| last.buffers),
@@ -182,6 +168,7 @@ pub fn summarize(profile: &Profile, options: &Options) -> SummaryReport {
             snapshots,
             top_stacks: stacks.groups,
             omitted_stacks: stacks.omitted,
+            header: facts.header,
             program: memory.program.as_ref().map(|p| ProgramSizes {
                 parameter_bytes: p.parameter_bytes,
                 output_bytes: p.output_bytes,
@@ -217,9 +204,9 @@ impl SummaryReport {
             t.rows.push(vec![
                 display_id(&m.header.id).into(),
                 m.header.kind.name().into(),
-                Cell::Bytes(m.peak_bytes),
-                Cell::Count(m.buffers),
-                m.peak_label.clone().into(),
+                Cell::Bytes(m.peak.peak_bytes),
+                Cell::Count(m.peak.buffers),
+                m.peak.peak_label.clone().into(),
                 Cell::Bytes(m.final_bytes),
                 Cell::Count(m.final_buffers),
             ]);
@@ -241,8 +228,9 @@ impl SummaryReport {
             return None;
         }
         programs.sort_by(|a, b| {
-            b.0.peak_bytes
-                .cmp(&a.0.peak_bytes)
+            b.0.peak
+                .peak_bytes
+                .cmp(&a.0.peak.peak_bytes)
                 .then_with(|| a.0.header.id.cmp(&b.0.header.id))
         });
         let mut t = Table::new(
@@ -261,7 +249,7 @@ impl SummaryReport {
             t.rows.push(vec![
                 m.header.module.clone().unwrap_or_default().into(),
                 Cell::Int(m.header.memory_space.unwrap_or(0)),
-                Cell::Bytes(m.peak_bytes),
+                Cell::Bytes(m.peak.peak_bytes),
                 Cell::Bytes(p.parameter_bytes),
                 Cell::Bytes(p.output_bytes),
                 Cell::Bytes(p.temporary_bytes),
@@ -344,7 +332,7 @@ impl Report for SummaryReport {
             for m in allocators {
                 t.rows.push(vec![
                     display_id(&m.header.id).into(),
-                    Cell::Bytes(m.peak_bytes),
+                    Cell::Bytes(m.peak.peak_bytes),
                     m.lifetime_peak_bytes
                         .map_or(Cell::Text("n/a".into()), Cell::Bytes),
                     m.header
@@ -413,7 +401,7 @@ impl Report for SummaryReport {
                 format!(
                     "Top stacks at peak — {} ({})",
                     display_id(&m.header.id),
-                    m.peak_label
+                    m.peak.peak_label
                 ),
                 vec!["stack", "bytes", "buffers"],
             );
@@ -436,13 +424,13 @@ impl Report for SummaryReport {
 
     fn notes(&self) -> Vec<String> {
         let mut notes = super::warning_notes(&self.provenance.warnings);
-        if let Some(biggest) = self.memories.iter().max_by_key(|m| m.peak_bytes) {
+        if let Some(biggest) = self.memories.iter().max_by_key(|m| m.peak.peak_bytes) {
             if self.memories.len() > 1 {
                 notes.push(format!(
                     "largest peak: {} with {} at {}",
                     display_id(&biggest.header.id),
-                    crate::report::units::bytes(biggest.peak_bytes),
-                    biggest.peak_label
+                    crate::report::units::bytes(biggest.peak.peak_bytes),
+                    biggest.peak.peak_label
                 ));
             }
         }

@@ -7,7 +7,7 @@ use askama::Template;
 
 use crate::analysis::group::{self, GroupBy};
 use crate::analysis::leaks::{self, Growth, MemoryLeaks};
-use crate::analysis::{diff, display_id, point_label, replay, Options};
+use crate::analysis::{diff, display_id, replay, Options, PeakFacts};
 use crate::model::{Axis, Memory, Profile};
 use crate::report::units;
 
@@ -58,7 +58,11 @@ fn frag_section(profile: &Profile, memory: &Memory, options: &Options) -> Option
     let tables = report.tables();
     // tables[0] is the one-row-per-memory summary; [1] the worst points.
     let table = tables.get(1).or(tables.first())?;
-    Some(FragSection::from_table(parts.join("; "), table))
+    Some(FragSection::from_table(
+        parts.join("; "),
+        table,
+        options.top,
+    ))
 }
 
 /// The step boundaries of one memory, drawn as dashed lines on its timeline.
@@ -161,7 +165,7 @@ fn profile_view(
     for (m, memory) in options.analysis.selected(profile).enumerate() {
         // The peak the `peak` and `summary` commands report (the allocator's
         // own figure when it gives one, `--ties`).
-        let Some(peak) = replay::reported_peak(memory, options.analysis.ties) else {
+        let Some(peak) = PeakFacts::of(memory, options.analysis.ties) else {
             empty.push(display_id(&memory.id));
             continue;
         };
@@ -181,13 +185,13 @@ fn profile_view(
 fn memory_view(
     profile: &Profile,
     memory: &Memory,
-    reported: replay::Peak,
+    facts: PeakFacts,
     leak: Option<&MemoryLeaks>,
     dom: String,
     options: &RenderOptions,
 ) -> (MemoryView, MemoryData) {
     // The point drawn and broken down; `reported.bytes` is what the header says.
-    let peak = reported.point;
+    let (reported, peak) = (facts.peak, facts.point());
     let names = &profile.names;
     let filter = &options.analysis.frames;
     let by = options
@@ -343,7 +347,7 @@ fn memory_view(
     };
 
     let frag = frag_section(profile, memory, &options.analysis);
-    let peak_label = point_label(memory, peak.index, peak.at);
+    let peak_label = facts.label;
     let mut facts = vec![
         Fact {
             name: "kind",

@@ -32,13 +32,15 @@ pub struct FragCell {
 impl FragSection {
     /// A section from one of a report's tables (as `Report::tables` gives
     /// them), so the page shows what `memtool frag` prints.
-    pub fn from_table(verdict: String, table: &crate::report::Table) -> FragSection {
+    pub fn from_table(verdict: String, table: &crate::report::Table, top: usize) -> FragSection {
         use crate::report::Cell;
+        // The page shows what the terminal table shows: a ranked table's
+        // first `--top` rows.
+        let (rows, _) = table.shown_rows(Some(top));
         FragSection {
             verdict,
             columns: table.columns.iter().map(|c| c.replace('_', " ")).collect(),
-            rows: table
-                .rows
+            rows: rows
                 .iter()
                 .map(|row| {
                     row.iter()

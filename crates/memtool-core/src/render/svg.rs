@@ -4,7 +4,7 @@
 
 use std::fmt::Write;
 
-use crate::analysis::{display_id, point_label, replay};
+use crate::analysis::{display_id, point_label, PeakFacts};
 use crate::model::Profile;
 use crate::report::units;
 
@@ -44,10 +44,10 @@ pub fn svg(inputs: Inputs<'_>, options: &RenderOptions) -> String {
     let mut timelines = Vec::new();
     for (role, profile) in list {
         for memory in options.analysis.selected(profile) {
-            let Some(reported) = replay::reported_peak(memory, options.analysis.ties) else {
+            let Some(facts) = PeakFacts::of(memory, options.analysis.ties) else {
                 continue;
             };
-            let peak = reported.point;
+            let (reported, peak) = (facts.peak, facts.point());
             let by = options
                 .group_by
                 .unwrap_or_else(|| timeline::default_group_by(&profile.names, memory));
@@ -64,7 +64,7 @@ pub fn svg(inputs: Inputs<'_>, options: &RenderOptions) -> String {
                     .map_or(String::new(), |(i, at)| point_label(memory, i, at))
             };
             let x_labels = [label(Some(0)), label(tl.x.len().checked_sub(1))];
-            let peak_label = point_label(memory, peak.index, peak.at);
+            let peak_label = facts.label.clone();
             let title = format!(
                 "{role}{} — peak {} at {peak_label} (stacked by {})",
                 display_id(&memory.id),

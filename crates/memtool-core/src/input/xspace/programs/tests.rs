@@ -341,7 +341,10 @@ fn xprof_compat_shows_own_sizes_and_hides_whole_program_buffers_off_space_0() {
     let report = peak_with(&profile, &Options::default(), &settings);
     let program = report.memories[0].program.as_ref().unwrap();
     // The heap holds C and A's 0.25 MiB (plus the constant's 1 MiB) ...
-    assert_eq!(report.memories[0].peak_bytes, (MIB + 2 * quarter) as u64);
+    assert_eq!(
+        report.memories[0].peak.peak_bytes,
+        (MIB + 2 * quarter) as u64
+    );
     // ... XProf lists B with its own size, and no constant in space 1.
     let rows: Vec<(&str, u64)> = program
         .buffers_at_peak

@@ -1,0 +1,80 @@
+//! The facts of a memory's peak that every output states — `summary`,
+//! `peak`, `frag` and the rendered page — worked out once.
+
+use serde::Serialize;
+
+use super::{point_label, replay, AllocatorState, MemoryHeader};
+use crate::model::{Axis, Memory};
+
+/// Where a memory's peak is and how high, as every output states it.
+#[derive(Clone, Debug)]
+pub struct PeakFacts {
+    /// The peak as [`replay::reported_peak`] gives it: the replayed point
+    /// (whose live set is what outputs break down) and the bytes in use
+    /// there, the allocator's own figure where it reports one.
+    pub peak: replay::Peak,
+    /// The allocator's state at the peak, when it reports one.
+    pub state: AllocatorState,
+    /// The memory's identity, with the capacity the allocator reports at
+    /// the peak where it gives one.
+    pub header: MemoryHeader,
+    /// The peak's position as a person reads it (`1.250000 s`, `#42
+    /// (fusion.3)`, a snapshot's file name).
+    pub label: String,
+    /// Picoseconds since the profile start, for memories on a ps time axis.
+    pub time_ps: Option<i64>,
+    /// The step the peak falls in, when the profile marks steps.
+    pub step: Option<i64>,
+}
+
+/// The figures every report's JSON gives for a memory's peak, in this order
+/// (`#[serde(flatten)]` into each report's memory).
+#[derive(Clone, Debug, Serialize)]
+pub struct PeakFigures {
+    /// Bytes in use at the peak (the allocator's figure where it reports one).
+    pub peak_bytes: u64,
+    /// Bytes the program asked for at the replayed peak.
+    pub peak_requested_bytes: u64,
+    /// Buffers live at the peak.
+    pub buffers: u64,
+    /// Position of the peak on the memory's axis.
+    pub peak_at: i64,
+    /// The position as a person reads it.
+    pub peak_label: String,
+}
+
+impl PeakFacts {
+    /// The facts of `memory`'s peak (`ties` picks among equal peaks); `None`
+    /// for a memory with no points at all.
+    pub fn of(memory: &Memory, ties: replay::Ties) -> Option<PeakFacts> {
+        let peak = replay::reported_peak(memory, ties)?;
+        let point = peak.point;
+        let state = AllocatorState::at(memory, peak.sample);
+        let mut header = MemoryHeader::of(memory);
+        header.capacity_bytes = state.capacity_bytes.or(header.capacity_bytes);
+        Some(PeakFacts {
+            peak,
+            state,
+            header,
+            label: point_label(memory, point.index, point.at),
+            time_ps: (memory.axis == Axis::TimePs).then_some(point.at),
+            step: memory.step_at(point.at).map(|s| s.id),
+        })
+    }
+
+    /// The replayed point at the peak.
+    pub fn point(&self) -> replay::Point {
+        self.peak.point
+    }
+
+    /// The figures a report's JSON gives for the peak.
+    pub fn figures(&self) -> PeakFigures {
+        PeakFigures {
+            peak_bytes: self.peak.bytes,
+            peak_requested_bytes: self.peak.point.requested,
+            buffers: self.peak.point.buffers,
+            peak_at: self.peak.point.at,
+            peak_label: self.label.clone(),
+        }
+    }
+}
