@@ -215,6 +215,7 @@ fn frag_sections_show_when_given() {
                             .push(vec!["<b>".into(), crate::report::Cell::Bytes(3 << 20)]);
                         t
                     },
+                    10,
                 )),
                 ..test_memory_view()
             }],
