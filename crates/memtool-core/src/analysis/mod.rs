@@ -140,19 +140,6 @@ impl AllocatorState {
     }
 }
 
-/// Allocation and free events of a memory's stream (`None` for snapshots).
-pub fn event_counts(memory: &Memory) -> Option<(usize, usize)> {
-    if memory.events.is_empty() {
-        return None;
-    }
-    let allocs = memory
-        .events
-        .iter()
-        .filter(|e| e.kind == crate::model::EventKind::Alloc)
-        .count();
-    Some((allocs, memory.events.len() - allocs))
-}
-
 /// The inputs and warnings every JSON document carries.
 #[derive(Clone, Debug, Serialize)]
 pub struct Provenance {

@@ -122,6 +122,56 @@ pub fn for_each_point(memory: &Memory, mut visit: impl FnMut(Point)) {
     }
 }
 
+/// Allocation and free events of a memory's stream (`None` for snapshots).
+pub fn event_counts(memory: &Memory) -> Option<(usize, usize)> {
+    if memory.events.is_empty() {
+        return None;
+    }
+    let allocs = memory
+        .events
+        .iter()
+        .filter(|e| e.kind == EventKind::Alloc)
+        .count();
+    Some((allocs, memory.events.len() - allocs))
+}
+
+/// One step of [`walk_to_points`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WalkStep {
+    /// The allocation is live from here on (live at the start, or made).
+    Live(AllocId),
+    /// The allocation is no longer live.
+    Freed(AllocId),
+    /// The walk reached the k-th of the points asked for.
+    Point(usize),
+}
+
+/// Replays an event stream up to each of `points` (ascending point indices,
+/// as [`Point::index`]): `visit` sees the allocations live at the start, then
+/// each change of the live set, and `Point(k)` when the k-th point is
+/// reached. What keeps running totals at many points (leak series, timeline
+/// columns) builds on this, so the live set has one walk.
+pub fn walk_to_points(memory: &Memory, points: &[usize], mut visit: impl FnMut(WalkStep)) {
+    let mut set = LiveSet::at_start(memory);
+    for id in set.ids() {
+        visit(WalkStep::Live(id));
+    }
+    let mut applied = 0usize;
+    for (k, &p) in points.iter().enumerate() {
+        while applied < p.min(memory.events.len()) {
+            let event = memory.events[applied];
+            if set.apply(event.kind, event.alloc) {
+                visit(match event.kind {
+                    EventKind::Alloc => WalkStep::Live(event.alloc),
+                    EventKind::Free => WalkStep::Freed(event.alloc),
+                });
+            }
+            applied += 1;
+        }
+        visit(WalkStep::Point(k));
+    }
+}
+
 /// The totals of instant `index`.
 fn instant_point(memory: &Memory, index: usize) -> Option<Point> {
     let instant = memory.instants.get(index)?;

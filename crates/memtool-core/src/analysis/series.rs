@@ -6,7 +6,7 @@ use rustc_hash::FxHashMap;
 use crate::model::{Memory, Names, SiteId};
 
 use super::group::{self, FrameFilter, GroupBy, SiteTotals, Totals};
-use super::replay::{self, LiveSet};
+use super::replay::{self, WalkStep};
 
 /// Points to sample: every instant, or `max_points` evenly spaced points of an
 /// event stream (always including the start and the end).
@@ -45,39 +45,31 @@ pub fn site_totals_at(memory: &Memory, points: &[usize]) -> Vec<SiteTotals> {
             .collect();
     }
     let mut out = Vec::with_capacity(points.len());
-    let mut set = LiveSet::at_start(memory);
     // Changed one event at a time: a map, made site-ordered at each point.
-    let mut current: FxHashMap<SiteId, Totals> =
-        group::totals_by_site(memory, &set.ids()).iter().collect();
-    let mut applied = 0usize;
-    for &p in points {
-        while applied < p.min(memory.events.len()) {
-            let event = memory.events[applied];
-            if set.apply(event.kind, event.alloc) {
-                let a = memory.allocation(event.alloc);
-                let t = current.entry(a.site).or_default();
-                match event.kind {
-                    crate::model::EventKind::Alloc => t.add(Totals {
-                        bytes: a.bytes,
-                        requested_bytes: a.requested,
-                        count: a.count,
-                    }),
-                    crate::model::EventKind::Free => {
-                        t.bytes -= a.bytes;
-                        t.requested_bytes -= a.requested;
-                        t.count -= a.count;
-                    }
-                }
-            }
-            applied += 1;
+    let mut current: FxHashMap<SiteId, Totals> = FxHashMap::default();
+    replay::walk_to_points(memory, points, |step| match step {
+        WalkStep::Live(id) => {
+            let a = memory.allocation(id);
+            current.entry(a.site).or_default().add(Totals {
+                bytes: a.bytes,
+                requested_bytes: a.requested,
+                count: a.count,
+            });
         }
-        out.push(
+        WalkStep::Freed(id) => {
+            let a = memory.allocation(id);
+            let t = current.entry(a.site).or_default();
+            t.bytes -= a.bytes;
+            t.requested_bytes -= a.requested;
+            t.count -= a.count;
+        }
+        WalkStep::Point(_) => out.push(
             current
                 .iter()
                 .map(|(&site, &totals)| (site, totals))
                 .collect(),
-        );
-    }
+        ),
+    });
     out
 }
 
@@ -112,29 +104,19 @@ pub fn group_bytes_at(
         }
         return;
     }
-    let mut set = LiveSet::at_start(memory);
-    for id in set.ids() {
-        if let Some(g) = slot(id) {
-            totals[g] += memory.allocation(id).bytes;
-        }
-    }
-    let mut applied = 0usize;
-    for (k, &p) in points.iter().enumerate() {
-        while applied < p.min(memory.events.len()) {
-            let event = memory.events[applied];
-            if set.apply(event.kind, event.alloc) {
-                if let Some(g) = slot(event.alloc) {
-                    let bytes = memory.allocation(event.alloc).bytes;
-                    match event.kind {
-                        crate::model::EventKind::Alloc => totals[g] += bytes,
-                        crate::model::EventKind::Free => totals[g] -= bytes,
-                    }
-                }
+    replay::walk_to_points(memory, points, |step| match step {
+        WalkStep::Live(id) => {
+            if let Some(g) = slot(id) {
+                totals[g] += memory.allocation(id).bytes;
             }
-            applied += 1;
         }
-        visit(k, &totals);
-    }
+        WalkStep::Freed(id) => {
+            if let Some(g) = slot(id) {
+                totals[g] -= memory.allocation(id).bytes;
+            }
+        }
+        WalkStep::Point(k) => visit(k, &totals),
+    });
 }
 
 /// One group's values over the sampled points.

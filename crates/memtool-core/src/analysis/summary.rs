@@ -11,8 +11,7 @@ use crate::report::{Cell, Report, Table};
 use super::group::{self, Group, GroupBy};
 use super::steps::{self, StepStats};
 use super::{
-    display_id, event_counts, point_label, replay, MemoryHeader, Options, PeakFacts, PeakFigures,
-    Provenance,
+    display_id, point_label, replay, MemoryHeader, Options, PeakFacts, PeakFigures, Provenance,
 };
 
 pub const SCHEMA: &str = "memtool/summary/v1";
@@ -112,7 +111,7 @@ pub fn summarize(profile: &Profile, options: &Options) -> SummaryReport {
         let (live, last) = replay::live_at_and_last(memory, peak.index);
         drop(replayed);
         let last = last.unwrap_or(peak);
-        let counts = event_counts(memory);
+        let counts = replay::event_counts(memory);
         let reports_totals = !memory.allocator_samples.is_empty();
         let end_in_use = memory
             .allocator_samples
