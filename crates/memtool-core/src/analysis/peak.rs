@@ -3,14 +3,13 @@
 
 use std::io::Write;
 
+use rustc_hash::FxHashMap;
 use serde::Serialize;
-
-use std::collections::BTreeMap;
 
 use crate::model::{AllocId, Axis, Memory, Names, Profile};
 use crate::report::{Cell, Report, Table};
 
-use super::group::{self, Group, GroupBy};
+use super::group::{self, Group, GroupBy, Grouper, DESCRIPTIVE_FIELDS};
 use super::{
     display_id, point_step, replay, MemoryHeader, Options, PeakFacts, PeakFigures, Provenance,
 };
@@ -200,7 +199,7 @@ pub fn peak_with(profile: &Profile, options: &Options, settings: &PeakSettings) 
         };
         let (reported, p) = (facts.peak, facts.point());
         let live = replay::live_at(memory, p.index);
-        let mut at_peak = at_peak_rows(&profile.names, memory, &live, p.index, p.at);
+        let mut at_peak = at_peak_rows(&mut grouper, &profile.names, memory, &live, p.index, p.at);
         // The allocator counted more than the recorded events explain (events
         // lost, or allocations it made for itself): say so, so the rows add
         // up to the peak.
@@ -253,23 +252,17 @@ pub fn peak_with(profile: &Profile, options: &Options, settings: &PeakSettings) 
     }
 }
 
-type RowKey = (
-    Option<String>,
-    Option<String>,
-    Option<String>,
-    Option<String>,
-    Option<i64>,
-);
-
-/// Groups the live allocations by (op, shape, dtype, region, step).
+/// Groups the live allocations by (op, shape, dtype, region, step), the
+/// fields keyed by `group` (equal keys are equal texts), largest first, ties
+/// by those fields in that order (a missing one first).
 fn at_peak_rows(
+    grouper: &mut Grouper<'_>,
     names: &Names,
     memory: &Memory,
     live: &[AllocId],
     index: usize,
     peak_at: i64,
 ) -> Vec<AtPeakRow> {
-    let text = |id: Option<crate::model::StrId>| id.map(|id| names.str(id).to_string());
     let described = live.iter().any(|&id| {
         let site = names.site_of(memory.allocation(id).site);
         site.op.is_some() || site.shape.is_some() || site.dtype.is_some() || site.category.is_some()
@@ -278,30 +271,33 @@ fn at_peak_rows(
         return Vec::new();
     }
     let made_at = replay::allocated_at(memory, index);
-    let mut groups: BTreeMap<RowKey, AtPeakRow> = BTreeMap::new();
+    let mut row_of: FxHashMap<([u32; 4], Option<i64>), usize> = FxHashMap::default();
+    let mut rows: Vec<AtPeakRow> = Vec::new();
     for &id in live {
         let a = memory.allocation(id);
-        let site = names.site_of(a.site);
         let at = made_at.get(id.index()).copied().flatten();
         let step = at.and_then(|at| memory.step_at(at)).map(|s| s.id);
-        let key = (
-            text(site.op),
-            text(site.shape),
-            text(site.dtype),
-            text(site.category),
-            step,
-        );
-        let row = groups.entry(key.clone()).or_insert_with(|| AtPeakRow {
-            op: key.0,
-            shape: key.1,
-            dtype: key.2,
-            region: key.3,
-            step,
-            bytes: 0,
-            requested_bytes: 0,
-            count: 0,
-            oldest_age: at.map(|at| peak_at.saturating_sub(at)),
+        let keys = grouper.descriptive_keys(a.site);
+        let row = *row_of.entry((keys, step)).or_insert_with(|| {
+            let [op, shape, dtype, region] = std::array::from_fn(|i| {
+                grouper
+                    .field_label(keys[i], DESCRIPTIVE_FIELDS[i])
+                    .map(|label| label.to_string())
+            });
+            rows.push(AtPeakRow {
+                op,
+                shape,
+                dtype,
+                region,
+                step,
+                bytes: 0,
+                requested_bytes: 0,
+                count: 0,
+                oldest_age: at.map(|at| peak_at.saturating_sub(at)),
+            });
+            rows.len() - 1
         });
+        let row = &mut rows[row];
         row.bytes = row.bytes.saturating_add(a.bytes);
         row.requested_bytes = row.requested_bytes.saturating_add(a.requested);
         row.count = row.count.saturating_add(a.count);
@@ -310,9 +306,20 @@ fn at_peak_rows(
             _ => None,
         };
     }
-    let mut rows: Vec<AtPeakRow> = groups.into_values().collect();
-    // BTreeMap order breaks ties deterministically; the stable sort keeps it.
-    rows.sort_by_key(|r| std::cmp::Reverse(r.bytes));
+    let fields = |r: &AtPeakRow| {
+        (
+            r.op.clone(),
+            r.shape.clone(),
+            r.dtype.clone(),
+            r.region.clone(),
+            r.step,
+        )
+    };
+    rows.sort_by(|a, b| {
+        b.bytes
+            .cmp(&a.bytes)
+            .then_with(|| fields(a).cmp(&fields(b)))
+    });
     rows
 }
 

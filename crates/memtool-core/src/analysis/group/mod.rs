@@ -176,6 +176,15 @@ pub fn totals_by_site(memory: &Memory, ids: &[AllocId]) -> SiteTotals {
         .collect()
 }
 
+/// The fields that describe an allocation apart from its stack, in the
+/// order [`Grouper::descriptive_keys`] gives them.
+pub const DESCRIPTIVE_FIELDS: [GroupBy; 4] = [
+    GroupBy::Op,
+    GroupBy::Shape,
+    GroupBy::Dtype,
+    GroupBy::Category,
+];
+
 /// Sites alike in every field a table of sites shows (op, shape, dtype,
 /// category and shown stack), summed: a row of [`Grouper::site_rows`].
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -475,6 +484,18 @@ impl<'a> Grouper<'a> {
                 &*self.texts[self.nodes[node as usize].0 as usize],
             ]
         })
+    }
+
+    /// A site's op, shape, dtype and category as group keys (0: the site
+    /// has none), for grouping by those fields together; equal keys are
+    /// equal texts. [`Grouper::field_label`] gives their texts.
+    pub fn descriptive_keys(&mut self, site: SiteId) -> [u32; 4] {
+        DESCRIPTIVE_FIELDS.map(|by| self.key(site, by))
+    }
+
+    /// The text of a key of one of the [`DESCRIPTIVE_FIELDS`]; `None` for 0.
+    pub fn field_label(&mut self, key: u32, by: GroupBy) -> Option<Arc<str>> {
+        (key != 0).then(|| self.shared_label(key, by))
     }
 
     /// One row per distinct (op, shape, dtype, category, shown stack) of
