@@ -16,7 +16,7 @@ const EMPTY: u8 = b'.';
 const CODES: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
 
 #[derive(Debug, PartialEq, Eq, Serialize)]
-pub struct AddressView {
+pub(super) struct AddressView {
     pub cols: usize,
     pub rows: usize,
     /// Row-major, top row = lowest address; `.` is free, `A` the first band.
@@ -32,7 +32,7 @@ pub struct AddressView {
 
 /// Builds the view, or `None` when the memory has no events or no addresses.
 /// `band_of` maps a site to its band index in the timeline.
-pub fn address_view(
+pub(super) fn address_view(
     memory: &Memory,
     x0: i64,
     cols: usize,

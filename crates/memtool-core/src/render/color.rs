@@ -15,7 +15,7 @@ fn fnv1a(text: &str) -> u32 {
 /// colour the same group the same way. Saturation and lightness vary a
 /// little so that neighbouring hues stay apart; all are readable on white and
 /// on a dark background.
-pub fn group_color(key: &str) -> String {
+pub(super) fn group_color(key: &str) -> String {
     if let Some(c) = category_color(key) {
         return c.to_string();
     }
@@ -68,7 +68,7 @@ fn hsl_hex(hue: f64, sat: f64, light: f64) -> String {
 }
 
 /// The colour of the "other" group.
-pub const OTHER_COLOR: &str = "#9e9e9e";
+pub(super) const OTHER_COLOR: &str = "#9e9e9e";
 
 #[cfg(test)]
 mod tests {

@@ -7,7 +7,7 @@ use serde::Serialize;
 /// `<!--`), and must stay valid JavaScript should anyone eval it (U+2028 and
 /// U+2029 end lines in older engines). Those characters can only occur inside
 /// JSON strings, where a `\u` escape means the same thing.
-pub fn script_json<T: Serialize>(value: &T) -> String {
+pub(super) fn script_json<T: Serialize>(value: &T) -> String {
     // Serializing our own data structures cannot fail: every map key is a string.
     let raw = serde_json::to_string(value).unwrap_or_else(|_| "null".to_string());
     let mut out = String::with_capacity(raw.len() + raw.len() / 16);
@@ -25,7 +25,7 @@ pub fn script_json<T: Serialize>(value: &T) -> String {
 }
 
 /// Text for XML (SVG) content and attribute values.
-pub fn xml(text: &str) -> String {
+pub(super) fn xml(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {

@@ -12,7 +12,7 @@ use crate::model::Names;
 
 /// Bytes of one frame path, in one or two profiles.
 #[derive(Debug, Default)]
-pub struct Tree {
+pub(super) struct Tree {
     /// Bytes here and below (`[base, new]`; a single profile uses `new`).
     bytes: [u64; 2],
     /// Bytes allocated by this frame itself.
@@ -22,7 +22,7 @@ pub struct Tree {
 
 /// A node as the page receives it: short keys keep the file small.
 #[derive(Debug, PartialEq, Eq, Serialize)]
-pub struct Node {
+pub(super) struct Node {
     /// Frame label.
     pub n: String,
     /// Bytes here and below.
@@ -40,7 +40,7 @@ const MAX_DEPTH: usize = 128;
 
 impl Tree {
     /// Adds per-site totals to side 0 (base) or 1 (new).
-    pub fn add_sites(
+    pub(super) fn add_sites(
         &mut self,
         names: &Names,
         by_site: &SiteTotals,
@@ -87,7 +87,7 @@ impl Tree {
     /// The tree for the page: children smaller than `min_share` of the root
     /// are left out (their bytes stay in their parent's total), so the number
     /// of nodes is bounded whatever the profile.
-    pub fn nodes(&self, root_label: &str, differential: bool, min_share: f64) -> Node {
+    pub(super) fn nodes(&self, root_label: &str, differential: bool, min_share: f64) -> Node {
         let biggest = self.bytes[0].max(self.bytes[1]);
         let min_bytes = ((biggest as f64) * min_share).ceil() as u64;
         self.node(root_label, differential, min_bytes.max(1))
@@ -118,7 +118,7 @@ impl Tree {
 
     /// Collapsed stacks, `frame;frame;frame bytes`, one line per frame path
     /// that allocated, sorted by path (what flamegraph.pl and speedscope read).
-    pub fn folded(&self, out: &mut String) {
+    pub(super) fn folded(&self, out: &mut String) {
         let mut path: Vec<&str> = Vec::new();
         self.fold(&mut path, out);
     }

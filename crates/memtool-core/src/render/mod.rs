@@ -9,15 +9,15 @@
 //! slivers, and a fixed address × time grid. Like every analysis it sees only
 //! the model, so every input format renders the same way.
 
-pub mod addr;
-pub mod color;
-pub mod escape;
-pub mod flame;
+mod addr;
+mod color;
+mod escape;
+mod flame;
 mod folded;
 mod html;
 mod page;
-pub mod svg;
-pub mod timeline;
+mod svg;
+mod timeline;
 
 use crate::analysis::group::{self, GroupBy};
 use crate::analysis::{replay, Options};
@@ -25,12 +25,12 @@ use crate::model::{Memory, Profile};
 
 pub use folded::folded;
 pub use html::html;
-pub use page::{FragCell, FragSection, StepMark};
 pub use svg::svg;
 
 /// Choices for a rendered report.
 #[derive(Clone, Debug)]
 pub struct RenderOptions {
+    /// The analyses' choices (frames shown, memories, ties, `--top`).
     pub analysis: Options,
     /// Group the timeline by this key; by default the most telling one the
     /// profile has (category, else op, else the user's frame).
@@ -58,8 +58,15 @@ impl Default for RenderOptions {
 /// What is rendered: one profile (a single file or a series), or two compared.
 #[derive(Clone, Copy)]
 pub enum Inputs<'a> {
+    /// One profile: a single file or a series.
     One(&'a Profile),
-    Diff { base: &'a Profile, new: &'a Profile },
+    /// Two profiles compared: what changed from `base` to `new`.
+    Diff {
+        /// The profile compared against.
+        base: &'a Profile,
+        /// The profile whose changes are shown.
+        new: &'a Profile,
+    },
 }
 
 /// Live totals per site at the memory's peak (empty for a memory with no points).

@@ -15,7 +15,7 @@ use super::timeline::{self, Timeline};
 /// page shows the section, and a line in the memory's header, only when there
 /// is one.
 #[derive(Clone, Debug, Default)]
-pub struct FragSection {
+pub(super) struct FragSection {
     /// One line, shown in the memory's header too.
     pub verdict: String,
     pub columns: Vec<String>,
@@ -24,7 +24,7 @@ pub struct FragSection {
 
 /// A table cell: its text, and for numbers the exact value to sort by.
 #[derive(Clone, Debug, Default)]
-pub struct FragCell {
+pub(super) struct FragCell {
     pub text: String,
     pub value: Option<String>,
 }
@@ -32,7 +32,11 @@ pub struct FragCell {
 impl FragSection {
     /// A section from one of a report's tables (as `Report::tables` gives
     /// them), so the page shows what `memtool frag` prints.
-    pub fn from_table(verdict: String, table: &crate::report::Table, top: usize) -> FragSection {
+    pub(super) fn from_table(
+        verdict: String,
+        table: &crate::report::Table,
+        top: usize,
+    ) -> FragSection {
         use crate::report::Cell;
         // The page shows what the terminal table shows: a ranked table's
         // first `--top` rows.
@@ -61,7 +65,7 @@ impl FragSection {
 /// A step boundary drawn on the timeline: where a training or serving step
 /// starts, relative to the timeline's `x0`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct StepMark {
+pub(super) struct StepMark {
     pub x: i64,
     pub label: String,
 }

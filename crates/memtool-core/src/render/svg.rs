@@ -21,7 +21,7 @@ const AXIS: f64 = 24.0;
 const LEGEND_ROW: f64 = 16.0;
 
 /// One memory's panel.
-pub struct Panel<'a> {
+pub(super) struct Panel<'a> {
     pub title: String,
     pub timeline: &'a Timeline,
     /// First and last x label (snapshot names, times).
@@ -118,7 +118,7 @@ fn tick_step(max: u64) -> u64 {
     ((step * unit as f64).round() as u64).max(1)
 }
 
-pub fn document(panels: &[Panel<'_>]) -> String {
+pub(super) fn document(panels: &[Panel<'_>]) -> String {
     let heights: Vec<f64> = panels
         .iter()
         .map(|p| {

@@ -1,6 +1,6 @@
 use askama::Template;
 
-use super::page::{MemoryView, Page, ProfileView};
+use super::page::{FragSection, MemoryView, Page, ProfileView};
 use super::*;
 use crate::model::{
     AllocId, Allocation, AllocatorSample, Axis, Event, EventKind, Format, Frame, InputInfo,

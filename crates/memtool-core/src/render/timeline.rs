@@ -15,10 +15,10 @@ use crate::model::{Memory, Names, SiteId};
 use super::color::{group_color, OTHER_COLOR};
 
 /// Label of the group that sums every group past the top N.
-pub const OTHER_LABEL: &str = "other";
+pub(super) const OTHER_LABEL: &str = "other";
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Band {
+pub(super) struct Band {
     pub key: String,
     pub color: String,
     /// Bytes at each column's highest point.
@@ -26,7 +26,7 @@ pub struct Band {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Timeline {
+pub(super) struct Timeline {
     /// Position of each column's highest point, relative to `x0`.
     pub x: Vec<i64>,
     /// Lowest total in each column.
@@ -126,7 +126,7 @@ fn columns(memory: &Memory, width: usize) -> (Vec<Column>, usize) {
 /// telling key the profile has values for at the peak. A category with one
 /// value (every buffer an `output`) says nothing; ops do, when the profile has
 /// no call stacks.
-pub fn default_group_by(names: &Names, memory: &Memory) -> GroupBy {
+pub(super) fn default_group_by(names: &Names, memory: &Memory) -> GroupBy {
     let Some(p) = replay::peak(memory) else {
         return GroupBy::UserFrame;
     };
@@ -160,7 +160,7 @@ pub fn default_group_by(names: &Names, memory: &Memory) -> GroupBy {
 
 /// Builds the timeline of `memory` with at most `width` columns and `top`
 /// bands plus `other`.
-pub fn timeline(
+pub(super) fn timeline(
     names: &Names,
     memory: &Memory,
     by: GroupBy,
@@ -274,7 +274,7 @@ pub fn timeline(
 }
 
 /// The band a site falls into: its index in `bands`, `other` for the rest.
-pub fn band_of_site(
+pub(super) fn band_of_site(
     names: &Names,
     site: SiteId,
     by: GroupBy,
