@@ -9,7 +9,7 @@
 //! - Output is deterministic: the same input gives byte-identical JSON and CSV.
 
 #![forbid(unsafe_code)]
-#![warn(unreachable_pub)]
+#![warn(missing_docs, unreachable_pub)]
 
 pub mod analysis;
 mod error;

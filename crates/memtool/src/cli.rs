@@ -12,7 +12,7 @@ use memtool_core::report::OutputFormat;
 pub enum FormatArg {
     /// Tables for the terminal, sizes in KiB/MiB/GiB.
     Table,
-    /// One JSON document (schema memtool/<command>/v1, see docs/json/).
+    /// One JSON document (schema memtool/COMMAND/v1, see docs/json/).
     Json,
     /// The detail rows with a header row, exact bytes.
     Csv,

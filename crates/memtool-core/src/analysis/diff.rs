@@ -13,27 +13,39 @@ use crate::report::{units, Cell, Report, Table};
 use super::group::{self, GroupBy, Totals};
 use super::{display_id, replay, Options};
 
+/// The JSON schema name and version of `diff`'s document.
 pub const SCHEMA: &str = "memtool/diff/v1";
 
+/// What `diff` reports: the change per memory and per group between two profiles.
 #[derive(Debug, Serialize)]
 pub struct DiffReport {
+    /// [`SCHEMA`].
     pub schema: &'static str,
     /// `[base, new]` inputs.
     pub inputs: Vec<InputInfo>,
+    /// Both sides' warnings.
     pub warnings: Vec<Warning>,
+    /// Live bytes at the peaks, all memories together.
     pub total: DeltaTotals,
+    /// The change of each memory's peak.
     pub memories: Vec<MemoryDelta>,
+    /// The change per group, largest change first.
     pub rows: Vec<DiffRow>,
     /// What rows are keyed by (`stack` unless `--by` says otherwise).
     pub by: GroupBy,
+    /// With `--fail-on-growth`: whether total growth stayed within the bound.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gate: Option<GateResult>,
 }
 
+/// Bytes of one side and the other, and the change.
 #[derive(Debug, Default, Serialize)]
 pub struct DeltaTotals {
+    /// Bytes in the base profile.
     pub base_bytes: u64,
+    /// Bytes in the new profile.
     pub new_bytes: u64,
+    /// `new_bytes - base_bytes`.
     pub delta_bytes: i64,
     /// Growth relative to the base (`null` when the base is 0).
     pub delta_percent: Option<f64>,
@@ -55,22 +67,34 @@ fn percent(delta: i64, base: u64) -> Option<f64> {
     (base > 0).then(|| (delta as f64 * 100.0 / base as f64 * 100.0).round() / 100.0)
 }
 
+/// One memory's peak in both profiles.
 #[derive(Debug, Serialize)]
 pub struct MemoryDelta {
+    /// The memory's id.
     pub id: String,
+    /// Device, allocator or program memory space.
     pub kind: crate::model::MemoryKind,
+    /// Its live bytes at the peak on each side.
     #[serde(flatten)]
     pub totals: DeltaTotals,
 }
 
+/// One group's live bytes at the peaks, on each side.
 #[derive(Debug, Serialize)]
 pub struct DiffRow {
+    /// The group (a call stack, or what `--by` names).
     pub key: String,
+    /// Bytes in the base profile.
     pub base_bytes: u64,
+    /// Buffers in the base profile.
     pub base_count: u64,
+    /// Bytes in the new profile.
     pub new_bytes: u64,
+    /// Buffers in the new profile.
     pub new_count: u64,
+    /// `new_bytes - base_bytes`.
     pub delta_bytes: i64,
+    /// The change in percent of the base (`None` when the base is 0).
     pub delta_percent: Option<f64>,
 }
 
@@ -78,7 +102,9 @@ pub struct DiffRow {
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "snake_case", tag = "unit", content = "value")]
 pub enum GrowthLimit {
+    /// Growth by more than this many bytes fails.
     Bytes(u64),
+    /// Growth by more than this percentage of the base fails.
     Percent(f64),
 }
 
@@ -104,10 +130,14 @@ impl GrowthLimit {
     }
 }
 
+/// Whether total growth stayed within `--fail-on-growth`.
 #[derive(Debug, Serialize)]
 pub struct GateResult {
+    /// The bound.
     pub limit: GrowthLimit,
+    /// Whether growth stayed within it.
     pub passed: bool,
+    /// The verdict in one line, with the measured growth and the bound.
     pub message: String,
 }
 
@@ -144,6 +174,7 @@ fn peak_groups(
     (groups, memories)
 }
 
+/// Compares the peaks of `base` and `new`, per memory and per call stack.
 pub fn diff(
     base: &Profile,
     new: &Profile,

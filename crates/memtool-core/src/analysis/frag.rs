@@ -20,21 +20,28 @@ use crate::report::{Cell, Report, Table};
 use super::group::stack_or_op_shape;
 use super::{display_id, point_label, replay, MemoryHeader, Options, PeakFacts, Provenance};
 
+/// The JSON schema name and version of `frag`'s document.
 pub const SCHEMA: &str = "memtool/frag/v1";
 
 /// Groups listed for the live set at each worst point.
 const GROUPS_PER_POINT: usize = 5;
 
+/// What `frag` reports: per memory, the allocator's fragmentation over time, its worst points, and the layout at the end.
 #[derive(Debug, Serialize)]
 pub struct FragReport {
+    /// [`SCHEMA`].
     pub schema: &'static str,
+    /// The inputs and warnings.
     #[serde(flatten)]
     pub provenance: Provenance,
+    /// One entry per memory.
     pub memories: Vec<MemoryFrag>,
 }
 
+/// Fragmentation of one memory.
 #[derive(Debug, Serialize)]
 pub struct MemoryFrag {
+    /// Which memory.
     #[serde(flatten)]
     pub header: MemoryHeader,
     /// Samples in which the allocator reported a fragmentation figure.
@@ -43,6 +50,7 @@ pub struct MemoryFrag {
     pub allocator: Option<SeriesStats>,
     /// memtool's address-gap figure at the peak and at the end.
     pub at_peak: Option<PointFrag>,
+    /// The same at the end of the profile.
     pub at_end: Option<PointFrag>,
     /// The points where the allocator reported the most fragmentation, worst
     /// first (at most `--top`).
@@ -55,24 +63,33 @@ pub struct MemoryFrag {
     pub layout: Option<super::segments::SegmentLayout>,
 }
 
+/// The allocator's fragmentation figures over the profile.
 #[derive(Debug, Serialize)]
 pub struct SeriesStats {
+    /// The lowest figure.
     pub min: f64,
+    /// The mean of the figures.
     pub mean: f64,
+    /// The highest figure.
     pub max: f64,
+    /// The figure at the last sample.
     pub last: f64,
 }
 
 /// Fragmentation and the live set at one point of the timeline.
 #[derive(Debug, Serialize)]
 pub struct PointFrag {
+    /// Position on the memory's axis.
     pub at: i64,
+    /// The position as a person reads it.
     pub label: String,
     /// The allocator's own figure at this point, when it reports one.
     pub allocator_fragmentation: Option<f64>,
     /// In use, as the allocator reports it (else replayed).
     pub in_use_bytes: u64,
+    /// Free memory the allocator reports, when it does.
     pub free_bytes: Option<u64>,
+    /// Allocations live at this point.
     pub live_allocations: u64,
     /// From addresses: gaps between live allocations inside their span.
     pub address: Option<AddressFrag>,
@@ -80,21 +97,29 @@ pub struct PointFrag {
     pub top_groups: Vec<GroupBytes>,
 }
 
+/// Fragmentation worked out from the addresses of the live allocations.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct AddressFrag {
     /// `1 − largest gap / total gap`, 0 when there is no gap.
     pub fragmentation: f64,
     /// From the lowest live address to the end of the highest allocation.
     pub span_bytes: u64,
+    /// Bytes between live allocations inside the span.
     pub gap_bytes: u64,
+    /// The largest of those gaps.
     pub largest_gap_bytes: u64,
+    /// How many gaps there are.
     pub gaps: u64,
 }
 
+/// Live bytes of one group at a point.
 #[derive(Debug, Serialize)]
 pub struct GroupBytes {
+    /// The group: a call stack, else op and shape.
     pub key: String,
+    /// Live bytes.
     pub bytes: u64,
+    /// Live buffers.
     pub count: u64,
 }
 
@@ -145,6 +170,7 @@ pub fn address_fragmentation(memory: &Memory, live: &[AllocId]) -> Option<Addres
     })
 }
 
+/// Fragmentation per memory of `profile`: the allocator's figure over time, its worst points with what was live there, and address gaps.
 pub fn frag(profile: &Profile, options: &Options) -> FragReport {
     let mut memories = Vec::new();
     for memory in options.selected(profile) {

@@ -10,7 +10,10 @@ pub enum FrameFilter {
     All,
     /// Hide frames whose file contains one of these patterns (library code).
     /// A stack made only of library frames is shown whole.
-    User { library_patterns: Vec<String> },
+    User {
+        /// Substrings of a file path that mark library code.
+        library_patterns: Vec<String>,
+    },
 }
 
 impl Default for FrameFilter {

@@ -16,21 +16,28 @@ use super::series::{self, GroupSeries};
 use super::steps::{self, StepStats};
 use super::{display_id, point_label, replay, MemoryHeader, Options, Provenance};
 
+/// The JSON schema name and version of `leaks`' document.
 pub const SCHEMA: &str = "memtool/leaks/v1";
 
 /// Points sampled from an event stream (snapshots are all used).
 const EVENT_STREAM_POINTS: usize = 16;
 
+/// What `leaks` reports: per memory, the groups whose live bytes grew over the points compared.
 #[derive(Debug, Serialize)]
 pub struct LeaksReport {
+    /// [`SCHEMA`].
     pub schema: &'static str,
+    /// The inputs and warnings.
     #[serde(flatten)]
     pub provenance: Provenance,
+    /// One entry per memory.
     pub memories: Vec<MemoryLeaks>,
 }
 
+/// Growth in one memory.
 #[derive(Debug, Serialize)]
 pub struct MemoryLeaks {
+    /// Which memory.
     #[serde(flatten)]
     pub header: MemoryHeader,
     /// The points compared, in order.
@@ -42,6 +49,7 @@ pub struct MemoryLeaks {
     pub point_kind: &'static str,
     /// One line: the strongest finding, or why there is none.
     pub verdict: String,
+    /// The groups that grew, steady growth first, then by bytes grown.
     pub findings: Vec<LeakFinding>,
     /// Allocations and frees per step, and what each step left in use.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -52,14 +60,20 @@ pub struct MemoryLeaks {
     pub never_freed: Vec<NeverFreed>,
 }
 
+/// Allocations made in a step and still live at the end.
 #[derive(Debug, Serialize)]
 pub struct NeverFreed {
+    /// The group (call stack, else op and shape).
     pub key: String,
+    /// The step they were made in.
     pub step: Option<i64>,
+    /// Their bytes.
     pub bytes: u64,
+    /// How many buffers.
     pub count: u64,
 }
 
+/// How a group's live bytes grew.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Growth {
@@ -69,12 +83,15 @@ pub enum Growth {
     Bounded,
 }
 
+/// One group whose live bytes grew.
 #[derive(Debug, Serialize)]
 pub struct LeakFinding {
     /// The call stack (user frames unless `--all-frames`); for allocations
     /// without one, their op and shape.
     pub key: String,
+    /// Still growing, or grown and stopped.
     pub growth: Growth,
+    /// Live bytes at the last point minus at the first.
     pub growth_bytes: u64,
     /// Growth per point interval over the whole series.
     pub bytes_per_point: u64,
@@ -83,10 +100,13 @@ pub struct LeakFinding {
     /// For bounded growth: the point after which it did not grow.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stopped_at: Option<String>,
+    /// The group's live bytes at each point compared.
     pub bytes: Vec<u64>,
+    /// The group's live buffers at each point compared.
     pub counts: Vec<u64>,
 }
 
+/// The groups of each memory of `profile` whose live bytes grew, over its snapshots or step boundaries.
 pub fn leaks(profile: &Profile, options: &Options) -> LeaksReport {
     let mut memories = Vec::new();
     for memory in options.selected(profile) {

@@ -25,6 +25,7 @@ pub use peak_facts::{PeakFacts, PeakFigures};
 /// Choices shared by the analyses.
 #[derive(Clone, Debug)]
 pub struct Options {
+    /// Which frames of a stack are shown and which is the user's.
     pub frames: FrameFilter,
     /// Rows per table in terminal and Markdown output (JSON and CSV keep all).
     pub top: usize,
@@ -91,9 +92,13 @@ fn selects(memory: &Memory, name: &str) -> bool {
 /// The fields that identify a memory in every JSON document.
 #[derive(Clone, Debug, Serialize)]
 pub struct MemoryHeader {
+    /// The memory's id (`cuda:0`, `GPU_0_bfc`, `jit_step(10)`).
     pub id: String,
+    /// Device, allocator or program memory space.
     pub kind: MemoryKind,
+    /// What positions on the memory's timeline measure.
     pub axis: Axis,
+    /// What the device or allocator can hold, when known.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub capacity_bytes: Option<u64>,
     /// For a compiled program's memory: the module (`jit_step(10)`).
@@ -105,6 +110,7 @@ pub struct MemoryHeader {
 }
 
 impl MemoryHeader {
+    /// The header of `memory`, with the capacity its file declares.
     pub fn of(memory: &Memory) -> Self {
         MemoryHeader {
             id: memory.id.clone(),
@@ -122,10 +128,12 @@ impl MemoryHeader {
 pub struct AllocatorState {
     /// In use + free, when free memory is reported.
     pub capacity_bytes: Option<u64>,
+    /// The allocator's own fragmentation figure, in [0, 1].
     pub fragmentation: Option<f64>,
 }
 
 impl AllocatorState {
+    /// The state the allocator reported in `sample` (none without one).
     pub fn at(memory: &Memory, sample: Option<usize>) -> Self {
         let Some(s) = sample.and_then(|i| memory.allocator_samples.get(i)) else {
             return AllocatorState::default();
@@ -143,7 +151,9 @@ impl AllocatorState {
 /// The inputs and warnings every JSON document carries.
 #[derive(Clone, Debug, Serialize)]
 pub struct Provenance {
+    /// The files read.
     pub inputs: Vec<InputInfo>,
+    /// What the readers read around instead of failing.
     pub warnings: Vec<Warning>,
 }
 
@@ -156,6 +166,7 @@ pub fn warning_notes(warnings: &[Warning]) -> Vec<String> {
 }
 
 impl Provenance {
+    /// The inputs and warnings of `profile`.
     pub fn of(profile: &Profile) -> Self {
         Provenance {
             inputs: profile.inputs.clone(),

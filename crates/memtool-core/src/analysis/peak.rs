@@ -14,6 +14,7 @@ use super::{
     display_id, point_step, replay, MemoryHeader, Options, PeakFacts, PeakFigures, Provenance,
 };
 
+/// The JSON schema name and version of `peak`'s document.
 pub const SCHEMA: &str = "memtool/peak/v1";
 
 /// The `at_peak` row for bytes the allocator reports in use that no recorded
@@ -30,28 +31,39 @@ const BREAKDOWNS: [GroupBy; 6] = [
     GroupBy::Category,
 ];
 
+/// What `peak` reports: per memory, the peak and what was live there.
 #[derive(Debug, Serialize)]
 pub struct PeakReport {
+    /// [`SCHEMA`].
     pub schema: &'static str,
+    /// The inputs and warnings.
     #[serde(flatten)]
     pub provenance: Provenance,
     /// For a series of snapshots: the snapshot with the largest total over all
     /// memories.
     pub overall: Option<OverallPeak>,
+    /// One entry per memory.
     pub memories: Vec<MemoryPeak>,
 }
 
+/// The peak of all memories together, for profiles of several devices.
 #[derive(Debug, Serialize)]
 pub struct OverallPeak {
+    /// The position as a person reads it.
     pub label: String,
+    /// Position on the memories' shared axis.
     pub at: i64,
+    /// Live bytes of every memory there.
     pub bytes: u64,
 }
 
+/// The peak of one memory and what was live there.
 #[derive(Debug, Serialize)]
 pub struct MemoryPeak {
+    /// Which memory.
     #[serde(flatten)]
     pub header: MemoryHeader,
+    /// Where the peak is and how high.
     #[serde(flatten)]
     pub peak: PeakFigures,
     /// Picoseconds since the profile start, for memories on a ps time axis.
@@ -60,6 +72,7 @@ pub struct MemoryPeak {
     /// The step the peak falls in, when the profile marks steps.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub peak_step: Option<i64>,
+    /// The allocator's fragmentation figure at the peak, in [0, 1].
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fragmentation_at_peak: Option<f64>,
     /// Everything live at the peak grouped by (op, shape, dtype, region,
@@ -104,9 +117,13 @@ pub struct ProgramPeak {
 pub struct BufferAtPeak {
     /// The instruction that defines it (with its tuple index, `fusion{1}`).
     pub instruction: String,
+    /// What the instruction does (`fusion`, `dot`, `parameter`).
     pub opcode: Option<String>,
+    /// Its shape as XLA prints it.
     pub shape: Option<String>,
+    /// Bytes the buffer takes, with padding.
     pub bytes: u64,
+    /// Bytes without layout padding.
     pub unpadded_bytes: u64,
     /// The framework op (`jit(step)/transpose(jvp())/dot_general`).
     pub op_name: Option<String>,
@@ -121,13 +138,17 @@ pub struct BufferAtPeak {
 /// How a memory's peak compares with a budget.
 #[derive(Debug, Serialize)]
 pub struct BudgetCheck {
+    /// The budget (`--budget`).
     pub budget_bytes: u64,
+    /// Whether the peak fits in it.
     pub fits: bool,
     /// Bytes the peak must lose to fit (0 when it fits).
     pub excess_bytes: u64,
     /// Points of the timeline above the budget, and the first and last.
     pub points_over_budget: usize,
+    /// The first point above the budget.
     pub first_over_at: Option<i64>,
+    /// The last point above the budget.
     pub last_over_at: Option<i64>,
     /// The largest allocations live at the peak, largest first, until
     /// together they cover the excess: what must shrink (or be freed earlier)
@@ -135,10 +156,12 @@ pub struct BudgetCheck {
     pub shrink: Vec<ShrinkCandidate>,
 }
 
+/// One allocation live at the peak that would have to shrink to fit a budget.
 #[derive(Debug, Serialize)]
 pub struct ShrinkCandidate {
     /// The buffer's name when the profile names it, else its stack.
     pub key: String,
+    /// Its bytes.
     pub bytes: u64,
     /// Bytes of this and every larger candidate together.
     pub cumulative_bytes: u64,
@@ -147,30 +170,41 @@ pub struct ShrinkCandidate {
 /// One group of allocations live at the peak.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct AtPeakRow {
+    /// The framework op that allocated them.
     pub op: Option<String>,
+    /// Their shape.
     pub shape: Option<String>,
+    /// Their element type.
     pub dtype: Option<String>,
+    /// Their region or category.
     pub region: Option<String>,
     /// The step the allocations were made in (`None`: before the profile
     /// started, or outside every step).
     pub step: Option<i64>,
+    /// Bytes the allocator handed out.
     pub bytes: u64,
+    /// Bytes the program asked for.
     pub requested_bytes: u64,
+    /// How many buffers.
     pub count: u64,
     /// How long the oldest of them had been live at the peak (axis units);
     /// `None` when it was live before the profile started.
     pub oldest_age: Option<i64>,
 }
 
+/// The live set at the peak grouped one way.
 #[derive(Debug, Serialize)]
 pub struct Breakdown {
+    /// The grouping.
     pub by: GroupBy,
+    /// The groups kept, largest first.
     pub groups: Vec<Group>,
     /// Groups left out of `groups` ([`Options::keep_groups`]).
     #[serde(skip)]
     pub omitted: usize,
 }
 
+/// Each memory's peak in `profile` and what was live there (no budget, XProf's order off).
 pub fn peak(profile: &Profile, options: &Options) -> PeakReport {
     peak_with(profile, options, &PeakSettings::default())
 }

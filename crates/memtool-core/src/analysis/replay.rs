@@ -12,7 +12,9 @@ pub struct Point {
     pub index: usize,
     /// Position on the memory's axis.
     pub at: i64,
+    /// Bytes the allocator handed out.
     pub bytes: u64,
+    /// Bytes the program asked for.
     pub requested: u64,
     /// Buffers live (an allocation's `count` each).
     pub buffers: u64,
@@ -24,8 +26,11 @@ pub struct Point {
 pub struct LiveSet<'m> {
     memory: &'m Memory,
     live: Vec<bool>,
+    /// Live bytes.
     pub bytes: u64,
+    /// Live bytes as the program asked for them.
     pub requested: u64,
+    /// Live buffers.
     pub buffers: u64,
 }
 
@@ -83,6 +88,7 @@ impl<'m> LiveSet<'m> {
         true
     }
 
+    /// Whether allocation `id` is live.
     pub fn contains(&self, id: AllocId) -> bool {
         self.live.get(id.index()).copied().unwrap_or(false)
     }
@@ -237,6 +243,7 @@ pub struct Peak {
     pub sample: Option<usize>,
 }
 
+/// The peak as outputs report it: the allocator's in-use figure at the first (or with `Ties::Last`, the last) of its highest samples when it reports one at every event, else the replayed peak.
 pub fn reported_peak(memory: &Memory, ties: Ties) -> Option<Peak> {
     let mut best: Option<(usize, u64)> = None;
     // Only an allocator that reports its state at every event (XSpace) has a

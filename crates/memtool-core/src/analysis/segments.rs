@@ -11,27 +11,42 @@ use crate::model::{BlockState, Memory, Names};
 /// Totals over all segments of a memory, and one row per segment.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct SegmentLayout {
+    /// Bytes the allocator holds from the device.
     pub reserved_bytes: u64,
+    /// Bytes of allocated blocks.
     pub allocated_bytes: u64,
+    /// Free bytes in free blocks.
     pub free_external_bytes: u64,
+    /// Bytes allocated blocks hold beyond what was asked (rounding).
     pub free_internal_bytes: u64,
     /// The largest block free for reuse (`inactive`) in any segment.
     pub largest_free_block_bytes: u64,
+    /// Each segment, largest free space first.
     pub segments: Vec<SegmentRow>,
 }
 
+/// One segment of the allocator's layout.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct SegmentRow {
+    /// Its start address, when recorded.
     pub address: Option<u64>,
+    /// The CUDA stream it serves, when recorded.
     pub stream: Option<i64>,
     /// Segment type or pool (`large`, `small`), when recorded.
     pub pool: Option<String>,
+    /// Bytes reserved from the device.
     pub reserved_bytes: u64,
+    /// Bytes of its allocated blocks.
     pub allocated_bytes: u64,
+    /// Free bytes in its free blocks.
     pub free_external_bytes: u64,
+    /// Bytes its allocated blocks hold beyond what was asked.
     pub free_internal_bytes: u64,
+    /// Its largest free block.
     pub largest_free_block_bytes: u64,
+    /// How many blocks it is split into.
     pub blocks: usize,
+    /// How many of them are allocated.
     pub live_blocks: usize,
 }
 

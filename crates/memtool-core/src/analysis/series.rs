@@ -122,8 +122,11 @@ pub fn group_bytes_at(
 /// One group's values over the sampled points.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GroupSeries {
+    /// The group.
     pub key: String,
+    /// Its live bytes at each point.
     pub bytes: Vec<u64>,
+    /// Its live buffers at each point.
     pub counts: Vec<u64>,
 }
 

@@ -8,18 +8,27 @@ use crate::model::{EventKind, Memory};
 
 use super::replay;
 
+/// The memory figures of one step of a training or serving loop.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct StepStats {
+    /// The step number the program gave.
     pub step: i64,
+    /// Where the step starts on the memory's axis.
     pub start: i64,
+    /// Where it ends.
     pub end: i64,
     /// Most bytes in use at an event of the step (the allocator's figure
     /// when it reports one).
     pub peak_bytes: u64,
+    /// Where in the step the peak is.
     pub peak_at: i64,
+    /// Allocations made in the step.
     pub allocations: u64,
+    /// Frees in the step.
     pub deallocations: u64,
+    /// Bytes allocated in the step.
     pub allocated_bytes: u64,
+    /// Bytes freed in the step.
     pub freed_bytes: u64,
     /// Bytes in use after the step's last event.
     pub end_bytes: u64,

@@ -14,26 +14,37 @@ use super::{
     display_id, point_label, replay, MemoryHeader, Options, PeakFacts, PeakFigures, Provenance,
 };
 
+/// The JSON schema name and version of `summary`'s document.
 pub const SCHEMA: &str = "memtool/summary/v1";
 
+/// What `summary` reports: per memory, the peak, the end state and the top stacks at the peak.
 #[derive(Debug, Serialize)]
 pub struct SummaryReport {
+    /// [`SCHEMA`].
     pub schema: &'static str,
+    /// The inputs and warnings.
     #[serde(flatten)]
     pub provenance: Provenance,
+    /// One entry per memory.
     pub memories: Vec<MemorySummary>,
 }
 
+/// The summary of one memory.
 #[derive(Debug, Serialize)]
 pub struct MemorySummary {
+    /// Which memory.
     #[serde(flatten)]
     pub header: MemoryHeader,
+    /// Where the peak is and how high.
     #[serde(flatten)]
     pub peak: PeakFigures,
+    /// Live bytes at the end of the profile.
     pub final_bytes: u64,
+    /// Live buffers at the end of the profile.
     pub final_buffers: u64,
     /// Allocation events of an event stream; allocations of snapshots.
     pub allocations: usize,
+    /// Events of the memory's stream (0 for snapshots).
     pub events: usize,
     /// Picoseconds since the profile start, for memories on a ps time axis.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -51,6 +62,7 @@ pub struct MemorySummary {
     /// Bytes in use after the last event of an event stream.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub live_bytes_at_end: Option<u64>,
+    /// Allocations live after the last event of an event stream.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub live_allocations_at_end: Option<u64>,
     /// One row per step, for memories whose profile marks steps.
@@ -82,23 +94,34 @@ pub struct MemorySummary {
 /// The buffer allocations of a compiled program's memory space, by kind.
 #[derive(Debug, Serialize)]
 pub struct ProgramSizes {
+    /// Allocations holding the program's parameters.
     pub parameter_bytes: u64,
     /// May be live after the program ends; can overlap parameters.
     pub output_bytes: u64,
+    /// Allocations reused within the program (the simulated heap).
     pub temporary_bytes: u64,
+    /// Allocations holding constants.
     pub constant_bytes: u64,
+    /// Per-thread scratch of kernels (not device memory, not in the total).
     pub thread_local_bytes: u64,
+    /// All allocations of the space together, but thread-local ones.
     pub total_allocation_bytes: u64,
 }
 
+/// One snapshot of a memory made of snapshots.
 #[derive(Debug, Serialize)]
 pub struct SnapshotRow {
+    /// The snapshot's name (its file name).
     pub label: String,
+    /// Its position (the snapshot number).
     pub at: i64,
+    /// Live bytes in it.
     pub bytes: u64,
+    /// Live buffers in it.
     pub buffers: u64,
 }
 
+/// The summary of each memory of `profile`.
 pub fn summarize(profile: &Profile, options: &Options) -> SummaryReport {
     let mut memories = Vec::new();
     let mut grouper = group::Grouper::new(&profile.names, &options.frames);

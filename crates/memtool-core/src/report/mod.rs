@@ -21,17 +21,21 @@ pub use terminal::TerminalExporter;
 /// One value of a table.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Cell {
+    /// Text (a label); a terminal table clips a long one to fit.
     Text(String),
     /// A size: human units in tables, exact bytes in CSV.
     Bytes(u64),
     /// A signed size difference.
     DeltaBytes(i64),
+    /// A count of things.
     Count(u64),
+    /// A signed number (a step, a position).
     Int(i64),
     /// A signed percentage change (`None` when undefined, e.g. growth from zero).
     Percent(Option<f64>),
     /// A part of a whole, in percent (`None` when the whole is zero).
     Share(Option<f64>),
+    /// Nothing.
     Empty,
 }
 
@@ -79,9 +83,11 @@ impl Cell {
 /// A titled table.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Table {
+    /// The heading printed above the table.
     pub title: String,
     /// Column names: snake_case, as CSV headers.
     pub columns: Vec<&'static str>,
+    /// The rows; every row has a cell per column.
     pub rows: Vec<Vec<Cell>>,
     /// Rows the report left out of this table (groups it did not label;
     /// shown as a note, JSON keeps all rows).
@@ -154,15 +160,20 @@ pub trait Report {
 
 /// Writes a report in one output format.
 pub trait Exporter {
+    /// Writes `report` to `out`.
     fn export(&self, report: &dyn Report, out: &mut dyn Write) -> io::Result<()>;
 }
 
 /// The output formats of `--format`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OutputFormat {
+    /// Terminal tables.
     Table,
+    /// One JSON document.
     Json,
+    /// The detail rows as CSV.
     Csv,
+    /// Markdown tables.
     Md,
 }
 

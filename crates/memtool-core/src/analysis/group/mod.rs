@@ -22,13 +22,18 @@ pub enum GroupBy {
     Stack,
     /// The innermost frame of the user's own code.
     UserFrame,
+    /// By the allocation's shape (`f32[512,1024]`).
     Shape,
+    /// By the framework op that allocated it.
     Op,
+    /// By element type.
     Dtype,
+    /// By category or region (`PARAMETER`, `temp`, `output`).
     Category,
 }
 
 impl GroupBy {
+    /// The name used in every output (`user_frame`, `op`).
     pub fn name(self) -> &'static str {
         match self {
             GroupBy::Stack => "stack",
@@ -92,13 +97,16 @@ pub fn stack_or_op_shape(names: &Names, site: SiteId, filter: &FrameFilter) -> S
 /// Sizes summed over a group of allocations.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Totals {
+    /// Bytes the allocator handed out.
     pub bytes: u64,
+    /// Bytes the program asked for.
     pub requested_bytes: u64,
     /// Buffers (an allocation's `count` each).
     pub count: u64,
 }
 
 impl Totals {
+    /// Adds `other`.
     pub fn add(&mut self, other: Totals) {
         self.bytes += other.bytes;
         self.requested_bytes += other.requested_bytes;
@@ -112,6 +120,7 @@ pub struct Group {
     /// Shared: the groups of several memories (the devices of one program)
     /// are mostly the same stacks.
     pub key: Arc<str>,
+    /// Its live totals.
     #[serde(flatten)]
     pub totals: Totals,
 }
@@ -128,14 +137,17 @@ impl SiteTotals {
         self.sites.iter().copied()
     }
 
+    /// The sites, in site order.
     pub fn keys(&self) -> impl Iterator<Item = SiteId> + '_ {
         self.sites.iter().map(|&(site, _)| site)
     }
 
+    /// Their totals, in site order.
     pub fn values(&self) -> impl Iterator<Item = Totals> + '_ {
         self.sites.iter().map(|&(_, totals)| totals)
     }
 
+    /// The totals of `site`, if it has any.
     pub fn get(&self, site: SiteId) -> Option<Totals> {
         let at = self.sites.binary_search_by_key(&site, |&(s, _)| s).ok()?;
         Some(self.sites[at].1)
@@ -189,9 +201,13 @@ pub const DESCRIPTIVE_FIELDS: [GroupBy; 4] = [
 /// category and shown stack), summed: a row of [`Grouper::site_rows`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SiteRow {
+    /// The op, when the site has one.
     pub op: Option<Arc<str>>,
+    /// The shape, when the site has one.
     pub shape: Option<Arc<str>>,
+    /// The element type, when the site has one.
     pub dtype: Option<Arc<str>>,
+    /// The category, when the site has one.
     pub category: Option<Arc<str>>,
     /// The shown stack, as [`label`] writes it for [`GroupBy::Stack`].
     pub stack: Arc<str>,
@@ -199,12 +215,14 @@ pub struct SiteRow {
     pub user_frame: Arc<str>,
     /// The row's first site (the lowest id).
     pub site: SiteId,
+    /// Live totals of the row's sites.
     pub totals: Totals,
 }
 
 /// The first groups of a breakdown, and how many more there are.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TopGroups {
+    /// The groups kept, largest first.
     pub groups: Vec<Group>,
     /// Groups past the kept ones, counted but not labelled.
     pub omitted: usize,
@@ -565,6 +583,7 @@ impl<'a> Grouper<'a> {
         rows
     }
 
+    /// A grouper of the sites of `names`, showing frames as `filter` says.
     pub fn new(names: &'a Names, filter: &'a FrameFilter) -> Self {
         Grouper {
             names,
