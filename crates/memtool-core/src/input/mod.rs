@@ -56,7 +56,8 @@ pub struct LoadOptions {
     /// (100 times the compressed size, at least 256 MiB, at most 16 GiB).
     pub max_decompressed: Option<u64>,
     /// Read every input through the readers' general paths only, never their
-    /// fast paths (pprof's one walk, XSpace's fast event decoding, the pickle
+    /// fast paths (pprof's one walk, XSpace's merged walk with its fast event
+    /// decoding, the pickle
     /// records fast path, the Chrome trace window). For the tests and the fuzz
     /// target that check both paths give one profile.
     #[doc(hidden)]

@@ -74,6 +74,7 @@ pub struct Site {
 }
 
 /// All interned names of one profile.
+#[derive(Clone)]
 pub struct Names {
     strings: Vec<Box<str>>,
     // Ids hash with Fx, not SipHash: a profile can hold millions of stacks,

@@ -13,6 +13,10 @@ use crate::model::{
 /// What both walks found, before the memories are made.
 pub(super) struct Collected {
     pub(super) decoder: Decoder,
+    /// The strings the decoder interned, which its allocator names are ids
+    /// of (the profile's table gets only the strings of sites, in time
+    /// order, whichever walk read them).
+    pub(super) decoded: Names,
     /// By allocator index (`RawEvent::allocator`).
     pub(super) builders: Vec<MemoryBuilder>,
     /// Whether there was any allocator event.
@@ -24,6 +28,7 @@ impl Collected {
     pub(super) fn finish(self, profile: &mut Profile, path: &str) -> bool {
         let Collected {
             decoder,
+            decoded,
             mut builders,
             any,
         } = self;
@@ -44,7 +49,7 @@ impl Collected {
         for index in order {
             let builder = std::mem::take(&mut builders[index]);
             let name = decoder.allocators[index].name;
-            let name = name.map_or("<unnamed allocator>", |n| profile.names.str(n));
+            let name = name.map_or("<unnamed allocator>", |n| decoded.str(n));
             let id = if profile.memories.iter().any(|m| m.id == name) {
                 format!("{name} ({})", file_name(path))
             } else {
@@ -65,15 +70,20 @@ pub(super) struct SiteCache {
 }
 
 impl SiteCache {
-    pub(super) fn site(&mut self, names: &mut Names, e: &RawEvent) -> SiteId {
+    /// The site of `e`, whose strings are ids of `decoded`, in `names`: its
+    /// strings are interned there when the site is first met, so sites met
+    /// in one order give one table whatever order the events were decoded in.
+    pub(super) fn site(&mut self, names: &mut Names, decoded: &Names, e: &RawEvent) -> SiteId {
         *self.ids.entry(e.strings).or_insert_with(|| {
-            names.site(Site {
+            let mut string = |slot| e.string(slot).map(|id| names.string(decoded.str(id)));
+            let site = Site {
                 stack: StackId(0),
-                op: e.string(OP),
-                shape: e.string(SHAPE),
-                dtype: e.string(DTYPE),
-                category: e.string(REGION),
-            })
+                op: string(OP),
+                shape: string(SHAPE),
+                dtype: string(DTYPE),
+                category: string(REGION),
+            };
+            names.site(site)
         })
     }
 }

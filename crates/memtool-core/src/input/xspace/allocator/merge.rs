@@ -153,6 +153,7 @@ pub(super) fn merged(
     }
 
     let mut decoder = Decoder::new();
+    let mut decoded = Names::default();
     let mut interned = Interned::default();
     let chunk = (LINE_CHUNKS / lines.len().max(1)).clamp(16 << 10, 1 << 20);
     let mut cursors: Vec<Cursor<'_>> = Vec::with_capacity(lines.len());
@@ -172,7 +173,7 @@ pub(super) fn merged(
             head: None,
             fast_events,
         };
-        cursor.advance(&mut decoder, names, &mut interned, &mut planes)?;
+        cursor.advance(&mut decoder, &mut decoded, &mut interned, &mut planes)?;
         if let Some(head) = &cursor.head {
             queue.push(Reverse((head.at, cursors.len())));
         }
@@ -206,13 +207,13 @@ pub(super) fn merged(
             while let Some(Reverse((_, i))) = queue.pop() {
                 let cursor = &mut cursors[i];
                 if let Some(event) = cursor.head {
-                    batch.push((event, sites.site(names, &event)));
+                    batch.push((event, sites.site(names, &decoded, &event)));
                     if batch.len() == BATCH {
                         let full = std::mem::replace(&mut batch, Vec::with_capacity(BATCH));
                         sender.send(full).map_err(|_| Fallback)?;
                     }
                 }
-                cursor.advance(&mut decoder, names, &mut interned, &mut planes)?;
+                cursor.advance(&mut decoder, &mut decoded, &mut interned, &mut planes)?;
                 if let Some(head) = &cursor.head {
                     queue.push(Reverse((head.at, i)));
                 }
@@ -227,6 +228,7 @@ pub(super) fn merged(
         merged?;
         Ok(Collected {
             decoder,
+            decoded,
             builders,
             any,
         })

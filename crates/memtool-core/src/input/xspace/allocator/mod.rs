@@ -56,9 +56,10 @@ pub(super) const NO_EVENTS_HINT: &str =
 /// Reads the allocator events of `source` into one memory per allocator: by
 /// the merged walk, else (a line out of time order, damage) by the walk in
 /// file order, which gives the same memories, or the error.
-/// `force_general_path` decodes events with [`decode::Decoder::event`] only,
-/// never [`decode::Decoder::event_fast`].
-/// Adds a memory per allocator; returns whether there were allocator events.
+/// `force_general_path` takes the walk in file order (which decodes with
+/// [`decode::Decoder::event`]) whatever the lines, for the check that both
+/// walks give one profile. Adds a memory per allocator; returns whether
+/// there were allocator events.
 pub(crate) fn read(
     profile: &mut Profile,
     path: &str,
@@ -67,15 +68,21 @@ pub(crate) fn read(
 ) -> Result<bool> {
     let mut window = Window::new(source, SKIM_CHUNK);
     let start_ns = profile_start_ns(&mut window).map_err(|e| e.into_error(path))?;
-    let merged = {
+    // What the merged walk interns before it gives up must not stay: the
+    // walk in file order interns from the same start.
+    let names_before = profile.names.clone();
+    let merged = if force_general_path {
+        Err(Fallback)
+    } else {
         let _span = crate::timings::span("xspace: allocator events");
-        merged(&mut profile.names, source, start_ns, !force_general_path)
+        merged(&mut profile.names, source, start_ns, true)
     };
     let collected = match merged {
         Ok(collected) => collected,
         // A line out of time order, or damage: the walk in file order sorts
         // what it reads, and finds the first problem in that order.
         Err(Fallback) => {
+            profile.names = names_before;
             let _span = crate::timings::span("xspace: allocator events, in file order");
             sequential(&mut profile.names, source, start_ns).map_err(|e| e.into_error(path))?
         }

@@ -23,6 +23,7 @@ pub(super) fn sequential(
     let mut skim = Window::new(source, SKIM_CHUNK);
     let mut window = Window::new(source, 1 << 20);
     let mut decoder = Decoder::new();
+    let mut decoded = Names::default();
     let mut events: Vec<RawEvent> = Vec::new();
     let mut planes: Vec<PlaneKeys> = Vec::new();
     let mut rank = 0u64;
@@ -54,7 +55,7 @@ pub(super) fn sequential(
                 index += 1;
                 let bytes = window.bytes(at, len)?;
                 let seen = (rank, index);
-                if let Some(raw) = decoder.event(names, keys, &clock, bytes, at, seen)? {
+                if let Some(raw) = decoder.event(&mut decoded, keys, &clock, bytes, at, seen)? {
                     events.push(raw);
                 }
             }
@@ -69,11 +70,12 @@ pub(super) fn sequential(
     let mut sites = SiteCache::default();
     for event in &events {
         if let Some(builder) = builders.get_mut(event.allocator as usize) {
-            builder.push(event, sites.site(names, event));
+            builder.push(event, sites.site(names, &decoded, event));
         }
     }
     Ok(Collected {
         decoder,
+        decoded,
         builders,
         any: !events.is_empty(),
     })
