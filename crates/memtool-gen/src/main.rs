@@ -5,6 +5,8 @@
 //! streams the result, so a 10^7-event or >2 GiB file needs only the
 //! pattern's memory.
 
+#![forbid(unsafe_code)]
+
 mod hlo;
 mod pickle;
 mod pprof;

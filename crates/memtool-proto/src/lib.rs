@@ -4,6 +4,8 @@
 //! (XSpace) are read lazily with the wire reader ([`wire::reader`]) instead,
 //! so a multi-gigabyte file is never materialized at once.
 
+#![forbid(unsafe_code)]
+
 pub mod wire;
 
 /// pprof `profile.proto` (the format of `jax.profiler.save_device_memory_profile`).

@@ -3,6 +3,8 @@
 //! A thin binary over `memtool-core`: it parses arguments, reads files, and
 //! maps results to exit codes (0 ok, 1 a CI gate failed, 2 input or usage).
 
+#![forbid(unsafe_code)]
+
 mod cli;
 mod commands;
 mod inputs;
