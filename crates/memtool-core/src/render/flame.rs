@@ -129,7 +129,7 @@ impl Tree {
             // appear inside a frame.
             let joined: Vec<String> = path
                 .iter()
-                .map(|p| p.replace([';', '\n', '\r'], " "))
+                .map(|p| crate::report::visible(p).replace(';', " "))
                 .collect();
             out.push_str(&joined.join(";"));
             out.push(' ');
@@ -211,6 +211,20 @@ mod tests {
             folded,
             "main 100\nmain;mid;leaf1 600\nmain;mid;leaf2 300\nmain;tiny 1\n"
         );
+    }
+
+    /// A frame name cannot split a record, add a frame, or drive the
+    /// terminal a folded file is printed on.
+    #[test]
+    fn folded_frames_keep_to_their_record() {
+        let mut names = Names::default();
+        let hostile = site(&mut names, &["a;b\nc 9\u{1b}]0;t\u{7}", "main"]);
+        let by_site: SiteTotals = [(hostile, totals(5))].into_iter().collect();
+        let mut tree = Tree::default();
+        tree.add_sites(&names, &by_site, &FrameFilter::All, 1);
+        let mut folded = String::new();
+        tree.folded(&mut folded);
+        assert_eq!(folded, "main;a b\\u{a}c 9\\u{1b}]0 t\\u{7} 5\n");
     }
 
     #[test]

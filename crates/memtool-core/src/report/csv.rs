@@ -1,9 +1,28 @@
 use std::io::{self, Write};
 
-use super::{Exporter, Report};
+use super::{visible, Cell, Exporter, Report};
 
 /// The report's detail table as CSV with a header row and exact values.
+/// Text cells have their control characters made visible ([`visible`]), and
+/// one that begins with `=`, `+`, `-` or `@` (an op or frame name) gets a
+/// leading `'`, so a spreadsheet shows it rather than running it as a
+/// formula; numbers are written as they are.
 pub struct CsvExporter;
+
+/// A cell as CSV writes it.
+fn csv_cell(cell: &Cell) -> String {
+    match cell {
+        Cell::Text(text) => {
+            let text = visible(text);
+            if text.starts_with(['=', '+', '-', '@']) {
+                format!("'{text}")
+            } else {
+                text.into_owned()
+            }
+        }
+        other => other.exact(),
+    }
+}
 
 impl Exporter for CsvExporter {
     fn export(&self, report: &dyn Report, out: &mut dyn Write) -> io::Result<()> {
@@ -11,7 +30,7 @@ impl Exporter for CsvExporter {
         let mut writer = ::csv::Writer::from_writer(out);
         writer.write_record(&table.columns)?;
         for row in &table.rows {
-            writer.write_record(row.iter().map(|c| c.exact()))?;
+            writer.write_record(row.iter().map(csv_cell))?;
         }
         writer.flush()
     }

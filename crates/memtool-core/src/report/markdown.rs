@@ -11,11 +11,11 @@ pub struct MarkdownExporter {
 }
 
 fn escape(text: &str) -> String {
-    text.replace('\\', "\\\\")
+    super::visible(text)
+        .replace('\\', "\\\\")
         .replace('|', "\\|")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
-        .replace('\n', " ")
 }
 
 impl Exporter for MarkdownExporter {

@@ -18,6 +18,30 @@ pub use json::JsonExporter;
 pub use markdown::MarkdownExporter;
 pub use terminal::TerminalExporter;
 
+/// `text` with every control character (C0, DEL, C1) and every bidi
+/// control written as a visible escape (`\u{1b}`), so a name from a profile
+/// can neither drive the terminal (set its title, clear it, recolour the
+/// output), nor split a table row or a CSV record, nor reorder what follows
+/// it. Text without them is returned as it is.
+pub fn visible(text: &str) -> std::borrow::Cow<'_, str> {
+    fn hidden(c: char) -> bool {
+        c.is_control()
+            || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    }
+    if !text.contains(hidden) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if hidden(c) {
+            out.push_str(&format!("\\u{{{:x}}}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 /// One value of a table.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Cell {
@@ -63,9 +87,11 @@ impl Cell {
         }
     }
 
-    /// The human form (terminal tables, Markdown).
+    /// The human form (terminal tables, Markdown), control characters made
+    /// visible ([`visible`]).
     pub fn human(&self) -> String {
         match self {
+            Cell::Text(s) => visible(s).into_owned(),
             Cell::Bytes(b) => units::bytes(*b),
             Cell::DeltaBytes(d) => units::delta_bytes(*d),
             Cell::Percent(Some(p)) => format!("{p:+.1}%").replace("+-", "-"),
@@ -197,5 +223,76 @@ pub fn exporter(format: OutputFormat, presentation: Presentation) -> Box<dyn Exp
         OutputFormat::Md => Box::new(MarkdownExporter {
             top: Some(presentation.top),
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A report of one table, for the exporters' tests.
+    struct One(Table);
+
+    impl Report for One {
+        fn write_json(&self, _: &mut dyn Write) -> serde_json::Result<()> {
+            Ok(())
+        }
+        fn tables(&self) -> Vec<Table> {
+            vec![self.0.clone()]
+        }
+        fn csv_table(&self) -> Table {
+            self.0.clone()
+        }
+    }
+
+    /// Names from a profile that would set the terminal's title, clear it,
+    /// split a row, reorder text or run as a spreadsheet formula.
+    fn hostile() -> Table {
+        let mut t = Table::new("Ops \u{1b}]0;owned\u{7}", vec!["op", "bytes"]);
+        for name in [
+            "\u{1b}[2Jcleared",
+            "two\nlines",
+            "\u{202e}txt.exe",
+            "=HYPERLINK(1)",
+            "-1+2",
+        ] {
+            t.rows.push(vec![name.into(), Cell::DeltaBytes(-5)]);
+        }
+        t
+    }
+
+    fn export(exporter: &dyn Exporter) -> String {
+        let mut out = Vec::new();
+        exporter.export(&One(hostile()), &mut out).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn control_and_bidi_characters_are_made_visible() {
+        assert_eq!(visible("plain <- text"), "plain <- text");
+        assert_eq!(
+            visible("a\u{1b}[2Jb\nc\u{202e}d"),
+            "a\\u{1b}[2Jb\\u{a}c\\u{202e}d"
+        );
+        for text in [
+            export(&TerminalExporter::default()),
+            export(&MarkdownExporter::default()),
+            export(&CsvExporter),
+        ] {
+            assert!(!text.contains(['\u{1b}', '\u{7}', '\u{202e}']), "{text:?}");
+            assert!(text.contains("\\u{1b}[2Jcleared"), "{text}");
+        }
+    }
+
+    #[test]
+    fn csv_text_that_a_spreadsheet_would_run_is_quoted_as_text() {
+        let csv = export(&CsvExporter);
+        let lines: Vec<&str> = csv.lines().collect();
+        assert_eq!(lines[0], "op,bytes");
+        assert_eq!(lines[1], "\\u{1b}[2Jcleared,-5");
+        assert_eq!(lines[2], "two\\u{a}lines,-5");
+        assert_eq!(lines[4], "'=HYPERLINK(1),-5");
+        assert_eq!(lines[5], "'-1+2,-5");
+        assert_eq!(lines.len(), 6);
     }
 }

@@ -83,7 +83,7 @@ fn render(table: &Table, rows: &[Vec<Cell>], width: usize) -> String {
     for row in rows {
         t.add_row(row.iter().enumerate().map(|(c, cell)| {
             let text = match cell {
-                Cell::Text(s) => clip(s, budgets[c]),
+                Cell::Text(s) => clip(&super::visible(s), budgets[c]),
                 other => other.human(),
             };
             let c = comfy_table::Cell::new(text);
@@ -109,7 +109,7 @@ impl Exporter for TerminalExporter {
             if i > 0 {
                 writeln!(out)?;
             }
-            writeln!(out, "{}", table.title)?;
+            writeln!(out, "{}", super::visible(&table.title))?;
             if table.rows.is_empty() {
                 writeln!(out, "  (nothing)")?;
                 continue;
@@ -134,7 +134,7 @@ impl Exporter for TerminalExporter {
             writeln!(out)?;
         }
         for note in notes {
-            writeln!(out, "{note}")?;
+            writeln!(out, "{}", super::visible(&note))?;
         }
         Ok(())
     }
