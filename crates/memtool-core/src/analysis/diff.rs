@@ -51,9 +51,15 @@ pub struct DeltaTotals {
     pub delta_percent: Option<f64>,
 }
 
+/// `new - base` in bytes, capped to what an `i64` holds (sizes a file claims
+/// can be anything up to `u64::MAX`).
+fn delta(new: u64, base: u64) -> i64 {
+    (i128::from(new) - i128::from(base)).clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64
+}
+
 impl DeltaTotals {
     fn new(base_bytes: u64, new_bytes: u64) -> Self {
-        let delta_bytes = new_bytes as i64 - base_bytes as i64;
+        let delta_bytes = delta(new_bytes, base_bytes);
         DeltaTotals {
             base_bytes,
             new_bytes,
@@ -203,7 +209,7 @@ pub fn diff_by(
         .map(|key| {
             let b = base_groups.get(key).copied().unwrap_or_default();
             let n = new_groups.get(key).copied().unwrap_or_default();
-            let delta = n.bytes as i64 - b.bytes as i64;
+            let delta = delta(n.bytes, b.bytes);
             DiffRow {
                 key: key.clone(),
                 base_bytes: b.bytes,
@@ -240,8 +246,12 @@ pub fn diff_by(
         })
         .collect();
     let total = DeltaTotals::new(
-        memories.iter().map(|m| m.totals.base_bytes).sum(),
-        memories.iter().map(|m| m.totals.new_bytes).sum(),
+        memories
+            .iter()
+            .fold(0u64, |t, m| t.saturating_add(m.totals.base_bytes)),
+        memories
+            .iter()
+            .fold(0u64, |t, m| t.saturating_add(m.totals.new_bytes)),
     );
     let gate = limit.map(|limit| gate(&total, limit));
     let mut warnings = base.warnings.clone();

@@ -147,7 +147,7 @@ pub fn leaks(profile: &Profile, options: &Options) -> LeaksReport {
             .collect();
         let total_bytes: Vec<u64> = per_point
             .iter()
-            .map(|m| m.values().map(|t| t.bytes).sum())
+            .map(|m| m.values().fold(0u64, |s, t| s.saturating_add(t.bytes)))
             .collect();
         let names = &profile.names;
         let groups = series::group_series_by(&per_point, |site| {

@@ -509,7 +509,7 @@ fn budget_check(
             break;
         }
         let a = memory.allocation(id);
-        cumulative_bytes += a.bytes;
+        cumulative_bytes = cumulative_bytes.saturating_add(a.bytes);
         let named = memory
             .program
             .as_ref()

@@ -67,9 +67,11 @@ impl<'m> LiveSet<'m> {
         }
         *slot = true;
         let a = &self.memory.allocations[id.index()];
-        self.bytes += a.bytes;
-        self.requested += a.requested;
-        self.buffers += a.count;
+        // Saturating: a file may claim sizes whose sum does not fit in 64
+        // bits (`load` warns); a capped figure, never a wrapped one.
+        self.bytes = self.bytes.saturating_add(a.bytes);
+        self.requested = self.requested.saturating_add(a.requested);
+        self.buffers = self.buffers.saturating_add(a.count);
         true
     }
 
@@ -82,9 +84,9 @@ impl<'m> LiveSet<'m> {
         }
         *slot = false;
         let a = &self.memory.allocations[id.index()];
-        self.bytes -= a.bytes;
-        self.requested -= a.requested;
-        self.buffers -= a.count;
+        self.bytes = self.bytes.saturating_sub(a.bytes);
+        self.requested = self.requested.saturating_sub(a.requested);
+        self.buffers = self.buffers.saturating_sub(a.count);
         true
     }
 
@@ -141,6 +143,21 @@ pub fn event_counts(memory: &Memory) -> Option<(usize, usize)> {
     Some((allocs, memory.events.len() - allocs))
 }
 
+/// Whether the allocator reported its state after every event (sample `i`
+/// is the state after event `i`), as XSpace allocators do; otherwise samples
+/// are placed by time.
+pub fn samples_every_event(memory: &Memory) -> bool {
+    memory.allocator_samples.len() == memory.events.len()
+}
+
+/// The first event's position and the latest position of any event (events
+/// of some formats are not in time order), or `None` without events.
+pub fn event_span(memory: &Memory) -> Option<(i64, i64)> {
+    let first = memory.events.first()?.at;
+    let last = memory.events.iter().map(|e| e.at).max().unwrap_or(first);
+    Some((first, last.max(first)))
+}
+
 /// One step of [`walk_to_points`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WalkStep {
@@ -190,9 +207,9 @@ fn instant_point(memory: &Memory, index: usize) -> Option<Point> {
     };
     for &id in &instant.live {
         let a = memory.allocation(id);
-        p.bytes += a.bytes;
-        p.requested += a.requested;
-        p.buffers += a.count;
+        p.bytes = p.bytes.saturating_add(a.bytes);
+        p.requested = p.requested.saturating_add(a.requested);
+        p.buffers = p.buffers.saturating_add(a.count);
     }
     Some(p)
 }
@@ -248,7 +265,7 @@ pub fn reported_peak(memory: &Memory, ties: Ties) -> Option<Peak> {
     let mut best: Option<(usize, u64)> = None;
     // Only an allocator that reports its state at every event (XSpace) has a
     // peak of its own; sparse samples (PyTorch segment events) would miss it.
-    let dense = memory.allocator_samples.len() == memory.events.len();
+    let dense = samples_every_event(memory);
     for (i, s) in memory
         .allocator_samples
         .iter()
@@ -311,7 +328,7 @@ pub fn point_of_sample(memory: &Memory, sample: usize) -> usize {
                 .saturating_sub(1)
         });
     }
-    if memory.allocator_samples.len() == memory.events.len() {
+    if samples_every_event(memory) {
         return sample + 1;
     }
     memory

@@ -59,9 +59,9 @@ pub fn site_totals_at(memory: &Memory, points: &[usize]) -> Vec<SiteTotals> {
         WalkStep::Freed(id) => {
             let a = memory.allocation(id);
             let t = current.entry(a.site).or_default();
-            t.bytes -= a.bytes;
-            t.requested_bytes -= a.requested;
-            t.count -= a.count;
+            t.bytes = t.bytes.saturating_sub(a.bytes);
+            t.requested_bytes = t.requested_bytes.saturating_sub(a.requested);
+            t.count = t.count.saturating_sub(a.count);
         }
         WalkStep::Point(_) => out.push(
             current
@@ -97,7 +97,7 @@ pub fn group_bytes_at(
             totals.iter_mut().for_each(|t| *t = 0);
             for &id in memory.instants.get(p).map_or(&[][..], |i| &i.live[..]) {
                 if let Some(g) = slot(id) {
-                    totals[g] += memory.allocation(id).bytes;
+                    totals[g] = totals[g].saturating_add(memory.allocation(id).bytes);
                 }
             }
             visit(k, &totals);
@@ -107,12 +107,12 @@ pub fn group_bytes_at(
     replay::walk_to_points(memory, points, |step| match step {
         WalkStep::Live(id) => {
             if let Some(g) = slot(id) {
-                totals[g] += memory.allocation(id).bytes;
+                totals[g] = totals[g].saturating_add(memory.allocation(id).bytes);
             }
         }
         WalkStep::Freed(id) => {
             if let Some(g) = slot(id) {
-                totals[g] -= memory.allocation(id).bytes;
+                totals[g] = totals[g].saturating_sub(memory.allocation(id).bytes);
             }
         }
         WalkStep::Point(k) => visit(k, &totals),

@@ -43,7 +43,7 @@ pub fn per_step(memory: &Memory) -> Vec<StepStats> {
     if memory.steps.is_empty() || replay::uses_instants(memory) {
         return Vec::new();
     }
-    let aligned = memory.allocator_samples.len() == memory.events.len();
+    let aligned = super::replay::samples_every_event(memory);
     let mut rows: Vec<StepStats> = Vec::new();
     let mut steps = StepCursor::default();
     replay::for_each_point(memory, |p| {

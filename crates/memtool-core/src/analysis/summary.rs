@@ -139,7 +139,7 @@ pub fn summarize(profile: &Profile, options: &Options) -> SummaryReport {
         let end_in_use = memory
             .allocator_samples
             .last()
-            .filter(|_| memory.allocator_samples.len() == memory.events.len())
+            .filter(|_| replay::samples_every_event(memory))
             .and_then(|s| s.allocated_bytes())
             .unwrap_or(last.bytes);
         let lifetime_peak = (reports_totals || memory.allocator_peak_bytes.is_some())

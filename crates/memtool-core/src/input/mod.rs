@@ -67,7 +67,7 @@ pub struct LoadOptions {
 /// Reads one or more inputs into one profile. Several inputs form a series
 /// (pprof snapshots in command-line order) and must share a format.
 pub fn load(sources: Vec<Source>, options: &LoadOptions) -> Result<Profile> {
-    let profile = if sources.len() > 1 && sources.iter().all(is_plain_xspace) {
+    let mut profile = if sources.len() > 1 && sources.iter().all(is_plain_xspace) {
         load_hosts(sources, options)?
     } else {
         let mut profile = Profile::default();
@@ -77,7 +77,40 @@ pub fn load(sources: Vec<Source>, options: &LoadOptions) -> Result<Profile> {
         profile
     };
     ensure_memories(&profile)?;
+    warn_of_impossible_sizes(&mut profile);
     Ok(profile)
+}
+
+/// Warns, per memory, when the sizes the file claims add up to more than 64
+/// bits hold: the analyses cap their sums there instead of wrapping, so the
+/// figures of that memory are lower bounds.
+fn warn_of_impossible_sizes(profile: &mut Profile) {
+    let Some(path) = profile.inputs.first().map(|i| i.path.clone()) else {
+        return;
+    };
+    let overflowing: Vec<String> = profile
+        .memories
+        .iter()
+        .filter(|m| {
+            let sum = |f: fn(&crate::model::Allocation) -> u64| {
+                m.allocations
+                    .iter()
+                    .try_fold(0u64, |s, a| s.checked_add(f(a)))
+            };
+            sum(|a| a.bytes).is_none() || sum(|a| a.requested).is_none()
+        })
+        .map(|m| m.id.clone())
+        .collect();
+    for id in overflowing {
+        profile.warn(
+            &path,
+            format!(
+                "{id}: the allocation sizes the file claims add up to more than 16 EiB \
+                 (2^64 bytes); sums are capped there, so this memory's figures are lower \
+                 bounds"
+            ),
+        );
+    }
 }
 
 /// An uncompressed XSpace: one host of a run, readable on its own.

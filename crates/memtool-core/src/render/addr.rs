@@ -77,14 +77,7 @@ pub(super) fn address_view(
         ((off as u128 * rows as u128) / span.max(1) as u128).min(rows as u128 - 1) as usize
     };
 
-    let t_first = memory.events.first().map_or(0, |e| e.at);
-    let t_last = memory
-        .events
-        .iter()
-        .map(|e| e.at)
-        .max()
-        .unwrap_or(t_first)
-        .max(t_first);
+    let (t_first, t_last) = replay::event_span(memory).unwrap_or((0, 0));
     let t_span = (t_last as i128 - t_first as i128).max(1);
     // A memory known only by what was live at its start (a snapshot without
     // a trace) has no time span: its allocations fill the width.

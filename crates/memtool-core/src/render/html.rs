@@ -207,8 +207,7 @@ fn memory_view(
     let omitted_bytes: u64 = rows
         .iter()
         .skip(options.table_rows)
-        .map(|r| r.totals.bytes)
-        .sum();
+        .fold(0u64, |s, r| s.saturating_add(r.totals.bytes));
     let show = |field| group::has_values(names, &by_site, field);
     // The first column already holds the grouping key: no second copy.
     let (show_op, show_shape, show_dtype, show_category) = (

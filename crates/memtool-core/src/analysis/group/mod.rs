@@ -106,11 +106,11 @@ pub struct Totals {
 }
 
 impl Totals {
-    /// Adds `other`.
+    /// Adds `other`, saturating (a capped figure, never a wrapped one).
     pub fn add(&mut self, other: Totals) {
-        self.bytes += other.bytes;
-        self.requested_bytes += other.requested_bytes;
-        self.count += other.count;
+        self.bytes = self.bytes.saturating_add(other.bytes);
+        self.requested_bytes = self.requested_bytes.saturating_add(other.requested_bytes);
+        self.count = self.count.saturating_add(other.count);
     }
 }
 

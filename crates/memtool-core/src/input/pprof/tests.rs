@@ -338,3 +338,45 @@ fn a_cpu_profile_is_refused_clearly() {
          profile (sample types: cpu/nanoseconds)"
     );
 }
+
+/// Sizes whose sum does not fit in 64 bits give capped figures and a
+/// warning, never a wrapped peak (three buffers of 2^63 - 1 bytes once
+/// reported a peak of 2^63 - 3).
+#[test]
+fn sizes_past_64_bits_are_capped_with_a_warning() {
+    let strings: Vec<Vec<u8>> = [&b""[..], b"allocations", b"count", b"space", b"bytes"]
+        .iter()
+        .map(|s| s.to_vec())
+        .collect();
+    let p = pprof::Profile {
+        sample_type: vec![
+            pprof::ValueType { r#type: 1, unit: 2 },
+            pprof::ValueType { r#type: 3, unit: 4 },
+        ],
+        sample: (0..3)
+            .map(|_| pprof::Sample {
+                location_id: vec![],
+                value: vec![1, i64::MAX],
+                label: vec![],
+            })
+            .collect(),
+        string_table: strings,
+        ..Default::default()
+    };
+    let profile = load(
+        vec![Source::from_bytes("huge.prof", p.encode_to_vec())],
+        &LoadOptions::default(),
+    )
+    .unwrap();
+    let memory = &profile.memories[0];
+    let peak = crate::analysis::replay::peak(memory).unwrap();
+    assert_eq!(peak.bytes, u64::MAX);
+    assert!(
+        profile
+            .warnings
+            .iter()
+            .any(|w| w.message.contains("add up to more than 16 EiB")),
+        "{:?}",
+        profile.warnings
+    );
+}
