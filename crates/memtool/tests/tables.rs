@@ -3,20 +3,10 @@
 
 mod common;
 
-use common::{memtool, repo_fixture};
+use common::repo_fixture;
 
 fn run(args: &[&str]) -> String {
-    let out = memtool()
-        .current_dir(common::repo())
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
+    common::stdout_in_repo(args, &[0])
 }
 
 #[test]

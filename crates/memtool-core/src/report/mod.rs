@@ -231,7 +231,7 @@ mod tests {
     use super::*;
 
     /// A report of one table, for the exporters' tests.
-    struct One(Table);
+    pub(super) struct One(pub(super) Table);
 
     impl Report for One {
         fn write_json(&self, _: &mut dyn Write) -> serde_json::Result<()> {

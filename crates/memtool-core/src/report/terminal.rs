@@ -142,21 +142,8 @@ impl Exporter for TerminalExporter {
 
 #[cfg(test)]
 mod tests {
+    use super::super::tests::One;
     use super::*;
-
-    struct One(Table);
-
-    impl Report for One {
-        fn write_json(&self, _: &mut dyn Write) -> serde_json::Result<()> {
-            Ok(())
-        }
-        fn tables(&self) -> Vec<Table> {
-            vec![self.0.clone()]
-        }
-        fn csv_table(&self) -> Table {
-            self.0.clone()
-        }
-    }
 
     #[test]
     fn long_labels_are_clipped_to_fit_the_width() {

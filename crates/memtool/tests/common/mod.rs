@@ -62,3 +62,16 @@ pub fn fails(args: &[&str], code: i32) -> String {
     );
     String::from_utf8(out.stderr).unwrap()
 }
+
+/// Runs memtool from the repository root (so paths in the output are the
+/// relative ones given) and returns its stdout, asserting it exited with one
+/// of `codes`.
+pub fn stdout_in_repo(args: &[&str], codes: &[i32]) -> String {
+    let out = memtool().current_dir(repo()).args(args).output().unwrap();
+    assert!(
+        out.status.code().is_some_and(|c| codes.contains(&c)),
+        "memtool {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
