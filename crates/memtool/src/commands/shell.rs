@@ -1,14 +1,13 @@
 //! `memtool completions SHELL` and `memtool man`: shell completion scripts
 //! and manual pages, generated from the same clap definitions as `--help`.
 
-use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::{Args, CommandFactory};
 use clap_complete::Shell;
 
-use crate::{Cli, Outcome};
+use crate::{output, Cli, Outcome};
 
 #[derive(Args, Debug)]
 #[command(after_help = "Examples:
@@ -25,9 +24,7 @@ pub struct CompletionsArgs {
 pub fn completions(args: &CompletionsArgs) -> anyhow::Result<Outcome> {
     let mut script = Vec::new();
     clap_complete::generate(args.shell, &mut Cli::command(), "memtool", &mut script);
-    let mut stdout = std::io::stdout().lock();
-    stdout.write_all(&script)?;
-    stdout.flush()?;
+    output::write_to(None, |out| out.write_all(&script))?;
     Ok(Outcome::Success)
 }
 
@@ -69,9 +66,7 @@ pub fn man(args: &ManArgs) -> anyhow::Result<Outcome> {
             render(command.name(format!("memtool-{name}")))?
         }
     };
-    let mut stdout = std::io::stdout().lock();
-    stdout.write_all(&page)?;
-    stdout.flush()?;
+    output::write_to(None, |out| out.write_all(&page))?;
     Ok(Outcome::Success)
 }
 
