@@ -96,6 +96,14 @@ pub struct ReadArgs {
     /// read only this host's (the file name without `.xplane.pb`).
     #[arg(long, value_name = "HOST")]
     pub host: Option<String>,
+    /// For a TensorBoard logdir: read this run (`2024_05_01_12_30_00`, or
+    /// `train/2024_05_01_12_30_00` where Keras writes runs under `train/`
+    /// and `validation/`) instead of the newest.
+    #[arg(long, value_name = "NAME")]
+    pub run: Option<String>,
+    /// List the runs of each TensorBoard logdir given, newest last, and exit.
+    #[arg(long)]
+    pub list_runs: bool,
 }
 
 #[derive(Args, Debug)]

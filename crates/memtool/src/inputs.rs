@@ -114,7 +114,7 @@ pub fn load_several(
     for paths in groups {
         let mut files = Vec::new();
         for path in paths.iter() {
-            files.extend(expand(path, args.host.as_deref())?);
+            files.extend(expand(path, args)?);
         }
         let group = files
             .iter()
@@ -171,27 +171,36 @@ impl Progress {
 const XSPACE_SUFFIX: &str = ".xplane.pb";
 
 /// The profile files a command-line path stands for: the path itself, or for
-/// a directory the `.xplane.pb` files of a run directory, or of the newest
-/// run of a TensorBoard logdir (`plugins/profile/<run>/<host>.xplane.pb`).
-/// `host` keeps only that host's file.
-pub fn expand(path: &str, host: Option<&str>) -> Result<Vec<String>> {
+/// a directory the `.xplane.pb` files of a run directory, or of one run of a
+/// TensorBoard logdir (see [`runs`]): the newest, or the one `--run` names.
+/// The run chosen from a logdir is said on stderr. `--host` keeps only that
+/// host's file.
+pub fn expand(path: &str, args: &ReadArgs) -> Result<Vec<String>> {
     let dir = Path::new(path);
     if path == "-" || !dir.is_dir() {
         return Ok(vec![path.to_string()]);
     }
     let run = if has_xspace(dir) {
-        Some(dir.to_path_buf())
+        dir.to_path_buf()
     } else {
-        [dir.join("plugins").join("profile"), dir.to_path_buf()]
-            .iter()
-            .find_map(|runs| newest_run(runs))
-    };
-    let Some(run) = run else {
-        // read_source explains what a directory must hold.
-        return Ok(vec![path.to_string()]);
+        let runs = runs(dir);
+        if runs.is_empty() {
+            // read_source explains what a directory must hold.
+            return Ok(vec![path.to_string()]);
+        }
+        let chosen = choose_run(path, &runs, args.run.as_deref())?;
+        let mut note = format!("memtool: {path}: reading run {}", chosen.name);
+        if runs.len() > 1 && args.run.is_none() {
+            note.push_str(&format!(
+                " (the newest of {}; --run NAME picks another, --list-runs lists them)",
+                runs.len()
+            ));
+        }
+        eprintln!("{note}");
+        chosen.dir.clone()
     };
     let mut files = xspace_files(&run);
-    if let Some(host) = host {
+    if let Some(host) = args.host.as_deref() {
         files.retain(|f| host_of(f) == host);
         if files.is_empty() {
             let hosts: Vec<String> = xspace_files(&run).iter().map(|f| host_of(f)).collect();
@@ -208,6 +217,155 @@ pub fn expand(path: &str, host: Option<&str>) -> Result<Vec<String>> {
         .collect())
 }
 
+/// A profiling run of a TensorBoard logdir: a folder of `.xplane.pb`, one per
+/// host.
+pub struct Run {
+    /// As TensorBoard's profile plugin names it: the run folder's name,
+    /// behind the folder between the logdir and `plugins/profile` when there
+    /// is one (`train/2024_05_01_12_30_00`, as Keras's TensorBoard callback
+    /// writes).
+    pub name: String,
+    /// The run's folder.
+    pub dir: PathBuf,
+    /// The run's folder name read as the timestamp profilers give it
+    /// (`2024_05_01_12_30_00`), when it is one.
+    stamp: Option<Vec<u64>>,
+    /// When the run's newest file was last written.
+    modified: std::time::SystemTime,
+}
+
+/// The runs under `logdir`, oldest first: `logdir/plugins/profile/<run>`,
+/// `logdir/<tag>/plugins/profile/<run>` (Keras writes `train/` and
+/// `validation/`), and `logdir/<run>` for the `plugins/profile` folder
+/// itself. The newest is the last by timestamp name when every run has one,
+/// else by modification time.
+pub fn runs(logdir: &Path) -> Vec<Run> {
+    let mut roots: Vec<(String, PathBuf)> = vec![
+        (String::new(), logdir.join("plugins").join("profile")),
+        (String::new(), logdir.to_path_buf()),
+    ];
+    for tag in subdirs(logdir) {
+        let name = tag.file_name().map(|n| n.to_string_lossy().into_owned());
+        if let Some(name) = name.filter(|n| n != "plugins") {
+            roots.push((format!("{name}/"), tag.join("plugins").join("profile")));
+        }
+    }
+    let mut runs: Vec<Run> = Vec::new();
+    for (prefix, root) in roots {
+        for dir in subdirs(&root) {
+            let files = xspace_files(&dir);
+            if files.is_empty() || runs.iter().any(|r| r.dir == dir) {
+                continue;
+            }
+            let folder = dir
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let modified = files
+                .iter()
+                .filter_map(|f| std::fs::metadata(f).and_then(|m| m.modified()).ok())
+                .max()
+                .unwrap_or(std::time::UNIX_EPOCH);
+            runs.push(Run {
+                name: format!("{prefix}{folder}"),
+                stamp: timestamp(&folder),
+                dir,
+                modified,
+            });
+        }
+    }
+    if runs.iter().all(|r| r.stamp.is_some()) {
+        runs.sort_by(|a, b| (&a.stamp, &a.name).cmp(&(&b.stamp, &b.name)));
+    } else {
+        runs.sort_by(|a, b| (a.modified, &a.name).cmp(&(b.modified, &b.name)));
+    }
+    runs
+}
+
+/// `2024_05_01_12_30_00` (TensorFlow, JAX and PyTorch's profilers name runs
+/// so) as its numbers; None for any other name.
+fn timestamp(name: &str) -> Option<Vec<u64>> {
+    let parts: Vec<u64> = name
+        .split(['_', '-', '.'])
+        .map(|p| p.parse().ok())
+        .collect::<Option<_>>()?;
+    (parts.len() >= 3 && parts[0] >= 1970).then_some(parts)
+}
+
+/// The run `wanted` names (its full name or its folder's), else the newest.
+fn choose_run<'r>(logdir: &str, runs: &'r [Run], wanted: Option<&str>) -> Result<&'r Run> {
+    let Some(wanted) = wanted else {
+        return runs.last().context("no runs");
+    };
+    let matches: Vec<&Run> = runs
+        .iter()
+        .filter(|r| r.name == wanted || r.name.rsplit('/').next() == Some(wanted))
+        .collect();
+    let names = || {
+        runs.iter()
+            .map(|r| r.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    match matches.as_slice() {
+        [run] => Ok(run),
+        [] => bail!("{logdir}: no run `{wanted}` (runs: {})", names()),
+        several => bail!(
+            "{logdir}: `{wanted}` names {} runs ({}); give the full name",
+            several.len(),
+            several
+                .iter()
+                .map(|r| r.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
+}
+
+/// `memtool … LOGDIR --list-runs`: the runs of each directory given, newest
+/// last, with their hosts, to stdout.
+pub fn list_runs(input: &InputArgs) -> Result<crate::Outcome> {
+    let mut text = String::new();
+    for path in &input.files {
+        let dir = Path::new(path);
+        let runs = if dir.is_dir() && !has_xspace(dir) {
+            runs(dir)
+        } else if dir.is_dir() {
+            Vec::new()
+        } else {
+            bail!("{path}: --list-runs takes a TensorBoard logdir, not a file");
+        };
+        if runs.is_empty() {
+            let what = if has_xspace(dir) {
+                "is a run directory itself"
+            } else {
+                "holds no runs"
+            };
+            text.push_str(&format!("{path}: {what}\n"));
+            continue;
+        }
+        text.push_str(&format!("{path}: {} run(s), newest last\n", runs.len()));
+        for run in &runs {
+            let hosts: Vec<String> = xspace_files(&run.dir).iter().map(|f| host_of(f)).collect();
+            text.push_str(&format!("  {}  hosts: {}\n", run.name, hosts.join(", ")));
+        }
+    }
+    crate::output::write_to(None, |out| out.write_all(text.as_bytes()))?;
+    Ok(crate::Outcome::Success)
+}
+
+fn subdirs(dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut dirs: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_dir())
+        .collect();
+    dirs.sort();
+    dirs
+}
+
 fn xspace_files(dir: &Path) -> Vec<PathBuf> {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Vec::new();
@@ -222,18 +380,6 @@ fn xspace_files(dir: &Path) -> Vec<PathBuf> {
 
 fn has_xspace(dir: &Path) -> bool {
     !xspace_files(dir).is_empty()
-}
-
-/// The run directory under `runs` that holds profiles and sorts last: run
-/// names are timestamps (`2024_05_01_12_30_00`), so the last is the newest.
-fn newest_run(runs: &Path) -> Option<PathBuf> {
-    let mut candidates: Vec<PathBuf> = std::fs::read_dir(runs)
-        .ok()?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.is_dir() && has_xspace(p))
-        .collect();
-    candidates.sort();
-    candidates.pop()
 }
 
 /// `host` of `.../host.xplane.pb`.

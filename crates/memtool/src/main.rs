@@ -60,6 +60,21 @@ enum Command {
     Man(commands::shell::ManArgs),
 }
 
+impl Command {
+    /// The files a command reads, for the commands that read profiles.
+    fn input(&self) -> Option<&cli::InputArgs> {
+        match self {
+            Command::Summary(a) => Some(&a.input),
+            Command::Peak(a) => Some(&a.input),
+            Command::Leaks(a) => Some(&a.input),
+            Command::Diff(a) => Some(&a.input),
+            Command::Frag(a) => Some(&a.input),
+            Command::Render(a) => Some(&a.input),
+            Command::Completions(_) | Command::Man(_) => None,
+        }
+    }
+}
+
 /// How a command ended, when it did not fail.
 pub enum Outcome {
     Success,
@@ -76,15 +91,9 @@ fn main() -> ExitCode {
     };
     phases::init();
     let total = memtool_core::timings::span("total");
-    let result = match &cli.command {
-        Command::Summary(a) => commands::summary::run(a),
-        Command::Peak(a) => commands::peak::run(a),
-        Command::Leaks(a) => commands::leaks::run(a),
-        Command::Diff(a) => commands::diff::run(a),
-        Command::Frag(a) => commands::frag::run(a),
-        Command::Render(a) => commands::render::run(a),
-        Command::Completions(a) => commands::shell::completions(a),
-        Command::Man(a) => commands::shell::man(a),
+    let result = match cli.command.input().filter(|input| input.read.list_runs) {
+        Some(input) => inputs::list_runs(input),
+        None => run(&cli.command),
     };
     drop(total);
     phases::print();
@@ -103,6 +112,20 @@ fn main() -> ExitCode {
             let _ = writeln!(stderr, "memtool: {}", one_line(&e));
             ExitCode::from(2)
         }
+    }
+}
+
+/// Runs one command.
+fn run(command: &Command) -> anyhow::Result<Outcome> {
+    match command {
+        Command::Summary(a) => commands::summary::run(a),
+        Command::Peak(a) => commands::peak::run(a),
+        Command::Leaks(a) => commands::leaks::run(a),
+        Command::Diff(a) => commands::diff::run(a),
+        Command::Frag(a) => commands::frag::run(a),
+        Command::Render(a) => commands::render::run(a),
+        Command::Completions(a) => commands::shell::completions(a),
+        Command::Man(a) => commands::shell::man(a),
     }
 }
 

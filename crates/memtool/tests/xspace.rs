@@ -562,6 +562,95 @@ fn reads_run_directories_and_logdirs() {
     let _ = std::fs::remove_dir_all(&empty);
 }
 
+#[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
+fn reads_keras_logdirs_chooses_runs_and_labels_hosts() {
+    let (cnn, bfc, keras) = (
+        fixture("tf_cnn"),
+        fixture("synth_bfc_3events"),
+        fixture("tf_keras"),
+    );
+    // The layout Keras's TensorBoard callback writes: runs under train/ and
+    // validation/.
+    let logdir = scratch("keras");
+    let run = |tag: &str, name: &str| {
+        let dir = logdir.join(tag).join("plugins/profile").join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    };
+    let older = run("train", "2026_03_01_10_00_00");
+    let two_hosts = run("train", "2026_03_02_10_00_00");
+    let newest = run("validation", "2026_03_03_10_00_00");
+    std::fs::copy(&keras.profile, older.join("host.xplane.pb")).unwrap();
+    std::fs::copy(&bfc.profile, two_hosts.join("worker0.xplane.pb")).unwrap();
+    std::fs::copy(&bfc.profile, two_hosts.join("worker1.xplane.pb")).unwrap();
+    std::fs::copy(&cnn.profile, newest.join("host.xplane.pb")).unwrap();
+    let logdir_arg = path(&logdir);
+
+    // The newest run by its timestamp name, said on stderr.
+    let out = memtool()
+        .args(["summary", logdir_arg, "--format", "json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("reading run validation/2026_03_03_10_00_00 (the newest of 3"),
+        "{stderr}"
+    );
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        num(&memory(&doc, "mklcpu")["peak_bytes"]),
+        num(&cnn.xprof["mklcpu"]["profileSummary"]["peakStats"]["peakBytesInUse"])
+    );
+    assert_eq!(memory(&doc, "mklcpu")["host"], "vm");
+
+    // --run picks another, by its folder's name or its full name; both
+    // hosts of one allocator name are labelled, the first too. The two files
+    // record one host name (`synth`), so the second's file name tells it
+    // apart.
+    for name in ["2026_03_02_10_00_00", "train/2026_03_02_10_00_00"] {
+        let doc = json(&["summary", logdir_arg, "--run", name]);
+        let ids: Vec<(&str, &str)> = doc["memories"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| (m["id"].as_str().unwrap(), m["host"].as_str().unwrap()))
+            .collect();
+        assert_eq!(
+            ids,
+            [
+                ("GPU_0_bfc (synth)", "synth"),
+                ("GPU_0_bfc (worker1)", "synth")
+            ]
+        );
+    }
+    let err = fails(&["summary", logdir_arg, "--run", "2027_01_01_00_00_00"], 2);
+    assert!(
+        err.contains("no run `2027_01_01_00_00_00`")
+            && err.contains("train/2026_03_01_10_00_00, train/2026_03_02_10_00_00"),
+        "{err}"
+    );
+
+    // --list-runs: every run, newest last, with its hosts.
+    let out = memtool()
+        .args(["peak", logdir_arg, "--list-runs"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let listed = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = listed.lines().skip(1).map(str::trim).collect();
+    assert_eq!(
+        lines,
+        [
+            "train/2026_03_01_10_00_00  hosts: host",
+            "train/2026_03_02_10_00_00  hosts: worker0, worker1",
+            "validation/2026_03_03_10_00_00  hosts: host",
+        ]
+    );
+    let _ = std::fs::remove_dir_all(&logdir);
+}
+
 // --- Synthetic XSpaces, written here field by field (proto/xplane.proto). ---
 
 fn varint(out: &mut Vec<u8>, mut v: u64) {
@@ -914,7 +1003,8 @@ fn hosts_read_in_parallel_give_the_profile_read_one_after_another() {
             .replace("worker2.xplane.pb.gz", "worker2.xplane.pb");
         assert_eq!(parallel.to_string(), one_by_one, "{command}");
     }
-    // Three allocators named mklcpu: the later hosts' carry their file name.
+    // Three allocators named mklcpu, all on host `vm`: the first is
+    // labelled with its host, the later ones with their file names.
     let doc = json(&["summary", path(&a), path(&b), path(&c)]);
     let ids: Vec<&str> = doc["memories"]
         .as_array()
@@ -922,13 +1012,6 @@ fn hosts_read_in_parallel_give_the_profile_read_one_after_another() {
         .iter()
         .map(|m| m["id"].as_str().unwrap())
         .collect();
-    assert_eq!(
-        ids,
-        [
-            "mklcpu",
-            "mklcpu (worker1.xplane.pb)",
-            "mklcpu (worker2.xplane.pb)"
-        ]
-    );
+    assert_eq!(ids, ["mklcpu (vm)", "mklcpu (worker1)", "mklcpu (worker2)"]);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -96,6 +96,10 @@ pub struct MemoryHeader {
     pub id: String,
     /// Device, allocator or program memory space.
     pub kind: MemoryKind,
+    /// The host that recorded the memory, when the format names one
+    /// (XSpace: the host name the profiler wrote, else the file name).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
     /// What positions on the memory's timeline measure.
     pub axis: Axis,
     /// What the device or allocator can hold, when known.
@@ -115,6 +119,7 @@ impl MemoryHeader {
         MemoryHeader {
             id: memory.id.clone(),
             kind: memory.kind,
+            host: memory.host.clone(),
             axis: memory.axis,
             capacity_bytes: memory.capacity,
             module: memory.program.as_ref().map(|p| p.module.clone()),

@@ -173,6 +173,8 @@ pub struct Executables {
 pub struct Memory {
     /// Unique within the profile: `cuda:0`, `GPU_0_bfc`, `jit_step(10)`.
     pub id: String,
+    /// The host that recorded it, when the format names one (XSpace).
+    pub host: Option<String>,
     /// Device, allocator or program memory space.
     pub kind: MemoryKind,
     /// What event and instant positions measure.
@@ -480,6 +482,7 @@ impl Memory {
     pub fn new(id: impl Into<String>, kind: MemoryKind, axis: Axis) -> Memory {
         Memory {
             id: id.into(),
+            host: None,
             kind,
             axis,
             allocations: Vec::new(),
@@ -614,6 +617,11 @@ impl Profile {
             }
         };
         &mut self.memories[pos]
+    }
+
+    /// Forgets where memories are, after their ids changed in place.
+    pub(crate) fn reindex_memories(&mut self) {
+        self.memory_index.0.clear();
     }
 
     /// Whether nothing has been read into it yet.

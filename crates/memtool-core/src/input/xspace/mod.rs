@@ -40,7 +40,9 @@ pub(crate) fn read(
     source: &dyn ByteSource,
     force_general_path: bool,
 ) -> Result<()> {
-    let has_allocator_events = allocator::read(profile, path, source, force_general_path)?;
+    let host = host_name(path, source)?;
+    let first = profile.memories.len();
+    let has_allocator_events = allocator::read(profile, path, source, force_general_path, &host)?;
     profile.inputs.push(InputInfo {
         path: path.to_string(),
         format: Format::XSpace,
@@ -52,7 +54,30 @@ pub(crate) fn read(
         let has_programs = profile.memories.len() > before;
         note_no_allocator_events(profile, path, has_programs);
     }
+    for memory in &mut profile.memories[first..] {
+        memory.host = Some(host.clone());
+    }
     Ok(())
+}
+
+/// The host an XSpace was recorded on: the first of its `hostnames`, else
+/// its file name without `.xplane.pb` (TensorBoard names a run's files
+/// `<host>.xplane.pb`).
+fn host_name(path: &str, source: &dyn ByteSource) -> Result<String> {
+    let mut window = Window::new(source, 64 << 10);
+    let names = stream::hostnames(&mut window).map_err(|e| e.into_error(path))?;
+    Ok(names
+        .into_iter()
+        .find(|n| !n.is_empty())
+        .unwrap_or_else(|| file_host(path).to_string()))
+}
+
+/// `worker-0` of `run/worker-0.xplane.pb`: the host TensorBoard names a run's
+/// file after.
+fn file_host(path: &str) -> &str {
+    let name = allocator::file_name(path);
+    let name = name.strip_suffix(".gz").unwrap_or(name);
+    name.strip_suffix(".xplane.pb").unwrap_or(name)
 }
 
 /// Says that the file has no allocator events: with how to record them when
@@ -72,9 +97,8 @@ const NO_EVENTS_WITH_PROGRAMS: &str = "no allocator events (MemoryAllocation/Mem
 
 /// Adds `host`, an XSpace read into a profile of its own, to the profile of
 /// the other hosts of its run: its names are imported and its memories
-/// renamed as reading it into `profile` would have named them (an allocator
-/// whose name another host already uses gets the file name appended, in its
-/// warnings too).
+/// renamed as reading it into `profile` would have named them
+/// ([`allocator_id`]).
 pub(crate) fn append_host(profile: &mut Profile, host: Profile) {
     let Profile {
         inputs,
@@ -85,24 +109,66 @@ pub(crate) fn append_host(profile: &mut Profile, host: Profile) {
     } = host;
     let renames = profile.names.import(&names);
     drop(names);
+    let path = inputs.first().map_or("", |i| i.path.as_str());
     for mut memory in memories {
         memory.rename(&renames);
-        let taken = profile.memories.iter().any(|m| m.id == memory.id);
-        if taken && memory.kind == MemoryKind::Allocator {
-            let file = inputs.first().map_or("", |i| allocator::file_name(&i.path));
-            let renamed = format!("{} ({file})", memory.id);
-            let prefix = format!("{}: ", memory.id);
-            for w in &mut warnings {
-                if let Some(rest) = w.message.strip_prefix(&prefix) {
-                    w.message = format!("{renamed}: {rest}");
-                }
+        if memory.kind == MemoryKind::Allocator {
+            let host = memory.host.clone().unwrap_or_default();
+            let id = allocator_id(profile, &memory.id, &host, path);
+            if id != memory.id {
+                relabel(&mut warnings, &memory.id, &id);
+                memory.id = id;
             }
-            memory.id = renamed;
         }
         profile.memories.push(memory);
     }
     profile.inputs.extend(inputs);
     profile.warnings.extend(warnings);
+}
+
+/// The id of allocator `name` of `host` (read from `path`) as it joins
+/// `profile`: its name while no other host has an allocator of that name;
+/// else `name (host)`, and the other host's is labelled too (in its warnings
+/// as well), so every host's reads alike. Two files recording one host name
+/// (copies, two processes of one machine) are told apart by file name.
+pub(super) fn allocator_id(profile: &mut Profile, name: &str, host: &str, path: &str) -> String {
+    let labelled = format!("{name} (");
+    let mut taken = false;
+    for i in 0..profile.memories.len() {
+        let m = &profile.memories[i];
+        if m.kind != MemoryKind::Allocator {
+            continue;
+        }
+        if m.id == name {
+            // The first host's, unlabelled while it was alone.
+            let label = format!("{name} ({})", m.host.as_deref().unwrap_or("?"));
+            relabel(&mut profile.warnings, name, &label);
+            profile.memories[i].id = label;
+            profile.reindex_memories();
+            taken = true;
+        } else if m.id.starts_with(&labelled) {
+            taken = true;
+        }
+    }
+    if !taken {
+        return name.to_string();
+    }
+    let label = format!("{name} ({host})");
+    if profile.memories.iter().any(|m| m.id == label) {
+        format!("{name} ({})", file_host(path))
+    } else {
+        label
+    }
+}
+
+/// Warnings about memory `id` name it `label` instead.
+fn relabel(warnings: &mut [crate::model::Warning], id: &str, label: &str) {
+    let prefix = format!("{id}: ");
+    for w in warnings {
+        if let Some(rest) = w.message.strip_prefix(&prefix) {
+            w.message = format!("{label}: {rest}");
+        }
+    }
 }
 
 /// The error for a framing problem found while walking `path`.
@@ -120,9 +186,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_host_whose_allocator_name_is_taken_is_renamed_with_its_warnings() {
+    fn allocators_of_one_name_on_several_hosts_are_labelled_with_their_hosts() {
         use crate::model::{Allocation, Axis, Memory, Site};
-        let host = |path: &str, op: &str| {
+        let host = |path: &str, hostname: &str, op: &str| {
             let mut p = Profile::default();
             let op = Some(p.names.string(op));
             let site = p.names.site(Site {
@@ -130,6 +196,7 @@ mod tests {
                 ..Site::default()
             });
             let mut m = Memory::new("GPU_0_bfc", MemoryKind::Allocator, Axis::TimePs);
+            m.host = Some(hostname.to_string());
             m.push_allocation(Allocation {
                 bytes: 8,
                 requested: 8,
@@ -150,18 +217,40 @@ mod tests {
             });
             p
         };
-        let mut run = Profile::default();
-        append_host(&mut run, host("run/worker0.xplane.pb", "MatMul"));
-        append_host(&mut run, host("run/worker1.xplane.pb", "Conv2D"));
-        let ids: Vec<&str> = run.memories.iter().map(|m| m.id.as_str()).collect();
-        assert_eq!(ids, ["GPU_0_bfc", "GPU_0_bfc (worker1.xplane.pb)"]);
+        let read_run = |hosts: Vec<Profile>| {
+            let mut run = Profile::default();
+            for h in hosts {
+                append_host(&mut run, h);
+            }
+            run
+        };
+        let ids =
+            |run: &Profile| -> Vec<String> { run.memories.iter().map(|m| m.id.clone()).collect() };
+        // Two files recording one host name (copies, two processes of one
+        // machine) are told apart by file name.
+        let copies = read_run(vec![
+            host("run/a.xplane.pb", "vm", "MatMul"),
+            host("run/b.xplane.pb", "vm", "MatMul"),
+            host("run/c.xplane.pb", "vm", "MatMul"),
+        ]);
+        assert_eq!(
+            ids(&copies),
+            ["GPU_0_bfc (vm)", "GPU_0_bfc (b)", "GPU_0_bfc (c)"]
+        );
+        assert_eq!(copies.memories[1].host.as_deref(), Some("vm"));
+
+        let run = read_run(vec![
+            host("run/w0.xplane.pb", "worker-0", "MatMul"),
+            host("run/w1.xplane.pb", "worker-1", "Conv2D"),
+        ]);
+        assert_eq!(ids(&run), ["GPU_0_bfc (worker-0)", "GPU_0_bfc (worker-1)"]);
         let messages: Vec<&str> = run.warnings.iter().map(|w| w.message.as_str()).collect();
         assert_eq!(
             messages,
             [
-                "GPU_0_bfc: reserved stack size changes during the profile",
+                "GPU_0_bfc (worker-0): reserved stack size changes during the profile",
                 "something else",
-                "GPU_0_bfc (worker1.xplane.pb): reserved stack size changes during the profile",
+                "GPU_0_bfc (worker-1): reserved stack size changes during the profile",
                 "something else",
             ]
         );

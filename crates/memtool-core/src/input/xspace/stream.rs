@@ -301,6 +301,22 @@ impl Planes {
 }
 
 /// A `Header` scalar as a protobuf `int64`.
+/// The XSpace's `hostnames` (field 4): the hosts its planes were recorded
+/// on, as the profiler names them (`worker-0`, `10.0.0.2:6009`).
+pub(crate) fn hostnames(window: &mut Window<'_>) -> Result<Vec<String>, StreamError> {
+    let mut top = Skim::new(0, window.source_len());
+    let mut names = Vec::new();
+    while let Some((number, header, at)) = top.next(window)? {
+        if let (4, Header::Len(len)) = (number, header) {
+            // A name is a few bytes; more is damage, not a host.
+            if len <= 1024 {
+                names.push(text(window.bytes(at, len)?).into_owned());
+            }
+        }
+    }
+    Ok(names)
+}
+
 pub(crate) fn header_i64(header: Header) -> Option<i64> {
     match header {
         Header::Scalar(v) => as_i64(v),

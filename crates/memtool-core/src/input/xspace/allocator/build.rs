@@ -4,7 +4,7 @@
 use rustc_hash::FxHashMap;
 
 use super::decode::{Decoder, RawEvent, DTYPE, OP, REGION, SHAPE};
-use super::{file_name, BEFORE_START_OP, STACK_OP};
+use super::{BEFORE_START_OP, STACK_OP};
 use crate::model::{
     AllocId, Allocation, AllocatorSample, Axis, EventKind, Memory, MemoryKind, Names, Profile,
     Site, SiteId, StackId, Step, StrId,
@@ -25,7 +25,7 @@ pub(super) struct Collected {
 
 impl Collected {
     /// Adds the memories; returns whether there were allocator events.
-    pub(super) fn finish(self, profile: &mut Profile, path: &str) -> bool {
+    pub(super) fn finish(self, profile: &mut Profile, path: &str, host: &str) -> bool {
         let Collected {
             decoder,
             decoded,
@@ -50,11 +50,7 @@ impl Collected {
             let builder = std::mem::take(&mut builders[index]);
             let name = decoder.allocators[index].name;
             let name = name.map_or("<unnamed allocator>", |n| decoded.str(n));
-            let id = if profile.memories.iter().any(|m| m.id == name) {
-                format!("{name} ({})", file_name(path))
-            } else {
-                name.to_string()
-            };
+            let id = super::super::allocator_id(profile, name, host, path);
             let memory = builder.finish(profile, path, id, steps.clone());
             profile.memories.push(memory);
         }

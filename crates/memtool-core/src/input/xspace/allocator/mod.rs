@@ -65,6 +65,7 @@ pub(crate) fn read(
     path: &str,
     source: &dyn ByteSource,
     force_general_path: bool,
+    host: &str,
 ) -> Result<bool> {
     let mut window = Window::new(source, SKIM_CHUNK);
     let start_ns = profile_start_ns(&mut window).map_err(|e| e.into_error(path))?;
@@ -87,7 +88,7 @@ pub(crate) fn read(
             sequential(&mut profile.names, source, start_ns).map_err(|e| e.into_error(path))?
         }
     };
-    Ok(collected.finish(profile, path))
+    Ok(collected.finish(profile, path, host))
 }
 
 /// How much of the input a skim over headers reads at a time.
@@ -221,7 +222,7 @@ mod tests {
 
     fn read_bytes(bytes: Vec<u8>) -> Profile {
         let mut profile = Profile::default();
-        read(&mut profile, "t.xplane.pb", &bytes, false).unwrap();
+        read(&mut profile, "t.xplane.pb", &bytes, false, "t").unwrap();
         profile
     }
 
@@ -249,7 +250,7 @@ mod tests {
         let mut sequential_profile = Profile::default();
         sequential(&mut sequential_profile.names, &bytes, None)
             .unwrap()
-            .finish(&mut sequential_profile, "t.xplane.pb");
+            .finish(&mut sequential_profile, "t.xplane.pb", "t");
         assert_eq!(memories(&sequential_profile), got);
     }
 
