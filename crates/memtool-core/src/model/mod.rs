@@ -14,7 +14,9 @@
 mod intern;
 
 pub(crate) use intern::IdIndex;
-pub use intern::{Frame, FrameId, Names, Renames, Site, SiteId, StackFrames, StackId, StrId};
+pub use intern::{
+    BeforeRecording, Frame, FrameId, Names, Renames, Site, SiteId, StackFrames, StackId, StrId,
+};
 
 use std::collections::BTreeMap;
 
