@@ -387,3 +387,39 @@ fn a_tensorflow_allocator_shows_xprofs_peak_its_steps_and_its_leak() {
         .chars()
         .any(|c| c != '.'));
 }
+
+/// `render --format folded` breaks down the peak `peak` reports, on
+/// allocators that report their own in-use figure (XSpace, where it can
+/// fall elsewhere than the replayed maximum) and on PyTorch files: its lines
+/// add up to the live bytes of `peak`'s stack breakdowns.
+#[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
+fn folded_stacks_break_down_the_reported_peak() {
+    for name in [
+        "xspace/tf_keras.xplane.pb",
+        "xspace/tf_cnn_leak.xplane.pb",
+        "xspace/synth_two_lines_offsets.xplane.pb",
+        "xspace/synth_bfc_3events.xplane.pb",
+        "torch/silmont2000_memory_forward_bf16_128.pickle",
+        "torch/torch_cpu_transformer.pt.trace.json.gz",
+    ] {
+        let file = shared_fixture(name).display().to_string();
+        let out = render(&["--format", "folded", &file]);
+        let folded: u64 = out
+            .lines()
+            .map(|l| l.rsplit_once(' ').unwrap().1.parse::<u64>().unwrap())
+            .sum();
+        let peak = common::json(&["peak", &file]);
+        let live: u64 = peak["memories"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|m| m["breakdowns"].as_array().cloned().unwrap_or_default())
+            .filter(|b| b["by"] == "stack")
+            .flat_map(|b| b["groups"].as_array().cloned().unwrap())
+            .map(|g| g["bytes"].as_u64().unwrap())
+            .sum();
+        assert!(live > 0, "{name}");
+        assert_eq!(folded, live, "{name}");
+    }
+}

@@ -1,5 +1,6 @@
 //! PyTorch inputs against the references: snapshot pickles against torch's own
-//! `_memory_viz.segsum` numbers and a plain `pickle.load` replay
+//! `_memory_viz.segsum` numbers, the peak of its MemoryViz "Active Memory
+//! Timeline" and a plain `pickle.load` replay
 //! (`../shared/fixtures/torch/expected/reference.json`, and
 //! `tests/torch/expected.json` for the fixtures `scripts/make_torch_fixtures.py`
 //! writes), profiler traces against the totals the trace itself records.
@@ -137,8 +138,15 @@ fn check_snapshot(path: &Path, reference: &Value) {
         let max_rise = replay["max_rise"].as_i64().unwrap();
         let net = replay["net_change"].as_i64().unwrap();
         assert_eq!(peak - last, max_rise - net, "{name} peak above the end");
+        // Every live figure counts requested bytes.
         let requested = m["peak_requested_bytes"].as_i64().unwrap();
-        assert!(requested <= peak, "{name}");
+        assert_eq!(requested, peak, "{name}");
+        // The peak and the end MemoryViz's "Active Memory Timeline" draws.
+        if let Some(viz) = reference.get("memory_viz_active") {
+            let viz = &viz[device.as_str()];
+            assert_eq!(m["peak_bytes"], viz["max_size"], "{name}: MemoryViz's peak");
+            assert_eq!(m["final_bytes"], viz["end"], "{name}: MemoryViz's end");
+        }
     }
 }
 
@@ -157,10 +165,15 @@ fn real_snapshots_match_torch_segsum_and_the_pickle_replay() {
             d["free_external"] = r["free_external_bytes"].clone();
             d["free_internal"] = r["free_internal_bytes"].clone();
         }
+        assert!(
+            r["memory_viz_active"].is_object(),
+            "{name}: the reference lacks MemoryViz's peak (regenerate it with torch_reference.py)"
+        );
         let entry = serde_json::json!({
             "devices": devices,
             "trace_actions": r["trace_actions"],
             "trace_replay": r["trace_replay"],
+            "memory_viz_active": r["memory_viz_active"],
         });
         check_snapshot(&path, &entry);
     }
@@ -220,12 +233,47 @@ fn the_ring_buffer_and_its_end_state_are_explained() {
     // One allocation freed in the window but made before it, one live block
     // never allocated in it: both are live at the start.
     assert_eq!(m.live_at_start.len(), 2);
+    // Both count what was requested (the block of 1 MiB was asked 1,000,000).
     let starts: u64 = m.live_at_start.iter().map(|&a| m.allocation(a).bytes).sum();
-    assert_eq!(starts, 100_000 + 1024 * 1024);
+    assert_eq!(starts, 100_000 + 1_000_000);
+    // Each is named for what the recording saw of it, under the stack the
+    // file gives: the block's own, the free's.
+    let names = &p.names;
+    let mut named: Vec<(u64, String, String)> = m
+        .live_at_start
+        .iter()
+        .map(|&a| {
+            let site = names.site_of(m.allocation(a).site);
+            (
+                m.allocation(a).bytes,
+                names.str(site.op.unwrap()).to_string(),
+                names.stack_label(site.stack),
+            )
+        })
+        .collect();
+    named.sort();
+    assert_eq!(
+        named,
+        [
+            (
+                100_000,
+                "<before recording: freed>".to_string(),
+                "backward /venv/lib/python3.12/site-packages/torch/_tensor.py:581 \
+                 <- train_step train.py:22 <- <module> train.py:40 <- <before recording: freed>"
+                    .to_string()
+            ),
+            (
+                1_000_000,
+                "<before recording: still live>".to_string(),
+                "__init__ model.py:10 <- <module> train.py:40 <- <before recording: still live>"
+                    .to_string()
+            ),
+        ]
+    );
     // The pending-free block (300 bytes requested) is still held at the end.
     let summary = common::json(&["summary", path.to_str().unwrap()]);
     let cuda0 = &summary["memories"][0];
-    assert_eq!(cuda0["final_bytes"], 1024 * 1024 + 500_000 + 300);
+    assert_eq!(cuda0["final_bytes"], 1_000_000 + 500_000 + 300);
     assert_eq!(cuda0["final_buffers"], 3);
     // Reserved over time: the small segment was allocated in the window.
     let reserved: Vec<u64> = m
@@ -374,16 +422,57 @@ fn memory_timelines_peak_at_the_largest_category_sum() {
     let snapshot = common::shared_fixture("torch/torch_cpu_transformer.snapshot.pickle");
     let s = common::json(&["summary", snapshot.to_str().unwrap()]);
     assert_eq!(s["memories"][0]["peak_bytes"].as_u64(), Some(largest));
-    // Categories are the torch names.
-    let peak = common::json(&["peak", path.to_str().unwrap()]);
-    let by_category = peak["memories"][0]["breakdowns"]
-        .as_array()
-        .unwrap()
+    // Categories are torch's names, spelt as its snapshots write them, in
+    // the timeline and the snapshot alike.
+    let categories = |path: &Path| -> Vec<String> {
+        let peak = common::json(&["peak", path.to_str().unwrap()]);
+        let by_category = peak["memories"][0]["breakdowns"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|b| b["by"] == "category")
+            .unwrap()
+            .clone();
+        let mut keys: Vec<String> = by_category["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|g| g["key"].as_str().unwrap().to_string())
+            .collect();
+        keys.sort();
+        keys
+    };
+    let torch_names = [
+        "activation",
+        "autograd_detail",
+        "gradient",
+        "input",
+        "optimizer_state",
+        "parameter",
+        "temporary",
+        "unknown",
+    ];
+    let from_timeline = categories(&path);
+    let from_snapshot = categories(&snapshot);
+    assert!(
+        from_timeline
+            .iter()
+            .all(|k| torch_names.contains(&k.as_str())),
+        "{from_timeline:?}"
+    );
+    assert!(from_timeline.contains(&"parameter".to_string()));
+    assert!(from_timeline.contains(&"optimizer_state".to_string()));
+    // The snapshot's allocations carry torch's names too (its other rows
+    // are memory without a category: `<none>`).
+    let named: Vec<&String> = from_snapshot
         .iter()
-        .find(|b| b["by"] == "category")
-        .unwrap()
-        .to_string();
-    assert!(by_category.contains("PARAMETER") && by_category.contains("OPTIMIZER_STATE"));
+        .filter(|k| k.as_str() != "<none>")
+        .collect();
+    assert!(!named.is_empty(), "{from_snapshot:?}");
+    assert!(
+        named.iter().all(|k| torch_names.contains(&k.as_str())),
+        "{from_snapshot:?}"
+    );
 }
 
 #[test]

@@ -20,7 +20,8 @@ const WITH_ALLOCATOR_EVENTS: [&str; 5] = [
     "tf_cnn_leak",
 ];
 
-const BEFORE_START_OP: &str = "<allocated before the profile started>";
+const BEFORE_START_OP: &str = "<before recording: still live>";
+const FREED_BEFORE_START_OP: &str = "<before recording: freed>";
 const UNEXPLAINED_OP: &str = "<in use by the allocator's count, not in any recorded event>";
 
 struct Fixture {
@@ -234,8 +235,10 @@ fn peak_step_rows(m: &Value) -> BTreeMap<GroupKey, i64> {
     let text = |v: &Value| v.as_str().unwrap_or("").to_string();
     let mut rows = BTreeMap::new();
     for r in m["at_peak"].as_array().unwrap() {
-        let pseudo =
-            r["op"] == BEFORE_START_OP || r["op"] == UNEXPLAINED_OP || r["region"] == "stack";
+        let pseudo = r["op"] == BEFORE_START_OP
+            || r["op"] == FREED_BEFORE_START_OP
+            || r["op"] == UNEXPLAINED_OP
+            || r["region"] == "stack";
         if r["step"] != m["peak_step"] || pseudo {
             continue;
         }

@@ -27,12 +27,16 @@ impl Default for FrameFilter {
 impl FrameFilter {
     /// Library code: a file matching a library pattern, or a native frame
     /// (not a `.py` file: C++ frames of PyTorch, unwinder entries). The
-    /// user's own code is Python.
+    /// user's own code is Python. The root frame that names memory
+    /// allocated before the recording is always shown.
     pub fn is_library(&self, names: &Names, frame: FrameId) -> bool {
         match self {
             FrameFilter::All => false,
             FrameFilter::User { library_patterns } => {
                 let file = names.str(names.frame_of(frame).file);
+                if file.is_empty() && names.before_recording_frame(frame).is_some() {
+                    return false;
+                }
                 !file.ends_with(".py") || library_patterns.iter().any(|p| file.contains(p.as_str()))
             }
         }
@@ -59,9 +63,17 @@ impl FrameFilter {
         }
     }
 
-    /// The innermost user frame, else the innermost landmark, else the leaf.
+    /// The innermost user frame, else the innermost landmark, else the
+    /// leaf; for memory allocated before the recording, the root frame that
+    /// names it (its other frames are the free's, not the allocation's).
     pub fn user_frame(&self, names: &Names, stack: StackId) -> Option<FrameId> {
         let all: Vec<FrameId> = names.frames_of(stack).collect();
+        if let Some(&root) = all
+            .last()
+            .filter(|&&f| names.before_recording_frame(f).is_some())
+        {
+            return Some(root);
+        }
         all.iter()
             .copied()
             .find(|&f| !self.is_library(names, f))

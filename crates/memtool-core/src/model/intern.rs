@@ -69,8 +69,36 @@ pub struct Site {
     pub shape: Option<StrId>,
     /// Element type (`float32`, `bf16`), if known.
     pub dtype: Option<StrId>,
-    /// Region or category (`output`, `temp`, `PARAMETER`, `AUTOGRAD_DETAIL`...).
+    /// Region or category (`output`, `temp`, `parameter`, `autograd_detail`...).
     pub category: Option<StrId>,
+}
+
+/// Memory allocated before the recording began, which every format can
+/// hold (a snapshot's ring buffer, a trace started mid-run, an allocator's
+/// heap at its first event), split by what the recording saw of it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BeforeRecording {
+    /// Never freed during the recording: live from its start to its end.
+    StillLive,
+    /// Freed during the recording (the free is all that was recorded).
+    Freed,
+}
+
+impl BeforeRecording {
+    /// Its name in every output: the op of its sites and the root frame of
+    /// their stacks.
+    pub fn name(self) -> &'static str {
+        match self {
+            BeforeRecording::StillLive => "<before recording: still live>",
+            BeforeRecording::Freed => "<before recording: freed>",
+        }
+    }
+
+    fn of_name(name: &str) -> Option<BeforeRecording> {
+        [BeforeRecording::StillLive, BeforeRecording::Freed]
+            .into_iter()
+            .find(|b| b.name() == name)
+    }
 }
 
 /// All interned names of one profile.
@@ -247,6 +275,63 @@ impl Names {
     /// The site with this id.
     pub fn site_of(&self, id: SiteId) -> &Site {
         &self.sites[id.index()]
+    }
+
+    /// The site of memory allocated before the recording: its op is the
+    /// [`BeforeRecording`] name, and its stack is `stack` (leaf first: the
+    /// free's for freed memory, the allocation's where the file kept it for
+    /// a block still live) under a root frame of that name. So a breakdown
+    /// by op, stack or user frame, a call tree and a folded stack all show
+    /// it under the one name, with the frames the file recorded beneath.
+    pub fn before_recording_site(
+        &mut self,
+        which: BeforeRecording,
+        stack: StackId,
+        shape: Option<StrId>,
+        dtype: Option<StrId>,
+        category: Option<StrId>,
+    ) -> SiteId {
+        let name = self.string(which.name());
+        let root = self.frame(Frame {
+            function: name,
+            file: StrId(0),
+            line: 0,
+        });
+        let mut frames: Vec<FrameId> = self.frames_of(stack).collect();
+        frames.push(root);
+        let stack = self.stack_leaf_first(&frames);
+        self.site(Site {
+            stack,
+            op: Some(name),
+            shape,
+            dtype,
+            category,
+        })
+    }
+
+    /// Which memory allocated before the recording an op names, if it is
+    /// one of the [`BeforeRecording`] names.
+    pub fn before_recording_op(&self, op: Option<StrId>) -> Option<BeforeRecording> {
+        op.and_then(|op| BeforeRecording::of_name(self.str(op)))
+    }
+
+    /// Which memory allocated before the recording a frame is the root of,
+    /// if it is such a root frame.
+    pub fn before_recording_frame(&self, frame: FrameId) -> Option<BeforeRecording> {
+        let f = self.frame_of(frame);
+        if f.file != StrId(0) || f.line != 0 {
+            return None;
+        }
+        BeforeRecording::of_name(self.str(f.function))
+    }
+
+    /// Whether a stack is only the root frame of memory allocated before
+    /// the recording: no frame the file recorded.
+    pub fn is_before_recording_only(&self, stack: StackId) -> bool {
+        self.caller(stack).0 == 0
+            && self
+                .leaf(stack)
+                .is_some_and(|f| self.before_recording_frame(f).is_some())
     }
 
     /// `function file:line`, the way stacks are written in every output.

@@ -14,7 +14,9 @@
 mod intern;
 
 pub(crate) use intern::IdIndex;
-pub use intern::{Frame, FrameId, Names, Renames, Site, SiteId, StackFrames, StackId, StrId};
+pub use intern::{
+    BeforeRecording, Frame, FrameId, Names, Renames, Site, SiteId, StackFrames, StackId, StrId,
+};
 
 use std::collections::BTreeMap;
 
@@ -116,7 +118,8 @@ pub enum Axis {
 /// One allocation (or, for pprof, one sample: `count` buffers of one site).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Allocation {
-    /// Bytes the allocator handed out.
+    /// Bytes the allocator handed out. PyTorch snapshots record only what
+    /// the program asked for, and count that, as torch's own tools do.
     pub bytes: u64,
     /// Bytes the program asked for (equal to `bytes` when unknown).
     pub requested: u64,

@@ -14,7 +14,7 @@ pub fn folded(inputs: Inputs<'_>, options: &RenderOptions) -> String {
     for memory in options.analysis.selected(profile) {
         tree.add_sites(
             &profile.names,
-            &at_peak(memory),
+            &at_peak(memory, options.analysis.ties),
             &options.analysis.frames,
             1,
         );

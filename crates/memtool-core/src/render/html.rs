@@ -196,7 +196,7 @@ fn memory_view(
     let filter = &options.analysis.frames;
     let by = options
         .group_by
-        .unwrap_or_else(|| timeline::default_group_by(names, memory));
+        .unwrap_or_else(|| timeline::default_group_by(names, memory, peak.index));
     let tl = timeline::timeline(names, memory, by, filter, options.width, options.bands);
     let by_site = group::totals_by_site(memory, &replay::live_at(memory, peak.index));
 
@@ -487,13 +487,13 @@ fn reserved_series(memory: &Memory, x0: i64, width: usize) -> Vec<[i64; 2]> {
         .collect()
 }
 
-fn diff_tree(base: &Profile, new: &Profile, options: &RenderOptions) -> Node {
+pub(super) fn diff_tree(base: &Profile, new: &Profile, options: &RenderOptions) -> Node {
     let mut tree = Tree::default();
     for (side, profile) in [(0, base), (1, new)] {
         for memory in options.analysis.selected(profile) {
             tree.add_sites(
                 &profile.names,
-                &at_peak(memory),
+                &at_peak(memory, options.analysis.ties),
                 &options.analysis.frames,
                 side,
             );

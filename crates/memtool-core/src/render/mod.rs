@@ -69,10 +69,13 @@ pub enum Inputs<'a> {
     },
 }
 
-/// Live totals per site at the memory's peak (empty for a memory with no points).
-fn at_peak(memory: &Memory) -> group::SiteTotals {
-    match replay::peak(memory) {
-        Some(p) => group::totals_by_site(memory, &replay::live_at(memory, p.index)),
+/// Live totals per site at the memory's peak (empty for a memory with no
+/// points): the peak every other output reports ([`replay::reported_peak`],
+/// as in [`crate::analysis::peak_facts::PeakFacts`]), so the page's tables,
+/// its call trees and the folded stacks break down one moment.
+fn at_peak(memory: &Memory, ties: replay::Ties) -> group::SiteTotals {
+    match replay::reported_peak(memory, ties) {
+        Some(p) => group::totals_by_site(memory, &replay::live_at(memory, p.point.index)),
         None => group::SiteTotals::default(),
     }
 }

@@ -50,7 +50,7 @@ pub fn svg(inputs: Inputs<'_>, options: &RenderOptions) -> String {
             let (reported, peak) = (facts.peak, facts.point());
             let by = options
                 .group_by
-                .unwrap_or_else(|| timeline::default_group_by(&profile.names, memory));
+                .unwrap_or_else(|| timeline::default_group_by(&profile.names, memory, peak.index));
             let tl = timeline::timeline(
                 &profile.names,
                 memory,

@@ -521,3 +521,64 @@ fn the_source_line_is_the_user_frame_whatever_its_name() {
         "{page}"
     );
 }
+
+/// An allocator that reports its in-use figure at every event peaks where
+/// that figure does (here at the last event, 500 bytes), not where the
+/// replayed live set is largest (the first, 100 bytes): the folded stacks
+/// and the differential call tree break down the peak every other output
+/// reports.
+#[test]
+fn folded_stacks_and_the_diff_tree_take_the_reported_peak() {
+    let mut profile = Profile::default();
+    let names = &mut profile.names;
+    let file = names.string("train.py");
+    let sites: Vec<SiteId> = ["early", "late"]
+        .iter()
+        .map(|f| {
+            let function = names.string(f);
+            let frame = names.frame(Frame {
+                function,
+                file,
+                line: 1,
+            });
+            let stack = names.stack_leaf_first(&[frame]);
+            names.site(Site {
+                stack,
+                ..Site::default()
+            })
+        })
+        .collect();
+    let mut m = Memory::new("GPU_0_bfc", MemoryKind::Allocator, Axis::TimePs);
+    for (bytes, site) in [(100, sites[0]), (50, sites[1])] {
+        m.push_allocation(Allocation {
+            bytes,
+            requested: bytes,
+            count: 1,
+            address: None,
+            site,
+        });
+    }
+    let events = [
+        (EventKind::Alloc, 0, 10),
+        (EventKind::Free, 0, 0),
+        (EventKind::Alloc, 1, 500),
+    ];
+    for (i, (kind, alloc, in_use)) in events.into_iter().enumerate() {
+        let at = 10 * (i as i64 + 1);
+        m.events.push(Event {
+            at,
+            kind,
+            alloc: AllocId(alloc),
+        });
+        m.allocator_samples
+            .push(AllocatorSample::new(at).with_allocated_bytes(Some(in_use)));
+    }
+    profile.memories.push(m);
+    assert_eq!(replay::peak(&profile.memories[0]).unwrap().bytes, 100);
+    let text = folded(Inputs::One(&profile), &RenderOptions::default());
+    assert_eq!(text, "late train.py:1 50\n");
+    let tree = super::html::diff_tree(&profile, &profile, &RenderOptions::default());
+    let labels: Vec<(&str, u64, Option<u64>)> =
+        tree.c.iter().map(|n| (n.n.as_str(), n.v, n.b)).collect();
+    assert_eq!(labels, [("late train.py:1", 50, Some(50))]);
+}

@@ -125,12 +125,9 @@ fn columns(memory: &Memory, width: usize) -> (Vec<Column>, usize) {
 /// How the chart groups a memory when the caller does not say: the most
 /// telling key the profile has values for at the peak. A category with one
 /// value (every buffer an `output`) says nothing; ops do, when the profile has
-/// no call stacks.
-pub(super) fn default_group_by(names: &Names, memory: &Memory) -> GroupBy {
-    let Some(p) = replay::peak(memory) else {
-        return GroupBy::UserFrame;
-    };
-    let by_site = group::totals_by_site(memory, &replay::live_at(memory, p.index));
+/// no call stacks. `peak_index` is the point of the peak the page reports.
+pub(super) fn default_group_by(names: &Names, memory: &Memory, peak_index: usize) -> GroupBy {
+    let by_site = group::totals_by_site(memory, &replay::live_at(memory, peak_index));
     let distinct = |by: GroupBy| {
         let labels: std::collections::BTreeSet<String> = by_site
             .keys()
@@ -421,14 +418,14 @@ mod tests {
             &mut names,
             &[(Some(output), Some(add)), (Some(output), Some(mul))],
         );
-        assert_eq!(default_group_by(&names, &one_category), GroupBy::Op);
+        assert_eq!(default_group_by(&names, &one_category, 0), GroupBy::Op);
         let two = memory_of(
             &mut names,
             &[(Some(output), Some(add)), (Some(temp), Some(mul))],
         );
-        assert_eq!(default_group_by(&names, &two), GroupBy::Category);
+        assert_eq!(default_group_by(&names, &two, 0), GroupBy::Category);
         let nothing = memory_of(&mut names, &[(None, None)]);
-        assert_eq!(default_group_by(&names, &nothing), GroupBy::UserFrame);
+        assert_eq!(default_group_by(&names, &nothing, 0), GroupBy::UserFrame);
     }
 
     #[test]

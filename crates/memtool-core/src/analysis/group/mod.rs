@@ -28,7 +28,7 @@ pub enum GroupBy {
     Op,
     /// By element type.
     Dtype,
-    /// By category or region (`PARAMETER`, `temp`, `output`).
+    /// By category or region (`parameter`, `temp`, `output`).
     Category,
 }
 
@@ -722,10 +722,14 @@ impl<'a> Grouper<'a> {
             GroupBy::Stack => self.shown_node(site.stack),
             GroupBy::UserFrame => {
                 let names = self.names;
-                let user = names
-                    .frames_of(site.stack)
-                    .find(|&f| !self.is_library(f))
-                    .or_else(|| self.filter.user_frame(names, site.stack));
+                let user = if names.before_recording_op(site.op).is_some() {
+                    self.filter.user_frame(names, site.stack)
+                } else {
+                    names
+                        .frames_of(site.stack)
+                        .find(|&f| !self.is_library(f))
+                        .or_else(|| self.filter.user_frame(names, site.stack))
+                };
                 user.map_or(0, |f| self.text_id(f) + 1)
             }
             GroupBy::Shape => string(site.shape),
@@ -772,7 +776,11 @@ pub fn has_values(names: &Names, by_site: &SiteTotals, by: GroupBy) -> bool {
     by_site.keys().any(|s| {
         let site = names.site_of(s);
         match by {
-            GroupBy::Stack | GroupBy::UserFrame => site.stack.0 != 0,
+            // The root frame alone (memory allocated before the recording
+            // in a format without stacks) is no stack the profile recorded.
+            GroupBy::Stack | GroupBy::UserFrame => {
+                site.stack.0 != 0 && !names.is_before_recording_only(site.stack)
+            }
             GroupBy::Shape => site.shape.is_some(),
             GroupBy::Op => site.op.is_some(),
             GroupBy::Dtype => site.dtype.is_some(),

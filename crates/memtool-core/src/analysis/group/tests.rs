@@ -315,3 +315,85 @@ fn site_rows_sum_sites_alike_in_every_field() {
         }
     }
 }
+
+/// Memory allocated before the recording is one name by op, stack and user
+/// frame: its stack (the free's, native frames only here; a block's own;
+/// none) sits under a root frame of that name, which no filter hides.
+#[test]
+fn memory_from_before_the_recording_has_one_name_by_every_key() {
+    use crate::model::BeforeRecording;
+    let mut names = Names::default();
+    let native = stack(
+        &mut names,
+        &[
+            ("at::_ops::mm::call(at::Tensor const&)", "??"),
+            ("torch::autograd::generated::MmBackward0::apply()", "??"),
+        ],
+    );
+    let user = stack(&mut names, &[("train_step", "/home/me/train.py")]);
+    let sites = [
+        names.before_recording_site(BeforeRecording::Freed, native, None, None, None),
+        names.before_recording_site(BeforeRecording::StillLive, user, None, None, None),
+        names.before_recording_site(BeforeRecording::StillLive, StackId(0), None, None, None),
+        stack_site(&mut names, user),
+    ];
+    let by_site: SiteTotals = sites
+        .iter()
+        .enumerate()
+        .map(|(i, &site)| {
+            let totals = Totals {
+                bytes: 10 << i,
+                requested_bytes: 10 << i,
+                count: 1,
+            };
+            (site, totals)
+        })
+        .collect();
+    let (live, freed) = (
+        BeforeRecording::StillLive.name(),
+        BeforeRecording::Freed.name(),
+    );
+    let keys = |by: GroupBy, filter: &FrameFilter| -> Vec<(String, u64)> {
+        let mut groups: Vec<(String, u64)> = breakdown(&names, &by_site, by, filter)
+            .into_iter()
+            .map(|g| (g.key.to_string(), g.totals.bytes))
+            .collect();
+        groups.sort();
+        groups
+    };
+    let filter = FrameFilter::default();
+    let mut expected = vec![(live.to_string(), 60), (freed.to_string(), 10)];
+    expected.sort();
+    let mut with_user = expected.clone();
+    with_user.push(("train_step /home/me/train.py:7".to_string(), 80));
+    with_user.sort();
+    assert_eq!(keys(GroupBy::UserFrame, &filter), with_user);
+    let mut by_op = expected.clone();
+    by_op.push((NONE_LABEL.to_string(), 80));
+    by_op.sort();
+    assert_eq!(keys(GroupBy::Op, &filter), by_op);
+    let mut stacks = vec![
+        (format!("train_step /home/me/train.py:7 <- {live}"), 20),
+        (live.to_string(), 40),
+        (freed.to_string(), 10),
+        ("train_step /home/me/train.py:7".to_string(), 80),
+    ];
+    stacks.sort();
+    assert_eq!(keys(GroupBy::Stack, &filter), stacks);
+    // Every frame, the free's native ones too, with --all-frames.
+    let all = keys(GroupBy::Stack, &FrameFilter::All);
+    assert!(all.iter().any(|(k, b)| *b == 10
+        && k.starts_with("at::_ops::mm::call")
+        && k.ends_with(&format!("<- {freed}"))));
+    // The name alone is no recorded stack; a recorded stack under it is.
+    let only = |site: SiteId| [(site, Totals::default())].into_iter().collect();
+    assert!(!has_values(&names, &only(sites[2]), GroupBy::Stack));
+    assert!(has_values(&names, &only(sites[1]), GroupBy::Stack));
+    // The plain labels agree with the grouper.
+    for &site in &sites {
+        for by in [GroupBy::Stack, GroupBy::UserFrame, GroupBy::Op] {
+            let key = label(&names, site, by, &filter);
+            assert!(keys(by, &filter).iter().any(|(k, _)| *k == key), "{key}");
+        }
+    }
+}

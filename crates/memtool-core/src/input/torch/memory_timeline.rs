@@ -3,7 +3,7 @@
 
 use serde::Deserialize;
 
-use super::{corrupt, Loose};
+use super::{corrupt, Loose, CATEGORIES};
 use crate::error::Result;
 use crate::input::source::{self, ByteSource};
 use crate::model::{
@@ -19,19 +19,6 @@ pub(crate) fn read(profile: &mut Profile, path: &str, data: &dyn ByteSource) -> 
     };
     read_timeline(profile, path, &bytes)
 }
-
-/// Category names of `export_memory_timeline`, in its column order
-/// (`torch.profiler._memory_profiler._CATEGORY_TO_INDEX`).
-const CATEGORIES: [&str; 8] = [
-    "PARAMETER",
-    "OPTIMIZER_STATE",
-    "INPUT",
-    "TEMPORARY",
-    "ACTIVATION",
-    "GRADIENT",
-    "AUTOGRAD_DETAIL",
-    "unknown",
-];
 
 /// The two timeline forms: `[times, sizes]` with one row of per-category
 /// bytes per time (column 0 unused, then [`CATEGORIES`]), or raw rows

@@ -14,6 +14,32 @@ use serde::Deserialize;
 
 use crate::error::Error;
 
+/// The categories of PyTorch's memory profiler (`torch.profiler.
+/// _memory_profiler.Category`, then `unknown`), in the column order of
+/// `export_memory_timeline` (`_CATEGORY_TO_INDEX`), spelt as PyTorch writes
+/// them into snapshots (`_profile_to_snapshot`: `category.name.lower()`) and
+/// MemoryViz shows them: one spelling for every PyTorch input, so a category
+/// is one group whichever file it came from.
+const CATEGORIES: [&str; 8] = [
+    "parameter",
+    "optimizer_state",
+    "input",
+    "temporary",
+    "activation",
+    "gradient",
+    "autograd_detail",
+    "unknown",
+];
+
+/// A category as [`CATEGORIES`] spells it, whatever its case in the file;
+/// other names as written.
+fn category_name(name: &str) -> &str {
+    CATEGORIES
+        .iter()
+        .find(|c| c.eq_ignore_ascii_case(name))
+        .map_or(name, |c| c)
+}
+
 fn corrupt(path: &str, what: &'static str, e: serde_json::Error) -> Error {
     if e.is_io() {
         // The input failed or shrank under the reader: not a JSON problem.

@@ -8,11 +8,16 @@
 //! - `alloc` entries are allocations; `free_completed` is the free that counts
 //!   (the block is reusable from then on; torch's own replay subtracts there),
 //!   `free_requested` is only counted in `recorded_events`.
-//! - Trace `size` is the requested size; allocations made in the window get
-//!   `bytes = requested = size`. Blocks of the end state that the trace never
-//!   allocated were allocated before the window (the trace is a ring buffer):
-//!   they join `live_at_start` with the block's rounded size and request, as do
-//!   allocations whose `free_completed` is in the window but their `alloc` is not.
+//! - Every allocation counts the bytes the program requested (`bytes =
+//!   requested`), the one size the trace records: trace `size` is the request,
+//!   and the block the allocator rounded it up to is not recorded. Blocks of
+//!   the end state that the trace never allocated were allocated before the
+//!   window (the trace is a ring buffer): they join `live_at_start` at their
+//!   `requested_size`, as do allocations whose `free_completed` is in the
+//!   window but their `alloc` is not (at the free's `size`). These are the
+//!   rules of torch's MemoryViz ("Active Memory Timeline"), so the replayed
+//!   peak is the one it draws; the rounded block sizes stay in `segments`
+//!   (reserved, internal fragmentation).
 //! - `segment_*` entries give `allocator_samples` of reserved bytes, anchored
 //!   so the last sample equals the segments' total; the last sample also has
 //!   the end state's largest free block. Samples carry no allocated bytes: the
@@ -25,9 +30,9 @@ use rustc_hash::FxHashMap;
 
 use crate::error::{Error, Result};
 use crate::model::{
-    AllocId, Allocation, AllocatorSample, Axis, BlockState, Event, EventKind, Format, Frame,
-    FrameId, InputInfo, MemoryKind, Profile, Segment, SegmentBlock, Site, SiteId, StackId, Step,
-    StrId,
+    AllocId, Allocation, AllocatorSample, Axis, BeforeRecording, BlockState, Event, EventKind,
+    Format, Frame, FrameId, InputInfo, MemoryKind, Profile, Segment, SegmentBlock, Site, SiteId,
+    StackId, Step, StrId,
 };
 
 use super::pickle::{self, Memo, Parent, Value, Visitor};
@@ -108,10 +113,16 @@ impl Action {
     }
 }
 
-/// The sites of one device's allocations before they are interned: the
+/// The site of one of a device's allocations before it is interned: the
 /// model's site ids follow the order of first use, which is only known once
-/// the whole file is read (see [`Trace::finish`]).
-const BEFORE_WINDOW_SITE: SiteId = SiteId(u32::MAX);
+/// the whole file is read (see [`build_memory`]).
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+struct SiteKey {
+    stack: StackId,
+    category: Option<StrId>,
+    /// Freed in the window, allocated before it: `stack` is the free's.
+    freed_before_window: bool,
+}
 
 /// One device's trace, turned into allocations and events as entries
 /// arrive, so no entry is kept.
@@ -124,10 +135,10 @@ struct Trace {
     first_time: Option<i64>,
     /// Index and time of the last entry.
     last: Option<(u64, Option<i64>)>,
-    /// `site` is an index into `site_keys` (or [`BEFORE_WINDOW_SITE`]).
+    /// `site` is an index into `site_keys`.
     allocations: Vec<Allocation>,
-    site_keys: Vec<(StackId, Option<StrId>)>,
-    site_index: FxHashMap<(StackId, Option<StrId>), u32>,
+    site_keys: Vec<SiteKey>,
+    site_index: FxHashMap<SiteKey, u32>,
     /// `at` is the entry's time; `event_entries` its index, for the event
     /// index axis when some entry has no time.
     events: Vec<Event>,
@@ -175,6 +186,16 @@ impl Trace {
         id
     }
 
+    /// The index in `site_keys` of `key`, added on first use.
+    fn site(&mut self, key: SiteKey) -> SiteId {
+        let next = self.site_keys.len() as u32;
+        let site = *self.site_index.entry(key).or_insert(next);
+        if site == next {
+            self.site_keys.push(key);
+        }
+        SiteId(site)
+    }
+
     fn event(&mut self, index: u64, time_us: Option<i64>, kind: EventKind, alloc: AllocId) {
         self.events.push(Event {
             at: time_us.unwrap_or(0),
@@ -211,17 +232,17 @@ impl Trace {
                     self.realloc_without_free += 1;
                     self.event(index, time_us, EventKind::Free, old);
                 }
-                let next = self.site_keys.len() as u32;
-                let site = *self.site_index.entry((stack, category)).or_insert(next);
-                if site == next {
-                    self.site_keys.push((stack, category));
-                }
+                let site = self.site(SiteKey {
+                    stack,
+                    category,
+                    freed_before_window: false,
+                });
                 let alloc = self.new_alloc(Allocation {
                     bytes: size,
                     requested: size,
                     count: 1,
                     address: Some(addr),
-                    site: SiteId(site),
+                    site,
                 });
                 self.live.insert(addr, alloc);
                 self.event(index, time_us, EventKind::Alloc, alloc);
@@ -230,13 +251,19 @@ impl Trace {
                 let alloc = match self.live.remove(&addr) {
                     Some(alloc) => alloc,
                     None => {
+                        // Named by the free's stack, as MemoryViz does.
                         self.freed_before_window += 1;
+                        let site = self.site(SiteKey {
+                            stack,
+                            category,
+                            freed_before_window: true,
+                        });
                         let alloc = self.new_alloc(Allocation {
                             bytes: size,
                             requested: size,
                             count: 1,
                             address: Some(addr),
-                            site: BEFORE_WINDOW_SITE,
+                            site,
                         });
                         self.live_at_start.push(alloc);
                         alloc
@@ -581,7 +608,10 @@ impl SnapshotVisitor<'_> {
         let size = self.size(size);
         let time_us = self.int(time_us);
         let stack = self.stack(frames, memo);
-        let category = self.string(category);
+        let category = match category {
+            Some(Value::Str(s)) => Some(self.profile.names.string(super::category_name(s))),
+            _ => None,
+        };
         self.has_category |= category.is_some();
         self.traces[device].add(action, action_name, addr, size, time_us, stack, category);
     }
@@ -856,28 +886,29 @@ fn build_memory(
             index as i64
         }
     };
-    let before_window = profile.names.string("(allocated before the trace window)");
-    let before_window_site = profile.names.site(Site {
-        op: Some(before_window),
-        ..Site::default()
-    });
-    let site_of = |profile: &mut Profile, stack: StackId, category: Option<StrId>| {
-        profile.names.site(Site {
-            stack,
-            category,
-            ..Site::default()
-        })
-    };
     // Interned in order of first use, as the trace met them.
     let sites: Vec<SiteId> = site_keys
         .iter()
-        .map(|&(stack, category)| site_of(profile, stack, category))
+        .map(|key| {
+            if key.freed_before_window {
+                profile.names.before_recording_site(
+                    BeforeRecording::Freed,
+                    key.stack,
+                    None,
+                    None,
+                    key.category,
+                )
+            } else {
+                profile.names.site(Site {
+                    stack: key.stack,
+                    category: key.category,
+                    ..Site::default()
+                })
+            }
+        })
         .collect();
     for a in &mut allocations {
-        a.site = match sites.get(a.site.index()) {
-            Some(&site) => site,
-            None => before_window_site,
-        };
+        a.site = sites[a.site.index()];
     }
     if !timed {
         for (e, &index) in events.iter_mut().zip(&event_entries) {
@@ -934,11 +965,18 @@ fn build_memory(
                         continue;
                     }
                     blocks_before_window += 1;
-                    let site = site_of(profile, stack, None);
+                    // Named by the block's own stack where the file kept it.
+                    let site = profile.names.before_recording_site(
+                        BeforeRecording::StillLive,
+                        stack,
+                        None,
+                        None,
+                        None,
+                    );
                     let alloc = new_alloc(
                         &mut allocations,
                         Allocation {
-                            bytes: block.bytes,
+                            bytes: block.requested,
                             requested: block.requested,
                             count: 1,
                             address: Some(address),

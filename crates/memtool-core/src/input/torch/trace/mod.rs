@@ -20,8 +20,8 @@ use super::corrupt;
 use crate::error::{Error, Result};
 use crate::input::source::{ByteSource, SourceReader};
 use crate::model::{
-    AllocId, Allocation, AllocatorSample, Axis, Event, EventKind, Format, InputInfo, MemoryKind,
-    Profile, Site, SiteId, Step, StrId,
+    AllocId, Allocation, AllocatorSample, Axis, BeforeRecording, Event, EventKind, Format,
+    InputInfo, MemoryKind, Profile, Site, SiteId, StackId, Step, StrId,
 };
 use deserialize::{parse_with_serde, DeviceProperty, RawEvent};
 
@@ -401,11 +401,12 @@ fn build_trace_memory<'a>(
     capacity: Option<u64>,
     records: impl Iterator<Item = &'a MemoryRecord>,
 ) {
-    let before = profile.names.string("(allocated before the trace)");
-    let before_site = profile.names.site(Site {
-        op: Some(before),
-        ..Site::default()
-    });
+    // A trace records no stack, and the op around a free is not the one
+    // that allocated: memory from before the trace is named, nothing more.
+    let freed_before_site =
+        profile
+            .names
+            .before_recording_site(BeforeRecording::Freed, StackId(0), None, None, None);
     let mut sites: HashMap<Option<StrId>, SiteId> = HashMap::new();
     let mut allocations: Vec<Allocation> = Vec::new();
     let mut events: Vec<Event> = Vec::new();
@@ -485,7 +486,7 @@ fn build_trace_memory<'a>(
                         requested: size,
                         count: 1,
                         address: m.addr(),
-                        site: before_site,
+                        site: freed_before_site,
                     },
                 );
                 live_at_start.push(alloc);
@@ -513,6 +514,13 @@ fn build_trace_memory<'a>(
             let unseen = start - i128::from(before_bytes);
             if unseen > 0 {
                 let bytes = u64::try_from(unseen).unwrap_or(u64::MAX);
+                let site = profile.names.before_recording_site(
+                    BeforeRecording::StillLive,
+                    StackId(0),
+                    None,
+                    None,
+                    None,
+                );
                 let alloc = push(
                     &mut allocations,
                     Allocation {
@@ -520,7 +528,7 @@ fn build_trace_memory<'a>(
                         requested: bytes,
                         count: 1,
                         address: None,
-                        site: before_site,
+                        site,
                     },
                 );
                 live_at_start.push(alloc);

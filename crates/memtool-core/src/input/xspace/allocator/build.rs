@@ -4,10 +4,10 @@
 use rustc_hash::FxHashMap;
 
 use super::decode::{Decoder, RawEvent, DTYPE, OP, REGION, SHAPE};
-use super::{BEFORE_START_OP, STACK_OP};
+use super::STACK_OP;
 use crate::model::{
-    AllocId, Allocation, AllocatorSample, Axis, EventKind, Memory, MemoryKind, Names, Profile,
-    Site, SiteId, StackId, Step, StrId,
+    AllocId, Allocation, AllocatorSample, Axis, BeforeRecording, EventKind, Memory, MemoryKind,
+    Names, Profile, Site, SiteId, StackId, Step, StrId,
 };
 
 /// What both walks found, before the memories are made.
@@ -182,6 +182,25 @@ impl MemoryBuilder {
         memory.id = id;
         memory.steps = steps;
         let first_stack = first.and_then(|e| e.stack());
+        // So far, what was live at the start is what was freed without being
+        // allocated: memory from before the profile, freed during it. It
+        // keeps the free's shape, type and region; the free's op is not the
+        // op that allocated it.
+        let mut freed_sites: FxHashMap<SiteId, SiteId> = FxHashMap::default();
+        for &id in &memory.live_at_start {
+            let a = &mut memory.allocations[id.index()];
+            let free_site = a.site;
+            a.site = *freed_sites.entry(free_site).or_insert_with(|| {
+                let s = *profile.names.site_of(free_site);
+                profile.names.before_recording_site(
+                    BeforeRecording::Freed,
+                    s.stack,
+                    s.shape,
+                    s.dtype,
+                    s.category,
+                )
+            });
+        }
         // What the heap held before the first event that no free accounts for.
         if let Some(first) = first {
             if let Some(heap) = first.heap() {
@@ -193,7 +212,21 @@ impl MemoryBuilder {
                 };
                 let unexplained = before.saturating_sub(live_at_start_bytes);
                 if unexplained > 0 {
-                    pseudo_allocation(profile, &mut memory, unexplained, BEFORE_START_OP, None);
+                    let site = profile.names.before_recording_site(
+                        BeforeRecording::StillLive,
+                        StackId(0),
+                        None,
+                        None,
+                        None,
+                    );
+                    let id = memory.push_allocation(Allocation {
+                        bytes: unexplained,
+                        requested: unexplained,
+                        count: 1,
+                        address: None,
+                        site,
+                    });
+                    memory.live_at_start.push(id);
                 }
             }
         }

@@ -14,8 +14,10 @@
 //! - A free is matched to the live allocation at its address. A free with no
 //!   live allocation there freed something allocated before the profile
 //!   started: it becomes an allocation live at start.
+//!   Its site is named [`Freed`](crate::model::BeforeRecording::Freed).
 //! - The heap the allocator already held at the first event, less those, is
-//!   one allocation live at start ([`BEFORE_START_OP`]); stack reserved on
+//!   one allocation live at start, named
+//!   [`StillLive`](crate::model::BeforeRecording::StillLive); stack reserved on
 //!   the device (`bytes_reserved`) is another ([`STACK_OP`]). Replaying the
 //!   events then gives the allocator's own in-use figure.
 //! - Each event's totals become one
@@ -37,8 +39,6 @@ use crate::model::Profile;
 use merge::{merged, Fallback};
 use sequential::sequential;
 
-/// The op label of the heap held before the first event.
-pub(super) const BEFORE_START_OP: &str = "<allocated before the profile started>";
 /// The op label of stack reserved on the device (TPU), as XProf names it.
 pub(super) const STACK_OP: &str = "stack";
 
