@@ -488,8 +488,8 @@ impl Report for FragReport {
                 "allocator_mean",
                 "allocator_at_peak",
                 "reserved_at_peak",
-                "unused_reserved_at_peak",
-                "unused_reserved_max",
+                "unused_at_peak",
+                "unused_max",
                 "address_at_peak",
                 "address_at_end",
                 "largest_gap_at_peak",
@@ -535,8 +535,8 @@ impl Report for FragReport {
         }
         if self.memories.iter().any(|m| m.unused_reserved.is_some()) {
             notes.push(
-                "unused reserved: memory the allocator reserved that the program was not \
-                 using (reserved − in use); max is over the whole profile"
+                "unused: memory the allocator reserved that the program was not using \
+                 (reserved − in use); max is over the whole profile"
                     .to_string(),
             );
         }
