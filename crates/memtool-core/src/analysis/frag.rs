@@ -542,6 +542,14 @@ impl Report for FragReport {
         }
         for m in &self.memories {
             let id = display_id(&m.header.id);
+            if let Some(u) = m.unused_reserved.as_ref().filter(|u| u.max_bytes > 0) {
+                notes.push(format!(
+                    "{id}: most reserved memory unused: {} of {} reserved, at {}",
+                    crate::report::units::bytes(u.max_bytes),
+                    crate::report::units::bytes(u.max_reserved_bytes),
+                    u.max_label
+                ));
+            }
             let addressed = m.has_addresses;
             if m.allocator.is_none() && m.unused_reserved.is_none() && !with_gaps(&m.at_peak) {
                 notes.push(format!(
@@ -644,6 +652,14 @@ mod tests {
             change(3, 100, 40, false),
             change(3, 200, 30, true),
         ];
+        // An allocator that reports no reserved figure (a program's space,
+        // held whole) has no unused figure, held ranges or not.
+        let mut reports = 0;
+        segments::for_each_reserved_point(&m, |_| reports += 1);
+        assert_eq!(reports, 0);
+        // The held ranges, not the report, time each change.
+        m.allocator_samples
+            .push(AllocatorSample::new(0).with_reserved_bytes(Some(80)));
         let bytes = |index| segments::held_at(&m, index).unwrap().bytes();
         // B counts from the point after the allocation it was reserved for,
         // and until the point after the next event following its release;

@@ -254,12 +254,15 @@ impl ReservedUse {
 }
 
 /// Calls `visit` at every point of `memory`'s event timeline where what the
-/// allocator reserved is known: the bytes of the ranges it holds there
-/// ([`held_at`]) where the profile says which, else its own reports (PyTorch
-/// `Total Reserved`) from the first on. Nothing for memories with neither,
-/// or that are described by instants.
+/// allocator reserved is known. Only an allocator that reports what it
+/// reserved has a figure (PyTorch `Total Reserved`, snapshot segments): a
+/// compiled program's memory space is held whole, not reserved as needed.
+/// Where the profile also says which ranges it holds ([`held_at`]), their
+/// bytes are the figure, changing at the exact event; else its reports, from
+/// the first on. Nothing for memories described by instants.
 pub fn for_each_reserved_point(memory: &Memory, mut visit: impl FnMut(ReservedUse)) {
-    if replay::uses_instants(memory) {
+    let samples = &memory.allocator_samples;
+    if replay::uses_instants(memory) || !samples.iter().any(|s| s.reserved_bytes().is_some()) {
         return;
     }
     if let Some(mut held) = held_at(memory, 0) {
@@ -283,10 +286,6 @@ pub fn for_each_reserved_point(memory: &Memory, mut visit: impl FnMut(ReservedUs
                 in_use_bytes: p.bytes,
             });
         });
-        return;
-    }
-    let samples = &memory.allocator_samples;
-    if !samples.iter().any(|s| s.reserved_bytes().is_some()) {
         return;
     }
     let dense = replay::samples_every_event(memory);
