@@ -262,7 +262,13 @@ impl ReservedUse {
 /// the first on. Nothing for memories described by instants.
 pub fn for_each_reserved_point(memory: &Memory, mut visit: impl FnMut(ReservedUse)) {
     let samples = &memory.allocator_samples;
-    if replay::uses_instants(memory) || !samples.iter().any(|s| s.reserved_bytes().is_some()) {
+    // A format reports reserved bytes in all of a memory's samples or in
+    // none: the ends tell without a scan of millions of XSpace samples.
+    let reports_reserved = [samples.first(), samples.last()]
+        .into_iter()
+        .flatten()
+        .any(|s| s.reserved_bytes().is_some());
+    if replay::uses_instants(memory) || !reports_reserved {
         return;
     }
     if let Some(mut held) = held_at(memory, 0) {

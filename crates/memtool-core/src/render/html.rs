@@ -54,7 +54,7 @@ fn frag_section(profile: &Profile, memory: &Memory, options: &Options) -> Option
     }
     if let Some(a) = m.at_peak.as_ref().and_then(|p| p.address) {
         parts.push(format!(
-            "at peak {:.1}% of the free memory inside the allocator's segments is outside the largest gap ({} gaps, largest {})",
+            "at peak {:.1}% of the free memory inside what the allocator holds is outside the largest gap ({} gaps, largest {})",
             a.fragmentation * 100.0,
             a.gaps,
             units::bytes(a.largest_gap_bytes)
