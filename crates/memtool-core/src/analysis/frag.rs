@@ -272,9 +272,12 @@ pub fn frag(profile: &Profile, options: &Options) -> FragReport {
                 .iter()
                 .filter_map(|&(p, s)| point(p, Some(s)))
                 .collect(),
-            segments_label: layout.as_ref().and_then(|_| {
-                replay::point_at(memory, end_index).map(|p| point_label(memory, p.index, p.at))
-            }),
+            // A memory with no events has no moment to name.
+            segments_label: layout
+                .as_ref()
+                .filter(|_| !memory.events.is_empty())
+                .and_then(|_| replay::point_at(memory, end_index))
+                .map(|p| point_label(memory, p.index, p.at)),
             layout,
             has_addresses: memory.allocations.iter().any(|a| a.address.is_some()),
         });
@@ -396,8 +399,10 @@ impl Report for FragReport {
             let Some(layout) = &m.layout else { continue };
             let mut t = Table::ranked(
                 format!(
-                    "Segments at the end of the profile ({}) — {}: {} reserved, {} allocated",
-                    m.segments_label.as_deref().unwrap_or("last point"),
+                    "Segments at the end of the profile{} — {}: {} reserved, {} allocated",
+                    m.segments_label
+                        .as_ref()
+                        .map_or(String::new(), |l| format!(" ({l})")),
                     display_id(&m.header.id),
                     crate::report::units::bytes(layout.reserved_bytes),
                     crate::report::units::bytes(layout.allocated_bytes)
