@@ -15,12 +15,24 @@ use rustix::fs::{AtFlags, Mode, OFlags, CWD};
 use crate::cli::{AnalysisArgs, OutputArgs};
 
 /// Writes `report` in the format and to the place `args` name; text formats
-/// show the first `analysis.top` rows of each ranked table.
+/// show the first `analysis.top` rows of each ranked table. The report's
+/// warnings go to standard error whatever the format.
 pub fn write(report: &dyn Report, args: &OutputArgs, analysis: &AnalysisArgs) -> Result<()> {
     let _span = memtool_core::timings::span("output");
+    warn(&report.warnings());
     let presentation = Presentation { top: analysis.top };
     let exporter = exporter(args.format.into(), presentation);
     write_to(args.output.as_deref(), |out| exporter.export(report, out))
+}
+
+/// Writes warning lines (`warning: PATH: message`) to standard error, the
+/// one place they are written.
+pub fn warn(lines: &[String]) {
+    let mut stderr = io::stderr().lock();
+    for line in lines {
+        // A closed stderr loses the warning, not the report.
+        let _ = writeln!(stderr, "{}", memtool_core::report::visible(line));
+    }
 }
 
 /// Whether output for `-o path` goes to standard output: no `-o`, or `-o -`.

@@ -792,3 +792,59 @@ fn render_never_writes_a_page_into_a_terminal() {
     assert!(piped.status.success());
     assert!(piped.stdout.starts_with(b"<!DOCTYPE html>"));
 }
+
+/// Warnings are written to stderr in every format, never among the tables
+/// or CSV records, and JSON keeps them in the document too.
+#[test]
+fn warnings_go_to_stderr_in_every_format() {
+    let snapshot = "tests/torch/snapshot.p4.pickle";
+    let warning = "warning: tests/torch/snapshot.p4.pickle: cuda:0: the trace is a ring buffer";
+    let commands: [&[&str]; 5] = [
+        &["summary", snapshot],
+        &["peak", snapshot],
+        &["leaks", snapshot],
+        &["frag", snapshot],
+        &["diff", snapshot, snapshot],
+    ];
+    for command in commands {
+        for format in ["table", "md", "csv", "json"] {
+            let out = memtool()
+                .current_dir(common::repo())
+                .args(command)
+                .args(["--format", format])
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{command:?} {format}");
+            let (stdout, stderr) = (
+                String::from_utf8(out.stdout).unwrap(),
+                String::from_utf8(out.stderr).unwrap(),
+            );
+            assert!(
+                stderr.lines().any(|l| l.starts_with(warning)),
+                "{command:?} {format}: {stderr}"
+            );
+            assert!(
+                !stdout.contains("warning:"),
+                "{command:?} {format}: {stdout}"
+            );
+            if format == "json" {
+                let doc: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+                assert!(
+                    doc["warnings"]
+                        .to_string()
+                        .contains("the trace is a ring buffer"),
+                    "{command:?}: {doc}"
+                );
+            }
+        }
+    }
+    let page = memtool()
+        .current_dir(common::repo())
+        .args(["render", snapshot, "--format", "folded"])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8(page.stderr)
+        .unwrap()
+        .lines()
+        .any(|l| l.starts_with(warning)));
+}

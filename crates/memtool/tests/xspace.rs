@@ -492,9 +492,10 @@ fn frag_reports_the_allocators_own_series() {
             .abs()
                 < 1e-9
         );
-        // memtool's own figure from addresses exists where allocations have them.
-        let address = m["at_peak"]["address"]["fragmentation"].as_f64().unwrap();
-        assert!((0.0..=1.0).contains(&address));
+        // The events give addresses but not the ranges the allocator holds
+        // (a CPU allocator's are malloc's heap and mmap regions): no gap
+        // figure, rather than one counting address space it never held.
+        assert!(m["at_peak"]["address"].is_null(), "{name}");
     }
 }
 

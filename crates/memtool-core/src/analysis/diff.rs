@@ -383,8 +383,12 @@ impl Report for DiffReport {
         self.rows_table()
     }
 
+    fn warnings(&self) -> Vec<String> {
+        super::warning_notes(&self.warnings)
+    }
+
     fn notes(&self) -> Vec<String> {
-        let mut notes = super::warning_notes(&self.warnings);
+        let mut notes = Vec::new();
         let unchanged = self.rows.iter().filter(|r| r.delta_bytes == 0).count();
         if unchanged > 0 {
             let by = self.by.name().replace('_', " ");

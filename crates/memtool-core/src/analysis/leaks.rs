@@ -353,12 +353,14 @@ impl Report for LeaksReport {
     }
 
     fn notes(&self) -> Vec<String> {
-        let warnings = super::warning_notes(&self.provenance.warnings).into_iter();
-        let verdicts = self
-            .memories
+        self.memories
             .iter()
-            .map(|m| format!("{}: {}", display_id(&m.header.id), m.verdict));
-        warnings.chain(verdicts).collect()
+            .map(|m| format!("{}: {}", display_id(&m.header.id), m.verdict))
+            .collect()
+    }
+
+    fn warnings(&self) -> Vec<String> {
+        super::warning_notes(&self.provenance.warnings)
     }
 }
 

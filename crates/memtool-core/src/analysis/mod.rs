@@ -162,7 +162,7 @@ pub struct Provenance {
     pub warnings: Vec<Warning>,
 }
 
-/// The warnings as the one-line notes printed under a report's tables.
+/// The warnings as the lines written to standard error.
 pub fn warning_notes(warnings: &[Warning]) -> Vec<String> {
     warnings
         .iter()

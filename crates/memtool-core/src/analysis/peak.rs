@@ -755,8 +755,12 @@ impl Report for PeakReport {
         t
     }
 
+    fn warnings(&self) -> Vec<String> {
+        super::warning_notes(&self.provenance.warnings)
+    }
+
     fn notes(&self) -> Vec<String> {
-        let mut notes = super::warning_notes(&self.provenance.warnings);
+        let mut notes = Vec::new();
         for m in &self.memories {
             if let Some(b) = m.budget.as_ref().filter(|b| !b.fits) {
                 notes.push(format!(

@@ -3,10 +3,17 @@
 //! live block counts its requested size) + free internal (live blocks'
 //! rounding) + free external (every block not live, pending frees included).
 //! Read from `Memory.segments` only; any format that records segments gets it.
+//!
+//! Also what the allocator holds over time: the address ranges at any point
+//! (`Memory.held` with `held_changes` undone), and reserved against in-use
+//! bytes at every point, from the allocator's reserved figure.
+
+use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::model::{BlockState, Memory, Names};
+use super::replay::{self, Point};
+use crate::model::{AddressRange, BlockState, HeldChange, Memory, Names};
 
 /// Totals over all segments of a memory, and one row per segment.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -108,4 +115,214 @@ pub fn layout(names: &Names, memory: &Memory) -> Option<SegmentLayout> {
             .unwrap_or(0),
         segments: rows,
     })
+}
+
+/// The address ranges an allocator holds at one point: disjoint, in address
+/// order.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HeldRanges {
+    /// Start → end (exclusive) of each range.
+    ranges: BTreeMap<u64, u64>,
+    /// Their total length.
+    bytes: u64,
+}
+
+impl HeldRanges {
+    fn of(ranges: &[AddressRange]) -> HeldRanges {
+        let mut held = HeldRanges::default();
+        for r in ranges {
+            held.add(r.start, r.end());
+        }
+        held
+    }
+
+    /// Takes `[start, end)`, merging it with the ranges it touches.
+    fn add(&mut self, mut start: u64, mut end: u64) {
+        if start >= end {
+            return;
+        }
+        let touching: Vec<(u64, u64)> = self
+            .ranges
+            .range(..=end)
+            .rev()
+            .take_while(|&(_, &e)| e >= start)
+            .map(|(&s, &e)| (s, e))
+            .collect();
+        for (s, e) in touching {
+            self.ranges.remove(&s);
+            self.bytes -= e - s;
+            start = start.min(s);
+            end = end.max(e);
+        }
+        self.ranges.insert(start, end);
+        self.bytes += end - start;
+    }
+
+    /// Gives back `[start, end)`, splitting the ranges it cuts.
+    fn remove(&mut self, start: u64, end: u64) {
+        if start >= end {
+            return;
+        }
+        let cut: Vec<(u64, u64)> = self
+            .ranges
+            .range(..end)
+            .rev()
+            .take_while(|&(_, &e)| e > start)
+            .map(|(&s, &e)| (s, e))
+            .collect();
+        for (s, e) in cut {
+            self.ranges.remove(&s);
+            self.bytes -= e - s;
+            if s < start {
+                self.ranges.insert(s, start);
+                self.bytes += start - s;
+            }
+            if e > end {
+                self.ranges.insert(end, e);
+                self.bytes += e - end;
+            }
+        }
+    }
+
+    fn apply(&mut self, change: &HeldChange, forward: bool) {
+        let (start, end) = (change.range.start, change.range.end());
+        if change.reserved == forward {
+            self.add(start, end);
+        } else {
+            self.remove(start, end);
+        }
+    }
+
+    /// Bytes held (disjoint ranges within the 64-bit address space: their
+    /// sum cannot overflow).
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// The ranges, `(start, end)`, in address order.
+    pub fn ranges(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.ranges.iter().map(|(&s, &e)| (s, e))
+    }
+}
+
+/// Whether the ranges held at timeline point `index` include `change`. A
+/// change made between two events counts from the point after the next
+/// event: a segment reserved for an allocation is in use with it, and one
+/// given back after a free was free memory until then. The last point is
+/// the end state, every change included.
+fn includes(memory: &Memory, index: usize, change: &HeldChange) -> bool {
+    change.events_before < index || index >= memory.events.len()
+}
+
+/// The ranges `memory`'s allocator holds at timeline point `index` (as
+/// [`Point::index`]): the ranges held at the end with the later changes
+/// undone, latest first. `None` when the profile does not say which ranges
+/// the allocator holds.
+pub fn held_at(memory: &Memory, index: usize) -> Option<HeldRanges> {
+    if memory.held.is_empty() {
+        return None;
+    }
+    let mut held = HeldRanges::of(&memory.held);
+    for change in memory
+        .held_changes
+        .iter()
+        .rev()
+        .take_while(|c| !includes(memory, index, c))
+    {
+        held.apply(change, false);
+    }
+    Some(held)
+}
+
+/// Reserved and in-use bytes at one point of a memory's timeline.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReservedUse {
+    /// The timeline point.
+    pub point: Point,
+    /// What the allocator reserved there.
+    pub reserved_bytes: u64,
+    /// In use there: the allocator's figure where it reports one at every
+    /// event, else the replayed live bytes.
+    pub in_use_bytes: u64,
+}
+
+impl ReservedUse {
+    /// Reserved but not in use: free memory the allocator holds.
+    pub fn unused_bytes(&self) -> u64 {
+        self.reserved_bytes.saturating_sub(self.in_use_bytes)
+    }
+}
+
+/// Calls `visit` at every point of `memory`'s event timeline where what the
+/// allocator reserved is known. Only an allocator that reports what it
+/// reserved has a figure (PyTorch `Total Reserved`, snapshot segments): a
+/// compiled program's memory space is held whole, not reserved as needed.
+/// Where the profile also says which ranges it holds ([`held_at`]), their
+/// bytes are the figure, changing at the exact event; else its reports, from
+/// the first on. Nothing for memories described by instants.
+pub fn for_each_reserved_point(memory: &Memory, mut visit: impl FnMut(ReservedUse)) {
+    let samples = &memory.allocator_samples;
+    // A format reports reserved bytes in all of a memory's samples or in
+    // none: the ends tell without a scan of millions of XSpace samples.
+    let reports_reserved = [samples.first(), samples.last()]
+        .into_iter()
+        .flatten()
+        .any(|s| s.reserved_bytes().is_some());
+    if replay::uses_instants(memory) || !reports_reserved {
+        return;
+    }
+    if let Some(mut held) = held_at(memory, 0) {
+        let mut next = memory
+            .held_changes
+            .iter()
+            .take_while(|c| includes(memory, 0, c))
+            .count();
+        replay::for_each_point(memory, |p| {
+            while let Some(change) = memory
+                .held_changes
+                .get(next)
+                .filter(|c| includes(memory, p.index, c))
+            {
+                held.apply(change, true);
+                next += 1;
+            }
+            visit(ReservedUse {
+                point: p,
+                reserved_bytes: held.bytes(),
+                in_use_bytes: p.bytes,
+            });
+        });
+        return;
+    }
+    let dense = replay::samples_every_event(memory);
+    let sample_points: Vec<usize> = if dense {
+        Vec::new()
+    } else {
+        (0..samples.len())
+            .map(|i| replay::point_of_sample(memory, i))
+            .collect()
+    };
+    let mut next = 0usize;
+    let mut reserved: Option<u64> = None;
+    replay::for_each_point(memory, |p| {
+        let mut in_use = p.bytes;
+        if dense {
+            if let Some(s) = p.index.checked_sub(1).and_then(|i| samples.get(i)) {
+                reserved = s.reserved_bytes().or(reserved);
+                in_use = s.allocated_bytes().unwrap_or(in_use);
+            }
+        } else {
+            while next < samples.len() && sample_points[next] <= p.index {
+                reserved = samples[next].reserved_bytes().or(reserved);
+                next += 1;
+            }
+        }
+        if let Some(reserved_bytes) = reserved {
+            visit(ReservedUse {
+                point: p,
+                reserved_bytes,
+                in_use_bytes: in_use,
+            });
+        }
+    });
 }

@@ -444,8 +444,12 @@ impl Report for SummaryReport {
         self.memories_table()
     }
 
+    fn warnings(&self) -> Vec<String> {
+        super::warning_notes(&self.provenance.warnings)
+    }
+
     fn notes(&self) -> Vec<String> {
-        let mut notes = super::warning_notes(&self.provenance.warnings);
+        let mut notes = Vec::new();
         if let Some(biggest) = self.memories.iter().max_by_key(|m| m.peak.peak_bytes) {
             if self.memories.len() > 1 {
                 notes.push(format!(

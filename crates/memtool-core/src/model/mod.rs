@@ -215,6 +215,47 @@ pub struct Memory {
     /// `alloc`, `free_requested`, `segment_alloc`, ...), including kinds
     /// that are not allocation events of the model.
     pub recorded_events: BTreeMap<String, u64>,
+    /// The address ranges the allocator holds at the end of the profile,
+    /// when the format says (a PyTorch snapshot's segments, a compiled
+    /// program's memory space); empty when unknown. Free memory between
+    /// live allocations is only counted inside these: address space between
+    /// them is not the allocator's.
+    pub held: Vec<AddressRange>,
+    /// How `held` changed during the profile (PyTorch `segment_*` trace
+    /// entries), in order; undone from the end they give the ranges held at
+    /// any point.
+    pub held_changes: Vec<HeldChange>,
+}
+
+/// A range of addresses: `bytes` from `start`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct AddressRange {
+    /// The first address.
+    pub start: u64,
+    /// Its length.
+    pub bytes: u64,
+}
+
+impl AddressRange {
+    /// One past the last address (saturating at the top of the address space).
+    pub fn end(self) -> u64 {
+        self.start.saturating_add(self.bytes)
+    }
+}
+
+/// The allocator took or gave back a range of addresses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HeldChange {
+    /// How many of the memory's events came before it: it happened after
+    /// timeline point `events_before` and before the next event.
+    pub events_before: usize,
+    /// Position on the memory's axis.
+    pub at: i64,
+    /// The range.
+    pub range: AddressRange,
+    /// Taken (`segment_alloc`, `segment_map`) or given back (`segment_free`,
+    /// `segment_unmap`).
+    pub reserved: bool,
 }
 
 /// One step of a training or serving loop, as a span of the memory's axis.
@@ -499,6 +540,8 @@ impl Memory {
             program: None,
             segments: Vec::new(),
             recorded_events: BTreeMap::new(),
+            held: Vec::new(),
+            held_changes: Vec::new(),
         }
     }
 

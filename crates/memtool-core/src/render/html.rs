@@ -44,9 +44,17 @@ fn frag_section(profile: &Profile, memory: &Memory, options: &Options) -> Option
             a.mean * 100.0
         ));
     }
+    if let Some(u) = &m.unused_reserved {
+        parts.push(format!(
+            "reserved but not in use: at most {} (at {}, of {} reserved)",
+            units::bytes(u.max_bytes),
+            u.max_label,
+            units::bytes(u.max_reserved_bytes)
+        ));
+    }
     if let Some(a) = m.at_peak.as_ref().and_then(|p| p.address) {
         parts.push(format!(
-            "at peak {:.1}% of free address space is outside the largest gap ({} gaps, largest {})",
+            "at peak {:.1}% of the free memory inside what the allocator holds is outside the largest gap ({} gaps, largest {})",
             a.fragmentation * 100.0,
             a.gaps,
             units::bytes(a.largest_gap_bytes)

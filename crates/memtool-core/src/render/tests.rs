@@ -111,6 +111,11 @@ fn event_profile(steps: u64, per_step: u64, hostile: bool) -> Profile {
         m.allocator_samples
             .push(AllocatorSample::new(at).with_reserved_bytes(Some(reserved)));
     }
+    // Its addresses wrap within one 1 GiB range the allocator holds.
+    m.held = vec![crate::model::AddressRange {
+        start: 0x7f00_0000_0000,
+        bytes: 1 << 30,
+    }];
     profile.memories.push(m);
     profile
 }
@@ -189,11 +194,14 @@ fn event_streams_render_every_section() {
 
 #[test]
 fn frag_sections_show_when_given() {
-    // Without addresses or the allocator's own figure: no section at all.
+    // Without addresses, ranges the allocator holds or its own figures:
+    // no section at all.
     let mut profile = event_profile(5, 4, false);
     for a in &mut profile.memories[0].allocations {
         a.address = None;
     }
+    profile.memories[0].allocator_samples.clear();
+    profile.memories[0].held.clear();
     let page = html(Inputs::One(&profile), &RenderOptions::default());
     assert!(!page.contains("<dt>fragmentation</dt>") && !page.contains("Fragmentation"));
     // The template block the frag analysis feeds.

@@ -42,6 +42,10 @@ impl Exporter for MarkdownExporter {
             }
         }
         let notes = report.notes();
+        if report.tables().is_empty() && notes.is_empty() {
+            // The warnings saying why are on stderr; the document is not empty.
+            writeln!(out, "(the input holds no memory to report)")?;
+        }
         if !notes.is_empty() {
             writeln!(out)?;
             for note in notes {

@@ -182,6 +182,12 @@ pub trait Report {
     fn notes(&self) -> Vec<String> {
         Vec::new()
     }
+    /// What the readers read around, one line each. The binary writes them
+    /// to standard error in every format, so they never mix with a table or
+    /// a CSV record; JSON also keeps them in the document.
+    fn warnings(&self) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 /// Writes a report in one output format.

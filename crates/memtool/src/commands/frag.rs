@@ -5,11 +5,14 @@ use memtool_core::analysis::frag;
 use crate::cli::{AnalysisArgs, InputArgs, OutputArgs};
 use crate::{inputs, output, Outcome};
 
-/// Fragmentation: the allocator's figure, its worst points, address gaps.
+/// Fragmentation: the allocator's figure, unused reserved memory, address gaps.
 ///
-/// The allocator's own fragmentation over time, its worst points with what
-/// was live there, and memtool's own figure from the gaps between live
-/// allocations' addresses.
+/// The allocator's own fragmentation over time and its worst points with
+/// what was live there; reserved memory the program was not using over time
+/// (PyTorch traces and snapshots); and memtool's own figure from the gaps
+/// between live allocations inside the address ranges the allocator holds
+/// (a snapshot's segments at that moment, a compiled program's memory
+/// space). Address space the allocator does not hold is never a gap.
 #[derive(Args, Debug)]
 #[command(after_help = "Examples:
   memtool frag run.xplane.pb

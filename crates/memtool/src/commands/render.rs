@@ -2,6 +2,7 @@ use std::io::IsTerminal;
 
 use anyhow::{bail, Result};
 use clap::{Args, ValueEnum};
+use memtool_core::analysis::warning_notes;
 use memtool_core::render::{self, Inputs, RenderOptions};
 
 use crate::cli::{AnalysisArgs, GroupKeyArg, InputArgs};
@@ -77,6 +78,8 @@ pub fn run(args: &RenderArgs) -> Result<Outcome> {
     };
     let text = if args.input.files.len() == 2 && !args.series {
         let (base, new) = inputs::load_pair(&args.input, &args.analysis, args.output.as_deref())?;
+        output::warn(&warning_notes(&base.warnings));
+        output::warn(&warning_notes(&new.warnings));
         produce(
             Inputs::Diff {
                 base: &base,
@@ -87,6 +90,7 @@ pub fn run(args: &RenderArgs) -> Result<Outcome> {
         )
     } else {
         let profile = inputs::load(&args.input, &args.analysis, args.output.as_deref())?;
+        output::warn(&warning_notes(&profile.warnings));
         let text = produce(Inputs::One(&profile), args.format, &options);
         inputs::free_at_exit(profile);
         text

@@ -30,9 +30,9 @@ use rustc_hash::FxHashMap;
 
 use crate::error::{Error, Result};
 use crate::model::{
-    AllocId, Allocation, AllocatorSample, Axis, BeforeRecording, BlockState, Event, EventKind,
-    Format, Frame, FrameId, InputInfo, MemoryKind, Profile, Segment, SegmentBlock, Site, SiteId,
-    StackId, Step, StrId,
+    AddressRange, AllocId, Allocation, AllocatorSample, Axis, BeforeRecording, BlockState, Event,
+    EventKind, Format, Frame, FrameId, HeldChange, InputInfo, MemoryKind, Profile, Segment,
+    SegmentBlock, Site, SiteId, StackId, Step, StrId,
 };
 
 use super::pickle::{self, Memo, Parent, Value, Visitor};
@@ -149,6 +149,9 @@ struct Trace {
     /// the entry's index and time.
     reserved_changes: Vec<(u64, Option<i64>, i128)>,
     reserved: i128,
+    /// Each segment event as the range it took or gave back, with the
+    /// number of events before it and the entry's index and time.
+    held_changes: Vec<(usize, u64, Option<i64>, AddressRange, bool)>,
     freed_before_window: u64,
     realloc_without_free: u64,
     /// Requested bytes, free bytes, entry index and time of each `oom`.
@@ -172,6 +175,7 @@ impl Default for Trace {
             live: FxHashMap::default(),
             reserved_changes: Vec::new(),
             reserved: 0,
+            held_changes: Vec::new(),
             freed_before_window: 0,
             realloc_without_free: 0,
             ooms: Vec::new(),
@@ -203,6 +207,22 @@ impl Trace {
             alloc,
         });
         self.event_entries.push(index);
+    }
+
+    fn held_change(
+        &mut self,
+        index: u64,
+        time_us: Option<i64>,
+        addr: u64,
+        size: u64,
+        reserved: bool,
+    ) {
+        let range = AddressRange {
+            start: addr,
+            bytes: size,
+        };
+        self.held_changes
+            .push((self.events.len(), index, time_us, range, reserved));
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -274,10 +294,12 @@ impl Trace {
             Action::SegmentAlloc | Action::SegmentMap => {
                 self.reserved += i128::from(size);
                 self.reserved_changes.push((index, time_us, self.reserved));
+                self.held_change(index, time_us, addr, size, true);
             }
             Action::SegmentFree | Action::SegmentUnmap => {
                 self.reserved -= i128::from(size);
                 self.reserved_changes.push((index, time_us, self.reserved));
+                self.held_change(index, time_us, addr, size, false);
             }
             Action::Oom => self.ooms.push((size, addr, index, time_us)),
             Action::FreeRequested | Action::Other => {}
@@ -869,6 +891,7 @@ fn build_memory(
         live,
         reserved_changes,
         reserved,
+        held_changes,
         freed_before_window,
         realloc_without_free,
         ooms,
@@ -1095,6 +1118,30 @@ fn build_memory(
     memory.events = events;
     memory.live_at_start = live_at_start;
     memory.allocator_samples = samples;
+    // The segments are what the allocator holds; their ranges are known
+    // only when every segment has its address.
+    if model_segments.iter().all(|s| s.address.is_some()) {
+        memory.held = model_segments
+            .iter()
+            .filter_map(|s| {
+                Some(AddressRange {
+                    start: s.address?,
+                    bytes: s.bytes,
+                })
+            })
+            .collect();
+        memory.held_changes = held_changes
+            .into_iter()
+            .map(
+                |(events_before, index, time_us, range, reserved)| HeldChange {
+                    events_before,
+                    at: at(index, time_us),
+                    range,
+                    reserved,
+                },
+            )
+            .collect();
+    }
     memory.segments = model_segments;
 }
 

@@ -11,8 +11,8 @@ use super::{category, is_indefinite, size, Buffer, Module};
 use memtool_proto::xla::BufferAllocationProto;
 
 use crate::model::{
-    AllocId, Allocation, Axis, Event, EventKind, Frame, FrameId, Memory, MemoryKind, Profile,
-    ProgramBuffer, ProgramInfo, Site, SiteId, StackId, StrId,
+    AddressRange, AllocId, Allocation, Axis, Event, EventKind, Frame, FrameId, Memory, MemoryKind,
+    Profile, ProgramBuffer, ProgramInfo, Site, SiteId, StackId, StrId,
 };
 
 /// Bytes one memory may hold in all its allocations together, so that no sum
@@ -96,6 +96,14 @@ impl<'m, 'h, 'p> SpaceReader<'m, 'h, 'p> {
         self.info
             .buffers
             .resize(self.memory.allocations.len(), None);
+        // The space is the program's for its whole run: its buffer
+        // allocations laid end to end from offset 0.
+        if self.info.total_allocation_bytes > 0 {
+            self.memory.held = vec![AddressRange {
+                start: 0,
+                bytes: self.info.total_allocation_bytes,
+            }];
+        }
         self.memory.program = Some(Box::new(self.info));
         self.memory
     }
