@@ -794,7 +794,15 @@ type Ev = (u64, bool, u64, u64, u64);
 /// A `/host:CPU` plane with one line starting at `line_ns` holding events of
 /// allocator `GPU_0_bfc`; no `Task Environment` plane.
 fn allocator_space(line_ns: u64, events: &[Ev]) -> Vec<u8> {
-    // stat ids: 1 allocator_name, 2 bytes_allocated, 3 allocation_bytes, 4 addr
+    let events: Vec<(Ev, Option<u64>)> = events.iter().map(|&e| (e, None)).collect();
+    allocator_space_with_stack(line_ns, &events)
+}
+
+/// [`allocator_space`] with the stack each event reports reserved
+/// (`bytes_reserved`), as TPU allocators do.
+fn allocator_space_with_stack(line_ns: u64, events: &[(Ev, Option<u64>)]) -> Vec<u8> {
+    // stat ids: 1 allocator_name, 2 bytes_allocated, 3 allocation_bytes,
+    // 4 addr, 5 bytes_reserved
     let int_stat = |id: u64, v: u64| {
         let mut s = Vec::new();
         field_varint(&mut s, 1, id);
@@ -807,7 +815,7 @@ fn allocator_space(line_ns: u64, events: &[Ev]) -> Vec<u8> {
     let mut line = Vec::new();
     field_varint(&mut line, 1, 1);
     field_varint(&mut line, 3, line_ns);
-    for &(offset, free, heap, bytes, address) in events {
+    for &((offset, free, heap, bytes, address), stack) in events {
         let mut event = Vec::new();
         field_varint(&mut event, 1, if free { 2 } else { 1 });
         field_varint(&mut event, 2, offset);
@@ -815,6 +823,9 @@ fn allocator_space(line_ns: u64, events: &[Ev]) -> Vec<u8> {
         field_bytes(&mut event, 4, &int_stat(2, heap));
         field_bytes(&mut event, 4, &int_stat(3, bytes));
         field_bytes(&mut event, 4, &int_stat(4, address));
+        if let Some(stack) = stack {
+            field_bytes(&mut event, 4, &int_stat(5, stack));
+        }
         field_bytes(&mut line, 4, &event);
     }
     let mut plane = Vec::new();
@@ -827,6 +838,7 @@ fn allocator_space(line_ns: u64, events: &[Ev]) -> Vec<u8> {
         (2, "bytes_allocated"),
         (3, "allocation_bytes"),
         (4, "addr"),
+        (5, "bytes_reserved"),
     ] {
         metadata_entry(&mut plane, 5, id, name);
     }
@@ -929,6 +941,62 @@ fn hosts_read_in_parallel_give_the_profile_read_one_after_another() {
             "mklcpu (worker1.xplane.pb)",
             "mklcpu (worker2.xplane.pb)"
         ]
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_tpu_stack_reservation_is_live_while_reserved() {
+    // TPU-shaped: the stack reservation changes during the profile (50, 100,
+    // none, then 1 MB) and is most of the peak; in use = stack + heap.
+    let dir = scratch("tpu-stack");
+    let file = dir.join("tpu.xplane.pb");
+    let events = [
+        ((10, false, 1000, 1000, 1), Some(50)),
+        ((20, false, 1500, 500, 2), Some(100)),
+        ((30, true, 1000, 500, 2), Some(100)),
+        ((40, true, 0, 1000, 1), Some(0)),
+        ((50, false, 128, 128, 3), Some(1_000_000)),
+        ((60, true, 0, 128, 3), Some(1_000_000)),
+    ];
+    let in_use = |i: usize| events[i].0 .2 + events[i].1.unwrap();
+    std::fs::write(&file, allocator_space_with_stack(0, &events)).unwrap();
+    let peak = json(&["peak", path(&file)]);
+    assert!(peak["warnings"].as_array().unwrap().is_empty(), "{peak}");
+    let m = memory(&peak, "GPU_0_bfc");
+    assert_eq!(num(&m["peak_bytes"]), in_use(4) as i64);
+    assert_eq!(num(&m["peak_time_ps"]), 50);
+    let rows = m["at_peak"].as_array().expect("at_peak rows");
+    assert_eq!(
+        rows.iter().map(|r| num(&r["bytes"])).sum::<i64>(),
+        num(&m["peak_bytes"])
+    );
+    // XProf lists the stack at the peak as one "stack" allocation.
+    let stack: Vec<i64> = rows
+        .iter()
+        .filter(|r| r["op"] == "stack" && r["region"] == "stack")
+        .map(|r| num(&r["bytes"]))
+        .collect();
+    assert_eq!(stack, [1_000_000]);
+    for b in m["breakdowns"].as_array().unwrap() {
+        let total: i64 = b["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|g| num(&g["bytes"]))
+            .sum();
+        assert_eq!(total, num(&m["peak_bytes"]), "{}", b["by"]);
+    }
+    // The stack in force at each point is live there: the replayed timeline
+    // is the allocator's own figure, up to the end.
+    let summary = json(&["summary", path(&file)]);
+    let s = memory(&summary, "GPU_0_bfc");
+    assert_eq!(num(&s["final_bytes"]), in_use(5) as i64);
+    assert_eq!(num(&s["live_bytes_at_end"]), num(&s["final_bytes"]));
+    let frag = json(&["frag", path(&file)]);
+    assert_eq!(
+        num(&memory(&frag, "GPU_0_bfc")["at_end"]["in_use_bytes"]),
+        in_use(5) as i64
     );
     let _ = std::fs::remove_dir_all(&dir);
 }

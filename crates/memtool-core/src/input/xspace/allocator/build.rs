@@ -97,7 +97,16 @@ pub(super) struct MemoryBuilder {
     live_at_start_bytes: u64,
     reused: u64,
     no_address_frees: u64,
-    stack_changes: u64,
+    /// The stack reservation in force and its allocation, once one was made
+    /// (the first event's reservation is made live at the start in
+    /// `finish`, after the heap held before the start).
+    stack: Option<u64>,
+    stack_alloc: Option<AllocId>,
+    /// The reservation live at the start, once a change made it.
+    first_stack_alloc: Option<AllocId>,
+    /// Every stack allocation: their site is given in `finish`, so the
+    /// profile's names are interned in one order on either walk's thread.
+    stack_allocs: Vec<AllocId>,
     first: Option<RawEvent>,
 }
 
@@ -109,7 +118,10 @@ impl Default for MemoryBuilder {
             live_at_start_bytes: 0,
             reused: 0,
             no_address_frees: 0,
-            stack_changes: 0,
+            stack: None,
+            stack_alloc: None,
+            first_stack_alloc: None,
+            stack_allocs: Vec::new(),
             first: None,
         }
     }
@@ -117,7 +129,13 @@ impl Default for MemoryBuilder {
 
 impl MemoryBuilder {
     pub(super) fn push(&mut self, e: &RawEvent, site: SiteId) {
-        let first = *self.first.get_or_insert(*e);
+        if self.first.is_none() {
+            self.first = Some(*e);
+            self.stack = e.stack();
+        }
+        if let Some(stack) = e.stack().filter(|&s| Some(s) != self.stack) {
+            self.change_stack(e.at, stack);
+        }
         let memory = &mut self.memory;
         let bytes = e.allocation_bytes().or(e.requested()).unwrap_or(0);
         let allocation = Allocation {
@@ -159,9 +177,6 @@ impl MemoryBuilder {
             },
             alloc: id,
         });
-        if e.stack() != first.stack() {
-            self.stack_changes += 1;
-        }
         memory.allocator_samples.push(
             AllocatorSample::new(e.at)
                 .with_allocated_bytes(e.heap().map(|h| h.saturating_add(e.stack().unwrap_or(0))))
@@ -173,13 +188,61 @@ impl MemoryBuilder {
         }
     }
 
+    /// The stack reservation changed before event at `at` reported it: the
+    /// old reservation is freed and the new one allocated there, so the
+    /// replay follows the allocator's in-use figure (stack + heap), as XProf
+    /// counts it. The two events have samples with no figures: the
+    /// allocator reported its state only after the event that follows.
+    fn change_stack(&mut self, at: i64, stack: u64) {
+        let old = self.stack.unwrap_or(0);
+        let live = match self.stack_alloc {
+            Some(id) => Some(id),
+            // The first reservation, live from the start.
+            None if old > 0 => {
+                let id = self.stack_allocation(old);
+                self.first_stack_alloc = Some(id);
+                Some(id)
+            }
+            None => None,
+        };
+        let record = |memory: &mut Memory, kind, alloc| {
+            memory.events.push(crate::model::Event { at, kind, alloc });
+            memory.allocator_samples.push(AllocatorSample::new(at));
+        };
+        if let Some(id) = live {
+            record(&mut self.memory, EventKind::Free, id);
+        }
+        self.stack_alloc = None;
+        if stack > 0 {
+            let id = self.stack_allocation(stack);
+            record(&mut self.memory, EventKind::Alloc, id);
+            self.stack_alloc = Some(id);
+        }
+        self.stack = Some(stack);
+    }
+
+    /// A stack reservation's allocation, not yet live; its site is set in
+    /// `finish`.
+    fn stack_allocation(&mut self, bytes: u64) -> AllocId {
+        let id = self.memory.push_allocation(Allocation {
+            bytes,
+            requested: bytes,
+            count: 1,
+            address: None,
+            site: SiteId(0),
+        });
+        self.stack_allocs.push(id);
+        id
+    }
+
     fn finish(self, profile: &mut Profile, path: &str, id: String, steps: Vec<Step>) -> Memory {
         let MemoryBuilder {
             mut memory,
             live_at_start_bytes,
             reused,
             no_address_frees,
-            stack_changes,
+            first_stack_alloc,
+            mut stack_allocs,
             first,
             ..
         } = self;
@@ -201,8 +264,27 @@ impl MemoryBuilder {
                 }
             }
         }
-        if let Some(stack) = first_stack.filter(|&s| s > 0) {
-            pseudo_allocation(profile, &mut memory, stack, STACK_OP, Some(STACK_OP));
+        match first_stack_alloc {
+            Some(id) => memory.live_at_start.push(id),
+            None => {
+                if let Some(stack) = first_stack.filter(|&s| s > 0) {
+                    let id = memory.push_allocation(Allocation {
+                        bytes: stack,
+                        requested: stack,
+                        count: 1,
+                        address: None,
+                        site: SiteId(0),
+                    });
+                    memory.live_at_start.push(id);
+                    stack_allocs.push(id);
+                }
+            }
+        }
+        if !stack_allocs.is_empty() {
+            let site = pseudo_site(&mut profile.names, STACK_OP, Some(STACK_OP));
+            for id in stack_allocs {
+                memory.allocations[id.index()].site = site;
+            }
         }
         let id = memory.id.clone();
         if reused > 0 {
@@ -217,16 +299,11 @@ impl MemoryBuilder {
                 format!("{id}: {no_address_frees} frees have no address and match no allocation"),
             );
         }
-        if stack_changes > 0 {
-            profile.warn(
-                path,
-                format!("{id}: reserved stack size changes during the profile; live sets count the stack at the first event"),
-            );
-        }
         memory
     }
 }
 
+/// An allocation with no address or event of its own, live at the start.
 fn pseudo_allocation(
     profile: &mut Profile,
     memory: &mut Memory,
@@ -234,15 +311,7 @@ fn pseudo_allocation(
     op: &str,
     category: Option<&str>,
 ) {
-    let op = Some(profile.names.string(op));
-    let category = category.map(|c| profile.names.string(c));
-    let site = profile.names.site(Site {
-        stack: StackId(0),
-        op,
-        shape: None,
-        dtype: None,
-        category,
-    });
+    let site = pseudo_site(&mut profile.names, op, category);
     let id = memory.push_allocation(Allocation {
         bytes,
         requested: bytes,
@@ -251,4 +320,18 @@ fn pseudo_allocation(
         site,
     });
     memory.live_at_start.push(id);
+}
+
+/// The site of what the allocator holds with no event of its own: named by
+/// its op (and region), no stack, shape or dtype.
+fn pseudo_site(names: &mut Names, op: &str, category: Option<&str>) -> SiteId {
+    let op = Some(names.string(op));
+    let category = category.map(|c| names.string(c));
+    names.site(Site {
+        stack: StackId(0),
+        op,
+        shape: None,
+        dtype: None,
+        category,
+    })
 }
