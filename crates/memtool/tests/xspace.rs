@@ -194,6 +194,21 @@ fn two_lines_are_ordered_by_absolute_time() {
         num(&memory(&compat, "GPU_0_bfc")["peak_time_ps"]),
         1_000_010
     );
+    // At that last tie the allocator counts 512 bytes while the three
+    // recorded 256-byte allocations are live: the peak is what is live, and
+    // every breakdown adds up to it.
+    let compat = json(&["peak", path(&f.profile), "--xprof-compat"]);
+    let m = memory(&compat, "GPU_0_bfc");
+    assert_eq!(num(&m["peak_bytes"]), 3 * 256);
+    let rows = m["at_peak"].as_array().expect("at_peak rows");
+    assert_eq!(rows.iter().map(|r| num(&r["bytes"])).sum::<i64>(), 3 * 256);
+    for b in m["breakdowns"].as_array().unwrap() {
+        let groups = b["groups"].as_array().unwrap();
+        assert_eq!(
+            groups.iter().map(|g| num(&g["bytes"])).sum::<i64>(),
+            3 * 256
+        );
+    }
 }
 
 type GroupKey = (String, String, String, String);

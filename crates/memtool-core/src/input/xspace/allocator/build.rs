@@ -107,6 +107,9 @@ pub(super) struct MemoryBuilder {
     /// Every stack allocation: their site is given in `finish`, so the
     /// profile's names are interned in one order on either walk's thread.
     stack_allocs: Vec<AllocId>,
+    /// Spans of this allocator's events by `group_id`: its steps when the
+    /// profile marks none with `step_num`.
+    groups: FxHashMap<i64, Step>,
     first: Option<RawEvent>,
 }
 
@@ -122,6 +125,7 @@ impl Default for MemoryBuilder {
             stack_alloc: None,
             first_stack_alloc: None,
             stack_allocs: Vec::new(),
+            groups: FxHashMap::default(),
             first: None,
         }
     }
@@ -135,6 +139,19 @@ impl MemoryBuilder {
         }
         if let Some(stack) = e.stack().filter(|&s| Some(s) != self.stack) {
             self.change_stack(e.at, stack);
+        }
+        if let Some(id) = e.group() {
+            self.groups
+                .entry(id)
+                .and_modify(|s| {
+                    s.start = s.start.min(e.at);
+                    s.end = s.end.max(e.at);
+                })
+                .or_insert(Step {
+                    id,
+                    start: e.at,
+                    end: e.at,
+                });
         }
         let memory = &mut self.memory;
         let bytes = e.allocation_bytes().or(e.requested()).unwrap_or(0);
@@ -243,11 +260,20 @@ impl MemoryBuilder {
             no_address_frees,
             first_stack_alloc,
             mut stack_allocs,
+            groups,
             first,
             ..
         } = self;
         memory.id = id;
-        memory.steps = steps;
+        memory.steps = if steps.is_empty() {
+            // As XProf: without `step_num` marks, the events' `group_id`s
+            // are the steps, per allocator.
+            let mut groups: Vec<Step> = groups.into_values().collect();
+            groups.sort_by_key(|s| (s.start, s.id));
+            groups
+        } else {
+            steps
+        };
         let first_stack = first.and_then(|e| e.stack());
         // What the heap held before the first event that no free accounts for.
         if let Some(first) = first {
