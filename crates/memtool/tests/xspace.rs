@@ -12,12 +12,13 @@ use common::{fails, json, memtool, shared_fixture};
 use serde_json::Value;
 
 /// The fixtures with allocator events.
-const WITH_ALLOCATOR_EVENTS: [&str; 5] = [
+const WITH_ALLOCATOR_EVENTS: [&str; 6] = [
     "synth_bfc_3events",
     "synth_two_lines_offsets",
     "tf_keras",
     "tf_cnn",
     "tf_cnn_leak",
+    "xprof_gpu_multi_worker",
 ];
 
 const BEFORE_START_OP: &str = "<allocated before the profile started>";
@@ -1014,4 +1015,101 @@ fn a_tpu_stack_reservation_is_live_while_reserved() {
         in_use(5) as i64
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// XProf's "active allocations" at the peak with its data type `INVALID`
+/// (code 0) read as no data type, as memtool reads it.
+fn xprof_active_rows(x: &Value) -> BTreeMap<GroupKey, i64> {
+    xprof_active(x)
+        .0
+        .into_iter()
+        .map(|((op, shape, dtype, region), bytes)| {
+            let dtype = if dtype == "INVALID" {
+                String::new()
+            } else {
+                dtype
+            };
+            ((op, shape, dtype, region), bytes)
+        })
+        .fold(BTreeMap::new(), |mut rows, (k, v)| {
+            *rows.entry(k).or_insert(0) += v;
+            rows
+        })
+}
+
+#[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
+fn a_multi_gpu_tensorflow_run_breaks_its_peaks_down_as_xprof() {
+    let f = fixture("xprof_gpu_multi_worker");
+    assert_eq!(f.xprof.len(), 4);
+    let doc = json(&["peak", path(&f.profile), "--xprof-compat"]);
+    for (id, x) in &f.xprof {
+        let m = memory(&doc, id);
+        let summary = &x["profileSummary"];
+        // Every line starts 237916 ns after the profile start; XProf counts
+        // from the line.
+        assert_eq!(
+            num(&m["peak_time_ps"]),
+            num(&summary["peakStatsTimePs"]) + 237_916_000,
+            "{id}"
+        );
+        let rows = m["at_peak"].as_array().unwrap();
+        let total: i64 = rows.iter().map(|r| num(&r["bytes"])).sum();
+        assert_eq!(total, num(&summary["peakStats"]["peakBytesInUse"]), "{id}");
+        let xprof_rows = xprof_active_rows(x);
+        assert!(!xprof_rows.is_empty(), "{id}");
+        let mut all = BTreeMap::new();
+        for r in rows.iter().filter(|r| r["op"] != BEFORE_START_OP) {
+            let text = |v: &Value| v.as_str().unwrap_or("").to_string();
+            let key = (
+                text(&r["op"]),
+                text(&r["shape"]),
+                text(&r["dtype"]),
+                text(&r["region"]),
+            );
+            *all.entry(key).or_insert(0) += num(&r["bytes"]);
+        }
+        let in_step = peak_step_rows(m);
+        if id.starts_with("GPU_4") || id.starts_with("GPU_6") {
+            // Steps from group_id: the peak falls in step 0, as in XProf, and
+            // the allocations of that step live there are XProf's rows.
+            assert_eq!(num(&m["peak_step"]), 0, "{id}");
+            assert_eq!(in_step, xprof_rows, "{id}");
+        } else {
+            // GPU_1 has no grouped events and the host's peak comes after
+            // its last one: XProf numbers what follows "the step after";
+            // memtool puts those events in no step
+            // (docs/xprof-differences.md). XProf's rows are then between
+            // memtool's rows of no step and all its rows.
+            assert!(m["peak_step"].is_null(), "{id}");
+            for (key, &bytes) in &xprof_rows {
+                let ours_in_step = in_step.get(key).copied().unwrap_or(0);
+                let ours = all.get(key).copied().unwrap_or(0);
+                assert!(ours_in_step <= bytes && bytes <= ours, "{id} {key:?}");
+            }
+        }
+        // What XProf calls "unused preallocated device memory" is the rest.
+        let (_, specials) = xprof_active(x);
+        let unused = specials["unused preallocated device memory"];
+        assert_eq!(
+            unused + xprof_rows.values().sum::<i64>(),
+            num(&summary["peakStats"]["peakBytesInUse"]),
+            "{id}"
+        );
+    }
+    // Steps: one per group_id the allocator's events carry (group 0 on the
+    // GPUs that train and on the host), none on GPU_1.
+    let summary = json(&["summary", path(&f.profile)]);
+    for (id, steps) in [
+        ("GPU_1_bfc", vec![]),
+        ("GPU_4_bfc", vec![0]),
+        ("GPU_6_bfc", vec![0]),
+        ("gpu_host_bfc", vec![0]),
+    ] {
+        let listed: Vec<i64> = memory(&summary, id)["steps"]
+            .as_array()
+            .map(|s| s.iter().map(|s| num(&s["step"])).collect())
+            .unwrap_or_default();
+        assert_eq!(listed, steps, "{id}");
+    }
 }
