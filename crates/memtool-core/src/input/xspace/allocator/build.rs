@@ -107,9 +107,12 @@ pub(super) struct MemoryBuilder {
     /// Every stack allocation: their site is given in `finish`, so the
     /// profile's names are interned in one order on either walk's thread.
     stack_allocs: Vec<AllocId>,
-    /// Spans of this allocator's events by `group_id`: its steps when the
-    /// profile marks none with `step_num`.
-    groups: FxHashMap<i64, Step>,
+    /// Spans of this allocator's events by `group_id`, in the order first
+    /// met: its steps when the profile marks none with `step_num`.
+    groups: Vec<Step>,
+    group_index: FxHashMap<i64, usize>,
+    /// The group of the last grouped event: runs of one group are the rule.
+    last_group: usize,
     first: Option<RawEvent>,
 }
 
@@ -125,7 +128,9 @@ impl Default for MemoryBuilder {
             stack_alloc: None,
             first_stack_alloc: None,
             stack_allocs: Vec::new(),
-            groups: FxHashMap::default(),
+            groups: Vec::new(),
+            group_index: FxHashMap::default(),
+            last_group: 0,
             first: None,
         }
     }
@@ -141,17 +146,7 @@ impl MemoryBuilder {
             self.change_stack(e.at, stack);
         }
         if let Some(id) = e.group() {
-            self.groups
-                .entry(id)
-                .and_modify(|s| {
-                    s.start = s.start.min(e.at);
-                    s.end = s.end.max(e.at);
-                })
-                .or_insert(Step {
-                    id,
-                    start: e.at,
-                    end: e.at,
-                });
+            self.group_event(id, e.at);
         }
         let memory = &mut self.memory;
         let bytes = e.allocation_bytes().or(e.requested()).unwrap_or(0);
@@ -203,6 +198,26 @@ impl MemoryBuilder {
         if let Some(p) = e.peak_in_use() {
             memory.allocator_peak_bytes = Some(memory.allocator_peak_bytes.map_or(p, |q| q.max(p)));
         }
+    }
+
+    /// Events come in time order, so a group's span grows at its end.
+    fn group_event(&mut self, id: i64, at: i64) {
+        if self.groups.get(self.last_group).is_none_or(|s| s.id != id) {
+            self.last_group = match self.group_index.get(&id) {
+                Some(&i) => i,
+                None => {
+                    self.group_index.insert(id, self.groups.len());
+                    self.groups.push(Step {
+                        id,
+                        start: at,
+                        end: at,
+                    });
+                    self.groups.len() - 1
+                }
+            };
+        }
+        let step = &mut self.groups[self.last_group];
+        step.end = step.end.max(at);
     }
 
     /// The stack reservation changed before event at `at` reported it: the
@@ -260,7 +275,7 @@ impl MemoryBuilder {
             no_address_frees,
             first_stack_alloc,
             mut stack_allocs,
-            groups,
+            mut groups,
             first,
             ..
         } = self;
@@ -268,7 +283,6 @@ impl MemoryBuilder {
         memory.steps = if steps.is_empty() {
             // As XProf: without `step_num` marks, the events' `group_id`s
             // are the steps, per allocator.
-            let mut groups: Vec<Step> = groups.into_values().collect();
             groups.sort_by_key(|s| (s.start, s.id));
             groups
         } else {
