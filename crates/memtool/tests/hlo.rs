@@ -243,6 +243,9 @@ fn summary_has_xprofs_allocation_totals_and_ranks_modules_by_peak() {
         .as_str()
         .unwrap();
     assert!(first_row.trim_start().starts_with(biggest), "{first_row}");
+    // A module's heap simulator events are not an allocator's allocations
+    // and frees: no "Allocators" table (the file has no allocator events).
+    assert!(!text.contains("Allocators"), "{text}");
 }
 
 #[test]

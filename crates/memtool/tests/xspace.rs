@@ -12,12 +12,13 @@ use common::{fails, json, memtool, shared_fixture};
 use serde_json::Value;
 
 /// The fixtures with allocator events.
-const WITH_ALLOCATOR_EVENTS: [&str; 5] = [
+const WITH_ALLOCATOR_EVENTS: [&str; 6] = [
     "synth_bfc_3events",
     "synth_two_lines_offsets",
     "tf_keras",
     "tf_cnn",
     "tf_cnn_leak",
+    "xprof_gpu_multi_worker",
 ];
 
 const BEFORE_START_OP: &str = "<before recording: still live>";
@@ -195,6 +196,21 @@ fn two_lines_are_ordered_by_absolute_time() {
         num(&memory(&compat, "GPU_0_bfc")["peak_time_ps"]),
         1_000_010
     );
+    // At that last tie the allocator counts 512 bytes while the three
+    // recorded 256-byte allocations are live: the peak is what is live, and
+    // every breakdown adds up to it.
+    let compat = json(&["peak", path(&f.profile), "--xprof-compat"]);
+    let m = memory(&compat, "GPU_0_bfc");
+    assert_eq!(num(&m["peak_bytes"]), 3 * 256);
+    let rows = m["at_peak"].as_array().expect("at_peak rows");
+    assert_eq!(rows.iter().map(|r| num(&r["bytes"])).sum::<i64>(), 3 * 256);
+    for b in m["breakdowns"].as_array().unwrap() {
+        let groups = b["groups"].as_array().unwrap();
+        assert_eq!(
+            groups.iter().map(|g| num(&g["bytes"])).sum::<i64>(),
+            3 * 256
+        );
+    }
 }
 
 type GroupKey = (String, String, String, String);
@@ -887,7 +903,15 @@ type Ev = (u64, bool, u64, u64, u64);
 /// A `/host:CPU` plane with one line starting at `line_ns` holding events of
 /// allocator `GPU_0_bfc`; no `Task Environment` plane.
 fn allocator_space(line_ns: u64, events: &[Ev]) -> Vec<u8> {
-    // stat ids: 1 allocator_name, 2 bytes_allocated, 3 allocation_bytes, 4 addr
+    let events: Vec<(Ev, Option<u64>)> = events.iter().map(|&e| (e, None)).collect();
+    allocator_space_with_stack(line_ns, &events)
+}
+
+/// [`allocator_space`] with the stack each event reports reserved
+/// (`bytes_reserved`), as TPU allocators do.
+fn allocator_space_with_stack(line_ns: u64, events: &[(Ev, Option<u64>)]) -> Vec<u8> {
+    // stat ids: 1 allocator_name, 2 bytes_allocated, 3 allocation_bytes,
+    // 4 addr, 5 bytes_reserved
     let int_stat = |id: u64, v: u64| {
         let mut s = Vec::new();
         field_varint(&mut s, 1, id);
@@ -900,7 +924,7 @@ fn allocator_space(line_ns: u64, events: &[Ev]) -> Vec<u8> {
     let mut line = Vec::new();
     field_varint(&mut line, 1, 1);
     field_varint(&mut line, 3, line_ns);
-    for &(offset, free, heap, bytes, address) in events {
+    for &((offset, free, heap, bytes, address), stack) in events {
         let mut event = Vec::new();
         field_varint(&mut event, 1, if free { 2 } else { 1 });
         field_varint(&mut event, 2, offset);
@@ -908,6 +932,9 @@ fn allocator_space(line_ns: u64, events: &[Ev]) -> Vec<u8> {
         field_bytes(&mut event, 4, &int_stat(2, heap));
         field_bytes(&mut event, 4, &int_stat(3, bytes));
         field_bytes(&mut event, 4, &int_stat(4, address));
+        if let Some(stack) = stack {
+            field_bytes(&mut event, 4, &int_stat(5, stack));
+        }
         field_bytes(&mut line, 4, &event);
     }
     let mut plane = Vec::new();
@@ -920,6 +947,7 @@ fn allocator_space(line_ns: u64, events: &[Ev]) -> Vec<u8> {
         (2, "bytes_allocated"),
         (3, "allocation_bytes"),
         (4, "addr"),
+        (5, "bytes_reserved"),
     ] {
         metadata_entry(&mut plane, 5, id, name);
     }
@@ -1018,4 +1046,157 @@ fn hosts_read_in_parallel_give_the_profile_read_one_after_another() {
         .collect();
     assert_eq!(ids, ["mklcpu (vm)", "mklcpu (worker1)", "mklcpu (worker2)"]);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_tpu_stack_reservation_is_live_while_reserved() {
+    // TPU-shaped: the stack reservation changes during the profile (50, 100,
+    // none, then 1 MB) and is most of the peak; in use = stack + heap.
+    let dir = scratch("tpu-stack");
+    let file = dir.join("tpu.xplane.pb");
+    let events = [
+        ((10, false, 1000, 1000, 1), Some(50)),
+        ((20, false, 1500, 500, 2), Some(100)),
+        ((30, true, 1000, 500, 2), Some(100)),
+        ((40, true, 0, 1000, 1), Some(0)),
+        ((50, false, 128, 128, 3), Some(1_000_000)),
+        ((60, true, 0, 128, 3), Some(1_000_000)),
+    ];
+    let in_use = |i: usize| events[i].0 .2 + events[i].1.unwrap();
+    std::fs::write(&file, allocator_space_with_stack(0, &events)).unwrap();
+    let peak = json(&["peak", path(&file)]);
+    assert!(peak["warnings"].as_array().unwrap().is_empty(), "{peak}");
+    let m = memory(&peak, "GPU_0_bfc");
+    assert_eq!(num(&m["peak_bytes"]), in_use(4) as i64);
+    assert_eq!(num(&m["peak_time_ps"]), 50);
+    let rows = m["at_peak"].as_array().expect("at_peak rows");
+    assert_eq!(
+        rows.iter().map(|r| num(&r["bytes"])).sum::<i64>(),
+        num(&m["peak_bytes"])
+    );
+    // XProf lists the stack at the peak as one "stack" allocation.
+    let stack: Vec<i64> = rows
+        .iter()
+        .filter(|r| r["op"] == "stack" && r["region"] == "stack")
+        .map(|r| num(&r["bytes"]))
+        .collect();
+    assert_eq!(stack, [1_000_000]);
+    for b in m["breakdowns"].as_array().unwrap() {
+        let total: i64 = b["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|g| num(&g["bytes"]))
+            .sum();
+        assert_eq!(total, num(&m["peak_bytes"]), "{}", b["by"]);
+    }
+    // The stack in force at each point is live there: the replayed timeline
+    // is the allocator's own figure, up to the end.
+    let summary = json(&["summary", path(&file)]);
+    let s = memory(&summary, "GPU_0_bfc");
+    assert_eq!(num(&s["final_bytes"]), in_use(5) as i64);
+    assert_eq!(num(&s["live_bytes_at_end"]), num(&s["final_bytes"]));
+    let frag = json(&["frag", path(&file)]);
+    assert_eq!(
+        num(&memory(&frag, "GPU_0_bfc")["at_end"]["in_use_bytes"]),
+        in_use(5) as i64
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// XProf's "active allocations" at the peak with its data type `INVALID`
+/// (code 0) read as no data type, as memtool reads it.
+fn xprof_active_rows(x: &Value) -> BTreeMap<GroupKey, i64> {
+    xprof_active(x)
+        .0
+        .into_iter()
+        .map(|((op, shape, dtype, region), bytes)| {
+            let dtype = if dtype == "INVALID" {
+                String::new()
+            } else {
+                dtype
+            };
+            ((op, shape, dtype, region), bytes)
+        })
+        .fold(BTreeMap::new(), |mut rows, (k, v)| {
+            *rows.entry(k).or_insert(0) += v;
+            rows
+        })
+}
+
+#[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
+fn a_multi_gpu_tensorflow_run_breaks_its_peaks_down_as_xprof() {
+    let f = fixture("xprof_gpu_multi_worker");
+    assert_eq!(f.xprof.len(), 4);
+    let doc = json(&["peak", path(&f.profile), "--xprof-compat"]);
+    for (id, x) in &f.xprof {
+        let m = memory(&doc, id);
+        let summary = &x["profileSummary"];
+        // Every line starts 237916 ns after the profile start; XProf counts
+        // from the line.
+        assert_eq!(
+            num(&m["peak_time_ps"]),
+            num(&summary["peakStatsTimePs"]) + 237_916_000,
+            "{id}"
+        );
+        let rows = m["at_peak"].as_array().unwrap();
+        let total: i64 = rows.iter().map(|r| num(&r["bytes"])).sum();
+        assert_eq!(total, num(&summary["peakStats"]["peakBytesInUse"]), "{id}");
+        let xprof_rows = xprof_active_rows(x);
+        assert!(!xprof_rows.is_empty(), "{id}");
+        let mut all = BTreeMap::new();
+        for r in rows.iter().filter(|r| r["op"] != BEFORE_START_OP) {
+            let text = |v: &Value| v.as_str().unwrap_or("").to_string();
+            let key = (
+                text(&r["op"]),
+                text(&r["shape"]),
+                text(&r["dtype"]),
+                text(&r["region"]),
+            );
+            *all.entry(key).or_insert(0) += num(&r["bytes"]);
+        }
+        let in_step = peak_step_rows(m);
+        if id.starts_with("GPU_4") || id.starts_with("GPU_6") {
+            // Steps from group_id: the peak falls in step 0, as in XProf, and
+            // the allocations of that step live there are XProf's rows.
+            assert_eq!(num(&m["peak_step"]), 0, "{id}");
+            assert_eq!(in_step, xprof_rows, "{id}");
+        } else {
+            // GPU_1 has no grouped events and the host's peak comes after
+            // its last one: XProf numbers what follows "the step after";
+            // memtool puts those events in no step
+            // (docs/xprof-differences.md). XProf's rows are then between
+            // memtool's rows of no step and all its rows.
+            assert!(m["peak_step"].is_null(), "{id}");
+            for (key, &bytes) in &xprof_rows {
+                let ours_in_step = in_step.get(key).copied().unwrap_or(0);
+                let ours = all.get(key).copied().unwrap_or(0);
+                assert!(ours_in_step <= bytes && bytes <= ours, "{id} {key:?}");
+            }
+        }
+        // What XProf calls "unused preallocated device memory" is the rest.
+        let (_, specials) = xprof_active(x);
+        let unused = specials["unused preallocated device memory"];
+        assert_eq!(
+            unused + xprof_rows.values().sum::<i64>(),
+            num(&summary["peakStats"]["peakBytesInUse"]),
+            "{id}"
+        );
+    }
+    // Steps: one per group_id the allocator's events carry (group 0 on the
+    // GPUs that train and on the host), none on GPU_1.
+    let summary = json(&["summary", path(&f.profile)]);
+    for (id, steps) in [
+        ("GPU_1_bfc", vec![]),
+        ("GPU_4_bfc", vec![0]),
+        ("GPU_6_bfc", vec![0]),
+        ("gpu_host_bfc", vec![0]),
+    ] {
+        let listed: Vec<i64> = memory(&summary, id)["steps"]
+            .as_array()
+            .map(|s| s.iter().map(|s| num(&s["step"])).collect())
+            .unwrap_or_default();
+        assert_eq!(listed, steps, "{id}");
+    }
 }

@@ -233,7 +233,17 @@ pub fn peak_with(profile: &Profile, options: &Options, settings: &PeakSettings) 
         };
         let (reported, p) = (facts.peak, facts.point());
         let live = replay::live_at(memory, p.index);
-        let mut at_peak = at_peak_rows(&mut grouper, &profile.names, memory, &live, p.index, p.at);
+        // The rows add up to the allocator's own figure, so a memory that
+        // has one gets them even when its allocations are not described.
+        let counted = reported.sample.is_some();
+        let mut at_peak = at_peak_rows(
+            &mut grouper,
+            &profile.names,
+            memory,
+            &live,
+            (p.index, p.at),
+            counted,
+        );
         // The allocator counted more than the recorded events explain (events
         // lost, or allocations it made for itself): say so, so the rows add
         // up to the peak.
@@ -294,13 +304,17 @@ fn at_peak_rows(
     names: &Names,
     memory: &Memory,
     live: &[AllocId],
-    index: usize,
-    peak_at: i64,
+    (index, peak_at): (usize, i64),
+    always: bool,
 ) -> Vec<AtPeakRow> {
-    let described = live.iter().any(|&id| {
-        let site = names.site_of(memory.allocation(id).site);
-        site.op.is_some() || site.shape.is_some() || site.dtype.is_some() || site.category.is_some()
-    });
+    let described = always
+        || live.iter().any(|&id| {
+            let site = names.site_of(memory.allocation(id).site);
+            site.op.is_some()
+                || site.shape.is_some()
+                || site.dtype.is_some()
+                || site.category.is_some()
+        });
     if !described {
         return Vec::new();
     }

@@ -254,7 +254,8 @@ pub enum Ties {
 pub struct Peak {
     /// The timeline point at the peak (replayed totals).
     pub point: Point,
-    /// Bytes in use at the peak: the allocator's figure, else `point.bytes`.
+    /// Bytes in use at the peak: the allocator's figure (or the live
+    /// allocations' total, if more), else `point.bytes`.
     pub bytes: u64,
     /// The allocator sample at the peak, when the peak came from one.
     pub sample: Option<usize>,
@@ -288,9 +289,13 @@ pub fn reported_peak(memory: &Memory, ties: Ties) -> Option<Peak> {
         Some((sample, bytes)) => {
             let index = point_of_sample(memory, sample);
             let point = point_at(memory, index)?;
+            // An allocator never holds less than its live allocations: where
+            // its count is lower (a free it made without an event), the
+            // recorded allocations are the peak, so the breakdown of the
+            // live set adds up to it.
             Some(Peak {
                 point,
-                bytes,
+                bytes: bytes.max(point.bytes),
                 sample: Some(sample),
             })
         }

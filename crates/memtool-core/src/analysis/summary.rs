@@ -335,6 +335,10 @@ impl Report for SummaryReport {
         let allocators: Vec<&MemorySummary> = self
             .memories
             .iter()
+            // A compiled program's memory space has events (its heap
+            // simulator trace) but no allocator: its figures are in the
+            // programs table.
+            .filter(|m| m.program.is_none())
             .filter(|m| m.lifetime_peak_bytes.is_some() || m.deallocations.is_some())
             .collect();
         if !allocators.is_empty() {

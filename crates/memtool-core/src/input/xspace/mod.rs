@@ -207,7 +207,7 @@ mod tests {
             p.memories.push(m);
             p.warn(
                 path,
-                "GPU_0_bfc: reserved stack size changes during the profile",
+                "GPU_0_bfc: 3 frees have no address and match no allocation",
             );
             p.warn(path, "something else");
             p.inputs.push(InputInfo {
@@ -248,9 +248,9 @@ mod tests {
         assert_eq!(
             messages,
             [
-                "GPU_0_bfc (worker-0): reserved stack size changes during the profile",
+                "GPU_0_bfc (worker-0): 3 frees have no address and match no allocation",
                 "something else",
-                "GPU_0_bfc (worker-1): reserved stack size changes during the profile",
+                "GPU_0_bfc (worker-1): 3 frees have no address and match no allocation",
                 "something else",
             ]
         );

@@ -93,7 +93,22 @@ pub(super) struct MemoryBuilder {
     live_at_start_bytes: u64,
     reused: u64,
     no_address_frees: u64,
-    stack_changes: u64,
+    /// The stack reservation in force and its allocation, once one was made
+    /// (the first event's reservation is made live at the start in
+    /// `finish`, after the heap held before the start).
+    stack: Option<u64>,
+    stack_alloc: Option<AllocId>,
+    /// The reservation live at the start, once a change made it.
+    first_stack_alloc: Option<AllocId>,
+    /// Every stack allocation: their site is given in `finish`, so the
+    /// profile's names are interned in one order on either walk's thread.
+    stack_allocs: Vec<AllocId>,
+    /// Spans of this allocator's events by `group_id`, in the order first
+    /// met: its steps when the profile marks none with `step_num`.
+    groups: Vec<Step>,
+    group_index: FxHashMap<i64, usize>,
+    /// The group of the last grouped event: runs of one group are the rule.
+    last_group: usize,
     first: Option<RawEvent>,
 }
 
@@ -105,7 +120,13 @@ impl Default for MemoryBuilder {
             live_at_start_bytes: 0,
             reused: 0,
             no_address_frees: 0,
-            stack_changes: 0,
+            stack: None,
+            stack_alloc: None,
+            first_stack_alloc: None,
+            stack_allocs: Vec::new(),
+            groups: Vec::new(),
+            group_index: FxHashMap::default(),
+            last_group: 0,
             first: None,
         }
     }
@@ -113,7 +134,16 @@ impl Default for MemoryBuilder {
 
 impl MemoryBuilder {
     pub(super) fn push(&mut self, e: &RawEvent, site: SiteId) {
-        let first = *self.first.get_or_insert(*e);
+        if self.first.is_none() {
+            self.first = Some(*e);
+            self.stack = e.stack();
+        }
+        if let Some(stack) = e.stack().filter(|&s| Some(s) != self.stack) {
+            self.change_stack(e.at, stack);
+        }
+        if let Some(id) = e.group() {
+            self.group_event(id, e.at);
+        }
         let memory = &mut self.memory;
         let bytes = e.allocation_bytes().or(e.requested()).unwrap_or(0);
         let allocation = Allocation {
@@ -155,9 +185,6 @@ impl MemoryBuilder {
             },
             alloc: id,
         });
-        if e.stack() != first.stack() {
-            self.stack_changes += 1;
-        }
         memory.allocator_samples.push(
             AllocatorSample::new(e.at)
                 .with_allocated_bytes(e.heap().map(|h| h.saturating_add(e.stack().unwrap_or(0))))
@@ -169,18 +196,94 @@ impl MemoryBuilder {
         }
     }
 
+    /// Events come in time order, so a group's span grows at its end.
+    fn group_event(&mut self, id: i64, at: i64) {
+        if self.groups.get(self.last_group).is_none_or(|s| s.id != id) {
+            self.last_group = match self.group_index.get(&id) {
+                Some(&i) => i,
+                None => {
+                    self.group_index.insert(id, self.groups.len());
+                    self.groups.push(Step {
+                        id,
+                        start: at,
+                        end: at,
+                    });
+                    self.groups.len() - 1
+                }
+            };
+        }
+        let step = &mut self.groups[self.last_group];
+        step.end = step.end.max(at);
+    }
+
+    /// The stack reservation changed before event at `at` reported it: the
+    /// old reservation is freed and the new one allocated there, so the
+    /// replay follows the allocator's in-use figure (stack + heap), as XProf
+    /// counts it. The two events have samples with no figures: the
+    /// allocator reported its state only after the event that follows.
+    fn change_stack(&mut self, at: i64, stack: u64) {
+        let old = self.stack.unwrap_or(0);
+        let live = match self.stack_alloc {
+            Some(id) => Some(id),
+            // The first reservation, live from the start.
+            None if old > 0 => {
+                let id = self.stack_allocation(old);
+                self.first_stack_alloc = Some(id);
+                Some(id)
+            }
+            None => None,
+        };
+        let record = |memory: &mut Memory, kind, alloc| {
+            memory.events.push(crate::model::Event { at, kind, alloc });
+            memory.allocator_samples.push(AllocatorSample::new(at));
+        };
+        if let Some(id) = live {
+            record(&mut self.memory, EventKind::Free, id);
+        }
+        self.stack_alloc = None;
+        if stack > 0 {
+            let id = self.stack_allocation(stack);
+            record(&mut self.memory, EventKind::Alloc, id);
+            self.stack_alloc = Some(id);
+        }
+        self.stack = Some(stack);
+    }
+
+    /// A stack reservation's allocation, not yet live; its site is set in
+    /// `finish`.
+    fn stack_allocation(&mut self, bytes: u64) -> AllocId {
+        let id = self.memory.push_allocation(Allocation {
+            bytes,
+            requested: bytes,
+            count: 1,
+            address: None,
+            site: SiteId(0),
+        });
+        self.stack_allocs.push(id);
+        id
+    }
+
     fn finish(self, profile: &mut Profile, path: &str, id: String, steps: Vec<Step>) -> Memory {
         let MemoryBuilder {
             mut memory,
             live_at_start_bytes,
             reused,
             no_address_frees,
-            stack_changes,
+            first_stack_alloc,
+            mut stack_allocs,
+            mut groups,
             first,
             ..
         } = self;
         memory.id = id;
-        memory.steps = steps;
+        memory.steps = if steps.is_empty() {
+            // As XProf: without `step_num` marks, the events' `group_id`s
+            // are the steps, per allocator.
+            groups.sort_by_key(|s| (s.start, s.id));
+            groups
+        } else {
+            steps
+        };
         let first_stack = first.and_then(|e| e.stack());
         // So far, what was live at the start is what was freed without being
         // allocated: memory from before the profile, freed during it. It
@@ -230,8 +333,27 @@ impl MemoryBuilder {
                 }
             }
         }
-        if let Some(stack) = first_stack.filter(|&s| s > 0) {
-            pseudo_allocation(profile, &mut memory, stack, STACK_OP, Some(STACK_OP));
+        match first_stack_alloc {
+            Some(id) => memory.live_at_start.push(id),
+            None => {
+                if let Some(stack) = first_stack.filter(|&s| s > 0) {
+                    let id = memory.push_allocation(Allocation {
+                        bytes: stack,
+                        requested: stack,
+                        count: 1,
+                        address: None,
+                        site: SiteId(0),
+                    });
+                    memory.live_at_start.push(id);
+                    stack_allocs.push(id);
+                }
+            }
+        }
+        if !stack_allocs.is_empty() {
+            let site = pseudo_site(&mut profile.names, STACK_OP, Some(STACK_OP));
+            for id in stack_allocs {
+                memory.allocations[id.index()].site = site;
+            }
         }
         let id = memory.id.clone();
         if reused > 0 {
@@ -246,38 +368,20 @@ impl MemoryBuilder {
                 format!("{id}: {no_address_frees} frees have no address and match no allocation"),
             );
         }
-        if stack_changes > 0 {
-            profile.warn(
-                path,
-                format!("{id}: reserved stack size changes during the profile; live sets count the stack at the first event"),
-            );
-        }
         memory
     }
 }
 
-fn pseudo_allocation(
-    profile: &mut Profile,
-    memory: &mut Memory,
-    bytes: u64,
-    op: &str,
-    category: Option<&str>,
-) {
-    let op = Some(profile.names.string(op));
-    let category = category.map(|c| profile.names.string(c));
-    let site = profile.names.site(Site {
+/// The site of what the allocator holds with no event of its own: named by
+/// its op (and region), no stack, shape or dtype.
+fn pseudo_site(names: &mut Names, op: &str, category: Option<&str>) -> SiteId {
+    let op = Some(names.string(op));
+    let category = category.map(|c| names.string(c));
+    names.site(Site {
         stack: StackId(0),
         op,
         shape: None,
         dtype: None,
         category,
-    });
-    let id = memory.push_allocation(Allocation {
-        bytes,
-        requested: bytes,
-        count: 1,
-        address: None,
-        site,
-    });
-    memory.live_at_start.push(id);
+    })
 }

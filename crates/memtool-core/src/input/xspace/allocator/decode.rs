@@ -30,9 +30,10 @@ pub(super) enum Key {
     DataType,
     Shape,
     StepNum,
+    GroupId,
 }
 
-const STAT_NAMES: [(&str, Key); 16] = [
+const STAT_NAMES: [(&str, Key); 17] = [
     ("allocator_name", Key::AllocatorName),
     ("device_ordinal", Key::DeviceOrdinal),
     ("index_on_host", Key::IndexOnHost),
@@ -49,6 +50,7 @@ const STAT_NAMES: [(&str, Key); 16] = [
     ("data_type", Key::DataType),
     ("shape", Key::Shape),
     ("step_num", Key::StepNum),
+    ("group_id", Key::GroupId),
 ];
 
 /// One allocator event as read, before it is placed in its memory. Kept
@@ -63,7 +65,7 @@ pub(super) struct RawEvent {
     pub(super) seq: u64,
     pub(super) free: bool,
     pub(super) allocator: u32,
-    pub(super) numbers: [u64; 7],
+    pub(super) numbers: [u64; 8],
     /// NaN when absent.
     pub(super) fragmentation: f64,
     pub(super) strings: [StrId; 4],
@@ -76,6 +78,9 @@ pub(super) const STACK: usize = 3;
 pub(super) const HEAP: usize = 4;
 pub(super) const AVAILABLE: usize = 5;
 pub(super) const PEAK_IN_USE: usize = 6;
+/// The step the profiler grouped the event into (`group_id`), which XProf
+/// takes for its step when the profile marks none.
+pub(super) const GROUP: usize = 7;
 
 pub(super) const OP: usize = 0;
 pub(super) const SHAPE: usize = 1;
@@ -90,7 +95,7 @@ impl RawEvent {
             seq: seen.1,
             free,
             allocator: 0,
-            numbers: [u64::MAX; 7],
+            numbers: [u64::MAX; 8],
             fragmentation: f64::NAN,
             strings: [StrId(0); 4],
         }
@@ -136,6 +141,9 @@ impl RawEvent {
     }
     pub(super) fn peak_in_use(&self) -> Option<u64> {
         self.number(PEAK_IN_USE)
+    }
+    pub(super) fn group(&self) -> Option<i64> {
+        self.number(GROUP).and_then(|g| i64::try_from(g).ok())
     }
     pub(super) fn fragmentation(&self) -> Option<f64> {
         Some(self.fragmentation).filter(|f| f.is_finite())
@@ -328,6 +336,7 @@ impl Decoder {
                 Key::Requested => raw.set_number(REQUESTED, v.as_u64()),
                 Key::AllocationBytes => raw.set_number(ALLOCATION_BYTES, v.as_u64()),
                 Key::Address => raw.set_number(ADDRESS, v.as_u64()),
+                Key::GroupId => raw.set_number(GROUP, v.as_u64()),
                 _ => {}
             }
         }

@@ -3,7 +3,7 @@
 
 use super::decode::{
     Decoder, EventStrings, Interned, Key, LineClock, PlaneKeys, RawEvent, ADDRESS,
-    ALLOCATION_BYTES, AVAILABLE, HEAP, PEAK_IN_USE, REQUESTED, STACK,
+    ALLOCATION_BYTES, AVAILABLE, GROUP, HEAP, PEAK_IN_USE, REQUESTED, STACK,
 };
 use super::merge::Fallback;
 use crate::error::Result;
@@ -88,6 +88,7 @@ fn number_slot(key: Key) -> Option<usize> {
         Key::Requested => Some(REQUESTED),
         Key::AllocationBytes => Some(ALLOCATION_BYTES),
         Key::Address => Some(ADDRESS),
+        Key::GroupId => Some(GROUP),
         _ => None,
     }
 }

@@ -18,8 +18,11 @@
 //! - The heap the allocator already held at the first event, less those, is
 //!   one allocation live at start, named
 //!   [`StillLive`](crate::model::BeforeRecording::StillLive); stack reserved on
-//!   the device (`bytes_reserved`) is another ([`STACK_OP`]). Replaying the
-//!   events then gives the allocator's own in-use figure.
+//!   the device (`bytes_reserved`, TPU) is another ([`STACK_OP`]). When an
+//!   event reports a different reservation, the old one is freed and the new
+//!   one allocated just before it (two events whose samples carry no
+//!   figures), so the stack is live while reserved. Replaying the events
+//!   then gives the allocator's own in-use figure (stack + heap).
 //! - Each event's totals become one
 //!   [`AllocatorSample`](crate::model::AllocatorSample) (in use = stack +
 //!   heap, free = `bytes_available`, `fragmentation`).

@@ -42,7 +42,19 @@ use crate::model::Profile;
 /// none; a module that does not decode is skipped with a warning.
 pub(crate) fn read(profile: &mut Profile, path: &str, source: &dyn ByteSource) -> Result<()> {
     // The XSpace reader that runs first has recorded the input.
-    let modules = plane::modules(path, source)?;
+    let plane::Modules {
+        modules,
+        conflicting,
+    } = plane::modules(path, source)?;
+    for id in conflicting {
+        profile.warn(
+            path,
+            format!(
+                "two different HLO modules have program id {id}; the first is read, the other \
+                 left out (as in XProf)"
+            ),
+        );
+    }
     for module in modules {
         match Decoded::parse(&module.hlo_proto) {
             Ok(hlo) => Module::new(&hlo, module.program_id).read_into(profile, path),

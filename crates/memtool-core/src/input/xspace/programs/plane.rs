@@ -30,15 +30,33 @@ pub(super) struct ModuleBytes<'a> {
     pub offset: u64,
 }
 
-/// The modules of every metadata plane, in program id order; a program id
-/// seen twice keeps its first module (as XProf does). Only the metadata
-/// planes are read; the others are skipped over.
-pub(super) fn modules<'s>(path: &str, source: &'s dyn ByteSource) -> Result<Vec<ModuleBytes<'s>>> {
+/// The modules of every metadata plane, in program id order.
+#[derive(Debug)]
+pub(super) struct Modules<'a> {
+    pub modules: Vec<ModuleBytes<'a>>,
+    /// Program ids met again with a different module, which is left out (a
+    /// program id seen twice keeps its first module, as XProf does).
+    pub conflicting: Vec<u64>,
+}
+
+/// The modules of every metadata plane. Only the metadata planes are read;
+/// the others are skipped over.
+pub(super) fn modules<'s>(path: &str, source: &'s dyn ByteSource) -> Result<Modules<'s>> {
     walk(source).map_err(|e| e.into_error(path))
 }
 
-fn walk(source: &dyn ByteSource) -> Result<Vec<ModuleBytes<'_>>, StreamError> {
+/// A program id as XProf reads it: unsigned 64-bit, whichever integer field
+/// holds it (an id of 2^63 or more is negative as an `int64`).
+fn program_id(value: &StatValue<'_>) -> Option<u64> {
+    match *value {
+        StatValue::Int64(v) => Some(v as u64),
+        ref other => other.as_u64(),
+    }
+}
+
+fn walk(source: &dyn ByteSource) -> Result<Modules<'_>, StreamError> {
     let mut out: Vec<ModuleBytes<'_>> = Vec::new();
+    let mut conflicting = Vec::new();
     let mut window = Window::new(source, 64 << 10);
     let mut planes = Planes::new(&window);
     while let Some(at) = planes.next(&mut window)? {
@@ -61,15 +79,22 @@ fn walk(source: &dyn ByteSource) -> Result<Vec<ModuleBytes<'_>>, StreamError> {
                 let stat = stat?;
                 match (keys.get(stat.metadata_id), stat.value) {
                     (Some(ModuleStat::HloProto), StatValue::Bytes(b)) => hlo = Some(b),
-                    (Some(ModuleStat::ProgramId), v) => program_id = v.as_u64().or(program_id),
+                    (Some(ModuleStat::ProgramId), v) => {
+                        program_id = self::program_id(&v).or(program_id)
+                    }
                     _ => {}
                 }
             }
             let Some(hlo) = hlo else {
                 continue;
             };
-            let program_id = program_id.unwrap_or(meta.id.max(0) as u64);
-            if out.iter().any(|m| m.program_id == program_id) {
+            // XProf keys modules by their event metadata id, a uint64 that
+            // the wire stores as an int64.
+            let program_id = program_id.unwrap_or(meta.id as u64);
+            if let Some(first) = out.iter().find(|m| m.program_id == program_id) {
+                if *first.hlo_proto != *hlo && !conflicting.contains(&program_id) {
+                    conflicting.push(program_id);
+                }
                 continue;
             }
             // The stat's bytes are a slice of the plane's.
@@ -86,7 +111,11 @@ fn walk(source: &dyn ByteSource) -> Result<Vec<ModuleBytes<'_>>, StreamError> {
         }
     }
     out.sort_by_key(|m| m.program_id);
-    Ok(out)
+    conflicting.sort_unstable();
+    Ok(Modules {
+        modules: out,
+        conflicting,
+    })
 }
 
 #[cfg(test)]
@@ -149,6 +178,8 @@ pub(super) mod tests {
     fn finds_modules_by_stat_name_and_program_id() {
         let bytes = xspace(&[(5, Some(34), b"b"), (1, None, b"a"), (6, Some(34), b"dup")]);
         let found = modules("x", &bytes).unwrap();
+        assert_eq!(found.conflicting, vec![34]);
+        let found = found.modules;
         let summary: Vec<(u64, &[u8])> = found
             .iter()
             .map(|m| (m.program_id, &*m.hlo_proto))

@@ -369,3 +369,47 @@ fn phases_follow_jax_op_names() {
     assert_eq!(phase("jit(f)/sub", false, "Output"), None);
     assert_eq!(phase("params['w']", true, "Parameter"), None);
 }
+
+#[test]
+fn program_ids_are_unsigned_and_never_merge_modules() {
+    // As in a public TPU profile: modules keyed by event metadata ids of 2^63
+    // and more, which the wire stores as negative int64s, beside a small one;
+    // one id given by a `program_id` stat, stored as an int64.
+    let hlo = module(&[MIB], &[(ALLOC, 1, 0), (FREE, 1, 0)]).encode_to_vec();
+    let big = 12_190_760_917_235_803_885u64;
+    let bytes = super::plane::tests::xspace(&[
+        (big, None, &hlo),
+        (11_287_434_908_481_120_160, None, &hlo),
+        (3, Some(big - 1), &hlo),
+        (2, None, &hlo),
+    ]);
+    let mut profile = Profile::default();
+    super::read(&mut profile, "tpu.xplane.pb", &bytes).unwrap();
+    let ids: Vec<&str> = profile.memories.iter().map(|m| m.id.as_str()).collect();
+    assert_eq!(
+        ids,
+        [
+            "test_module(2)",
+            "test_module(11287434908481120160)",
+            "test_module(12190760917235803884)",
+            "test_module(12190760917235803885)",
+        ]
+    );
+    assert!(profile.warnings.is_empty(), "{:?}", profile.warnings);
+}
+
+#[test]
+fn two_different_modules_with_one_program_id_warn() {
+    let a = module(&[MIB], &[(ALLOC, 1, 0), (FREE, 1, 0)]).encode_to_vec();
+    let b = module(&[2 * MIB], &[(ALLOC, 1, 0), (FREE, 1, 0)]).encode_to_vec();
+    let bytes = super::plane::tests::xspace(&[(1, Some(9), &a), (2, Some(9), &b)]);
+    let mut profile = Profile::default();
+    super::read(&mut profile, "x.pb", &bytes).unwrap();
+    assert_eq!(profile.memories.len(), 1);
+    assert_eq!(profile.warnings.len(), 1);
+    assert!(
+        profile.warnings[0].message.contains("program id 9"),
+        "{:?}",
+        profile.warnings
+    );
+}
