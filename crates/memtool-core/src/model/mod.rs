@@ -210,6 +210,20 @@ pub struct Memory {
     /// `alloc`, `free_requested`, `segment_alloc`, ...), including kinds
     /// that are not allocation events of the model.
     pub recorded_events: BTreeMap<String, u64>,
+    /// When each file of a series holds a whole recording of the same
+    /// device (per-step PyTorch `_dump_snapshot` dumps), which series and
+    /// file this memory is: `leaks` compares the ends of the files as the
+    /// points of one series. `None` for formats whose series are instants.
+    pub series: Option<SeriesPart>,
+}
+
+/// One file's recording of a device that several files of a series record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SeriesPart {
+    /// The device, the same in every file (`cuda:0`).
+    pub device: String,
+    /// The file's name, as the series' points are labelled.
+    pub file: String,
 }
 
 /// One step of a training or serving loop, as a span of the memory's axis.
@@ -493,6 +507,7 @@ impl Memory {
             program: None,
             segments: Vec::new(),
             recorded_events: BTreeMap::new(),
+            series: None,
         }
     }
 

@@ -54,22 +54,12 @@ pub fn run(args: &DiffArgs) -> Result<Outcome> {
         )
     });
     output::write(&report, &args.output, &args.analysis).context("writing the diff")?;
+    output::gate_line(report.gate.as_ref());
     let gate_failed = report.gate_failed();
-    let gate_message = report.gate.as_ref().map(|g| g.message.clone());
     inputs::free_at_exit((base, new, report));
-    if gate_failed {
-        if let Some(message) = &gate_message {
-            // The gate's verdict must reach the CI log even when stdout is a file.
-            if !output::is_stdout(args.output.output.as_deref())
-                || !matches!(
-                    args.output.format,
-                    crate::cli::FormatArg::Table | crate::cli::FormatArg::Md
-                )
-            {
-                eprintln!("memtool: {}", message);
-            }
-        }
-        return Ok(Outcome::GateFailed);
-    }
-    Ok(Outcome::Success)
+    Ok(if gate_failed {
+        Outcome::GateFailed
+    } else {
+        Outcome::Success
+    })
 }

@@ -42,6 +42,7 @@ pub fn run(args: &PeakArgs) -> Result<Outcome> {
         peak::peak_with(&profile, &options, &settings)
     });
     output::write(&report, &args.output, &args.analysis)?;
+    output::gate_line(report.gate.as_ref());
     let over_budget = report.over_budget();
     inputs::free_at_exit((profile, report));
     Ok(if over_budget {

@@ -26,8 +26,8 @@ use rustc_hash::FxHashMap;
 use crate::error::{Error, Result};
 use crate::model::{
     AllocId, Allocation, AllocatorSample, Axis, BlockState, Event, EventKind, Format, Frame,
-    FrameId, InputInfo, MemoryKind, Profile, Segment, SegmentBlock, Site, SiteId, StackId, Step,
-    StrId,
+    FrameId, InputInfo, MemoryKind, Profile, Segment, SegmentBlock, SeriesPart, Site, SiteId,
+    StackId, Step, StrId,
 };
 
 use super::pickle::{self, Memo, Parent, Value, Visitor};
@@ -1045,7 +1045,9 @@ fn build_memory(
         );
     }
 
-    // A second snapshot of the same device (several files) stays apart.
+    // A second snapshot of the same device (several files) stays apart: it
+    // joins the first as a part of one series.
+    let device_id = id.to_string();
     let id = if profile.memories.iter().any(|m| m.id == id) {
         format!("{id} ({path})")
     } else {
@@ -1058,6 +1060,10 @@ fn build_memory(
     memory.live_at_start = live_at_start;
     memory.allocator_samples = samples;
     memory.segments = model_segments;
+    memory.series = Some(SeriesPart {
+        device: device_id,
+        file: crate::input::file_name(path),
+    });
 }
 
 #[cfg(test)]
