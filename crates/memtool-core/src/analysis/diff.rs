@@ -248,20 +248,17 @@ fn gate(total: &DeltaTotals, limit: GrowthLimit) -> GateResult {
         },
         GrowthLimit::SteadyGroups(_) => true,
     };
-    let shown = match (limit, exact_percent) {
-        (GrowthLimit::Percent(p), Some(actual)) => format!(
-            "{} = {} of the base {}",
+    let shown = match exact_percent {
+        Some(actual) => format!(
+            "{}, {} of the base {},",
             units::exact_delta_bytes(growth),
-            percent_beside(actual, p),
+            match limit {
+                GrowthLimit::Percent(p) => percent_beside(actual, p),
+                _ => format!("{actual:+.2}%"),
+            },
             units::exact_bytes(total.base_bytes)
         ),
-        (_, Some(actual)) => format!(
-            "{} ({:+.2}% of the base {})",
-            units::exact_delta_bytes(growth),
-            actual,
-            units::exact_bytes(total.base_bytes)
-        ),
-        (_, None) => format!("{} (the base is 0 B)", units::exact_delta_bytes(growth)),
+        None => format!("{} (the base is 0 B)", units::exact_delta_bytes(growth)),
     };
     let message = if passed {
         format!(
@@ -408,7 +405,7 @@ mod tests {
         // +0.97% passes a 1% limit and does not read as 1.0%.
         let within = gate(&DeltaTotals::new(100_000, 100_970), GrowthLimit::Percent(1.0));
         assert!(within.passed);
-        assert!(within.message.contains("+0.97% of the base 97.66 KiB (100000 B)"), "{}", within.message);
+        assert!(within.message.contains("+0.97% of the base 97.66 KiB (100000 B),"), "{}", within.message);
         assert!(within.message.ends_with("within the limit 1%"), "{}", within.message);
         assert_eq!(within.measured_bytes, 970);
     }
