@@ -32,7 +32,10 @@ fn gate_line(args: &[&str], exit: i32) -> (String, serde_json::Value) {
         let stdout = String::from_utf8(out.stdout).unwrap();
         // The text formats leave it to stderr (JSON carries it as `gate`).
         if format != "json" {
-            assert!(!stdout.contains(gate[0].trim_start_matches("memtool: ")), "{args:?} {format}");
+            assert!(
+                !stdout.contains(gate[0].trim_start_matches("memtool: ")),
+                "{args:?} {format}"
+            );
         }
         lines.push(gate[0].to_string());
         if format == "json" {
@@ -42,7 +45,10 @@ fn gate_line(args: &[&str], exit: i32) -> (String, serde_json::Value) {
     assert!(lines.windows(2).all(|w| w[0] == w[1]), "{lines:?}");
     let line = lines.swap_remove(0);
     assert!(line.starts_with("memtool: "), "{line}");
-    assert_eq!(doc["gate"]["message"].as_str(), line.strip_prefix("memtool: "));
+    assert_eq!(
+        doc["gate"]["message"].as_str(),
+        line.strip_prefix("memtool: ")
+    );
     assert_eq!(doc["gate"]["passed"], exit == 0);
     (line, doc)
 }
@@ -53,30 +59,67 @@ fn growth_gate_shows_growth_beside_the_limit_without_rounding_it_onto_the_limit(
     let new = "tests/pprof/leak4.prof";
     let (line, doc) = gate_line(&["diff", base, new, "--fail-on-growth", "1%"], 0);
     let total = &doc["total"];
-    let (b, n) = (total["base_bytes"].as_u64().unwrap(), total["new_bytes"].as_u64().unwrap());
+    let (b, n) = (
+        total["base_bytes"].as_u64().unwrap(),
+        total["new_bytes"].as_u64().unwrap(),
+    );
     let growth = n - b;
     let percent = growth as f64 * 100.0 / b as f64;
     // Just under the limit: shown with the decimals that tell it apart.
-    assert!(percent < 1.0 && format!("{percent:.1}") == "1.0", "{percent}");
+    assert!(
+        percent < 1.0 && format!("{percent:.1}") == "1.0",
+        "{percent}"
+    );
     assert!(line.contains(&format!("(+{growth} B)")), "{line}");
-    assert!(line.contains(&format!("+{percent:.2}% of the base")), "{line}");
+    assert!(
+        line.contains(&format!("+{percent:.2}% of the base")),
+        "{line}"
+    );
     assert!(line.contains(&format!("({b} B)")), "{line}");
-    assert!(line.contains("growth gate passed: ") && line.ends_with("within the limit 1%"), "{line}");
+    assert!(
+        line.contains("growth gate passed: ") && line.ends_with("within the limit 1%"),
+        "{line}"
+    );
     assert_eq!(doc["gate"]["measured_bytes"], growth);
     assert_eq!(doc["gate"]["measured_percent"].as_f64(), Some(percent));
-    assert_eq!(doc["gate"]["limit"], serde_json::json!({"unit": "percent", "value": 1.0}));
+    assert_eq!(
+        doc["gate"]["limit"],
+        serde_json::json!({"unit": "percent", "value": 1.0})
+    );
 
     // A limit between the rounded and the exact figure fails, and says
     // by how much with enough decimals.
     let limit = format!("{:.6}%", percent - 0.000_001);
     let (line, _) = gate_line(&["diff", base, new, "--fail-on-growth", &limit], 1);
     assert!(line.contains("growth gate FAILED: "), "{line}");
-    let shown = line.split(" of the base").next().unwrap().rsplit(' ').next().unwrap();
-    let shown: f64 = shown.trim_start_matches('+').trim_end_matches('%').parse().unwrap();
+    let shown = line
+        .split(" of the base")
+        .next()
+        .unwrap()
+        .rsplit(' ')
+        .next()
+        .unwrap();
+    let shown: f64 = shown
+        .trim_start_matches('+')
+        .trim_end_matches('%')
+        .parse()
+        .unwrap();
     assert!(shown > percent - 0.000_001, "{line}");
 
-    let (line, _) = gate_line(&["diff", base, new, "--fail-on-growth", &format!("{}", growth - 1)], 1);
-    assert!(line.ends_with(&format!("exceeds the limit 35.16 KiB ({} B)", growth - 1)), "{line}");
+    let (line, _) = gate_line(
+        &[
+            "diff",
+            base,
+            new,
+            "--fail-on-growth",
+            &format!("{}", growth - 1),
+        ],
+        1,
+    );
+    assert!(
+        line.ends_with(&format!("exceeds the limit 35.16 KiB ({} B)", growth - 1)),
+        "{line}"
+    );
 }
 
 #[test]
@@ -88,15 +131,31 @@ fn budget_gate_names_the_peak_and_the_budget_in_bytes() {
         .unwrap();
     let (line, doc) = gate_line(&["peak", profile, "--budget", &peak.to_string()], 0);
     assert!(line.contains("budget gate passed: "), "{line}");
-    assert!(line.contains(&format!("({peak} B)")) && line.contains(&format!("budget {}", peak_text(peak))), "{line}");
+    assert!(
+        line.contains(&format!("({peak} B)"))
+            && line.contains(&format!("budget {}", peak_text(peak))),
+        "{line}"
+    );
     assert_eq!(doc["gate"]["measured_bytes"], peak);
 
     let budget = peak - 1;
     let (line, doc) = gate_line(&["peak", profile, "--budget", &budget.to_string()], 1);
-    assert!(line.contains("budget gate FAILED: cpu:0 peaks at "), "{line}");
-    assert!(line.contains(&format!("({peak} B), 1 B over the budget {}", peak_text(budget))), "{line}");
+    assert!(
+        line.contains("budget gate FAILED: cpu:0 peaks at "),
+        "{line}"
+    );
+    assert!(
+        line.contains(&format!(
+            "({peak} B), 1 B over the budget {}",
+            peak_text(budget)
+        )),
+        "{line}"
+    );
     assert_eq!(doc["gate"]["failed_memories"], serde_json::json!(["cpu:0"]));
-    assert_eq!(doc["gate"]["limit"], serde_json::json!({"unit": "bytes", "value": budget}));
+    assert_eq!(
+        doc["gate"]["limit"],
+        serde_json::json!({"unit": "bytes", "value": budget})
+    );
 }
 
 /// How a size is written exactly: the rounded figure and every byte.
@@ -107,7 +166,9 @@ fn peak_text(bytes: u64) -> String {
 
 #[test]
 fn leak_gate_says_what_grew_and_the_rule() {
-    let leak: Vec<String> = (1..=4).map(|i| format!("tests/pprof/leak{i}.prof")).collect();
+    let leak: Vec<String> = (1..=4)
+        .map(|i| format!("tests/pprof/leak{i}.prof"))
+        .collect();
     let mut args: Vec<&str> = vec!["leaks"];
     args.extend(leak.iter().map(String::as_str));
     args.push("--fail-on-leak");
@@ -115,17 +176,28 @@ fn leak_gate_says_what_grew_and_the_rule() {
     let finding = &doc["memories"][0]["findings"][0];
     let grown = finding["growth_bytes"].as_u64().unwrap();
     assert_eq!(finding["growth"], "steady");
-    assert!(line.contains(&format!("leak gate FAILED: steady growth in cpu:0 +")), "{line}");
-    assert!(line.contains(&format!("({grown} B) net over 4 snapshots")), "{line}");
+    assert!(
+        line.contains("leak gate FAILED: steady growth in cpu:0 +"),
+        "{line}"
+    );
+    assert!(
+        line.contains(&format!("({grown} B) net over 4 snapshots")),
+        "{line}"
+    );
     assert!(line.contains("3 or more snapshots or step ends"), "{line}");
     assert_eq!(doc["gate"]["measured_bytes"], grown);
 
-    let cache: Vec<String> = (1..=6).map(|i| format!("tests/pprof/cache{i}.prof")).collect();
+    let cache: Vec<String> = (1..=6)
+        .map(|i| format!("tests/pprof/cache{i}.prof"))
+        .collect();
     let mut args: Vec<&str> = vec!["leaks"];
     args.extend(cache.iter().map(String::as_str));
     args.push("--fail-on-leak");
     let (line, doc) = gate_line(&args, 0);
-    assert!(line.contains("leak gate passed: no steady growth in cpu:0 (6 snapshots)"), "{line}");
+    assert!(
+        line.contains("leak gate passed: no steady growth in cpu:0 (6 snapshots)"),
+        "{line}"
+    );
     assert_eq!(doc["gate"]["measured_bytes"], 0);
 }
 

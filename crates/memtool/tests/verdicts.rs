@@ -49,7 +49,10 @@ fn rows() -> Vec<Row> {
             }
         })
         .collect();
-    assert!(rows.len() > 40, "the table in docs/verdicts.md was not found");
+    assert!(
+        rows.len() > 40,
+        "the table in docs/verdicts.md was not found"
+    );
     rows
 }
 
@@ -83,7 +86,12 @@ fn check(rows: &[Row]) {
             .output()
             .unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(row.exit), "{:?}: {stderr}", row.args);
+        assert_eq!(
+            out.status.code(),
+            Some(row.exit),
+            "{:?}: {stderr}",
+            row.args
+        );
         if row.exit == 2 {
             assert_eq!(row.verdicts, ["error"], "{:?}", row.args);
             checked += 1;
@@ -141,9 +149,18 @@ fn profiles_under(dir: &Path, shown_as: &str, out: &mut BTreeSet<String>) {
 }
 
 fn assert_all_in_table(rows: &[Row], files: BTreeSet<String>) {
-    let named: BTreeSet<&str> = rows.iter().flat_map(|r| r.args.iter().map(String::as_str)).collect();
-    let missing: Vec<&String> = files.iter().filter(|f| !named.contains(f.as_str())).collect();
-    assert!(missing.is_empty(), "profiles without a row in docs/verdicts.md: {missing:?}");
+    let named: BTreeSet<&str> = rows
+        .iter()
+        .flat_map(|r| r.args.iter().map(String::as_str))
+        .collect();
+    let missing: Vec<&String> = files
+        .iter()
+        .filter(|f| !named.contains(f.as_str()))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "profiles without a row in docs/verdicts.md: {missing:?}"
+    );
 }
 
 #[test]

@@ -10,8 +10,8 @@ use serde::Serialize;
 use crate::model::{InputInfo, Profile, Warning};
 use crate::report::{units, Cell, Report, Table};
 
-use super::group::{self, GroupBy, Totals};
 use super::gate::{percent_beside, GateResult};
+use super::group::{self, GroupBy, Totals};
 use super::{display_id, replay, Options};
 
 /// The JSON schema name and version of `diff`'s document.
@@ -234,8 +234,8 @@ fn gate(total: &DeltaTotals, limit: GrowthLimit) -> GateResult {
     let growth = total.delta_bytes;
     // Unrounded: `delta_percent` is rounded to two decimals for display, and
     // 1.004% must fail a 1% limit.
-    let exact_percent = (total.base_bytes > 0)
-        .then(|| i128::from(growth) as f64 * 100.0 / total.base_bytes as f64);
+    let exact_percent =
+        (total.base_bytes > 0).then(|| i128::from(growth) as f64 * 100.0 / total.base_bytes as f64);
     let passed = match limit {
         GrowthLimit::Bytes(b) => i128::from(growth) <= i128::from(b),
         GrowthLimit::Percent(p) => match exact_percent {
@@ -398,15 +398,31 @@ mod tests {
     #[test]
     fn the_gate_compares_unrounded_growth_and_says_so() {
         // +1.004%: rounds to 1.00% for display, and still exceeds 1%.
-        let over = gate(&DeltaTotals::new(100_000, 101_004), GrowthLimit::Percent(1.0));
+        let over = gate(
+            &DeltaTotals::new(100_000, 101_004),
+            GrowthLimit::Percent(1.0),
+        );
         assert!(!over.passed);
         assert!(over.message.contains("+1.004%"), "{}", over.message);
         assert_eq!(over.measured_percent, Some(1.004));
         // +0.97% passes a 1% limit and does not read as 1.0%.
-        let within = gate(&DeltaTotals::new(100_000, 100_970), GrowthLimit::Percent(1.0));
+        let within = gate(
+            &DeltaTotals::new(100_000, 100_970),
+            GrowthLimit::Percent(1.0),
+        );
         assert!(within.passed);
-        assert!(within.message.contains("+0.97% of the base 97.66 KiB (100000 B),"), "{}", within.message);
-        assert!(within.message.ends_with("within the limit 1%"), "{}", within.message);
+        assert!(
+            within
+                .message
+                .contains("+0.97% of the base 97.66 KiB (100000 B),"),
+            "{}",
+            within.message
+        );
+        assert!(
+            within.message.ends_with("within the limit 1%"),
+            "{}",
+            within.message
+        );
         assert_eq!(within.measured_bytes, 970);
     }
 }

@@ -234,7 +234,11 @@ fn points_of_files(parts: &[&Memory]) -> Points {
         kind: PointKind::Snapshot,
         labels: parts
             .iter()
-            .map(|m| m.series.as_ref().map_or_else(|| m.id.clone(), |s| s.file.clone()))
+            .map(|m| {
+                m.series
+                    .as_ref()
+                    .map_or_else(|| m.id.clone(), |s| s.file.clone())
+            })
             .collect(),
         per_point: parts
             .iter()
@@ -775,8 +779,14 @@ mod tests {
 
     #[test]
     fn growth_over_points_that_are_not_repetitions_is_once() {
-        let f = findings(&[&[10, 20, 30, 40, 50]], false).pop().flatten().unwrap();
-        assert_eq!((f.growth, f.growth_bytes, f.stopped_at), (Growth::Once, 40, None));
+        let f = findings(&[&[10, 20, 30, 40, 50]], false)
+            .pop()
+            .flatten()
+            .unwrap();
+        assert_eq!(
+            (f.growth, f.growth_bytes, f.stopped_at),
+            (Growth::Once, 40, None)
+        );
     }
 
     #[test]
@@ -784,7 +794,10 @@ mod tests {
         // Optimizer state replacing blocks allocated before the recording.
         let got = findings(&[&[0, 100, 200, 300], &[300, 200, 100, 0]], true);
         let f = got[0].as_ref().unwrap();
-        assert_eq!((f.growth, f.growth_bytes, f.gross_growth_bytes), (Growth::Handover, 0, 300));
+        assert_eq!(
+            (f.growth, f.growth_bytes, f.gross_growth_bytes),
+            (Growth::Handover, 0, 300)
+        );
         assert!(got[1].is_none());
     }
 
@@ -792,7 +805,10 @@ mod tests {
     fn growth_paid_for_by_falls_in_other_intervals_is_a_handover() {
         // The total rises and falls (activations) while state replaces
         // blocks made before the recording: equal totals at both ends.
-        let got = findings(&[&[0, 0, 50, 100], &[100, 100, 50, 0], &[0, 40, 0, 0]], true);
+        let got = findings(
+            &[&[0, 0, 50, 100], &[100, 100, 50, 0], &[0, 40, 0, 0]],
+            true,
+        );
         let f = got[0].as_ref().unwrap();
         assert_eq!((f.growth, f.growth_bytes), (Growth::Handover, 0));
     }

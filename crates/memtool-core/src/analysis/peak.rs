@@ -297,14 +297,12 @@ fn budget_gate(memories: &[MemoryPeak], budget: u64) -> GateResult {
         .iter()
         .filter(|m| m.budget.as_ref().is_some_and(|b| !b.fits))
         .collect();
-    let highest = memories
-        .iter()
-        .max_by(|a, b| {
-            a.peak
-                .peak_bytes
-                .cmp(&b.peak.peak_bytes)
-                .then(b.header.id.cmp(&a.header.id))
-        });
+    let highest = memories.iter().max_by(|a, b| {
+        a.peak
+            .peak_bytes
+            .cmp(&b.peak.peak_bytes)
+            .then(b.header.id.cmp(&a.header.id))
+    });
     let limit = GateLimit::Bytes(budget);
     let message = if over.is_empty() {
         match highest {
@@ -314,7 +312,10 @@ fn budget_gate(memories: &[MemoryPeak], budget: u64) -> GateResult {
                 units::exact_bytes(m.peak.peak_bytes),
                 limit.describe()
             ),
-            None => format!("budget gate passed: no memory has a peak to check against the budget {}", limit.describe()),
+            None => format!(
+                "budget gate passed: no memory has a peak to check against the budget {}",
+                limit.describe()
+            ),
         }
     } else {
         let each: Vec<String> = over

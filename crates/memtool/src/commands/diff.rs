@@ -23,7 +23,8 @@ pub struct DiffArgs {
     #[command(flatten)]
     pub input: InputArgs,
     /// Exit with code 1 when total live bytes grew by more than this: a size
-    /// (1000000, 64MiB) or a percentage of the base (5%).
+    /// (1000000, 64MiB) or a percentage of the base (5%). One pass/fail line
+    /// goes to stderr in every format.
     #[arg(long, value_name = "BYTES|PCT", value_parser = parse_limit)]
     pub fail_on_growth: Option<GrowthLimit>,
     /// Compare per call stack (default) or per op, shape, dtype, category or

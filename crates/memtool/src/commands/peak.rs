@@ -21,7 +21,8 @@ pub struct PeakArgs {
     pub analysis: AnalysisArgs,
     /// Check each peak against this size and list the largest buffers live at
     /// the peak that together cover the excess; exit 1 when a peak exceeds
-    /// it. Accepts units: 16GiB, 500MB.
+    /// it, with one pass/fail line on stderr in every format. Accepts units:
+    /// 16GiB, 500MB.
     #[arg(long, value_name = "BYTES", value_parser = parse_size)]
     pub budget: Option<u64>,
     #[command(flatten)]
