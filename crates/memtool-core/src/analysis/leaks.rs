@@ -355,10 +355,9 @@ impl LeaksReport {
                 .iter()
                 .map(|m| {
                     format!(
-                        "{} ({} {})",
+                        "{} ({})",
                         display_id(&m.header.id),
-                        m.points.len(),
-                        plural(m.point_kind)
+                        counted(m.points.len(), m.point_kind)
                     )
                 })
                 .collect();
@@ -376,11 +375,10 @@ impl LeaksReport {
                 .filter_map(|m| {
                     let f = m.findings.first()?;
                     Some(format!(
-                        "{} +{} net over {} {} ({})",
+                        "{} +{} net over {} ({})",
                         display_id(&m.header.id),
                         units::exact_bytes(f.growth_bytes),
-                        m.points.len(),
-                        plural(m.point_kind),
+                        counted(m.points.len(), m.point_kind),
                         f.key
                     ))
                 })
@@ -564,6 +562,15 @@ fn plural(point_kind: &str) -> &'static str {
         "snapshot" => "snapshots",
         "step" => "step ends",
         _ => "points",
+    }
+}
+
+/// `n` points of a `point_kind`, counted: `1 snapshot`, `6 step ends`.
+fn counted(n: usize, point_kind: &str) -> String {
+    let name = plural(point_kind);
+    match (n, name.strip_suffix('s')) {
+        (1, Some(one)) => format!("1 {one}"),
+        _ => format!("{n} {name}"),
     }
 }
 
