@@ -192,3 +192,48 @@ fn every_shared_profile_has_the_verdict_the_table_gives() {
     assert_all_in_table(&rows, files);
     check(&rows);
 }
+
+#[test]
+fn a_buffer_that_moved_from_a_library_stack_to_a_user_stack_is_not_growth() {
+    // In step 2 a 1 MiB buffer is freed under a library stack and made again
+    // under the user's, while each device keeps 10 KiB more.
+    let files: Vec<String> = (1..=3)
+        .map(|i| format!("tests/torch/series/moved_step{i}.pickle"))
+        .collect();
+    let mut args: Vec<&str> = vec!["leaks"];
+    args.extend(files.iter().map(String::as_str));
+    args.extend(["--all-frames", "--format", "json"]);
+    let doc: serde_json::Value =
+        serde_json::from_str(&common::stdout_in_repo(&args, &[0])).unwrap();
+    let memories = doc["memories"].as_array().unwrap();
+    assert_eq!(memories.len(), 2, "one series per device");
+    for m in memories {
+        let findings = m["findings"].as_array().unwrap();
+        let grew: Vec<&serde_json::Value> = findings
+            .iter()
+            .filter(|f| f["growth_bytes"].as_u64() > Some(0))
+            .collect();
+        assert_eq!(grew.len(), 1, "{}", m["id"]);
+        assert_eq!(grew[0]["growth_bytes"], 10 << 10);
+        assert_eq!(grew[0]["growth"], "once");
+        assert!(grew[0]["key"]
+            .as_str()
+            .unwrap()
+            .starts_with("log_metrics train.py:47"));
+        let moved = findings
+            .iter()
+            .find(|f| {
+                f["key"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("cache_output train.py:44")
+            })
+            .unwrap();
+        assert_eq!(moved["growth"], "handover");
+        assert_eq!(moved["gross_growth_bytes"], 1 << 20);
+        assert!(m["verdict"]
+            .as_str()
+            .unwrap()
+            .starts_with("grew once: +10.00 KiB by moved_step2.pickle"));
+    }
+}
