@@ -35,6 +35,15 @@ pub fn warn(lines: &[String]) {
     }
 }
 
+/// Prints a CI gate's one-line verdict on stderr, in every output format:
+/// the CI log shows it whatever stdout holds (a JSON document, a CSV file,
+/// a Markdown summary). The report's JSON carries the same result.
+pub fn gate_line(gate: Option<&memtool_core::analysis::gate::GateResult>) {
+    if let Some(gate) = gate {
+        eprintln!("memtool: {}", gate.message);
+    }
+}
+
 /// Whether output for `-o path` goes to standard output: no `-o`, or `-o -`.
 pub fn is_stdout(path: Option<&Path>) -> bool {
     path.is_none_or(|p| p.as_os_str() == "-")

@@ -179,8 +179,10 @@ fn the_ci_gate_fails_with_exit_code_1_only_past_the_bound() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stdout)
-        .contains("gate FAILED: total growth +1.68 MiB (+3.66%) exceeds 3%"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains(
+        "growth gate FAILED: total growth +1.68 MiB (+1760000 B), +3.66% of the base 45.81 MiB \
+         (48040000 B), exceeds the limit 3%"
+    ));
     common::memtool()
         .args(["diff", &a, &b, "--fail-on-growth", "4%"])
         .assert()
@@ -258,7 +260,7 @@ fn leaks_name_anotherfunc_and_the_random_normal_line() {
     assert!(m["verdict"]
         .as_str()
         .unwrap()
-        .starts_with("steady growth: +1.68 MiB over 9 points"));
+        .starts_with("steady growth: +1.68 MiB over 9 snapshots"));
 }
 
 #[test]

@@ -118,7 +118,7 @@ fn a_series_is_one_timeline_with_its_leak() {
     let line: Vec<u64> = serde_json::from_value(m["leaks"]["lines"][0]["v"].clone()).unwrap();
     assert_eq!(line.len(), 9);
     assert_eq!(line[8] - line[0], want[8] - want[0]);
-    assert!(page.contains("<dt>leaks</dt><dd>steady growth: +1.68 MiB over 9 points"));
+    assert!(page.contains("<dt>leaks</dt><dd>steady growth: +1.68 MiB over 9 snapshots"));
     assert!(line[0] > 0 && line[8] > line[0]);
 }
 

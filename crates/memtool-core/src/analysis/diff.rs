@@ -10,6 +10,7 @@ use serde::Serialize;
 use crate::model::{InputInfo, Profile, Warning};
 use crate::report::{units, Cell, Report, Table};
 
+use super::gate::{percent_beside, GateResult};
 use super::group::{self, GroupBy, Totals};
 use super::{display_id, replay, Options};
 
@@ -104,48 +105,9 @@ pub struct DiffRow {
     pub delta_percent: Option<f64>,
 }
 
-/// A bound on total growth: exit code 1 when it is exceeded.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
-#[serde(rename_all = "snake_case", tag = "unit", content = "value")]
-pub enum GrowthLimit {
-    /// Growth by more than this many bytes fails.
-    Bytes(u64),
-    /// Growth by more than this percentage of the base fails.
-    Percent(f64),
-}
-
-impl GrowthLimit {
-    /// `5%`, `2.5%`, `10MiB`, `1000000`.
-    pub fn parse(text: &str) -> Option<GrowthLimit> {
-        match text.trim().strip_suffix('%') {
-            Some(p) => p
-                .trim()
-                .parse::<f64>()
-                .ok()
-                .filter(|p| p.is_finite() && *p >= 0.0)
-                .map(GrowthLimit::Percent),
-            None => units::parse_bytes(text).map(GrowthLimit::Bytes),
-        }
-    }
-
-    fn describe(self) -> String {
-        match self {
-            GrowthLimit::Bytes(b) => units::bytes(b),
-            GrowthLimit::Percent(p) => format!("{p}%"),
-        }
-    }
-}
-
-/// Whether total growth stayed within `--fail-on-growth`.
-#[derive(Debug, Serialize)]
-pub struct GateResult {
-    /// The bound.
-    pub limit: GrowthLimit,
-    /// Whether growth stayed within it.
-    pub passed: bool,
-    /// The verdict in one line, with the measured growth and the bound.
-    pub message: String,
-}
+/// A bound on total growth (`--fail-on-growth`): exit code 1 when it is
+/// exceeded. `SteadyGroups` is not one `diff` takes.
+pub use super::gate::Limit as GrowthLimit;
 
 /// A memory's id, kind and live bytes at its peak.
 type PeakBytes = (String, crate::model::MemoryKind, u64);
@@ -270,31 +232,55 @@ pub fn diff_by(
 
 fn gate(total: &DeltaTotals, limit: GrowthLimit) -> GateResult {
     let growth = total.delta_bytes;
+    // Unrounded: `delta_percent` is rounded to two decimals for display, and
+    // 1.004% must fail a 1% limit.
+    let exact_percent =
+        (total.base_bytes > 0).then(|| i128::from(growth) as f64 * 100.0 / total.base_bytes as f64);
     let passed = match limit {
-        GrowthLimit::Bytes(b) => growth <= b as i64,
-        GrowthLimit::Percent(p) => match total.delta_percent {
+        GrowthLimit::Bytes(b) => i128::from(growth) <= i128::from(b),
+        GrowthLimit::Percent(p) => match exact_percent {
+            // growth / base <= p / 100, in integers where p is whole.
+            Some(_) if p.fract() == 0.0 && p < 1e15 => {
+                i128::from(growth) * 100 <= p as i128 * i128::from(total.base_bytes)
+            }
             Some(actual) => actual <= p,
             None => growth <= 0,
         },
+        GrowthLimit::SteadyGroups(_) => true,
     };
-    let shown = match total.delta_percent {
-        Some(p) => format!("{} ({p:+.2}%)", units::delta_bytes(growth)).replace("+-", "-"),
-        None => units::delta_bytes(growth),
+    let shown = match exact_percent {
+        Some(actual) => format!(
+            "{}, {} of the base {},",
+            units::exact_delta_bytes(growth),
+            match limit {
+                GrowthLimit::Percent(p) => percent_beside(actual, p),
+                _ => format!("{actual:+.2}%"),
+            },
+            units::exact_bytes(total.base_bytes)
+        ),
+        None => format!("{} (the base is 0 B)", units::exact_delta_bytes(growth)),
     };
     let message = if passed {
         format!(
-            "gate passed: total growth {shown} is within {}",
+            "growth gate passed: total growth {shown} is within the limit {}",
             limit.describe()
         )
     } else {
         format!(
-            "gate FAILED: total growth {shown} exceeds {}",
+            "growth gate FAILED: total growth {shown} exceeds the limit {}",
             limit.describe()
         )
     };
     GateResult {
-        limit,
+        gate: "fail_on_growth",
         passed,
+        limit,
+        measured_bytes: growth,
+        measured_percent: match limit {
+            GrowthLimit::Percent(_) => exact_percent,
+            _ => None,
+        },
+        failed_memories: Vec::new(),
         message,
     }
 }
@@ -394,9 +380,6 @@ impl Report for DiffReport {
             let by = self.by.name().replace('_', " ");
             notes.push(format!("{unchanged} {by}s unchanged (not shown)"));
         }
-        if let Some(g) = &self.gate {
-            notes.push(g.message.clone());
-        }
         notes
     }
 }
@@ -404,18 +387,6 @@ impl Report for DiffReport {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn parses_limits() {
-        assert_eq!(GrowthLimit::parse("5%"), Some(GrowthLimit::Percent(5.0)));
-        assert_eq!(
-            GrowthLimit::parse("10MiB"),
-            Some(GrowthLimit::Bytes(10 << 20))
-        );
-        assert_eq!(GrowthLimit::parse("1000"), Some(GrowthLimit::Bytes(1000)));
-        assert_eq!(GrowthLimit::parse("-5%"), None);
-        assert_eq!(GrowthLimit::parse("lots"), None);
-    }
 
     #[test]
     fn the_gate_compares_total_growth() {
@@ -426,5 +397,36 @@ mod tests {
         assert!(!gate(&t, GrowthLimit::Bytes(59)).passed);
         assert!(!gate(&DeltaTotals::new(0, 1), GrowthLimit::Percent(50.0)).passed);
         assert!(gate(&DeltaTotals::new(100, 10), GrowthLimit::Bytes(0)).passed);
+    }
+
+    #[test]
+    fn the_gate_compares_unrounded_growth_and_says_so() {
+        // +1.004%: rounds to 1.00% for display, and still exceeds 1%.
+        let over = gate(
+            &DeltaTotals::new(100_000, 101_004),
+            GrowthLimit::Percent(1.0),
+        );
+        assert!(!over.passed);
+        assert!(over.message.contains("+1.004%"), "{}", over.message);
+        assert_eq!(over.measured_percent, Some(1.004));
+        // +0.97% passes a 1% limit and does not read as 1.0%.
+        let within = gate(
+            &DeltaTotals::new(100_000, 100_970),
+            GrowthLimit::Percent(1.0),
+        );
+        assert!(within.passed);
+        assert!(
+            within
+                .message
+                .contains("+0.97% of the base 97.66 KiB (100000 B),"),
+            "{}",
+            within.message
+        );
+        assert!(
+            within.message.ends_with("within the limit 1%"),
+            "{}",
+            within.message
+        );
+        assert_eq!(within.measured_bytes, 970);
     }
 }

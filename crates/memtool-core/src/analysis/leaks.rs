@@ -1,6 +1,9 @@
-//! `leaks`: groups whose live bytes grow over a memory's timeline, told apart
-//! into steady growth (still growing at the end: a leak) and bounded growth
-//! (grew, then stopped: a cache or pool that filled up).
+//! `leaks`: groups whose live bytes grow over repetitions of the same work
+//! (the snapshots of a series, the ends of steps), net of what other groups
+//! freed meanwhile, told apart into steady growth (still growing at the end:
+//! a leak), bounded growth (grew, then stopped: a cache or pool that filled
+//! up), growth once (state made once, or one pass of a recording without
+//! repetitions) and handovers (bytes that moved from one group to another).
 
 use std::io::Write;
 
@@ -11,7 +14,8 @@ use std::collections::BTreeMap;
 use crate::model::{Memory, Names, Profile};
 use crate::report::{units, Cell, Report, Table};
 
-use super::group::{self, FrameFilter};
+use super::gate::{GateResult, Limit};
+use super::group::{self, FrameFilter, SiteTotals};
 use super::series::{self, GroupSeries};
 use super::steps::{self, StepStats};
 use super::{display_id, point_label, replay, MemoryHeader, Options, Provenance};
@@ -30,8 +34,12 @@ pub struct LeaksReport {
     /// The inputs and warnings.
     #[serde(flatten)]
     pub provenance: Provenance,
-    /// One entry per memory.
+    /// One entry per memory (one per device for a series of files that
+    /// each record it whole).
     pub memories: Vec<MemoryLeaks>,
+    /// With `--fail-on-leak`: the gate's result.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gate: Option<GateResult>,
 }
 
 /// Growth in one memory.
@@ -47,9 +55,13 @@ pub struct MemoryLeaks {
     /// What the points are: `snapshot`, `step` (the end of each step) or
     /// `event` (evenly spaced events of a stream without steps).
     pub point_kind: &'static str,
-    /// One line: the strongest finding, or why there is none.
+    /// One line: the strongest finding, or why there is none, and what a
+    /// point is.
     pub verdict: String,
-    /// The groups that grew, steady growth first, then by bytes grown.
+    /// Whether a group grows steadily (a leak): what `--fail-on-leak` fails on.
+    pub leaking: bool,
+    /// The groups that grew: steady, bounded, once, handover, then by net
+    /// bytes grown.
     pub findings: Vec<LeakFinding>,
     /// Allocations and frees per step, and what each step left in use.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -73,14 +85,37 @@ pub struct NeverFreed {
     pub count: u64,
 }
 
-/// How a group's live bytes grew.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+/// How a group's live bytes grew, net of what other groups freed over the
+/// same intervals.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Growth {
-    /// Still growing over the last quarter of the points.
+    /// Grew over repetitions of the same work (snapshots of a series, step
+    /// ends) and still growing over the last quarter of them: a leak.
     Steady,
-    /// Grew, then stayed flat or fell: a cache that filled up.
+    /// Grew over several repetitions, then stayed flat or fell: a cache or
+    /// pool that filled up.
     Bounded,
+    /// Grew in one interval only (state initialised, a cache made once), or
+    /// over one recording whose points are not repetitions of the same work
+    /// (the activations of a single pass).
+    Once,
+    /// Grew, but other groups freed as much over the same intervals: the
+    /// bytes moved (a buffer re-made at another stack, optimizer state
+    /// replacing blocks allocated before the recording), nothing accumulated.
+    Handover,
+}
+
+impl Growth {
+    /// The name JSON, CSV and the tables use.
+    pub fn name(self) -> &'static str {
+        match self {
+            Growth::Steady => "steady",
+            Growth::Bounded => "bounded",
+            Growth::Once => "once",
+            Growth::Handover => "handover",
+        }
+    }
 }
 
 /// One group whose live bytes grew.
@@ -89,15 +124,20 @@ pub struct LeakFinding {
     /// The call stack (user frames unless `--all-frames`); for allocations
     /// without one, their op and shape.
     pub key: String,
-    /// Still growing, or grown and stopped.
+    /// How it grew.
     pub growth: Growth,
-    /// Live bytes at the last point minus at the first.
+    /// Net growth: what the group gained from the first point to the last
+    /// that other groups did not free over the same intervals (0 for a
+    /// handover).
     pub growth_bytes: u64,
-    /// Growth per point interval over the whole series.
+    /// The group's own live bytes at the last point minus at the first.
+    pub gross_growth_bytes: u64,
+    /// Net growth per point interval over the whole series.
     pub bytes_per_point: u64,
-    /// Intervals in which the group grew.
+    /// Intervals in which the group grew by a share of its net growth (at
+    /// least a quarter of the average per interval).
     pub increases: usize,
-    /// For bounded growth: the point after which it did not grow.
+    /// For bounded and once: the point after which it did not grow.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stopped_at: Option<String>,
     /// The group's live bytes at each point compared.
@@ -106,88 +146,262 @@ pub struct LeakFinding {
     pub counts: Vec<u64>,
 }
 
+/// What the points of a memory's series are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum PointKind {
+    /// Snapshots of a series (files, or instants): repetitions.
+    Snapshot,
+    /// The ends of the profile's steps: repetitions.
+    Step,
+    /// Evenly spaced events of one recording without steps: not repetitions.
+    Event,
+}
+
+impl PointKind {
+    fn name(self) -> &'static str {
+        match self {
+            PointKind::Snapshot => "snapshot",
+            PointKind::Step => "step",
+            PointKind::Event => "event",
+        }
+    }
+
+    /// Whether the points are repetitions of the same work, the only
+    /// points over which growth can be a leak.
+    fn repeats(self) -> bool {
+        self != PointKind::Event
+    }
+}
+
+/// The points a memory (or a series of memories) is compared at.
+struct Points {
+    kind: PointKind,
+    labels: Vec<String>,
+    per_point: Vec<SiteTotals>,
+}
+
+/// One memory's points: its snapshots, its step ends, or evenly spaced
+/// events.
+fn points_of(memory: &Memory) -> Points {
+    let step_ends = series::step_end_points(memory);
+    let (points, kind) = if replay::uses_instants(memory) {
+        (
+            series::sample_points(memory, EVENT_STREAM_POINTS),
+            PointKind::Snapshot,
+        )
+    } else if step_ends.len() >= 2 {
+        (step_ends.iter().map(|&(_, p)| p).collect(), PointKind::Step)
+    } else {
+        (
+            series::sample_points(memory, EVENT_STREAM_POINTS),
+            PointKind::Event,
+        )
+    };
+    let labels = points
+        .iter()
+        .enumerate()
+        .map(|(i, &p)| {
+            if kind == PointKind::Step {
+                if let Some((step, _)) = step_ends.get(i) {
+                    return format!("step {step}");
+                }
+            }
+            let at = memory
+                .instants
+                .get(p)
+                .map(|i| i.at)
+                .or_else(|| {
+                    p.checked_sub(1)
+                        .and_then(|e| memory.events.get(e))
+                        .map(|e| e.at)
+                })
+                .or_else(|| memory.events.first().map(|e| e.at))
+                .unwrap_or(0);
+            point_label(memory, p, at)
+        })
+        .collect();
+    Points {
+        kind,
+        labels,
+        per_point: series::site_totals_at(memory, &points),
+    }
+}
+
+/// A series of files, each a whole recording of the same device: one point
+/// per file, what was live at its end.
+fn points_of_files(parts: &[&Memory]) -> Points {
+    Points {
+        kind: PointKind::Snapshot,
+        labels: parts
+            .iter()
+            .map(|m| {
+                m.series
+                    .as_ref()
+                    .map_or_else(|| m.id.clone(), |s| s.file.clone())
+            })
+            .collect(),
+        per_point: parts
+            .iter()
+            .flat_map(|m| series::site_totals_at(m, &[m.events.len()]))
+            .collect(),
+    }
+}
+
+/// The memories `leaks` compares, each a series of one or more memories:
+/// the files of a series that record one device whole (`Memory::series`)
+/// are one series; every other memory is a series of itself.
+fn series_of<'a>(selected: &[&'a Memory]) -> Vec<Vec<&'a Memory>> {
+    let mut out: Vec<Vec<&Memory>> = Vec::new();
+    for &memory in selected {
+        let joined = memory.series.as_ref().and_then(|part| {
+            out.iter_mut().find(|s| {
+                s[0].series
+                    .as_ref()
+                    .is_some_and(|first| first.device == part.device)
+            })
+        });
+        match joined {
+            Some(series) => series.push(memory),
+            None => out.push(vec![memory]),
+        }
+    }
+    out
+}
+
 /// The groups of each memory of `profile` whose live bytes grew, over its snapshots or step boundaries.
 pub fn leaks(profile: &Profile, options: &Options) -> LeaksReport {
+    let names = &profile.names;
+    let selected: Vec<&Memory> = options.selected(profile).collect();
     let mut memories = Vec::new();
-    for memory in options.selected(profile) {
-        let step_ends = series::step_end_points(memory);
-        let (points, point_kind) = if replay::uses_instants(memory) {
-            (
-                series::sample_points(memory, EVENT_STREAM_POINTS),
-                "snapshot",
-            )
-        } else if step_ends.len() >= 2 {
-            (step_ends.iter().map(|&(_, p)| p).collect(), "step")
+    for parts in series_of(&selected) {
+        let memory = parts[0];
+        let points = if parts.len() > 1 {
+            points_of_files(&parts)
         } else {
-            (series::sample_points(memory, EVENT_STREAM_POINTS), "event")
+            points_of(memory)
         };
-        let per_point = series::site_totals_at(memory, &points);
-        let labels: Vec<String> = points
-            .iter()
-            .enumerate()
-            .map(|(i, &p)| {
-                if point_kind == "step" {
-                    if let Some((step, _)) = step_ends.get(i) {
-                        return format!("step {step}");
-                    }
-                }
-                let at = memory
-                    .instants
-                    .get(p)
-                    .map(|i| i.at)
-                    .or_else(|| {
-                        p.checked_sub(1)
-                            .and_then(|e| memory.events.get(e))
-                            .map(|e| e.at)
-                    })
-                    .or_else(|| memory.events.first().map(|e| e.at))
-                    .unwrap_or(0);
-                point_label(memory, p, at)
-            })
-            .collect();
-        let total_bytes: Vec<u64> = per_point
+        let total_bytes: Vec<u64> = points
+            .per_point
             .iter()
             .map(|m| m.values().fold(0u64, |s, t| s.saturating_add(t.bytes)))
             .collect();
-        let names = &profile.names;
-        let groups = series::group_series_by(&per_point, |site| {
+        let groups = series::group_series_by(&points.per_point, |site| {
             group::stack_or_op_shape(names, site, &options.frames)
         });
+        let net = net_growth(&groups);
         let mut findings: Vec<LeakFinding> = groups
             .into_iter()
-            .filter_map(|g| classify(g, &labels))
+            .zip(net)
+            .filter_map(|(g, net)| classify(g, &net, &points.labels, points.kind.repeats()))
             .collect();
         findings.sort_by(|a, b| {
-            (a.growth != Growth::Steady)
-                .cmp(&(b.growth != Growth::Steady))
+            a.growth
+                .cmp(&b.growth)
                 .then(b.growth_bytes.cmp(&a.growth_bytes))
+                .then(b.gross_growth_bytes.cmp(&a.gross_growth_bytes))
                 .then_with(|| a.key.cmp(&b.key))
         });
-        let verdict = verdict(&findings, &labels, point_kind);
+        let verdict = verdict(&findings, &points, &total_bytes);
+        let leaking = findings.iter().any(|f| f.growth == Growth::Steady);
+        let (steps, never_freed) = if parts.len() > 1 {
+            (Vec::new(), Vec::new())
+        } else {
+            (
+                steps::per_step(memory),
+                never_freed(names, memory, &options.frames),
+            )
+        };
+        let mut header = MemoryHeader::of(memory);
+        if parts.len() > 1 {
+            if let Some(part) = &memory.series {
+                header.id = part.device.clone();
+            }
+        }
         memories.push(MemoryLeaks {
-            header: MemoryHeader::of(memory),
-            points: labels,
+            header,
+            points: points.labels,
             total_bytes,
-            point_kind,
+            point_kind: points.kind.name(),
             verdict,
+            leaking,
             findings,
-            steps: steps::per_step(memory),
-            never_freed: never_freed(names, memory, &options.frames),
+            steps,
+            never_freed,
         });
     }
     LeaksReport {
         schema: SCHEMA,
         provenance: Provenance::of(profile),
         memories,
+        gate: None,
     }
 }
 
 impl LeaksReport {
     /// Whether any memory has a group that was still growing at the end.
     pub fn has_steady_growth(&self) -> bool {
-        self.memories
+        self.memories.iter().any(|m| m.leaking)
+    }
+
+    /// Applies `--fail-on-leak`: the gate fails when some group grows
+    /// steadily. Its result goes into the report.
+    pub fn check_gate(&mut self) -> &GateResult {
+        let leaking: Vec<&MemoryLeaks> = self.memories.iter().filter(|m| m.leaking).collect();
+        let limit = Limit::SteadyGroups(0);
+        let rule = "a group still growing, net, over 3 or more snapshots or step ends";
+        let message = if leaking.is_empty() {
+            let compared: Vec<String> = self
+                .memories
+                .iter()
+                .map(|m| {
+                    format!(
+                        "{} ({})",
+                        display_id(&m.header.id),
+                        counted(m.points.len(), m.point_kind)
+                    )
+                })
+                .collect();
+            format!(
+                "leak gate passed: no steady growth in {} (the gate fails on {rule})",
+                if compared.is_empty() {
+                    "no memory".to_string()
+                } else {
+                    compared.join(", ")
+                }
+            )
+        } else {
+            let found: Vec<String> = leaking
+                .iter()
+                .filter_map(|m| {
+                    let f = m.findings.first()?;
+                    Some(format!(
+                        "{} +{} net over {} ({})",
+                        display_id(&m.header.id),
+                        units::exact_bytes(f.growth_bytes),
+                        counted(m.points.len(), m.point_kind),
+                        f.key
+                    ))
+                })
+                .collect();
+            format!(
+                "leak gate FAILED: steady growth in {} (the gate fails on {rule})",
+                found.join("; ")
+            )
+        };
+        let measured = leaking
             .iter()
-            .any(|m| m.findings.iter().any(|f| f.growth == Growth::Steady))
+            .flat_map(|m| m.findings.iter().filter(|f| f.growth == Growth::Steady))
+            .fold(0u64, |s, f| s.saturating_add(f.growth_bytes));
+        let failed_memories = leaking.iter().map(|m| m.header.id.clone()).collect();
+        self.gate.insert(GateResult {
+            gate: "fail_on_leak",
+            passed: leaking.is_empty(),
+            limit,
+            measured_bytes: i64::try_from(measured).unwrap_or(i64::MAX),
+            measured_percent: None,
+            failed_memories,
+            message,
+        })
     }
 }
 
@@ -225,68 +439,213 @@ fn never_freed(names: &Names, memory: &Memory, filter: &FrameFilter) -> Vec<Neve
     rows
 }
 
-/// Classifies one group's series; `None` when it did not grow.
-pub fn classify(g: GroupSeries, labels: &[String]) -> Option<LeakFinding> {
+/// Each group's rise from `before` to `after` net of what the other groups
+/// freed meanwhile. What the shrinking groups freed cancels the largest
+/// rises first: a buffer that moved from one group to another is a rise as
+/// large as the fall, and is no growth at all. The net rises add up to the
+/// rise of the total, or to 0 when the total fell.
+fn net_rises(groups: &[GroupSeries], before: usize, after: usize) -> Vec<u64> {
+    let mut net = vec![0u64; groups.len()];
+    let mut rising: Vec<(u64, usize)> = Vec::new();
+    let mut freed = 0u64;
+    for (g, series) in groups.iter().enumerate() {
+        let (b, a) = (series.bytes[before], series.bytes[after]);
+        if a > b {
+            rising.push((a - b, g));
+        } else {
+            freed = freed.saturating_add(b - a);
+        }
+    }
+    rising.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    for (rise, g) in rising {
+        let cancelled = rise.min(freed);
+        freed -= cancelled;
+        net[g] = rise - cancelled;
+    }
+    net
+}
+
+/// Each group's net rise ([`net_rises`]) in each interval between points,
+/// and over the whole series, first point to last.
+pub fn net_growth(groups: &[GroupSeries]) -> Vec<NetGrowth> {
+    let n = groups.first().map_or(0, |g| g.bytes.len());
+    let mut out: Vec<NetGrowth> = vec![NetGrowth::default(); groups.len()];
+    if n < 2 {
+        return out;
+    }
+    for i in 0..n - 1 {
+        for (g, rise) in net_rises(groups, i, i + 1).into_iter().enumerate() {
+            out[g].per_interval.push(rise);
+        }
+    }
+    for (g, rise) in net_rises(groups, 0, n - 1).into_iter().enumerate() {
+        out[g].overall = rise;
+    }
+    out
+}
+
+/// A group's rises net of what the others freed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NetGrowth {
+    /// In each interval between consecutive points.
+    pub per_interval: Vec<u64>,
+    /// From the first point to the last.
+    pub overall: u64,
+}
+
+/// Classifies one group's series given its net rise in each interval
+/// ([`net_growth`]); `None` when it holds no more at the end than at the
+/// start. `repeats`: the points are repetitions of the same work.
+pub fn classify(
+    g: GroupSeries,
+    net: &NetGrowth,
+    labels: &[String],
+    repeats: bool,
+) -> Option<LeakFinding> {
     let n = g.bytes.len();
     let (first, last) = (*g.bytes.first()?, *g.bytes.last()?);
     if n < 2 || last <= first {
         return None;
     }
-    let increases = g.bytes.windows(2).filter(|w| w[1] > w[0]).count();
-    let last_increase = g
-        .bytes
-        .windows(2)
-        .rposition(|w| w[1] > w[0])
-        .map_or(0, |i| i + 1);
+    let gross = last - first;
+    // Growth must be net over each interval (a rise the same interval freed
+    // elsewhere is a move) and over the whole series (a rise that other
+    // groups' falls in other intervals paid for is a move too).
+    let growth_bytes = net
+        .per_interval
+        .iter()
+        .fold(0u64, |s, &r| s.saturating_add(r))
+        .min(net.overall)
+        .min(gross);
+    let net = &net.per_interval;
+    let intervals = n - 1;
+    // A rise counts when it is a quarter of the average or more: a wiggle of
+    // a few bytes at the end is not "still growing".
+    let counts = |rise: u64| {
+        rise > 0 && u128::from(rise) * 4 * intervals as u128 >= u128::from(growth_bytes)
+    };
+    let increases = net.iter().filter(|&&r| counts(r)).count();
+    let last_increase = net.iter().rposition(|&r| counts(r)).map_or(0, |i| i + 1);
     // Flat (or falling) over the last quarter of the intervals, and at least
     // two of them, means the growth stopped.
-    let tail = ((n - 1) / 4).max(2);
+    let tail = (intervals / 4).max(2);
     let stopped = n >= 4 && last_increase + tail < n;
-    let growth_bytes = last - first;
+    let growth = if growth_bytes == 0 {
+        Growth::Handover
+    } else if !repeats || increases <= 1 {
+        Growth::Once
+    } else if stopped {
+        Growth::Bounded
+    } else {
+        Growth::Steady
+    };
+    let stopped_at = match growth {
+        Growth::Bounded | Growth::Once if repeats => labels.get(last_increase).cloned(),
+        _ => None,
+    };
     Some(LeakFinding {
-        growth: if stopped {
-            Growth::Bounded
-        } else {
-            Growth::Steady
-        },
+        growth,
         growth_bytes,
-        bytes_per_point: growth_bytes / (n as u64 - 1),
+        gross_growth_bytes: gross,
+        bytes_per_point: growth_bytes / intervals as u64,
         increases,
-        stopped_at: stopped.then(|| labels.get(last_increase).cloned().unwrap_or_default()),
+        stopped_at,
         key: g.key,
         bytes: g.bytes,
         counts: g.counts,
     })
 }
 
-fn verdict(findings: &[LeakFinding], labels: &[String], point_kind: &str) -> String {
+/// What the points of a `point_kind` are called, counted.
+fn plural(point_kind: &str) -> &'static str {
+    match point_kind {
+        "snapshot" => "snapshots",
+        "step" => "step ends",
+        _ => "points",
+    }
+}
+
+/// `n` points of a `point_kind`, counted: `1 snapshot`, `6 step ends`.
+fn counted(n: usize, point_kind: &str) -> String {
+    let name = plural(point_kind);
+    match (n, name.strip_suffix('s')) {
+        (1, Some(one)) => format!("1 {one}"),
+        _ => format!("{n} {name}"),
+    }
+}
+
+/// What one point is, for the verdict line.
+fn point_meaning(kind: PointKind) -> &'static str {
+    match kind {
+        PointKind::Snapshot => "a point is one snapshot of the series",
+        PointKind::Step => "a point is the end of a step",
+        PointKind::Event => {
+            "a point is an event of one recording without steps, not a repetition of the same \
+             work; mark steps or give a series of snapshots to look for a leak"
+        }
+    }
+}
+
+fn verdict(findings: &[LeakFinding], points: &Points, total_bytes: &[u64]) -> String {
+    let labels = &points.labels;
     if labels.len() < 2 {
         return "one point only: give a series of snapshots (memory1.prof memory2.prof ...) to look for growth".into();
     }
-    let unit = if point_kind == "step" {
-        "step"
-    } else {
-        "point"
+    let unit = match points.kind {
+        PointKind::Snapshot => "snapshot",
+        PointKind::Step => "step",
+        PointKind::Event => "point",
     };
-    match findings.first() {
-        Some(f) if f.growth == Growth::Steady => format!(
-            "steady growth: +{} over {} {unit}s ({}/{unit}), still growing at {}: {}",
+    let units_name = plural(points.kind.name());
+    let n = labels.len();
+    let first = labels.first().map(String::as_str).unwrap_or("");
+    let last = labels.last().map(String::as_str).unwrap_or("");
+    let meaning = point_meaning(points.kind);
+    let Some(f) = findings.first() else {
+        return format!("no growth: no group holds more at {last} than at {first} ({n} {units_name}; {meaning})");
+    };
+    match f.growth {
+        Growth::Steady => format!(
+            "steady growth: +{} over {n} {units_name} ({}/{unit}), still growing at {last}, net of \
+             what was freed elsewhere ({meaning}): {}",
             units::bytes(f.growth_bytes),
-            labels.len(),
             units::bytes(f.bytes_per_point),
-            labels.last().map(String::as_str).unwrap_or(""),
             f.key
         ),
-        Some(f) => format!(
-            "bounded growth only: +{} that stopped at {} (a cache or pool filling up, not a leak): {}",
+        Growth::Bounded => format!(
+            "bounded growth only: +{} that stopped at {} (a cache or pool filling up, not a leak; \
+             {n} {units_name}, {meaning}): {}",
             units::bytes(f.growth_bytes),
             f.stopped_at.as_deref().unwrap_or(""),
             f.key
         ),
-        None if point_kind == "step" => {
-            "no growth: no group holds more at the end of the last step than at the end of the first".into()
+        Growth::Once if points.kind.repeats() => format!(
+            "grew once: +{} by {}, then no further growth (state or a cache made once, not a \
+             leak; {n} {units_name}, {meaning}): {}",
+            units::bytes(f.growth_bytes),
+            f.stopped_at.as_deref().unwrap_or(""),
+            f.key
+        ),
+        Growth::Once => format!(
+            "grew once: +{} from {first} to {last} over one recording, not a leak ({n} \
+             {units_name}; {meaning}): {}",
+            units::bytes(f.growth_bytes),
+            f.key
+        ),
+        Growth::Handover => {
+            let (t0, t1) = (
+                total_bytes.first().copied().unwrap_or(0),
+                total_bytes.last().copied().unwrap_or(0),
+            );
+            format!(
+                "no net growth: {} live at {last} against {} at {first}; {} grew by +{} while \
+                 other groups freed as much (a handover, not a leak; {n} {units_name}, {meaning})",
+                units::bytes(t1),
+                units::bytes(t0),
+                f.key,
+                units::bytes(f.gross_growth_bytes)
+            )
         }
-        None => "no growth: no stack holds more at the end than at the start".into(),
     }
 }
 
@@ -318,7 +677,7 @@ impl Report for LeaksReport {
             for f in m.findings.iter() {
                 t.rows.push(vec![
                     f.key.clone().into(),
-                    Cell::Text(format!("{:?}", f.growth).to_lowercase()),
+                    Cell::Text(f.growth.name().into()),
                     Cell::Bytes(f.growth_bytes),
                     Cell::Bytes(f.bytes_per_point),
                     Cell::Bytes(f.bytes.first().copied().unwrap_or(0)),
@@ -341,7 +700,7 @@ impl Report for LeaksReport {
                     t.rows.push(vec![
                         m.header.id.clone().into(),
                         f.key.clone().into(),
-                        Cell::Text(format!("{:?}", f.growth).to_lowercase()),
+                        Cell::Text(f.growth.name().into()),
                         label.clone().into(),
                         Cell::Bytes(f.bytes[i]),
                         Cell::Count(f.counts[i]),
@@ -368,9 +727,9 @@ impl Report for LeaksReport {
 mod tests {
     use super::*;
 
-    fn series(bytes: &[u64]) -> GroupSeries {
+    fn series(key: &str, bytes: &[u64]) -> GroupSeries {
         GroupSeries {
-            key: "k".into(),
+            key: key.into(),
             bytes: bytes.to_vec(),
             counts: vec![1; bytes.len()],
         }
@@ -380,9 +739,29 @@ mod tests {
         (1..=n).map(|i| format!("s{i}")).collect()
     }
 
+    /// Classifies each group of `groups` net of the others.
+    fn findings(groups: &[&[u64]], repeats: bool) -> Vec<Option<LeakFinding>> {
+        let groups: Vec<GroupSeries> = groups
+            .iter()
+            .enumerate()
+            .map(|(i, b)| series(&format!("g{i}"), b))
+            .collect();
+        let n = groups[0].bytes.len();
+        let net = net_growth(&groups);
+        groups
+            .into_iter()
+            .zip(net)
+            .map(|(g, net)| classify(g, &net, &labels(n), repeats))
+            .collect()
+    }
+
+    fn alone(bytes: &[u64]) -> Option<LeakFinding> {
+        findings(&[bytes], true).pop().flatten()
+    }
+
     #[test]
     fn growth_to_the_end_is_steady() {
-        let f = classify(series(&[10, 20, 30, 40, 50, 60, 70, 80, 90]), &labels(9)).unwrap();
+        let f = alone(&[10, 20, 30, 40, 50, 60, 70, 80, 90]).unwrap();
         assert_eq!(
             (f.growth, f.growth_bytes, f.bytes_per_point, f.increases),
             (Growth::Steady, 80, 10, 8)
@@ -392,15 +771,92 @@ mod tests {
 
     #[test]
     fn growth_that_stops_is_bounded() {
-        let f = classify(series(&[10, 50, 90, 100, 100, 100, 100, 100]), &labels(8)).unwrap();
+        let f = alone(&[10, 50, 90, 100, 100, 100, 100, 100]).unwrap();
         assert_eq!(f.growth, Growth::Bounded);
         assert_eq!(f.stopped_at.as_deref(), Some("s4"));
     }
 
     #[test]
+    fn one_rise_is_growth_once_and_a_wiggle_after_it_is_not_growth() {
+        // State made in the first interval, then flat but for +4 B at the end.
+        let f = alone(&[4096, 7_846_732, 7_846_732, 7_846_728, 7_846_732]).unwrap();
+        assert_eq!((f.growth, f.increases), (Growth::Once, 1));
+        assert_eq!(f.stopped_at.as_deref(), Some("s2"));
+        // Two points are one interval: never more than once.
+        assert_eq!(alone(&[10, 20]).unwrap().growth, Growth::Once);
+    }
+
+    #[test]
+    fn growth_over_points_that_are_not_repetitions_is_once() {
+        let f = findings(&[&[10, 20, 30, 40, 50]], false)
+            .pop()
+            .flatten()
+            .unwrap();
+        assert_eq!(
+            (f.growth, f.growth_bytes, f.stopped_at),
+            (Growth::Once, 40, None)
+        );
+    }
+
+    #[test]
+    fn a_group_growing_while_another_frees_as_much_is_a_handover() {
+        // Optimizer state replacing blocks allocated before the recording.
+        let got = findings(&[&[0, 100, 200, 300], &[300, 200, 100, 0]], true);
+        let f = got[0].as_ref().unwrap();
+        assert_eq!(
+            (f.growth, f.growth_bytes, f.gross_growth_bytes),
+            (Growth::Handover, 0, 300)
+        );
+        assert!(got[1].is_none());
+    }
+
+    #[test]
+    fn growth_paid_for_by_falls_in_other_intervals_is_a_handover() {
+        // The total rises and falls (activations) while state replaces
+        // blocks made before the recording: equal totals at both ends.
+        let got = findings(
+            &[&[0, 0, 50, 100], &[100, 100, 50, 0], &[0, 40, 0, 0]],
+            true,
+        );
+        let f = got[0].as_ref().unwrap();
+        assert_eq!((f.growth, f.growth_bytes), (Growth::Handover, 0));
+    }
+
+    #[test]
+    fn a_buffer_that_moved_stacks_is_not_growth() {
+        // 1 MiB moves from a library stack (g0) to a user stack (g1) while a
+        // third stack grows by 10 KiB: only the 10 KiB is growth.
+        let mib = 1 << 20;
+        let got = findings(&[&[mib, 0], &[0, mib], &[0, 10 << 10]], true);
+        assert!(got[0].is_none());
+        let moved = got[1].as_ref().unwrap();
+        assert_eq!((moved.growth, moved.growth_bytes), (Growth::Handover, 0));
+        let grew = got[2].as_ref().unwrap();
+        assert_eq!((grew.growth, grew.growth_bytes), (Growth::Once, 10 << 10));
+    }
+
+    #[test]
+    fn net_rises_add_up_to_the_rise_of_the_total() {
+        let groups = [
+            series("a", &[5, 50, 20, 90]),
+            series("b", &[40, 0, 60, 10]),
+            series("c", &[0, 7, 7, 30]),
+        ];
+        let net = net_growth(&groups);
+        let total = |p: usize| groups.iter().map(|g| g.bytes[p] as i64).sum::<i64>();
+        for i in 0..3 {
+            let rise = (total(i + 1) - total(i)).max(0) as u64;
+            let sum: u64 = net.iter().map(|n| n.per_interval[i]).sum();
+            assert_eq!(sum, rise, "interval {i}");
+        }
+        let overall: u64 = net.iter().map(|n| n.overall).sum();
+        assert_eq!(overall, (total(3) - total(0)) as u64);
+    }
+
+    #[test]
     fn no_growth_is_no_finding() {
-        assert!(classify(series(&[10, 10, 10]), &labels(3)).is_none());
-        assert!(classify(series(&[30, 20, 10]), &labels(3)).is_none());
-        assert!(classify(series(&[5]), &labels(1)).is_none());
+        assert!(alone(&[10, 10, 10]).is_none());
+        assert!(alone(&[30, 20, 10]).is_none());
+        assert!(alone(&[5]).is_none());
     }
 }

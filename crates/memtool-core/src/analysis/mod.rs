@@ -5,6 +5,7 @@
 pub mod diff;
 pub mod frag;
 pub mod frames;
+pub mod gate;
 pub mod group;
 pub mod leaks;
 pub mod peak;

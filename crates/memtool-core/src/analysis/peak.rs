@@ -7,8 +7,9 @@ use rustc_hash::FxHashMap;
 use serde::Serialize;
 
 use crate::model::{AllocId, Axis, Memory, Names, Profile};
-use crate::report::{Cell, Report, Table};
+use crate::report::{units, Cell, Report, Table};
 
+use super::gate::{GateResult, Limit as GateLimit};
 use super::group::{self, Group, GroupBy, Grouper, DESCRIPTIVE_FIELDS};
 use super::{
     display_id, point_step, replay, MemoryHeader, Options, PeakFacts, PeakFigures, Provenance,
@@ -44,6 +45,9 @@ pub struct PeakReport {
     pub overall: Option<OverallPeak>,
     /// One entry per memory.
     pub memories: Vec<MemoryPeak>,
+    /// With `--budget`: the gate's result over every memory's peak.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gate: Option<GateResult>,
 }
 
 /// The peak of all memories together, for profiles of several devices.
@@ -292,7 +296,63 @@ pub fn peak_with(profile: &Profile, options: &Options, settings: &PeakSettings) 
         schema: SCHEMA,
         provenance: Provenance::of(profile),
         overall: overall(profile, options),
+        gate: budget.map(|b| budget_gate(&memories, b)),
         memories,
+    }
+}
+
+/// `--budget` over every memory: fails when some peak exceeds the budget.
+fn budget_gate(memories: &[MemoryPeak], budget: u64) -> GateResult {
+    let over: Vec<&MemoryPeak> = memories
+        .iter()
+        .filter(|m| m.budget.as_ref().is_some_and(|b| !b.fits))
+        .collect();
+    let highest = memories.iter().max_by(|a, b| {
+        a.peak
+            .peak_bytes
+            .cmp(&b.peak.peak_bytes)
+            .then(b.header.id.cmp(&a.header.id))
+    });
+    let limit = GateLimit::Bytes(budget);
+    let message = if over.is_empty() {
+        match highest {
+            Some(m) => format!(
+                "budget gate passed: the highest peak, {} at {}, is within the budget {}",
+                display_id(&m.header.id),
+                units::exact_bytes(m.peak.peak_bytes),
+                limit.describe()
+            ),
+            None => format!(
+                "budget gate passed: no memory has a peak to check against the budget {}",
+                limit.describe()
+            ),
+        }
+    } else {
+        let each: Vec<String> = over
+            .iter()
+            .map(|m| {
+                format!(
+                    "{} peaks at {}, {} over",
+                    display_id(&m.header.id),
+                    units::exact_bytes(m.peak.peak_bytes),
+                    units::exact_bytes(m.peak.peak_bytes.saturating_sub(budget))
+                )
+            })
+            .collect();
+        format!(
+            "budget gate FAILED: {} the budget {}",
+            each.join("; "),
+            limit.describe()
+        )
+    };
+    GateResult {
+        gate: "budget",
+        passed: over.is_empty(),
+        limit,
+        measured_bytes: highest.map_or(0, |m| i64::try_from(m.peak.peak_bytes).unwrap_or(i64::MAX)),
+        measured_percent: None,
+        failed_memories: over.iter().map(|m| m.header.id.clone()).collect(),
+        message,
     }
 }
 
@@ -775,18 +835,6 @@ impl Report for PeakReport {
 
     fn notes(&self) -> Vec<String> {
         let mut notes = Vec::new();
-        for m in &self.memories {
-            if let Some(b) = m.budget.as_ref().filter(|b| !b.fits) {
-                notes.push(format!(
-                    "over budget: {} peaks at {}, {} more than {} ({} points over)",
-                    display_id(&m.header.id),
-                    crate::report::units::bytes(m.peak.peak_bytes),
-                    crate::report::units::bytes(b.excess_bytes),
-                    crate::report::units::bytes(b.budget_bytes),
-                    b.points_over_budget,
-                ));
-            }
-        }
         if let Some(o) = &self.overall {
             if self.memories.len() > 1 || self.memories.iter().any(|m| m.peak.peak_label != o.label)
             {

@@ -172,6 +172,12 @@ fn warn_of_impossible_sizes(profile: &mut Profile) {
     }
 }
 
+/// The last component of `path` (either separator): how a series labels
+/// the file it read.
+pub(crate) fn file_name(path: &str) -> String {
+    path.rsplit(['/', '\\']).next().unwrap_or(path).to_string()
+}
+
 /// An uncompressed XSpace: one host of a run, readable on its own.
 fn is_plain_xspace(source: &Source) -> bool {
     head(&source.path, &*source.data).is_ok_and(|h| detect::sniff(&h) == Sniffed::XSpace)

@@ -225,6 +225,11 @@ pub struct Memory {
     /// entries), in order; undone from the end they give the ranges held at
     /// any point.
     pub held_changes: Vec<HeldChange>,
+    /// When each file of a series holds a whole recording of the same
+    /// device (per-step PyTorch `_dump_snapshot` dumps), which series and
+    /// file this memory is: `leaks` compares the ends of the files as the
+    /// points of one series. `None` for formats whose series are instants.
+    pub series: Option<SeriesPart>,
 }
 
 /// A range of addresses: `bytes` from `start`.
@@ -256,6 +261,15 @@ pub struct HeldChange {
     /// Taken (`segment_alloc`, `segment_map`) or given back (`segment_free`,
     /// `segment_unmap`).
     pub reserved: bool,
+}
+
+/// One file's recording of a device that several files of a series record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SeriesPart {
+    /// The device, the same in every file (`cuda:0`).
+    pub device: String,
+    /// The file's name, as the series' points are labelled.
+    pub file: String,
 }
 
 /// One step of a training or serving loop, as a span of the memory's axis.
@@ -542,6 +556,7 @@ impl Memory {
             recorded_events: BTreeMap::new(),
             held: Vec::new(),
             held_changes: Vec::new(),
+            series: None,
         }
     }
 

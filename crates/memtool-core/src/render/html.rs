@@ -6,7 +6,7 @@ use std::sync::Arc;
 use askama::Template;
 
 use crate::analysis::group::{self, GroupBy};
-use crate::analysis::leaks::{self, Growth, MemoryLeaks};
+use crate::analysis::leaks::{self, MemoryLeaks};
 use crate::analysis::{diff, display_id, replay, Options, PeakFacts};
 use crate::model::{Axis, Memory, Profile};
 use crate::report::units;
@@ -308,10 +308,7 @@ fn memory_view(
                 .map(|f| LeakRow {
                     key: f.key.clone(),
                     color: color::group_color(&f.key),
-                    growth: match f.growth {
-                        Growth::Steady => "steady".into(),
-                        Growth::Bounded => "bounded".into(),
-                    },
+                    growth: f.growth.name().into(),
                     growth_bytes: bytes_cell(f.growth_bytes),
                     per_point: bytes_cell(f.bytes_per_point),
                     first: bytes_cell(f.bytes.first().copied().unwrap_or(0)),

@@ -25,6 +25,25 @@ pub fn delta_bytes(d: i64) -> String {
     }
 }
 
+/// A size with its exact byte count beside the rounded one, for a figure
+/// compared with a threshold: `1.50 KiB (1536 B)`; below 1 KiB `200 B`.
+pub fn exact_bytes(n: u64) -> String {
+    if n < 1024 {
+        bytes(n)
+    } else {
+        format!("{} ({n} B)", bytes(n))
+    }
+}
+
+/// [`exact_bytes`] of a signed difference: `+1.50 KiB (+1536 B)`, `-200 B`.
+pub fn exact_delta_bytes(d: i64) -> String {
+    if d.unsigned_abs() < 1024 {
+        delta_bytes(d)
+    } else {
+        format!("{} ({d:+} B)", delta_bytes(d))
+    }
+}
+
 /// Parses a size as users write it: `1000`, `64KiB`, `1.5 GiB`, `10MB`
 /// (decimal units are powers of 1000, binary ones of 1024).
 pub fn parse_bytes(text: &str) -> Option<u64> {
@@ -53,6 +72,14 @@ pub fn parse_bytes(text: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn exact_sizes_keep_every_byte() {
+        assert_eq!(exact_bytes(1023), "1023 B");
+        assert_eq!(exact_bytes(1_048_575), "1024.00 KiB (1048575 B)");
+        assert_eq!(exact_delta_bytes(-1536), "-1.50 KiB (-1536 B)");
+        assert_eq!(exact_delta_bytes(10), "+10 B");
+    }
 
     #[test]
     fn formats_binary_units() {

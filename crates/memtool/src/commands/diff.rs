@@ -23,7 +23,8 @@ pub struct DiffArgs {
     #[command(flatten)]
     pub input: InputArgs,
     /// Exit with code 1 when total live bytes grew by more than this: a size
-    /// (1000000, 64MiB) or a percentage of the base (5%).
+    /// (1000000, 64MiB) or a percentage of the base (5%). One pass/fail line
+    /// goes to stderr in every format.
     #[arg(long, value_name = "BYTES|PCT", value_parser = parse_limit)]
     pub fail_on_growth: Option<GrowthLimit>,
     /// Compare per call stack (default) or per op, shape, dtype, category or
@@ -54,22 +55,12 @@ pub fn run(args: &DiffArgs) -> Result<Outcome> {
         )
     });
     output::write(&report, &args.output, &args.analysis).context("writing the diff")?;
+    output::gate_line(report.gate.as_ref());
     let gate_failed = report.gate_failed();
-    let gate_message = report.gate.as_ref().map(|g| g.message.clone());
     inputs::free_at_exit((base, new, report));
-    if gate_failed {
-        if let Some(message) = &gate_message {
-            // The gate's verdict must reach the CI log even when stdout is a file.
-            if !output::is_stdout(args.output.output.as_deref())
-                || !matches!(
-                    args.output.format,
-                    crate::cli::FormatArg::Table | crate::cli::FormatArg::Md
-                )
-            {
-                eprintln!("memtool: {}", message);
-            }
-        }
-        return Ok(Outcome::GateFailed);
-    }
-    Ok(Outcome::Success)
+    Ok(if gate_failed {
+        Outcome::GateFailed
+    } else {
+        Outcome::Success
+    })
 }

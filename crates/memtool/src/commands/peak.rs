@@ -21,7 +21,8 @@ pub struct PeakArgs {
     pub analysis: AnalysisArgs,
     /// Check each peak against this size and list the largest buffers live at
     /// the peak that together cover the excess; exit 1 when a peak exceeds
-    /// it. Accepts units: 16GiB, 500MB.
+    /// it, with one pass/fail line on stderr in every format. Accepts units:
+    /// 16GiB, 500MB.
     #[arg(long, value_name = "BYTES", value_parser = parse_size)]
     pub budget: Option<u64>,
     #[command(flatten)]
@@ -42,6 +43,7 @@ pub fn run(args: &PeakArgs) -> Result<Outcome> {
         peak::peak_with(&profile, &options, &settings)
     });
     output::write(&report, &args.output, &args.analysis)?;
+    output::gate_line(report.gate.as_ref());
     let over_budget = report.over_budget();
     inputs::free_at_exit((profile, report));
     Ok(if over_budget {

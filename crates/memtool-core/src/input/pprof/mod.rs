@@ -419,7 +419,7 @@ impl<'p> Reader<'p> {
     ) -> Result<bool> {
         let snapshot = self.profile.inputs.len();
         let path = self.path;
-        let label = file_name(path);
+        let label = crate::input::file_name(path);
         let (kind_key, device_key) = (self.find_string("kind"), self.find_string("device"));
         let mut executables = Executables::default();
         let (mut no_stack, mut short) = (0, 0);
@@ -554,7 +554,7 @@ impl<'p> Reader<'p> {
             .profile
             .inputs
             .iter()
-            .map(|i| file_name(&i.path))
+            .map(|i| crate::input::file_name(&i.path))
             .collect();
         let memory = self
             .profile
@@ -581,10 +581,6 @@ const RECENT_PUSHES: usize = 2048;
 fn recent_slot(caller: StackId, location: u64) -> usize {
     let mixed = (u64::from(caller.0) << 32 ^ location).wrapping_mul(0x9e37_79b9_7f4a_7c15);
     (mixed >> 53) as usize & (RECENT_PUSHES - 1)
-}
-
-fn file_name(path: &str) -> String {
-    path.rsplit(['/', '\\']).next().unwrap_or(path).to_string()
 }
 
 #[cfg(test)]

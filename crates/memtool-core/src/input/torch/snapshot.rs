@@ -32,7 +32,7 @@ use crate::error::{Error, Result};
 use crate::model::{
     AddressRange, AllocId, Allocation, AllocatorSample, Axis, BeforeRecording, BlockState, Event,
     EventKind, Format, Frame, FrameId, HeldChange, InputInfo, MemoryKind, Profile, Segment,
-    SegmentBlock, Site, SiteId, StackId, Step, StrId,
+    SegmentBlock, SeriesPart, Site, SiteId, StackId, Step, StrId,
 };
 
 use super::pickle::{self, Memo, Parent, Value, Visitor};
@@ -1106,7 +1106,9 @@ fn build_memory(
         );
     }
 
-    // A second snapshot of the same device (several files) stays apart.
+    // A second snapshot of the same device (several files) stays apart: it
+    // joins the first as a part of one series.
+    let device_id = id.to_string();
     let id = if profile.memories.iter().any(|m| m.id == id) {
         format!("{id} ({path})")
     } else {
@@ -1143,6 +1145,10 @@ fn build_memory(
             .collect();
     }
     memory.segments = model_segments;
+    memory.series = Some(SeriesPart {
+        device: device_id,
+        file: crate::input::file_name(path),
+    });
 }
 
 #[cfg(test)]
