@@ -78,6 +78,57 @@ fn path(text: &str, max: usize) -> String {
     format!("{start}{CUT}/{end}")
 }
 
+/// A slash-separated name, spaces (a shape after an op) only in its last
+/// component.
+fn is_path(text: &str) -> bool {
+    text.rsplit_once('/')
+        .is_some_and(|(before, _)| !before.contains(' ') && !before.is_empty())
+}
+
+/// Distinct slash-separated names, or stacks, that shorten alike, each
+/// shown by the components (frames) that vary among them, with the first
+/// and, for a name, the last (`replica_6/…/layer_10/…/Cast`,
+/// `mm <- … <- forward attention.py:33 <- …`); `None` when that does not
+/// fit in `max` (`None`: whatever its length).
+fn distinguish_components(texts: &[&str], max: Option<usize>) -> Option<Vec<String>> {
+    let (separator, compact): (&str, fn(&str) -> String) = if texts.iter().all(|t| is_path(t)) {
+        ("/", str::to_string)
+    } else if texts.iter().all(|t| t.contains(CALLER)) {
+        (CALLER, caller)
+    } else {
+        return None;
+    };
+    let parts: Vec<Vec<&str>> = texts.iter().map(|t| t.split(separator).collect()).collect();
+    let count = parts.iter().map(Vec::len).max()?;
+    let keep_last = separator == "/" && parts.iter().all(|p| p.len() == count);
+    let varies: Vec<bool> = (0..count)
+        .map(|i| {
+            i == 0
+                || (keep_last && i == count - 1)
+                || parts.iter().any(|p| p.get(i) != parts[0].get(i))
+        })
+        .collect();
+    parts
+        .iter()
+        .map(|p| {
+            let mut shown: Vec<String> = Vec::new();
+            for (i, part) in p.iter().enumerate() {
+                if varies[i] {
+                    shown.push(if i == 0 {
+                        part.to_string()
+                    } else {
+                        compact(part)
+                    });
+                } else if shown.last().map(String::as_str) != Some("…") {
+                    shown.push("…".to_string());
+                }
+            }
+            let text = shown.join(separator);
+            max.is_none_or(|max| len(&text) <= max).then_some(text)
+        })
+        .collect()
+}
+
 /// A frame label, `function file:line`, split at its location; `None` when
 /// the text is not one.
 fn split_frame(text: &str) -> Option<(&str, &str)> {
@@ -164,7 +215,7 @@ pub fn shorten(text: &str, max: usize) -> String {
     if let Some((function, location)) = split_frame(text) {
         return frame(function, location, max);
     }
-    if text.contains('/') && !text.contains(' ') {
+    if is_path(text) {
         return path(text, max);
     }
     middle(text, max)
@@ -182,6 +233,9 @@ fn distinguish_callers(texts: &[&str], max: usize) -> Option<Vec<String>> {
         return None;
     }
     let skipped = if parts_at > 1 { " <- …" } else { "" };
+    // The leaf in short form first; the caller where they part gets what it
+    // leaves, and the leaf whatever the caller does not take.
+    let leaf_min = caller(stacks[0][0]);
     stacks
         .iter()
         .map(|frames| {
@@ -192,12 +246,17 @@ fn distinguish_callers(texts: &[&str], max: usize) -> Option<Vec<String>> {
                     } else {
                         ""
                     };
-                    format!("{skipped}{CALLER}{}{more}", caller(f))
+                    let room =
+                        max.checked_sub(len(&leaf_min) + len(skipped) + len(CALLER) + len(more))?;
+                    if room < 6 {
+                        return None;
+                    }
+                    format!("{skipped}{CALLER}{}{more}", shorten(&caller(f), room))
                 }
                 None => skipped.to_string(),
             };
-            let leaf = shorten(frames[0], max.checked_sub(len(&below))?);
-            (len(&leaf) >= 8.min(len(frames[0]))).then(|| format!("{leaf}{below}"))
+            let leaf = shorten(frames[0], max - len(&below));
+            Some(format!("{leaf}{below}"))
         })
         .collect()
 }
@@ -248,31 +307,42 @@ fn distinguish(texts: &[&str], max: usize) -> Vec<String> {
 }
 
 /// The labels of one column in at most `max` characters each, no two distinct
-/// labels shown alike. Where two labels can be told apart in no way that
-/// fits, both are shown whole.
+/// labels shown alike. Where labels can be told apart in no way that fits,
+/// they are shown by the components where they differ, else whole: a wider
+/// table beats rows that cannot be told apart.
 pub(super) fn fit_column(texts: &[&str], max: usize) -> Vec<String> {
     let mut shown: Vec<String> = texts.iter().map(|t| shorten(t, max)).collect();
+    // Each group of clashing rows is told apart on its own first; what that
+    // makes clash with other groups is then told apart all together, so the
+    // rounds cannot undo each other.
     for round in 0..4 {
-        let clashes = clashes(texts, &shown);
+        let mut clashes = clashes(texts, &shown);
         if clashes.is_empty() {
             return shown;
+        }
+        if round > 0 {
+            clashes = vec![clashes.concat()];
         }
         for rows in clashes {
             let mut distinct: Vec<&str> = rows.iter().map(|&r| texts[r]).collect();
             distinct.sort_unstable();
             distinct.dedup();
-            let fitted = if round == 0 {
-                distinguish_callers(&distinct, max).unwrap_or_else(|| distinguish(&distinct, max))
-            } else if round < 3 {
-                distinguish(&distinct, max)
-            } else {
-                distinct.iter().map(|t| t.to_string()).collect()
+            let fitted = match round {
+                0 | 1 => distinguish_callers(&distinct, max)
+                    .or_else(|| distinguish_components(&distinct, Some(max)))
+                    .unwrap_or_else(|| distinguish(&distinct, max)),
+                2 => distinguish(&distinct, max),
+                _ => distinguish_components(&distinct, None)
+                    .unwrap_or_else(|| distinct.iter().map(|t| t.to_string()).collect()),
             };
             for &r in &rows {
                 let at = distinct.binary_search(&texts[r]).unwrap_or(0);
                 shown[r] = fitted[at].clone();
             }
         }
+    }
+    for r in clashes(texts, &shown).concat() {
+        shown[r] = texts[r].to_string();
     }
     shown
 }
@@ -350,16 +420,17 @@ pub(super) fn fit(table: &Table, rows: &[Vec<Cell>], width: Option<usize>) -> Fi
             .collect()
     };
     let total = |widths: &[usize]| widths.iter().sum::<usize>() + COLUMN_OVERHEAD * columns;
+    let longest_word = |c: usize| table.columns[c].split('_').map(len).max().unwrap_or(0);
     if total(&natural(&headers)) > width {
         for (c, header) in headers.iter_mut().enumerate() {
-            let longest_word = header.split(' ').map(len).max().unwrap_or(0);
-            *header = wrap(header, content(c).max(longest_word));
+            *header = wrap(header, content(c).max(longest_word(c)));
         }
     }
     let natural = natural(&headers);
     let mut left = width;
     for c in 0..columns {
-        left = left.saturating_sub(COLUMN_OVERHEAD + if numeric[c] { natural[c] } else { 0 });
+        let fixed = if numeric[c] { natural[c] } else { 0 };
+        left = left.saturating_sub(COLUMN_OVERHEAD + fixed);
     }
     let mut budgets = natural.clone();
     let mut open: Vec<usize> = (0..columns).filter(|&c| !numeric[c]).collect();
@@ -371,7 +442,8 @@ pub(super) fn fit(table: &Table, rows: &[Vec<Cell>], width: Option<usize>) -> Fi
             open.remove(0);
         } else {
             for &c in &open {
-                budgets[c] = share.max(widest(&headers[c])).max(1);
+                budgets[c] = share.max(longest_word(c)).max(1);
+                headers[c] = wrap(&headers[c].replace('\n', " "), budgets[c]);
             }
             break;
         }
@@ -460,6 +532,48 @@ mod tests {
             assert_ne!(shown[0], shown[2], "{max}: {shown:?}");
             assert_ne!(shown[1], shown[2], "{max}: {shown:?}");
             assert!(shown.iter().all(|s| len(s) <= max), "{max}: {shown:?}");
+        }
+    }
+
+    #[test]
+    fn op_names_that_part_in_the_middle_show_where() {
+        let layer = |n: u32, op: &str| {
+            format!("replica_6/bert/encoder/layer_{n}/attention/dropout/{op} [4,16,384,384]")
+        };
+        let (a, b, c) = (layer(1, "Cast"), layer(10, "Cast"), layer(1, "Mul"));
+        assert_eq!(
+            fit_column(&[&a, &b, &c], 42),
+            [
+                "replica_6/…/layer_1/…/Cast [4,16,384,384]",
+                "replica_6/…/layer_10/…/Cast [4,16,384,384]",
+                "replica_6/…/dropout/Mul [4,16,384,384]",
+            ]
+        );
+        let narrow = fit_column(&[&a, &b, &c], 30);
+        assert!(narrow.iter().all(|s| len(s) <= 30), "{narrow:?}");
+        assert!(narrow[0] != narrow[1] && narrow[1] != narrow[2] && narrow[0] != narrow[2]);
+    }
+
+    #[test]
+    fn op_names_of_many_layers_are_told_apart_at_any_width() {
+        let t = [
+            "<allocated before the profile started>",
+            "replica_4/bert_span_labeler/bert_encoder_1/word_embeddings/GatherV2/Cast",
+            "replica_4/bert_span_labeler/bert_encoder_1/transformer/layer_0/self_attention/dropout_3/dropout/Cast",
+            "replica_4/bert_span_labeler/bert_encoder_1/transformer/layer_0/self_attention/dropout_3/dropout/Mul",
+            "replica_4/bert_span_labeler/bert_encoder_1/transformer/layer_1/self_attention/dropout_3/dropout/Cast",
+            "replica_4/bert_span_labeler/bert_encoder_1/transformer/layer_1/self_attention/dropout_3/dropout/Mul",
+            "replica_4/bert_span_labeler/bert_encoder_1/transformer/layer_10/self_attention/dropout_3/dropout/Cast",
+            "replica_4/bert_span_labeler/bert_encoder_1/transformer/layer_10/self_attention/dropout_3/dropout/Mul",
+            "replica_4/bert_span_labeler/bert_encoder_1/transformer/layer_11/self_attention/dropout_3/dropout/Cast",
+            "replica_4/bert_span_labeler/bert_encoder_1/transformer/layer_11/self_attention/dropout_3/dropout/Mul",
+        ];
+        for max in 4..60 {
+            let shown = fit_column(&t, max);
+            let mut d = shown.clone();
+            d.sort();
+            d.dedup();
+            assert_eq!(d.len(), t.len(), "{max} {shown:?}");
         }
     }
 }

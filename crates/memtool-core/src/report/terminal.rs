@@ -66,7 +66,14 @@ impl Exporter for TerminalExporter {
             let (rows, omitted) = table.shown_rows(self.top);
             let text = render(table, rows, self.width);
             for line in text.lines() {
-                writeln!(out, "{}", line.trim_end())?;
+                // The rule under the header runs through the last column's
+                // padding; end it where the widest row ends.
+                let line = line.trim_end();
+                let line = match line.strip_suffix('─') {
+                    Some(rule) if rule.trim_start().starts_with('─') => rule,
+                    _ => line,
+                };
+                writeln!(out, "{line}")?;
             }
             if omitted > 0 {
                 writeln!(
