@@ -84,6 +84,11 @@ pub struct OutputArgs {
     /// a device or FIFO is written in place; `-` is stdout).
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
+    /// Columns a table may take; long labels are shortened in the middle to
+    /// fit (default for tables: $COLUMNS, else the terminal's width when
+    /// stdout is one, else 100; Markdown keeps labels whole unless given one).
+    #[arg(long, value_name = "COLUMNS", value_parser = clap::value_parser!(u16).range(20..))]
+    pub width: Option<u16>,
 }
 
 #[derive(Args, Debug)]

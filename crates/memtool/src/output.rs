@@ -2,14 +2,14 @@
 //! atomically to a file.
 
 use std::fs;
-use std::io::{self, BufWriter, Seek, Write};
+use std::io::{self, BufWriter, IsTerminal, Seek, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, Once};
 
 use anyhow::{bail, Context, Result};
-use memtool_core::report::{exporter, Presentation, Report};
+use memtool_core::report::{exporter, OutputFormat, Presentation, Report};
 use rustix::fs::{AtFlags, Mode, OFlags, CWD};
 
 use crate::cli::{AnalysisArgs, OutputArgs};
@@ -20,8 +20,16 @@ use crate::cli::{AnalysisArgs, OutputArgs};
 pub fn write(report: &dyn Report, args: &OutputArgs, analysis: &AnalysisArgs) -> Result<()> {
     let _span = memtool_core::timings::span("output");
     warn(&report.warnings());
-    let presentation = Presentation { top: analysis.top };
-    let exporter = exporter(args.format.into(), presentation);
+    let format = args.format.into();
+    let width = args.width.map(usize::from).or_else(|| match format {
+        OutputFormat::Table => terminal_width(args.output.as_deref()),
+        _ => None,
+    });
+    let presentation = Presentation {
+        top: analysis.top,
+        width,
+    };
+    let exporter = exporter(format, presentation);
     write_to(args.output.as_deref(), |out| exporter.export(report, out))
 }
 
@@ -42,6 +50,21 @@ pub fn gate_line(gate: Option<&memtool_core::analysis::gate::GateResult>) {
     if let Some(gate) = gate {
         eprintln!("memtool: {}", gate.message);
     }
+}
+
+/// The width terminal tables fit: `$COLUMNS` when set, else the terminal's
+/// when the output is one (`None`: the exporter's default).
+fn terminal_width(output: Option<&Path>) -> Option<usize> {
+    let columns = std::env::var("COLUMNS").ok();
+    if let Some(width) = columns.and_then(|c| c.trim().parse::<usize>().ok()) {
+        return (width > 0).then_some(width);
+    }
+    let stdout = io::stdout();
+    if !is_stdout(output) || !stdout.is_terminal() {
+        return None;
+    }
+    let size = rustix::termios::tcgetwinsize(&stdout).ok()?;
+    (size.ws_col > 0).then_some(usize::from(size.ws_col))
 }
 
 /// Whether output for `-o path` goes to standard output: no `-o`, or `-o -`.

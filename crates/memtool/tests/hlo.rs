@@ -229,7 +229,12 @@ fn summary_has_xprofs_allocation_totals_and_ranks_modules_by_peak() {
         .split("Compiled programs (biggest peak first)")
         .nth(1)
         .expect("a compiled programs table");
-    let first_row = table.lines().nth(3).unwrap();
+    // The row under the rule (a heading may take two lines).
+    let first_row = table
+        .lines()
+        .skip_while(|l| !l.starts_with('─'))
+        .nth(1)
+        .unwrap();
     let biggest = expected
         .iter()
         .max_by(|a, b| {

@@ -130,8 +130,17 @@ fn tables_show_the_first_groups_of_the_json_and_count_the_rest() {
                     .iter()
                     .any(|by| t.starts_with(&format!("Live at peak by {by} — ")))
             });
+            // A breakdown whose only group is `<no stack>` or `<none>` says
+            // nothing and is left out, once the table would show that group.
+            let says_nothing = |groups: &Vec<String>| {
+                top > 0
+                    && groups
+                        .iter()
+                        .all(|k| k == "&lt;no stack&gt;" || k == "&lt;none&gt;")
+            };
+            let want: Vec<&Vec<String>> = want.iter().filter(|g| !says_nothing(g)).collect();
             assert_eq!(got.len(), want.len(), "{file} --top {top}");
-            for ((rows, omitted), groups) in got.iter().zip(&want) {
+            for ((rows, omitted), groups) in got.iter().zip(want) {
                 let shown = top.min(groups.len());
                 assert_eq!(rows[..], groups[..shown], "{file} --top {top}");
                 assert_eq!(*omitted, groups.len() - shown, "{file} --top {top}");
@@ -161,4 +170,174 @@ fn tables_show_the_first_groups_of_the_json_and_count_the_rest() {
     ]);
     let got = breakdown_tables(&md, |t| t.starts_with("Top stacks at peak"));
     assert_eq!(got, vec![(stacks[..1].to_vec(), stacks.len() - 1)]);
+}
+
+/// Every table of a Markdown report: its title and its rows' cells (header
+/// row first), in output order.
+fn markdown_tables(md: &str) -> Vec<(String, Vec<Vec<String>>)> {
+    let mut tables: Vec<(String, Vec<Vec<String>>)> = Vec::new();
+    for line in md.lines() {
+        if let Some(title) = line.strip_prefix("### ") {
+            tables.push((title.to_string(), Vec::new()));
+        } else if let Some(row) = line.strip_prefix("| ").and_then(|l| l.strip_suffix(" |")) {
+            if !row.starts_with("---") {
+                let table = tables.last_mut().expect("a row under a heading");
+                table.1.push(row.split(" | ").map(str::to_string).collect());
+            }
+        }
+    }
+    tables
+}
+
+/// Every shared fixture: the files of the three format folders.
+fn shared_fixtures() -> Vec<String> {
+    let mut files = Vec::new();
+    for dir in ["pprof", "torch", "xspace"] {
+        let dir = common::shared_fixture(dir);
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_file() {
+                files.push(path.display().to_string());
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
+/// memtool's stdout for `args`, or `None` when it refuses the input (exit 2:
+/// a command that does not apply, such as `frag` on a pprof snapshot).
+fn output_of(args: &[&str], env: Option<(&str, &str)>) -> Option<String> {
+    let mut cmd = common::memtool();
+    cmd.args(args).env_remove("COLUMNS");
+    if let Some((key, value)) = env {
+        cmd.env(key, value);
+    }
+    let out = cmd.output().unwrap();
+    match out.status.code() {
+        Some(0 | 1) => Some(String::from_utf8(out.stdout).unwrap()),
+        Some(2) => None,
+        other => panic!(
+            "memtool {args:?}: {other:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    }
+}
+
+/// Tables narrowed to `WIDTH` columns, the default: no two rows whose keys
+/// differ are shown alike (Markdown given the width shortens labels as the
+/// terminal does; without one it shows them whole), and every terminal
+/// table line fits (`$COLUMNS` sets the width).
+#[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
+fn shown_keys_tell_rows_apart_on_every_shared_fixture() {
+    const WIDTH: &str = "100";
+    let files = shared_fixtures();
+    let mut runs: Vec<Vec<String>> = Vec::new();
+    for file in &files {
+        for command in [
+            &["summary"][..],
+            &["peak"],
+            &["peak", "--all-frames"],
+            &["leaks"],
+            &["frag"],
+        ] {
+            let mut args: Vec<String> = command.iter().map(|s| s.to_string()).collect();
+            args.push(file.clone());
+            runs.push(args);
+        }
+    }
+    let series: Vec<String> = (1..=9)
+        .map(|i| {
+            common::shared_fixture(&format!("pprof/memory{i}.prof"))
+                .display()
+                .to_string()
+        })
+        .collect();
+    runs.push([vec!["leaks".to_string()], series.clone()].concat());
+    runs.push([vec!["peak".to_string()], series.clone()].concat());
+    for (base, new) in [
+        ("pprof/memory1.prof", "pprof/memory9.prof"),
+        (
+            "torch/silmont2000_memory_forward_fp32_128.pickle",
+            "torch/silmont2000_memory_forward_bf16_128.pickle",
+        ),
+        (
+            "torch/silmont2000_mem_snapshot.pickle",
+            "torch/silmont2000_memory_forward_fp32_128.pickle",
+        ),
+        ("xspace/tf_cnn.xplane.pb", "xspace/tf_cnn_leak.xplane.pb"),
+        (
+            "xspace/jax_mlp.xplane.pb",
+            "xspace/jax_transformer_small.xplane.pb",
+        ),
+        (
+            "torch/torch_cpu_transformer.snapshot.pickle",
+            "torch/torch_cpu_transformer.pt.trace.json.gz",
+        ),
+    ] {
+        for by in ["stack", "user-frame", "op", "shape"] {
+            runs.push(
+                [
+                    "diff",
+                    &common::shared_fixture(base).display().to_string(),
+                    &common::shared_fixture(new).display().to_string(),
+                    "--by",
+                    by,
+                ]
+                .map(str::to_string)
+                .to_vec(),
+            );
+        }
+    }
+    let mut checked_rows = 0;
+    let mut too_wide = Vec::new();
+    for args in &runs {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let md = |width: Option<&str>| {
+            let mut a = args.clone();
+            a.extend(["--format", "md"]);
+            a.extend(width.map(|w| ["--width", w]).into_iter().flatten());
+            output_of(&a, None)
+        };
+        let (Some(whole), Some(narrow)) = (md(None), md(Some(WIDTH))) else {
+            continue;
+        };
+        let (whole, narrow) = (markdown_tables(&whole), markdown_tables(&narrow));
+        assert_eq!(whole.len(), narrow.len(), "{args:?}");
+        for ((title, full), (_, shown)) in whole.iter().zip(&narrow) {
+            assert_eq!(full.len(), shown.len(), "{args:?}: {title}");
+            for i in 1..full.len() {
+                for j in i + 1..full.len() {
+                    for c in 0..full[i].len() {
+                        assert!(
+                            shown[i][c] != shown[j][c] || full[i][c] == full[j][c],
+                            "{args:?}: {title}: rows {i} and {j} both show {:?} for {:?} and {:?}",
+                            shown[i][c],
+                            full[i][c],
+                            full[j][c]
+                        );
+                    }
+                }
+            }
+            checked_rows += full.len();
+        }
+        // Every frame of deep native stacks (`--all-frames`) can differ far
+        // from the leaf in more frames than the width holds: those rows are
+        // told apart, wider than the width.
+        if args.contains(&"--all-frames") {
+            continue;
+        }
+        let text = output_of(&args, Some(("COLUMNS", WIDTH))).unwrap();
+        for line in text.lines().filter(|l| l.starts_with([' ', '─'])) {
+            if line.chars().count() > WIDTH.parse().unwrap() {
+                too_wide.push(format!(
+                    "{args:?}: {} columns: {line}",
+                    line.chars().count()
+                ));
+            }
+        }
+    }
+    assert!(too_wide.is_empty(), "{}", too_wide.join("\n"));
+    assert!(checked_rows > 1000, "only {checked_rows} rows were checked");
 }

@@ -704,7 +704,17 @@ impl Report for PeakReport {
             ]);
         }
         tables.push(t);
-        for m in self.memories.iter().filter(|m| !m.at_peak.is_empty()) {
+        // A memory whose sites name no op, shape or dtype (a memory
+        // timeline's categories) has nothing here the breakdowns below do not
+        // show.
+        let blank = |s: &Option<String>| s.as_deref().is_none_or(str::is_empty);
+        for m in self.memories.iter().filter(|m| {
+            !m.at_peak.is_empty()
+                && !m
+                    .at_peak
+                    .iter()
+                    .all(|r| blank(&r.op) && blank(&r.shape) && blank(&r.dtype))
+        }) {
             let mut t = Table::ranked(
                 format!(
                     "Live at peak by op, shape, dtype, region, step — {}",
@@ -773,6 +783,9 @@ impl Report for PeakReport {
                 tables.push(t);
             }
             for b in &m.breakdowns {
+                if b.omitted == 0 && group::says_nothing(b.groups.iter().map(|g| &*g.key)) {
+                    continue;
+                }
                 let mut t = Table::ranked(
                     format!(
                         "Live at peak by {} — {}",

@@ -423,6 +423,11 @@ impl Report for SummaryReport {
             tables.push(t);
         }
         for m in &self.memories {
+            if m.omitted_stacks == 0
+                && super::group::says_nothing(m.top_stacks.iter().map(|g| &*g.key))
+            {
+                continue;
+            }
             let mut t = Table::ranked(
                 format!(
                     "Top stacks at peak — {} ({})",

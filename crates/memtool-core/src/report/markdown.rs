@@ -1,5 +1,6 @@
 use std::io::{self, Write};
 
+use super::fit::fit;
 use super::{Exporter, Report};
 
 /// GitHub-flavoured Markdown: a heading and a table per section, for CI
@@ -8,6 +9,9 @@ use super::{Exporter, Report};
 pub struct MarkdownExporter {
     /// Rows shown per ranked table; `None` for all.
     pub top: Option<usize>,
+    /// Characters a table's text columns may take together with the
+    /// numbers, as in a terminal; `None` leaves labels whole.
+    pub width: Option<usize>,
 }
 
 fn escape(text: &str) -> String {
@@ -33,8 +37,8 @@ impl Exporter for MarkdownExporter {
                 .collect();
             writeln!(out, "| {} |", align.join(" | "))?;
             let (rows, omitted) = table.shown_rows(self.top);
-            for row in rows {
-                let cells: Vec<String> = row.iter().map(|c| escape(&c.human())).collect();
+            for row in fit(table, rows, self.width).cells {
+                let cells: Vec<String> = row.iter().map(|c| escape(c)).collect();
                 writeln!(out, "| {} |", cells.join(" | "))?;
             }
             if omitted > 0 {

@@ -6,6 +6,7 @@
 //! [`Report::tables`], so the text formats can never disagree with each other.
 
 mod csv;
+mod fit;
 mod json;
 mod markdown;
 mod terminal;
@@ -14,6 +15,7 @@ pub mod units;
 use std::io::{self, Write};
 
 pub use self::csv::CsvExporter;
+pub use fit::shorten;
 pub use json::JsonExporter;
 pub use markdown::MarkdownExporter;
 pub use terminal::TerminalExporter;
@@ -215,19 +217,28 @@ pub enum OutputFormat {
 pub struct Presentation {
     /// Rows shown per ranked table (`--top`).
     pub top: usize,
+    /// Columns a table may take: the terminal's width for terminal tables
+    /// ([`DEFAULT_WIDTH`] when `None`); Markdown shortens labels only when
+    /// it is given one.
+    pub width: Option<usize>,
 }
+
+/// Columns a terminal table takes when no width is known (output to a file
+/// or a pipe).
+pub const DEFAULT_WIDTH: usize = 100;
 
 /// The exporter for a format.
 pub fn exporter(format: OutputFormat, presentation: Presentation) -> Box<dyn Exporter> {
     match format {
         OutputFormat::Table => Box::new(TerminalExporter {
             top: Some(presentation.top),
-            ..TerminalExporter::default()
+            width: presentation.width.unwrap_or(DEFAULT_WIDTH),
         }),
         OutputFormat::Json => Box::new(JsonExporter),
         OutputFormat::Csv => Box::new(CsvExporter),
         OutputFormat::Md => Box::new(MarkdownExporter {
             top: Some(presentation.top),
+            width: presentation.width,
         }),
     }
 }

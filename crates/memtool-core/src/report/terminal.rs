@@ -2,9 +2,11 @@ use std::io::{self, Write};
 
 use comfy_table::{CellAlignment, ContentArrangement};
 
+use super::fit::fit;
 use super::{Cell, Exporter, Report, Table};
 
-/// Tables for a terminal, fitted to `width` columns, sizes in binary units.
+/// Tables for a terminal, fitted to `width` columns (see [`super::fit`]),
+/// sizes in binary units.
 pub struct TerminalExporter {
     /// Columns a table may take.
     pub width: usize,
@@ -15,7 +17,7 @@ pub struct TerminalExporter {
 impl Default for TerminalExporter {
     fn default() -> Self {
         TerminalExporter {
-            width: 100,
+            width: super::DEFAULT_WIDTH,
             top: None,
         }
     }
@@ -23,74 +25,21 @@ impl Default for TerminalExporter {
 
 /// A line under the header and nothing else: quiet, and easy to copy from.
 const STYLE: &str = "     ──            ";
-/// Characters of padding and separation comfy-table adds per column.
-const COLUMN_OVERHEAD: usize = 3;
-
-/// Long labels (call stacks) keep their start, the most specific part.
-fn clip(text: &str, max: usize) -> String {
-    if text.chars().count() <= max {
-        return text.to_string();
-    }
-    let mut out: String = text.chars().take(max.saturating_sub(1)).collect();
-    out.push('…');
-    out
-}
-
-/// How wide each text column may be so the table fits in `width`: numbers are
-/// never cut; text columns that fit their fair share keep their width and the
-/// rest share what is left (water-filling), so a short label is never clipped
-/// to make room for a long stack.
-fn text_budgets(table: &Table, rows: &[Vec<Cell>], numeric: &[bool], width: usize) -> Vec<usize> {
-    let natural: Vec<usize> = (0..table.columns.len())
-        .map(|c| {
-            let widest = rows
-                .iter()
-                .map(|r| r[c].human().chars().count())
-                .max()
-                .unwrap_or(0);
-            widest.max(table.columns[c].len())
-        })
-        .collect();
-    let mut left = width;
-    for c in 0..natural.len() {
-        left = left.saturating_sub(COLUMN_OVERHEAD + if numeric[c] { natural[c] } else { 0 });
-    }
-    let mut budgets = natural.clone();
-    let mut open: Vec<usize> = (0..natural.len()).filter(|&c| !numeric[c]).collect();
-    open.sort_by_key(|&c| natural[c]);
-    while let Some(&c) = open.first() {
-        let share = left / open.len();
-        if natural[c] <= share {
-            left -= natural[c];
-            open.remove(0);
-        } else {
-            for &c in &open {
-                budgets[c] = share.max(16);
-            }
-            break;
-        }
-    }
-    budgets
-}
 
 fn render(table: &Table, rows: &[Vec<Cell>], width: usize) -> String {
     let numeric = table.numeric_columns();
-    let budgets = text_budgets(table, rows, &numeric, width);
+    let fitted = fit(table, rows, Some(width));
     let mut t = comfy_table::Table::new();
     t.load_preset(STYLE)
         .set_content_arrangement(ContentArrangement::Disabled)
-        .set_header(table.columns.iter().map(|c| c.replace('_', " ")));
-    for row in rows {
-        t.add_row(row.iter().enumerate().map(|(c, cell)| {
-            let text = match cell {
-                Cell::Text(s) => clip(&super::visible(s), budgets[c]),
-                other => other.human(),
-            };
-            let c = comfy_table::Cell::new(text);
-            if cell.is_numeric() {
-                c.set_alignment(CellAlignment::Right)
+        .set_header(fitted.headers);
+    for row in fitted.cells {
+        t.add_row(row.into_iter().enumerate().map(|(c, text)| {
+            let cell = comfy_table::Cell::new(text);
+            if numeric[c] {
+                cell.set_alignment(CellAlignment::Right)
             } else {
-                c
+                cell
             }
         }));
     }
@@ -101,6 +50,54 @@ fn render(table: &Table, rows: &[Vec<Cell>], width: usize) -> String {
         }
     }
     t.to_string()
+}
+
+/// `table` without the columns that say nothing for any of `rows` (every
+/// cell `n/a` or empty), so the columns that do say something fit the
+/// width; the first column (what a row is) always stays. Returns the
+/// remaining table, its rows and the names of the columns left out.
+fn without_empty_columns(
+    table: &Table,
+    rows: &[Vec<Cell>],
+) -> (Table, Vec<Vec<Cell>>, Vec<&'static str>) {
+    let says_nothing = |cell: &Cell| match cell {
+        Cell::Empty | Cell::Percent(None) | Cell::Share(None) => true,
+        Cell::Text(text) => text == "n/a",
+        _ => false,
+    };
+    let keep: Vec<bool> = (0..table.columns.len())
+        .map(|c| c == 0 || rows.is_empty() || !rows.iter().all(|r| says_nothing(&r[c])))
+        .collect();
+    let dropped = table
+        .columns
+        .iter()
+        .zip(&keep)
+        .filter(|(_, keep)| !**keep)
+        .map(|(name, _)| *name)
+        .collect();
+    let pick = |row: &Vec<Cell>| -> Vec<Cell> {
+        row.iter()
+            .zip(&keep)
+            .filter(|(_, keep)| **keep)
+            .map(|(cell, _)| cell.clone())
+            .collect()
+    };
+    let rows: Vec<Vec<Cell>> = rows.iter().map(pick).collect();
+    let informative = Table {
+        title: table.title.clone(),
+        columns: table
+            .columns
+            .iter()
+            .zip(&keep)
+            .filter(|(_, keep)| **keep)
+            .map(|(name, _)| *name)
+            .collect(),
+        rows: rows.clone(),
+        omitted: table.omitted,
+        ranked: table.ranked,
+        leading_rows: table.leading_rows,
+    };
+    (informative, rows, dropped)
 }
 
 impl Exporter for TerminalExporter {
@@ -115,14 +112,36 @@ impl Exporter for TerminalExporter {
                 continue;
             }
             let (rows, omitted) = table.shown_rows(self.top);
-            let text = render(table, rows, self.width);
+            let (informative, rows, dropped) = without_empty_columns(table, rows);
+            if informative.columns.len() == 1 && !dropped.is_empty() {
+                writeln!(
+                    out,
+                    "  (no figure for any row; --format json has every field)"
+                )?;
+                continue;
+            }
+            let text = render(&informative, &rows, self.width);
             for line in text.lines() {
-                writeln!(out, "{}", line.trim_end())?;
+                // The rule under the header runs through the last column's
+                // padding; end it where the widest row ends.
+                let line = line.trim_end();
+                let line = match line.strip_suffix('─') {
+                    Some(rule) if rule.trim_start().starts_with('─') => rule,
+                    _ => line,
+                };
+                writeln!(out, "{line}")?;
             }
             if omitted > 0 {
                 writeln!(
                     out,
                     "… {omitted} more rows (raise --top, or use --format json)"
+                )?;
+            }
+            if !dropped.is_empty() {
+                writeln!(
+                    out,
+                    "(left out, n/a for every row: {}; --format json has every field)",
+                    dropped.join(", ").replace('_', " ")
                 )?;
             }
         }

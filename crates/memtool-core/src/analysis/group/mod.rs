@@ -51,6 +51,21 @@ pub const NONE_LABEL: &str = "<none>";
 /// Label of an empty call stack.
 pub const NO_STACK_LABEL: &str = "<no stack>";
 
+/// Whether a breakdown's groups say nothing: there are some and every one
+/// is the label of allocations with no value for the key (`<no stack>`,
+/// `<none>`), so its table would only repeat the total. Tables leave such a
+/// breakdown out; JSON keeps it.
+pub fn says_nothing<'a>(keys: impl IntoIterator<Item = &'a str>) -> bool {
+    let mut any = false;
+    for key in keys {
+        if key != NONE_LABEL && key != NO_STACK_LABEL {
+            return false;
+        }
+        any = true;
+    }
+    any
+}
+
 /// The group label of one site.
 pub fn label(names: &Names, site: SiteId, by: GroupBy, filter: &FrameFilter) -> String {
     let site = names.site_of(site);
