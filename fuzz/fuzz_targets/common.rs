@@ -72,7 +72,12 @@ pub fn analyses(data: &[u8]) {
     };
     let _ = memtool_core::render::html(both, &r);
     for report in &reports {
-        for format in [OutputFormat::Table, OutputFormat::Json, OutputFormat::Csv, OutputFormat::Md] {
+        for format in [
+            OutputFormat::Table,
+            OutputFormat::Json,
+            OutputFormat::Csv,
+            OutputFormat::Md,
+        ] {
             let mut out = Vec::new();
             exporter(format, Presentation { top: 10 })
                 .export(report.as_ref(), &mut out)

@@ -63,7 +63,11 @@ enum Frames {
 
 #[derive(Arbitrary, Debug)]
 enum Frame {
-    New { name: Name, file: Name, line: Int },
+    New {
+        name: Name,
+        file: Name,
+        line: Int,
+    },
     /// A reference to the `n`th dict written so far.
     Again(u8),
     Other(Value),
@@ -124,12 +128,45 @@ enum Name {
 }
 
 const NAMES: &[&str] = &[
-    "action", "addr", "size", "frames", "time_us", "name", "filename", "line", "segments",
-    "device_traces", "external_annotations", "blocks", "state", "address", "total_size",
-    "requested_size", "allocated", "device", "stream", "segment_type", "category", "device_free",
-    "real_size", "history", "stage", "START", "END", "ProfilerStep#1", "ProfilerStep#2",
-    "active_allocated", "active_pending_free", "inactive", "large", "small", "train.py",
-    "forward", "", "alloc", "free_completed",
+    "action",
+    "addr",
+    "size",
+    "frames",
+    "time_us",
+    "name",
+    "filename",
+    "line",
+    "segments",
+    "device_traces",
+    "external_annotations",
+    "blocks",
+    "state",
+    "address",
+    "total_size",
+    "requested_size",
+    "allocated",
+    "device",
+    "stream",
+    "segment_type",
+    "category",
+    "device_free",
+    "real_size",
+    "history",
+    "stage",
+    "START",
+    "END",
+    "ProfilerStep#1",
+    "ProfilerStep#2",
+    "active_allocated",
+    "active_pending_free",
+    "inactive",
+    "large",
+    "small",
+    "train.py",
+    "forward",
+    "",
+    "alloc",
+    "free_completed",
 ];
 
 #[derive(Arbitrary, Debug, Clone, Copy)]
