@@ -485,7 +485,7 @@ fn program_peak(
             let bytes = shown(id).0;
             let lumped = xprof_compat && bytes < XPROF_SMALL_BUFFER_BYTES;
             if lumped {
-                small += bytes;
+                small = small.saturating_add(bytes);
             }
             !lumped
         })
@@ -619,7 +619,7 @@ fn overall(profile: &Profile, options: &Options) -> Option<OverallPeak> {
     for m in &snapshots {
         replay::for_each_point(m, |p| {
             if let Some(t) = totals.get_mut(p.index) {
-                *t += p.bytes;
+                *t = t.saturating_add(p.bytes);
             }
         });
     }

@@ -165,8 +165,8 @@ pub fn group_series_by(
                 })
             });
             if let Some(g) = out.get_mut(g) {
-                g.bytes[i] += totals.bytes;
-                g.counts[i] += totals.count;
+                g.bytes[i] = g.bytes[i].saturating_add(totals.bytes);
+                g.counts[i] = g.counts[i].saturating_add(totals.count);
             }
         }
     }

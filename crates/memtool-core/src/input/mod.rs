@@ -9,6 +9,9 @@ pub(crate) mod source;
 pub(crate) mod torch;
 pub(crate) mod xspace;
 
+#[cfg(test)]
+pub(crate) mod huge_sizes;
+
 use crate::error::{Error, Result};
 use crate::model::{Format, Profile};
 use detect::Sniffed;
@@ -142,7 +145,8 @@ fn warn_of_inconsistent_figures(profile: &mut Profile) {
 
 /// Warns, per memory, when the sizes the file claims add up to more than 64
 /// bits hold: the analyses cap their sums there instead of wrapping, so the
-/// figures of that memory are lower bounds.
+/// figures of that memory are lower bounds. When every memory fits but all
+/// of them together do not, one warning says the totals over memories are.
 fn warn_of_impossible_sizes(profile: &mut Profile) {
     let Some(path) = profile.inputs.first().map(|i| i.path.clone()) else {
         return;
@@ -160,6 +164,7 @@ fn warn_of_impossible_sizes(profile: &mut Profile) {
         })
         .map(|m| m.id.clone())
         .collect();
+    let a_memory_overflows = !overflowing.is_empty();
     for id in overflowing {
         profile.warn(
             &path,
@@ -168,6 +173,23 @@ fn warn_of_impossible_sizes(profile: &mut Profile) {
                  (2^64 bytes); sums are capped there, so this memory's figures are lower \
                  bounds"
             ),
+        );
+    }
+    // Totals across memories (a snapshot's devices together, diff's totals)
+    // can overflow though no memory does on its own.
+    let across = |f: fn(&crate::model::Allocation) -> u64| {
+        profile
+            .memories
+            .iter()
+            .flat_map(|m| &m.allocations)
+            .try_fold(0u64, |s, a| s.checked_add(f(a)))
+    };
+    if !a_memory_overflows && (across(|a| a.bytes).is_none() || across(|a| a.requested).is_none()) {
+        profile.warn(
+            &path,
+            "the allocation sizes the file claims add up to more than 16 EiB (2^64 bytes) \
+             across its memories; totals over memories are capped there, so they are lower \
+             bounds",
         );
     }
 }

@@ -209,7 +209,7 @@ fn write_panel(out: &mut String, p: &Panel<'_>, top: f64) {
         let mut d = String::from("M");
         let mut above = below.clone();
         for (i, (&x, a)) in xs.iter().zip(above.iter_mut()).enumerate() {
-            *a += value(&band.v, i);
+            *a = a.saturating_add(value(&band.v, i));
             if i > 0 {
                 d.push('L');
             }

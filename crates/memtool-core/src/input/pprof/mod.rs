@@ -443,8 +443,8 @@ impl<'p> Reader<'p> {
                 }
             }
             if kind == "executable" {
-                executables.count += count.max(0) as u64;
-                executables.bytes += bytes;
+                executables.count = executables.count.saturating_add(count.max(0) as u64);
+                executables.bytes = executables.bytes.saturating_add(bytes);
                 if bytes < 0 {
                     negative_executables += 1;
                 }

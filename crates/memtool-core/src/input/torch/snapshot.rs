@@ -1376,14 +1376,64 @@ mod tests {
             p.extend([b'h', 3]);
         }
         p.extend([b'e', b'e', b'u', b'.']);
-        for paths in [pickle::Paths::Fast, pickle::Paths::GeneralOnly] {
+        // Both paths read the entry when its SETITEMS completes it, so the
+        // first reference after it is refused, at the same byte.
+        let errors = [pickle::Paths::Fast, pickle::Paths::GeneralOnly].map(|paths| {
             let mut profile = Profile::default();
-            let err = read(&mut profile, "again.pickle", &p, paths)
+            read(&mut profile, "again.pickle", &p, paths)
                 .unwrap_err()
-                .to_string();
-            assert!(err.contains("memo entry 3, a"), "{err}");
-            assert!(err.contains("already"), "{err}");
-        }
+                .to_string()
+        });
+        assert!(
+            errors[0].contains("memo entry 3, a record already consumed"),
+            "{}",
+            errors[0]
+        );
+        assert_eq!(errors[0], errors[1]);
+    }
+
+    /// An entry referenced from inside the next entry of its batch (fuzzing
+    /// found it): the fast path had read the first entry and refused the
+    /// reference, the general path, which read entries at APPENDS, took
+    /// the first entry as the second's `frames` and went on.
+    #[test]
+    fn an_entry_referenced_inside_a_later_entry_of_its_batch_is_refused_on_both_paths() {
+        let mut p = vec![0x80, 4, b'}', 0x94, b'(', 0x8c, 13];
+        p.extend(b"device_traces");
+        p.extend([b']', 0x94, b'(', b']', 0x94, b'(']); // memo 1, 2
+                                                        // {'action': 'alloc', 'addr': 16, 'size': 8}, memo 3
+        p.extend([b'}', 0x94, b'(', 0x8c, 6]);
+        p.extend(b"action");
+        p.extend([0x8c, 5]);
+        p.extend(b"alloc");
+        p.extend([0x8c, 4]);
+        p.extend(b"addr");
+        p.extend([b'K', 16, 0x8c, 4]);
+        p.extend(b"size");
+        p.extend([b'K', 8, b'u']);
+        // {'action': 'alloc', 'addr': 32, 'frames': <memo 3>}
+        p.extend([b'}', 0x94, b'(', 0x8c, 6]);
+        p.extend(b"action");
+        p.extend([0x8c, 5]);
+        p.extend(b"alloc");
+        p.extend([0x8c, 4]);
+        p.extend(b"addr");
+        p.extend([b'K', 32, 0x8c, 6]);
+        p.extend(b"frames");
+        p.extend([b'h', 3, b'u']);
+        p.extend([b'e', b'e', b'u', b'.']);
+        let errors = [pickle::Paths::Fast, pickle::Paths::GeneralOnly].map(|paths| {
+            let mut profile = Profile::default();
+            read(&mut profile, "nested.pickle", &p, paths)
+                .unwrap_err()
+                .to_string()
+        });
+        assert!(
+            errors[0].contains("memo entry 3, a record already consumed"),
+            "{}",
+            errors[0]
+        );
+        assert_eq!(errors[0], errors[1]);
     }
 }
 

@@ -238,7 +238,7 @@ impl<V: Visitor> Machine<'_, '_, V> {
         Ok(list.clone())
     }
 
-    fn append_items(
+    pub(super) fn append_items(
         &mut self,
         list: &Rc<Container<Value>>,
         items: impl Iterator<Item = Value>,
@@ -600,6 +600,7 @@ impl<V: Visitor> Machine<'_, '_, V> {
                     let mark = self.pop_mark_start()?;
                     let dict = self.below_mark(mark)?;
                     self.set_items_from(&dict, mark)?;
+                    self.record_completed()?;
                 }
                 0x94 => {
                     let id = u32::try_from(self.memo.len()).unwrap_or(u32::MAX);

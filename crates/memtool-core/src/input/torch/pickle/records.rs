@@ -144,6 +144,37 @@ impl<V: Visitor> Machine<'_, '_, V> {
         result
     }
 
+    /// A record the ordinary loop completes where the fast path would have
+    /// taken it (a dict whose SETITEMS leaves it alone above the MARK of a
+    /// list the visitor takes records from) is handed over at once, as
+    /// [`Machine::record`] does, not at the list's APPENDS: a later
+    /// reference to it, in its batch or inside a later record, is then
+    /// refused alike on both paths, and the stack never holds the batch.
+    pub(super) fn record_completed(&mut self) -> Result<()> {
+        let Some(at) = self.stack.len().checked_sub(3) else {
+            return Ok(());
+        };
+        if self.marks.last() != Some(&(at + 1))
+            || !matches!(self.stack.get(at + 2), Some(Slot::Value(Value::Dict(_))))
+        {
+            return Ok(());
+        }
+        let Some(Slot::Value(Value::List(list))) = self.stack.get(at) else {
+            return Ok(());
+        };
+        let Some(route) = list.route else {
+            return Ok(());
+        };
+        if list.sealed.get() || !self.visitor.records(route) {
+            return Ok(());
+        }
+        let list = list.clone();
+        let Some(Slot::Value(record)) = self.stack.pop() else {
+            return Ok(());
+        };
+        self.append_items(&list, std::iter::once(record))
+    }
+
     /// [`scan_record`] over the buffered bytes, the visitor offered the
     /// record's lists; `None` when the memo could not number every value
     /// the bytes might memoize.

@@ -413,3 +413,42 @@ fn two_different_modules_with_one_program_id_warn() {
         profile.warnings
     );
 }
+
+/// Buffers claiming sizes whose sum does not fit in 64 bits (the buffer
+/// allocations' too, which lay the space out end to end): the memory is cut
+/// at 64 PiB with a warning, and every output handles the capped sizes.
+#[test]
+fn sizes_past_64_bits_are_capped_with_a_warning() {
+    let huge = i64::MAX;
+    let mut hlo = module(
+        &[huge, huge, huge],
+        &[(ALLOC, 1, 0), (ALLOC, 2, 0), (ALLOC, 3, 0)],
+    );
+    let assignment = hlo.buffer_assignment.as_mut().unwrap();
+    for allocation in &mut assignment.buffer_allocations {
+        allocation.size = huge;
+    }
+    for (i, assigned) in assignment.buffer_allocations[0]
+        .assigned
+        .iter_mut()
+        .enumerate()
+    {
+        assigned.offset = huge - i as i64;
+    }
+    let bytes = super::plane::tests::xspace(&[(1, Some(1), &hlo.encode_to_vec())]);
+    let profile = crate::load(
+        vec![crate::Source::from_bytes("huge.xplane.pb", bytes)],
+        &crate::LoadOptions::default(),
+    )
+    .unwrap();
+    let memory = &profile.memories[0];
+    assert_eq!(replay::peak(memory).unwrap().bytes, 1 << 56);
+    assert!(
+        profile.warnings.iter().any(|w| w
+            .message
+            .contains("buffer sizes add up to more than 64 PiB")),
+        "{:?}",
+        profile.warnings
+    );
+    crate::input::huge_sizes::every_output(&profile);
+}
