@@ -41,6 +41,22 @@ pub enum Error {
         hint: &'static str,
     },
 
+    /// Memory ran out while the input was read: the process could not get
+    /// what the input needs (an address-space limit, `ulimit -v`, a
+    /// container's limit, or the machine's memory).
+    #[error(
+        "{path}: out of memory: {what} needs {needed}, more than this process can get \
+         (ulimit -v, a container's memory limit, or the machine's memory)"
+    )]
+    OutOfMemory {
+        /// The input.
+        path: String,
+        /// What needed the memory (`the decompressed input`, ...).
+        what: String,
+        /// How much, in readable units (`more than 1.00 GiB`).
+        needed: String,
+    },
+
     /// A well-formed input that holds nothing the command can use.
     #[error("{path}: {message}")]
     NoData {
