@@ -109,4 +109,9 @@ small_trace = (b'{"traceEvents": [{"ph": "i", "name": "[memory]", "ts": 1, "pid"
 write("bom.pt.trace.json", b"\xef\xbb\xbf" + small_trace)
 # [memory] events whose Bytes are out of any integer's range.
 write("bytes-out-of-range.pt.trace.json", small_trace.replace(b'"Bytes": 512', b'"Bytes": 1e30'))
+# One trace entry listed a thousand times in one batch (MARK BINGET... APPENDS):
+# refused at the first copy, not read a thousand times.
+entry = (b"}\x94(\x8c\x06action\x8c\x05alloc\x8c\x04addrK\x10\x8c\x04sizeK\x08u")
+write("shared-entry.pickle", b"\x80\x04}\x94(\x8c\x0ddevice_traces]\x94(]\x94(" + entry
+      + b"h\x03" * 1000 + b"eeu.")
 print("wrote", len(os.listdir(out)), "files to", out)
