@@ -45,16 +45,17 @@ pub enum Error {
     /// what the input needs (an address-space limit, `ulimit -v`, a
     /// container's limit, or the machine's memory).
     #[error(
-        "{path}: out of memory: {what} needs {needed}, more than this process can get \
-         (ulimit -v, a container's memory limit, or the machine's memory)"
+        "{path}: out of memory: {what} needed more{}; this process could get no more \
+         (ulimit -v, a container's memory limit, or the machine's memory)",
+        have.as_ref().map(|h| format!(" than {h}")).unwrap_or_default()
     )]
     OutOfMemory {
         /// The input.
         path: String,
         /// What needed the memory (`the decompressed input`, ...).
-        what: String,
-        /// How much, in readable units (`more than 1.00 GiB`).
-        needed: String,
+        what: &'static str,
+        /// How much it had when it ran out, in readable units, when known.
+        have: Option<String>,
     },
 
     /// A well-formed input that holds nothing the command can use.

@@ -792,3 +792,59 @@ fn render_never_writes_a_page_into_a_terminal() {
     assert!(piped.status.success());
     assert!(piped.stdout.starts_with(b"<!DOCTYPE html>"));
 }
+
+fn gzip(bytes: &[u8]) -> Vec<u8> {
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    e.write_all(bytes).unwrap();
+    e.finish().unwrap()
+}
+
+/// Runs memtool under an address-space limit (`ulimit -v`, KiB).
+fn under_ulimit(kib: u64, args: &[&str]) -> std::process::Output {
+    let mut script = format!(
+        "ulimit -v {kib}; exec {}",
+        assert_cmd::cargo::cargo_bin("memtool").display()
+    );
+    for a in args {
+        script.push_str(&format!(" '{a}'"));
+    }
+    std::process::Command::new("sh")
+        .args(["-c", &script])
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn running_out_of_memory_while_inflating_is_one_line_for_every_command() {
+    // 600 MiB that start like a trace, in 600 KB of gzip members: within
+    // the 4 GiB cap, not within an address space of 300 MiB.
+    let dir = temp_dir("oom");
+    let mut bytes = gzip(br#"{"traceEvents": ["#);
+    let spaces = gzip(&vec![b' '; 1 << 20]);
+    for _ in 0..600 {
+        bytes.extend_from_slice(&spaces);
+    }
+    let path = write(&dir, "big.json.gz", &bytes);
+    let out_file = dir.join("out").display().to_string();
+    for args in [
+        vec!["summary", &path],
+        vec!["peak", &path],
+        vec!["leaks", &path],
+        vec!["frag", &path],
+        vec!["diff", &path, &path],
+        vec!["render", &path, "-o", &out_file],
+    ] {
+        let out = under_ulimit(300 << 10, &args);
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
+        assert!(
+            stderr.starts_with(&format!(
+                "memtool: {path}: out of memory: the decompressed input needed more than "
+            )),
+            "{args:?}: {stderr}"
+        );
+        assert!(stderr.contains("ulimit -v"), "{stderr}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -17,6 +17,9 @@ pub(crate) fn is_gzip(bytes: &[u8]) -> bool {
 /// the input would let a file of a few hundred MB ask for terabytes.
 pub(crate) const DEFAULT_LIMIT: u64 = 4 << 30;
 
+/// The least room made for decompressed bytes at a time.
+const GROW_MIN: usize = 64 << 10;
+
 /// What [`gunzip`] gives: the decompressed bytes, and a warning when bytes
 /// after the last gzip member were ignored.
 #[derive(Debug)]
@@ -69,7 +72,21 @@ pub(crate) fn gunzip(
         loop {
             let cap = if head_judged { limit } else { head_len.min(limit) };
             let wanted = cap.saturating_add(1).saturating_sub(out.len() as u64);
-            let read = (&mut member).take(wanted).read_to_end(&mut out);
+            // Room made here, fallibly, and reads kept within it: std's
+            // read_to_end grows a full vector infallibly (an abort when
+            // memory runs out).
+            let out_of_memory = |have: usize| Error::OutOfMemory {
+                path: path.to_string(),
+                what: "the decompressed input",
+                have: Some(crate::report::units::bytes(have as u64)),
+            };
+            if out.capacity() - out.len() < GROW_MIN {
+                let more = out.len().max(GROW_MIN);
+                out.try_reserve(more).map_err(|_| out_of_memory(out.len()))?;
+            }
+            let room = (out.capacity() - out.len()) as u64;
+            let before = out.len();
+            let read = (&mut member).take(wanted.min(room)).read_to_end(&mut out);
             if let Err(e) = read {
                 return Err(match e.kind() {
                     std::io::ErrorKind::UnexpectedEof => corrupt(
@@ -79,14 +96,7 @@ pub(crate) fn gunzip(
                         ),
                         None,
                     ),
-                    std::io::ErrorKind::OutOfMemory => Error::OutOfMemory {
-                        path: path.to_string(),
-                        what: "the decompressed input".to_string(),
-                        needed: format!(
-                            "more than {}",
-                            crate::report::units::bytes(out.len() as u64)
-                        ),
-                    },
+                    std::io::ErrorKind::OutOfMemory => out_of_memory(out.len()),
                     _ => corrupt(format!("gzip stream is corrupt: {e}"), None),
                 });
             }
@@ -103,7 +113,10 @@ pub(crate) fn gunzip(
                 judge_head(&out[..head_len as usize])?;
                 continue;
             }
-            break;
+            if out.len() == before || (out.len() - before) as u64 == wanted {
+                // The member ended, or the cap was passed.
+                break;
+            }
         }
         rest = member.into_inner();
         if rest.is_empty() || rest.iter().all(|&b| b == 0) {

@@ -163,6 +163,13 @@ fn ensure_memories(profile: &Profile) -> Result<()> {
 /// The error for an input that could not be read (a file that shrank or
 /// vanished while being read, an I/O failure).
 pub(crate) fn read_error(path: &str, e: &std::io::Error) -> Error {
+    if e.kind() == std::io::ErrorKind::OutOfMemory {
+        return Error::OutOfMemory {
+            path: path.to_string(),
+            what: "reading the input into memory",
+            have: None,
+        };
+    }
     Error::Read {
         path: path.to_string(),
         message: match e.kind() {
