@@ -113,7 +113,10 @@ fn padding_and_a_byte_order_mark_read_as_the_profile_without_them() {
     let padded = common::json(&["summary", &path("tests/broken/nul-padded.prof.gz")]);
     let plain = common::json(&["summary", &path("tests/pprof/training.prof")]);
     for key in ["peak_bytes", "final_bytes", "allocations", "top_stacks"] {
-        assert_eq!(padded["memories"][0][key], plain["memories"][0][key], "{key}");
+        assert_eq!(
+            padded["memories"][0][key], plain["memories"][0][key],
+            "{key}"
+        );
     }
     let v = common::json(&["summary", &path("tests/broken/bom.pt.trace.json")]);
     assert_eq!(v["memories"][0]["peak_bytes"], 512);

@@ -32,9 +32,9 @@ pub(crate) struct Gunzipped {
 pub(crate) fn limit_text(limit: u64) -> String {
     const MIB: u64 = 1 << 20;
     const GIB: u64 = 1 << 30;
-    if limit >= GIB && limit % GIB == 0 {
+    if limit >= GIB && limit.is_multiple_of(GIB) {
         format!("{} GiB", limit / GIB)
-    } else if limit >= MIB && limit % MIB == 0 {
+    } else if limit >= MIB && limit.is_multiple_of(MIB) {
         format!("{} MiB", limit / MIB)
     } else {
         format!("{limit} bytes")
@@ -61,7 +61,10 @@ pub(crate) fn gunzip(
         offset,
     };
     let mut out = Vec::new();
-    if out.try_reserve(bytes.len().saturating_mul(4).min(1 << 30)).is_err() {
+    if out
+        .try_reserve(bytes.len().saturating_mul(4).min(1 << 30))
+        .is_err()
+    {
         out = Vec::new();
     }
     let mut rest = bytes;
@@ -70,7 +73,11 @@ pub(crate) fn gunzip(
     loop {
         let mut member = GzDecoder::new(rest);
         loop {
-            let cap = if head_judged { limit } else { head_len.min(limit) };
+            let cap = if head_judged {
+                limit
+            } else {
+                head_len.min(limit)
+            };
             let wanted = cap.saturating_add(1).saturating_sub(out.len() as u64);
             // Room made here, fallibly, and reads kept within it: std's
             // read_to_end grows a full vector infallibly (an abort when
@@ -82,7 +89,8 @@ pub(crate) fn gunzip(
             };
             if out.capacity() - out.len() < GROW_MIN {
                 let more = out.len().max(GROW_MIN);
-                out.try_reserve(more).map_err(|_| out_of_memory(out.len()))?;
+                out.try_reserve(more)
+                    .map_err(|_| out_of_memory(out.len()))?;
             }
             let room = (out.capacity() - out.len()) as u64;
             let before = out.len();
@@ -154,13 +162,18 @@ mod tests {
     fn reads_concatenated_members() {
         let mut both = gz(b"hello ");
         both.extend(gz(b"world"));
-        assert_eq!(gunzip("x", &both, 100, 64, &|_| Ok(())).unwrap().bytes, b"hello world");
+        assert_eq!(
+            gunzip("x", &both, 100, 64, &|_| Ok(())).unwrap().bytes,
+            b"hello world"
+        );
     }
 
     #[test]
     fn stops_at_the_limit() {
         let bomb = gz(&vec![0u8; 1 << 20]);
-        let err = gunzip("bomb.gz", &bomb, 1000, 64, &|_| Ok(())).unwrap_err().to_string();
+        let err = gunzip("bomb.gz", &bomb, 1000, 64, &|_| Ok(()))
+            .unwrap_err()
+            .to_string();
         assert_eq!(
             err,
             "bomb.gz: decompressed size exceeds the limit of 1000 bytes; \

@@ -374,7 +374,10 @@ mod tests {
 
     #[test]
     fn a_byte_order_mark_before_json_is_stepped_over() {
-        assert_eq!(sniff(b"\xef\xbb\xbf{\"traceEvents\": []}"), Sniffed::JsonAfterBom);
+        assert_eq!(
+            sniff(b"\xef\xbb\xbf{\"traceEvents\": []}"),
+            Sniffed::JsonAfterBom
+        );
         assert_eq!(sniff(b"\xef\xbb\xbfhello"), Sniffed::Unknown);
     }
 

@@ -87,6 +87,10 @@ mod tests {
         let long = "é".repeat(MAX_LABEL_BYTES);
         let cut = label(&long);
         assert!(cut.len() < MAX_LABEL_BYTES + 40);
-        assert!(cut.ends_with(&format!("… [{} more bytes cut]", MAX_LABEL_BYTES)), "{}", &cut[cut.len() - 40..]);
+        assert!(
+            cut.ends_with(&format!("… [{} more bytes cut]", MAX_LABEL_BYTES)),
+            "{}",
+            &cut[cut.len() - 40..]
+        );
     }
 }

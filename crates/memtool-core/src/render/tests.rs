@@ -550,18 +550,21 @@ fn long_names_and_deep_stacks_make_a_small_report() {
         file: huge_name,
         line: 1,
     });
-    let sites: Vec<SiteId> = [names.stack_leaf_first(&deep), names.stack_leaf_first(&[huge])]
-        .into_iter()
-        .map(|stack| {
-            names.site(Site {
-                stack,
-                op: Some(huge_name),
-                shape: None,
-                dtype: None,
-                category: None,
-            })
+    let sites: Vec<SiteId> = [
+        names.stack_leaf_first(&deep),
+        names.stack_leaf_first(&[huge]),
+    ]
+    .into_iter()
+    .map(|stack| {
+        names.site(Site {
+            stack,
+            op: Some(huge_name),
+            shape: None,
+            dtype: None,
+            category: None,
         })
-        .collect();
+    })
+    .collect();
     let mut m = Memory::new("cuda:0", MemoryKind::Allocator, Axis::TimeUs);
     for i in 0..20u64 {
         let id = m.push_allocation(Allocation {

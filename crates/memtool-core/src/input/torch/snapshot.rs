@@ -1292,7 +1292,10 @@ mod tests {
         by_dup.extend(std::iter::repeat_n(b'2', 1_000_000));
         by_dup.extend([b'e', b'e', b'u', b'.']);
         for paths in [pickle::Paths::Fast, pickle::Paths::GeneralOnly] {
-            for (bytes, what) in [(&by_memo, "memo entry 3"), (&by_dup, "the value DUP copies")] {
+            for (bytes, what) in [
+                (&by_memo, "memo entry 3"),
+                (&by_dup, "the value DUP copies"),
+            ] {
                 let mut profile = Profile::default();
                 let err = read(&mut profile, "again.pickle", bytes, paths)
                     .unwrap_err()
@@ -1337,7 +1340,10 @@ mod tests {
             let err = read(&mut profile, "again.pickle", &p, paths)
                 .unwrap_err()
                 .to_string();
-            assert!(err.contains("memo entry 3, a record already consumed"), "{err}");
+            assert!(
+                err.contains("memo entry 3, a record already consumed"),
+                "{err}"
+            );
         }
     }
 }

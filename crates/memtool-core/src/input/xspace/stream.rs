@@ -22,7 +22,10 @@ pub(crate) enum StreamError {
     Wire(WireError),
     Io(io::Error),
     /// An allocator event longer than [`MAX_EVENT_BYTES`], at this offset.
-    OversizedEvent { at: u64, len: u64 },
+    OversizedEvent {
+        at: u64,
+        len: u64,
+    },
 }
 
 /// Allocator events are a few hundred bytes (an id, a time and a few
