@@ -225,14 +225,13 @@ impl<V: Visitor> Machine<'_, '_, V> {
         None
     }
 
-    /// Refuses a second copy of `value` about to be pushed as an item of a
-    /// list the visitor reads records from, while the container is still
-    /// on the stack, unread (`MARK BINGET BINGET ... APPENDS`, or DUP): the
-    /// visitor would read one record many times, so a few bytes per copy
-    /// would ask for an allocation each and the stack would hold them all.
-    /// A record referenced after it was read is refused by the memo
-    /// ([`MemoSlot::Forgotten`]); this is the same case caught earlier.
-    fn refuse_pending_record(&mut self, value: &Value, what: &str) -> Result<()> {
+    /// Refuses a copy (DUP) of `value` about to be pushed as an item of a
+    /// list the visitor reads records from while the container is still on
+    /// the stack, unread: the visitor would read one record many times, so
+    /// a byte per copy would ask for an allocation each and the stack would
+    /// hold them all. Memo references to records are refused in
+    /// `memo_get` (see `Container::record`).
+    fn refuse_pending_record(&mut self, value: &Value) -> Result<()> {
         let pending = match value {
             Value::List(c) => !c.sealed.get(),
             Value::Dict(c) => !c.sealed.get(),
@@ -242,14 +241,21 @@ impl<V: Visitor> Machine<'_, '_, V> {
             return Ok(());
         }
         match self.claimed_parent() {
-            Some(ClaimedParent::List { route, .. }) if self.visitor.records(route) => {
-                self.err(format!(
-                    "{what}, a record not yet read, is listed again in its list (shared \
-                     records are not expected there)"
-                ))
-            }
+            Some(ClaimedParent::List { route, .. }) if self.visitor.records(route) => self.err(
+                "DUP of a record not yet read, listed again in its list (shared records \
+                     are not expected there)",
+            ),
             _ => Ok(()),
         }
+    }
+
+    /// Whether a value pushed now is an item of a list the visitor reads
+    /// records from.
+    fn at_record_position(&mut self) -> bool {
+        matches!(
+            self.claimed_parent(),
+            Some(ClaimedParent::List { route, .. }) if self.visitor.records(route)
+        )
     }
 
     fn check_child(&self, parent_depth: &Cell<u32>, child: &Value) -> Result<()> {
@@ -411,14 +417,17 @@ impl<V: Visitor> Machine<'_, '_, V> {
             }
             Some(MemoSlot::Value(i)) => {
                 let v = self.memo.values[i as usize].clone();
-                if matches!(v, Value::List(_) | Value::Dict(_)) {
-                    self.refuse_pending_record(&v, &format!("memo entry {id}"))?;
+                if matches!(&v, Value::Dict(c) if c.record.get()) {
+                    return self.err(format!(
+                        "reference to memo entry {id}, a record listed already (shared \
+                         records are not expected there)"
+                    ));
                 }
                 self.push(v);
                 Ok(())
             }
             Some(MemoSlot::Forgotten) => self.err(format!(
-                "reference to memo entry {id}, a record already consumed (shared records \
+                "reference to memo entry {id}, a record listed already (shared records \
                  are not expected there)"
             )),
             None => self.err(format!(
@@ -513,7 +522,7 @@ impl<V: Visitor> Machine<'_, '_, V> {
                 }
                 b'2' => {
                     let v = self.top()?.clone();
-                    self.refuse_pending_record(&v, "the value DUP copies")?;
+                    self.refuse_pending_record(&v)?;
                     self.push(v);
                 }
                 b'N' => self.push(Value::None),
@@ -582,7 +591,9 @@ impl<V: Visitor> Machine<'_, '_, V> {
                     let v = if is_list {
                         Value::List(Container::new(route, Vec::new()))
                     } else {
-                        Value::Dict(Container::new(route, Vec::new()))
+                        let dict = Container::new(route, Vec::new());
+                        dict.record.set(self.at_record_position());
+                        Value::Dict(dict)
                     };
                     self.push_container(v);
                 }
@@ -597,6 +608,7 @@ impl<V: Visitor> Machine<'_, '_, V> {
                     let items = self.pop_mark()?;
                     let route = self.route_new(false);
                     let dict = Container::new(route, Vec::new());
+                    dict.record.set(self.at_record_position());
                     self.check_pairs(&dict, items.iter())?;
                     Self::set_pairs(&dict, items.into_iter());
                     self.push_container(Value::Dict(dict));
