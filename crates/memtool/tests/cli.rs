@@ -647,8 +647,8 @@ fn a_signal_during_a_write_leaves_neither_temporary_nor_partial_file() {
         );
         assert_eq!(listing(&dir), Vec::<String>::new(), "{signal}");
     }
-    // With the anonymous temporary file, a signal at any moment leaves the
-    // target whole or absent and nothing else.
+    // With the anonymous temporary file, a signal at any moment (SIGKILL
+    // included) leaves the target whole or absent and nothing else.
     for delay_ms in [0u64, 5, 10, 20, 40, 80, 160] {
         let _ = std::fs::remove_file(&target);
         let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("memtool"))
@@ -657,8 +657,10 @@ fn a_signal_during_a_write_leaves_neither_temporary_nor_partial_file() {
             .spawn()
             .unwrap();
         std::thread::sleep(std::time::Duration::from_millis(delay_ms));
+        // SIGKILL too: nothing runs after it, and nothing is left behind.
+        let signal = if delay_ms % 10 == 0 { "-KILL" } else { "-TERM" };
         let _ = std::process::Command::new("kill")
-            .args(["-TERM", &child.id().to_string()])
+            .args([signal, &child.id().to_string()])
             .status();
         child.wait().unwrap();
         let names = listing(&dir);
