@@ -50,7 +50,8 @@ write("random.bin", bytes(rng.randrange(256) for _ in range(4096)))
 write("text.txt", b"Traceback (most recent call last):\n  File \"train.py\", line 1\nMemoryError\n")
 # A pprof whose first sample claims 2^40 bytes.
 write("length-past-end.pb", raw[:12] + varint(2 << 3 | 2) + varint(1 << 40) + b"\x00" * 16)
-# 300 MiB of zeros in ~300 KB: past the default cap (100x the input, at least 256 MiB).
+# 300 MiB of zeros in ~300 KB: no profile, refused from its first 64 KiB
+# without inflating the rest.
 c = zlib.compressobj(9, zlib.DEFLATED, 31)
 bomb = b"".join(c.compress(b"\0" * (1 << 20)) for _ in range(300)) + c.flush()
 write("bomb.gz", bomb)
@@ -91,4 +92,26 @@ write("protocol1.pickle", pickle.dumps(snapshot, protocol=1))
 # XProf's own JSON pages, given instead of the .xplane.pb they were made from.
 write("xprof.memory_profile.json", b'{"memoryProfilePerAllocator":{"mklcpu":{}},"numHosts":1}')
 write("xprof.memory_viewer.json", b'{"heapSizes":[0.5,1.0],"unpaddedHeapSizes":[0.5,1.0]}')
+# 8 MiB that start like a trace in 8 KB: within the default cap of 4 GiB (it
+# is cut JSON), past a --max-decompressed of 4 MiB (tests/broken.rs).
+c = zlib.compressobj(9, zlib.DEFLATED, 31)
+write("trace-bomb.json.gz", c.compress(b'{"traceEvents": [') +
+      b"".join(c.compress(b" " * (1 << 20)) for _ in range(8)) + c.flush())
+# A whole gzip stream, then bytes that are not gzip; and then NUL padding,
+# which gzip -d accepts.
+write("trailing-garbage.prof.gz", profile + b"this is not gzip")
+write("nul-padded.prof.gz", profile + b"\0" * 4096)
+# An XSpace whose first field is a group (field 15, `{` ... `|`): not JSON.
+write("group.xplane.pb", b"{\x08\x05|" + field(1, plane))
+# A valid trace after a UTF-8 byte order mark (Windows editors write one).
+small_trace = (b'{"traceEvents": [{"ph": "i", "name": "[memory]", "ts": 1, "pid": 1, "tid": 1, '
+               b'"args": {"Addr": 4096, "Bytes": 512, "Device Type": 0, "Device Id": -1}}]}')
+write("bom.pt.trace.json", b"\xef\xbb\xbf" + small_trace)
+# [memory] events whose Bytes are out of any integer's range.
+write("bytes-out-of-range.pt.trace.json", small_trace.replace(b'"Bytes": 512', b'"Bytes": 1e30'))
+# One trace entry listed a thousand times in one batch (MARK BINGET... APPENDS):
+# refused at the first copy, not read a thousand times.
+entry = (b"}\x94(\x8c\x06action\x8c\x05alloc\x8c\x04addrK\x10\x8c\x04sizeK\x08u")
+write("shared-entry.pickle", b"\x80\x04}\x94(\x8c\x0ddevice_traces]\x94(]\x94(" + entry
+      + b"h\x03" * 1000 + b"eeu.")
 print("wrote", len(os.listdir(out)), "files to", out)

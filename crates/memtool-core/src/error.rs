@@ -41,6 +41,23 @@ pub enum Error {
         hint: &'static str,
     },
 
+    /// Memory ran out while the input was read: the process could not get
+    /// what the input needs (an address-space limit, `ulimit -v`, a
+    /// container's limit, or the machine's memory).
+    #[error(
+        "{path}: out of memory: {what} needed more{}; this process could get no more \
+         (ulimit -v, a container's memory limit, or the machine's memory)",
+        have.as_ref().map(|h| format!(" than {h}")).unwrap_or_default()
+    )]
+    OutOfMemory {
+        /// The input.
+        path: String,
+        /// What needed the memory (`the decompressed input`, ...).
+        what: &'static str,
+        /// How much it had when it ran out, in readable units, when known.
+        have: Option<String>,
+    },
+
     /// A well-formed input that holds nothing the command can use.
     #[error("{path}: {message}")]
     NoData {

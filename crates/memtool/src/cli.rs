@@ -93,8 +93,8 @@ pub struct OutputArgs {
 
 #[derive(Args, Debug)]
 pub struct ReadArgs {
-    /// Refuse to decompress an input past this size (default: 100× the file,
-    /// at least 256 MiB, at most 16 GiB). Accepts units: 2GiB, 500MB.
+    /// Refuse to decompress an input past this size (default: 4 GiB, whatever
+    /// the file's size). Accepts units: 8GiB, 500MB.
     #[arg(long, value_name = "BYTES", value_parser = parse_size)]
     pub max_decompressed: Option<u64>,
     /// For a run directory or logdir holding several hosts' `.xplane.pb`:

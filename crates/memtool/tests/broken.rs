@@ -67,30 +67,59 @@ fn each_broken_input_gives_its_expected_line() {
                 .iter()
                 .map(|w| w["message"].as_str().unwrap())
                 .collect();
-            assert!(
-                warnings.contains(&case.message.as_str()),
-                "{path}: {warnings:?}"
-            );
+            if case.message == "(no warning)" {
+                assert!(warnings.is_empty(), "{path}: {warnings:?}");
+            } else {
+                assert!(
+                    warnings.contains(&case.message.as_str()),
+                    "{path}: {warnings:?}"
+                );
+            }
         }
     }
 }
 
 #[test]
-fn a_raised_limit_lets_a_trusted_large_file_through() {
-    // The bomb is 300 MiB of zeros: past the default cap, and not a profile.
+fn the_decompression_cap_is_named_and_can_be_set() {
+    // 8 MiB that start like a trace: within the default cap of 4 GiB, past
+    // a cap of 4 MiB, which the message names.
     let out = memtool()
         .current_dir(repo())
         .args([
             "summary",
-            "tests/broken/bomb.gz",
+            "tests/broken/trace-bomb.json.gz",
             "--max-decompressed",
-            "400MiB",
+            "4MiB",
         ])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "memtool: tests/broken/trace-bomb.json.gz: decompressed size exceeds the limit of \
+         4 MiB; raise it with --max-decompressed BYTES if the file is trusted\n"
+    );
+    // Zeros are no profile: refused from their first 64 KiB, not inflated.
+    let start = std::time::Instant::now();
+    let bomb = repo().join("tests/broken/bomb.gz").display().to_string();
+    let stderr = common::fails(&["summary", &bomb], 2);
     assert!(stderr.contains("not a memory profile"), "{stderr}");
+    assert!(start.elapsed().as_secs_f64() < 2.0);
+}
+
+#[test]
+fn padding_and_a_byte_order_mark_read_as_the_profile_without_them() {
+    let path = |p: &str| repo().join(p).display().to_string();
+    let padded = common::json(&["summary", &path("tests/broken/nul-padded.prof.gz")]);
+    let plain = common::json(&["summary", &path("tests/pprof/training.prof")]);
+    for key in ["peak_bytes", "final_bytes", "allocations", "top_stacks"] {
+        assert_eq!(
+            padded["memories"][0][key], plain["memories"][0][key],
+            "{key}"
+        );
+    }
+    let v = common::json(&["summary", &path("tests/broken/bom.pt.trace.json")]);
+    assert_eq!(v["memories"][0]["peak_bytes"], 512);
 }
 
 #[test]

@@ -647,8 +647,8 @@ fn a_signal_during_a_write_leaves_neither_temporary_nor_partial_file() {
         );
         assert_eq!(listing(&dir), Vec::<String>::new(), "{signal}");
     }
-    // With the anonymous temporary file, a signal at any moment leaves the
-    // target whole or absent and nothing else.
+    // With the anonymous temporary file, a signal at any moment (SIGKILL
+    // included) leaves the target whole or absent and nothing else.
     for delay_ms in [0u64, 5, 10, 20, 40, 80, 160] {
         let _ = std::fs::remove_file(&target);
         let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("memtool"))
@@ -657,8 +657,10 @@ fn a_signal_during_a_write_leaves_neither_temporary_nor_partial_file() {
             .spawn()
             .unwrap();
         std::thread::sleep(std::time::Duration::from_millis(delay_ms));
+        // SIGKILL too: nothing runs after it, and nothing is left behind.
+        let signal = if delay_ms % 10 == 0 { "-KILL" } else { "-TERM" };
         let _ = std::process::Command::new("kill")
-            .args(["-TERM", &child.id().to_string()])
+            .args([signal, &child.id().to_string()])
             .status();
         child.wait().unwrap();
         let names = listing(&dir);
@@ -847,4 +849,60 @@ fn warnings_go_to_stderr_in_every_format() {
         .unwrap()
         .lines()
         .any(|l| l.starts_with(warning)));
+}
+
+fn gzip(bytes: &[u8]) -> Vec<u8> {
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    e.write_all(bytes).unwrap();
+    e.finish().unwrap()
+}
+
+/// Runs memtool under an address-space limit (`ulimit -v`, KiB).
+fn under_ulimit(kib: u64, args: &[&str]) -> std::process::Output {
+    let mut script = format!(
+        "ulimit -v {kib}; exec {}",
+        assert_cmd::cargo::cargo_bin("memtool").display()
+    );
+    for a in args {
+        script.push_str(&format!(" '{a}'"));
+    }
+    std::process::Command::new("sh")
+        .args(["-c", &script])
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn running_out_of_memory_while_inflating_is_one_line_for_every_command() {
+    // 600 MiB that start like a trace, in 600 KB of gzip members: within
+    // the 4 GiB cap, not within an address space of 300 MiB.
+    let dir = temp_dir("oom");
+    let mut bytes = gzip(br#"{"traceEvents": ["#);
+    let spaces = gzip(&vec![b' '; 1 << 20]);
+    for _ in 0..600 {
+        bytes.extend_from_slice(&spaces);
+    }
+    let path = write(&dir, "big.json.gz", &bytes);
+    let out_file = dir.join("out").display().to_string();
+    for args in [
+        vec!["summary", &path],
+        vec!["peak", &path],
+        vec!["leaks", &path],
+        vec!["frag", &path],
+        vec!["diff", &path, &path],
+        vec!["render", &path, "-o", &out_file],
+    ] {
+        let out = under_ulimit(300 << 10, &args);
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
+        assert!(
+            stderr.starts_with(&format!(
+                "memtool: {path}: out of memory: the decompressed input needed more than "
+            )),
+            "{args:?}: {stderr}"
+        );
+        assert!(stderr.contains("ulimit -v"), "{stderr}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -19,6 +19,12 @@ pub(crate) enum Sniffed {
     OldPickle,
     /// JSON (PyTorch profiler trace or memory timeline).
     Json,
+    /// JSON after a UTF-8 byte order mark, which JSON readers do not take:
+    /// read from the byte after it.
+    JsonAfterBom,
+    /// Protobuf whose first field is a group (wire type 3), which neither
+    /// pprof nor XSpace uses and memtool does not read.
+    ProtobufGroup,
     Empty,
     Unknown,
 }
@@ -37,11 +43,63 @@ pub(crate) fn sniff(bytes: &[u8]) -> Sniffed {
     {
         return Sniffed::OldPickle;
     }
-    let first_text = bytes.iter().find(|b| !b.is_ascii_whitespace());
-    if matches!(first_text, Some(b'{') | Some(b'[')) {
+    if let Some(text) = bytes.strip_prefix(UTF8_BOM) {
+        return match sniff(text) {
+            Sniffed::Json => Sniffed::JsonAfterBom,
+            _ => Sniffed::Unknown,
+        };
+    }
+    if looks_like_json(bytes) {
         return Sniffed::Json;
     }
+    // `{` and `[` are also the keys of protobuf groups (fields 15 and 11).
+    if starts_with_group(bytes) {
+        return Sniffed::ProtobufGroup;
+    }
     sniff_protobuf(bytes)
+}
+
+/// Whether the bytes start with a protobuf group: a key of wire type 3,
+/// fields, and the key that ends the group (same field, wire type 4).
+fn starts_with_group(bytes: &[u8]) -> bool {
+    use memtool_proto::wire::reader::{varint_at, WireErrorKind};
+    let mut at = 0;
+    let Some(key) = varint_at(bytes, &mut at) else {
+        return false;
+    };
+    if key & 7 != 3 || key >> 3 == 0 {
+        return false;
+    }
+    let mut fields = Fields::at(&bytes[at..], at);
+    let end = loop {
+        match fields.next_field() {
+            Ok(Some(_)) => {}
+            Ok(None) => return false,
+            Err(e) if e.kind == WireErrorKind::UnsupportedWireType => break e.offset,
+            Err(_) => return false,
+        }
+    };
+    let mut end_at = end;
+    varint_at(bytes, &mut end_at) == Some(key + 1)
+}
+
+pub(crate) const UTF8_BOM: &[u8] = b"\xef\xbb\xbf";
+
+/// Whether the text starts as a JSON object or array does: `{` then a key
+/// or `}`, `[` then a value or `]` (whitespace between). A protobuf group
+/// key (`{` is field 15, wire type 3) is followed by binary field keys.
+fn looks_like_json(bytes: &[u8]) -> bool {
+    let mut text = bytes.iter().copied().filter(|b| !b.is_ascii_whitespace());
+    let next = text.next();
+    let after = text.next();
+    match next {
+        Some(b'{') => matches!(after, None | Some(b'"' | b'}')),
+        Some(b'[') => matches!(
+            after,
+            None | Some(b'{' | b'[' | b']' | b'"' | b'-' | b'0'..=b'9' | b't' | b'f' | b'n')
+        ),
+        _ => false,
+    }
 }
 
 /// Wire types pprof's `Profile` declares for its fields (2 = length-delimited,
@@ -179,7 +237,7 @@ pub(crate) fn sniff_source(data: &dyn ByteSource, head: &[u8]) -> io::Result<Sni
 }
 
 /// Whether one of the first fields of `head` runs past its end.
-fn runs_past(head: &[u8]) -> bool {
+pub(crate) fn runs_past(head: &[u8]) -> bool {
     let mut fields = Fields::new(head);
     for _ in 0..FIELDS_CHECKED {
         match fields.next_field() {
@@ -312,5 +370,30 @@ mod tests {
         let (sniffed, read) = sniff_counted(pprof, len);
         assert_eq!(sniffed, Sniffed::Pprof);
         assert!(read < (64 << 10) + (8 << 10) + 100, "{read} bytes read");
+    }
+
+    #[test]
+    fn a_byte_order_mark_before_json_is_stepped_over() {
+        assert_eq!(
+            sniff(b"\xef\xbb\xbf{\"traceEvents\": []}"),
+            Sniffed::JsonAfterBom
+        );
+        assert_eq!(sniff(b"\xef\xbb\xbfhello"), Sniffed::Unknown);
+    }
+
+    #[test]
+    fn a_protobuf_group_is_not_json() {
+        // Field 15 as a group ({ ... |) holding field 1 = 5, then an XPlane.
+        let mut xspace = vec![0x7b, 0x08, 0x05, 0x7c];
+        xspace.extend([0x0a, 0x0b, 0x12, 0x09]);
+        xspace.extend(b"/host:CPU");
+        assert_eq!(sniff(&xspace), Sniffed::ProtobufGroup);
+        // `[` as field 11's group, empty.
+        assert_eq!(sniff(&[0x5b, 0x5c, 0x0a, 0x00]), Sniffed::ProtobufGroup);
+        // Text that starts with a byte of wire type 3 is still no profile.
+        assert_eq!(sniff(b"# notes\nnothing here"), Sniffed::Unknown);
+        assert_eq!(sniff(b"{not json"), Sniffed::Unknown);
+        assert_eq!(sniff(b"[ 1, 2 ]"), Sniffed::Json);
+        assert_eq!(sniff(b"{ }"), Sniffed::Json);
     }
 }

@@ -57,9 +57,15 @@ pub(crate) fn every_output(profile: &Profile) {
             OutputFormat::Md,
         ] {
             let mut out = Vec::new();
-            exporter(format, Presentation { top: 5 })
-                .export(report.as_ref(), &mut out)
-                .unwrap();
+            exporter(
+                format,
+                Presentation {
+                    top: 5,
+                    width: None,
+                },
+            )
+            .export(report.as_ref(), &mut out)
+            .unwrap();
         }
     }
     for group_by in [

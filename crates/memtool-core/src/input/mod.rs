@@ -55,8 +55,8 @@ const SNIFF_BYTES: u64 = 64 << 10;
 /// Limits and choices for reading inputs.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct LoadOptions {
-    /// Cap on the decompressed size of one input; `None` for the default
-    /// (100 times the compressed size, at least 256 MiB, at most 16 GiB).
+    /// Cap on the decompressed size of one input; `None` for the default,
+    /// 4 GiB whatever the compressed size.
     pub max_decompressed: Option<u64>,
     /// Read every input through the readers' general paths only, never their
     /// fast paths (pprof's one walk, XSpace's merged walk with its fast event
@@ -250,6 +250,13 @@ fn ensure_memories(profile: &Profile) -> Result<()> {
 /// The error for an input that could not be read (a file that shrank or
 /// vanished while being read, an I/O failure).
 pub(crate) fn read_error(path: &str, e: &std::io::Error) -> Error {
+    if e.kind() == std::io::ErrorKind::OutOfMemory {
+        return Error::OutOfMemory {
+            path: path.to_string(),
+            what: "reading the input into memory",
+            have: None,
+        };
+    }
     Error::Read {
         path: path.to_string(),
         message: match e.kind() {
@@ -269,18 +276,69 @@ fn head(path: &str, data: &dyn ByteSource) -> Result<Vec<u8>> {
     Ok(head)
 }
 
+/// The error for an input detection finds no profile in, if it is one.
+fn refusal(path: &str, sniffed: Sniffed) -> Option<Error> {
+    matches!(
+        sniffed,
+        Sniffed::Empty | Sniffed::OldPickle | Sniffed::Unknown | Sniffed::ProtobufGroup
+    )
+    .then(|| no_profile(path, sniffed))
+}
+
+/// The error for an input that detection finds to be empty, a pickle of
+/// protocol 0 or 1, or no profile.
+fn no_profile(path: &str, sniffed: Sniffed) -> Error {
+    let path = path.to_string();
+    match sniffed {
+        Sniffed::Empty => Error::NoData {
+            path,
+            message: "file is empty (a profile that was never written, or cut off)".into(),
+        },
+        Sniffed::OldPickle => Error::UnknownFormat {
+            path,
+            reason: "a Python pickle of protocol 0 or 1, which memtool does not read; \
+                     write it with protocol 2 or higher (torch.cuda.memory._dump_snapshot \
+                     does, with pickle's default, 4)"
+                .into(),
+        },
+        Sniffed::ProtobufGroup => Error::UnknownFormat {
+            path,
+            reason: "protobuf whose first field is a group (wire type 3, deprecated), which \
+                     neither pprof nor XSpace uses; not a memory profile memtool can read"
+                .into(),
+        },
+        _ => Error::UnknownFormat {
+            path,
+            reason: "not a memory profile memtool can read (expected pprof, XSpace \
+                     .xplane.pb, a PyTorch snapshot pickle, or a PyTorch trace JSON)"
+                .into(),
+        },
+    }
+}
+
 fn load_into(profile: &mut Profile, source: Source, options: &LoadOptions) -> Result<()> {
     let Source { path, data } = source;
     let mut head = head(&path, &*data)?;
-    let data: Box<dyn ByteSource> = if decompress::is_gzip(&head) {
+    let mut data: Box<dyn ByteSource> = if decompress::is_gzip(&head) {
         let compressed = source::read_all(&*data).map_err(|e| read_error(&path, &e))?;
         let _span = crate::timings::span("gunzip");
         let limit = options
             .max_decompressed
-            .unwrap_or_else(|| decompress::default_limit(compressed.len()));
-        let bytes = decompress::gunzip(&path, &compressed, limit)?;
+            .unwrap_or(decompress::DEFAULT_LIMIT);
+        // A head that decides the input is no profile ends the inflating.
+        let judge_head = |head: &[u8]| {
+            let sniffed = detect::sniff(head);
+            if sniffed == Sniffed::Unknown && detect::runs_past(head) {
+                return Ok(());
+            }
+            refusal(&path, sniffed).map_or(Ok(()), Err)
+        };
+        let gunzipped = decompress::gunzip(&path, &compressed, limit, SNIFF_BYTES, &judge_head)?;
         drop(compressed);
-        let data = Box::new(bytes);
+        if let Some(warning) = gunzipped.warning {
+            profile.warn(&path, warning);
+        }
+        let data = Box::new(gunzipped.bytes);
         head = self::head(&path, &*data)?;
         data
     } else {
@@ -299,28 +357,12 @@ fn load_into(profile: &mut Profile, source: Source, options: &LoadOptions) -> Re
         Sniffed::XSpace => Format::XSpace,
         Sniffed::Pickle => Format::TorchSnapshot,
         Sniffed::Json => detect::classify(&*data).map_err(|e| read_error(&path, &e))?,
-        Sniffed::Empty => {
-            return Err(Error::NoData {
-                path,
-                message: "file is empty (a profile that was never written, or cut off)".into(),
-            })
+        Sniffed::JsonAfterBom => {
+            data = Box::new(source::Tail::new(data, detect::UTF8_BOM.len() as u64));
+            detect::classify(&*data).map_err(|e| read_error(&path, &e))?
         }
-        Sniffed::OldPickle => {
-            return Err(Error::UnknownFormat {
-                path,
-                reason: "a Python pickle of protocol 0 or 1, which memtool does not read; \
-                         write it with protocol 2 or higher (torch.cuda.memory._dump_snapshot \
-                         does, with pickle's default, 4)"
-                    .into(),
-            })
-        }
-        Sniffed::Unknown => {
-            return Err(Error::UnknownFormat {
-                path,
-                reason: "not a memory profile memtool can read (expected pprof, XSpace \
-                         .xplane.pb, a PyTorch snapshot pickle, or a PyTorch trace JSON)"
-                    .into(),
-            })
+        Sniffed::Empty | Sniffed::OldPickle | Sniffed::Unknown | Sniffed::ProtobufGroup => {
+            return Err(no_profile(&path, sniffed))
         }
     };
     if let Some(first) = profile.inputs.first() {

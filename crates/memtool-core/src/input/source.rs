@@ -84,6 +84,39 @@ impl ByteSource for std::fs::File {
     }
 }
 
+/// A source without its first bytes (a byte order mark): offsets count from
+/// the byte after them.
+pub(crate) struct Tail {
+    inner: Box<dyn ByteSource>,
+    skip: u64,
+}
+
+impl Tail {
+    pub(crate) fn new(inner: Box<dyn ByteSource>, skip: u64) -> Tail {
+        Tail {
+            skip: skip.min(inner.len()),
+            inner,
+        }
+    }
+}
+
+impl ByteSource for Tail {
+    fn len(&self) -> u64 {
+        self.inner.len() - self.skip
+    }
+
+    fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        let offset = offset
+            .checked_add(self.skip)
+            .ok_or(io::ErrorKind::UnexpectedEof)?;
+        self.inner.read_exact_at(offset, buf)
+    }
+
+    fn as_bytes(&self) -> Option<&[u8]> {
+        self.inner.as_bytes()?.get(self.skip as usize..)
+    }
+}
+
 /// A sequential reader over a [`ByteSource`], for formats read front to back
 /// (pickle, JSON). Wrap it in a `BufReader` for small reads.
 pub(crate) struct SourceReader<'a> {

@@ -668,7 +668,13 @@ impl MemoryIndex {
 impl Profile {
     /// The memory with this id and kind, created empty if it does not exist yet.
     pub fn memory_mut(&mut self, id: &str, kind: MemoryKind, axis: Axis) -> &mut Memory {
-        let pos = match self.memory_index.find(&self.memories, id) {
+        let pos = self.memory_position(id, kind, axis);
+        &mut self.memories[pos]
+    }
+
+    /// The position in `memories` of [`Profile::memory_mut`]'s memory.
+    pub fn memory_position(&mut self, id: &str, kind: MemoryKind, axis: Axis) -> usize {
+        match self.memory_index.find(&self.memories, id) {
             Some(pos) => pos,
             None => {
                 self.memories.push(Memory::new(id, kind, axis));
@@ -676,8 +682,7 @@ impl Profile {
                 self.memory_index.0.insert(id.into(), pos);
                 pos
             }
-        };
-        &mut self.memories[pos]
+        }
     }
 
     /// Forgets where memories are, after their ids changed in place.

@@ -24,6 +24,24 @@ pub(super) fn script_json<T: Serialize>(value: &T) -> String {
     out
 }
 
+/// The longest name the page holds: a profile's names (a stack of a million
+/// frames, a frame name of a megabyte) are cut here, so the page stays small
+/// whatever the input.
+pub(super) const MAX_LABEL_BYTES: usize = 4 << 10;
+
+/// `text` as the page shows it: whole, or its first [`MAX_LABEL_BYTES`]
+/// (at a character boundary) and a marker saying how much was cut.
+pub(super) fn label(text: &str) -> String {
+    if text.len() <= MAX_LABEL_BYTES {
+        return text.to_string();
+    }
+    let mut cut = MAX_LABEL_BYTES;
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}… [{} more bytes cut]", &text[..cut], text.len() - cut)
+}
+
 /// Text for XML (SVG) content and attribute values.
 pub(super) fn xml(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
@@ -60,6 +78,19 @@ mod tests {
         assert_eq!(
             xml("<a href=\"x\">&'\u{1}"),
             "&lt;a href=&quot;x&quot;&gt;&amp;&#39;\u{fffd}"
+        );
+    }
+
+    #[test]
+    fn long_labels_are_cut_with_a_marker() {
+        assert_eq!(label("short"), "short");
+        let long = "é".repeat(MAX_LABEL_BYTES);
+        let cut = label(&long);
+        assert!(cut.len() < MAX_LABEL_BYTES + 40);
+        assert!(
+            cut.ends_with(&format!("… [{} more bytes cut]", MAX_LABEL_BYTES)),
+            "{}",
+            &cut[cut.len() - 40..]
         );
     }
 }

@@ -60,7 +60,7 @@ impl Tree {
                 let known: Vec<String> = [site.category, site.op, site.shape]
                     .into_iter()
                     .flatten()
-                    .map(|s| names.str(s).to_string())
+                    .map(|s| super::escape::label(names.str(s)))
                     .collect();
                 if known.is_empty() {
                     vec![NO_STACK_LABEL.to_string()]
@@ -69,7 +69,12 @@ impl Tree {
                 }
             } else {
                 let frames = filter.frames(names, stack);
-                frames.iter().rev().map(|&f| names.frame_label(f)).collect()
+                frames
+                    .iter()
+                    .rev()
+                    .take(MAX_DEPTH)
+                    .map(|&f| super::escape::label(&names.frame_label(f)))
+                    .collect()
             };
             labels.truncate(MAX_DEPTH);
             // Saturating: a differential tree sums every memory of a profile,

@@ -224,13 +224,13 @@ fn memory_view(
         by != GroupBy::Dtype && show(GroupBy::Dtype),
         by != GroupBy::Category && show(GroupBy::Category),
     );
-    let text = |field: Option<Arc<str>>| field.as_deref().unwrap_or_default().to_string();
+    let text = |field: Option<Arc<str>>| escape::label(field.as_deref().unwrap_or_default());
     let rows: Vec<BreakdownRow> = rows
         .into_iter()
         .take(options.table_rows)
         .map(|row| {
             let b = timeline::band_of_site(names, row.site, by, filter, &tl.bands);
-            let band = group::label(names, row.site, by, filter);
+            let band = escape::label(&group::label(names, row.site, by, filter));
             let color = tl
                 .bands
                 .get(b)
@@ -256,8 +256,8 @@ fn memory_view(
                 shape: text(row.shape),
                 dtype: text(row.dtype),
                 category: text(row.category),
-                source: row.user_frame.to_string(),
-                stack: row.stack.to_string(),
+                source: escape::label(&row.user_frame),
+                stack: escape::label(&row.stack),
             }
         })
         .collect();
@@ -306,7 +306,7 @@ fn memory_view(
                 .iter()
                 .take(LEAK_ROWS)
                 .map(|f| LeakRow {
-                    key: f.key.clone(),
+                    key: escape::label(&f.key),
                     color: color::group_color(&f.key),
                     growth: f.growth.name().into(),
                     growth_bytes: bytes_cell(f.growth_bytes),
@@ -323,14 +323,14 @@ fn memory_view(
                     .iter()
                     .take(LEAK_LINES)
                     .map(|f| timeline::Band {
-                        key: f.key.clone(),
+                        key: escape::label(&f.key),
                         color: color::group_color(&f.key),
                         v: f.bytes.clone(),
                     })
                     .collect(),
             };
             (
-                l.verdict.clone(),
+                escape::label(&l.verdict),
                 rows,
                 l.findings.len().saturating_sub(LEAK_ROWS),
                 l.points.len(),
@@ -542,7 +542,7 @@ fn diff_view(base: &Profile, new: &Profile, options: &RenderOptions) -> DiffView
         .filter(|r| r.delta_bytes != 0)
         .take(DIFF_ROWS)
         .map(|r| DiffRowView {
-            key: r.key.clone(),
+            key: escape::label(&r.key),
             base: bytes_cell(r.base_bytes),
             new: bytes_cell(r.new_bytes),
             delta: Num {

@@ -590,3 +590,69 @@ fn folded_stacks_and_the_diff_tree_take_the_reported_peak() {
         tree.c.iter().map(|n| (n.n.as_str(), n.v, n.b)).collect();
     assert_eq!(labels, [("late train.py:1", 50, Some(50))]);
 }
+
+#[test]
+fn long_names_and_deep_stacks_make_a_small_report() {
+    // One stack of 100,000 frames and one frame named by a megabyte, each
+    // allocating and growing (so they are leak findings too).
+    let mut profile = Profile::default();
+    profile.inputs.push(InputInfo {
+        path: "deep.pickle".into(),
+        format: Format::TorchSnapshot,
+        executables: None,
+    });
+    let names = &mut profile.names;
+    let file = names.string("train.py");
+    let deep: Vec<_> = (0..100_000)
+        .map(|i| {
+            let function = names.string(&format!("f{i}"));
+            names.frame(Frame {
+                function,
+                file,
+                line: i,
+            })
+        })
+        .collect();
+    let huge_name = names.string(&"x".repeat(1 << 20));
+    let huge = names.frame(Frame {
+        function: huge_name,
+        file: huge_name,
+        line: 1,
+    });
+    let sites: Vec<SiteId> = [
+        names.stack_leaf_first(&deep),
+        names.stack_leaf_first(&[huge]),
+    ]
+    .into_iter()
+    .map(|stack| {
+        names.site(Site {
+            stack,
+            op: Some(huge_name),
+            shape: None,
+            dtype: None,
+            category: None,
+        })
+    })
+    .collect();
+    let mut m = Memory::new("cuda:0", MemoryKind::Allocator, Axis::TimeUs);
+    for i in 0..20u64 {
+        let id = m.push_allocation(Allocation {
+            bytes: 4096,
+            requested: 4096,
+            count: 1,
+            address: Some(4096 * i),
+            site: sites[(i % 2) as usize],
+        });
+        m.events.push(Event {
+            at: i as i64,
+            kind: EventKind::Alloc,
+            alloc: id,
+        });
+    }
+    profile.memories.push(m);
+    let page = html(Inputs::One(&profile), &RenderOptions::default());
+    assert!(page.len() < 1_000_000, "report is {} bytes", page.len());
+    assert!(page.contains("more bytes cut]"));
+    let folded = folded(Inputs::One(&profile), &RenderOptions::default());
+    assert!(folded.len() < 1_000_000, "folded is {} bytes", folded.len());
+}

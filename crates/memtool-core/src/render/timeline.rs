@@ -246,7 +246,7 @@ pub(super) fn timeline(
     let bands: Vec<Band> = (0..bands_len)
         .map(|band| {
             let (key, color) = match ranked.get(band) {
-                Some(&g) if band < keep => (keys[g].clone(), group_color(&keys[g])),
+                Some(&g) if band < keep => (super::escape::label(&keys[g]), group_color(&keys[g])),
                 _ => (
                     format!("{OTHER_LABEL} ({others} groups)"),
                     OTHER_COLOR.to_string(),

@@ -470,12 +470,9 @@ impl<'p> Reader<'p> {
                 None => {
                     let name = self.str(device).to_string();
                     self.memory(&name, snapshot, &label);
-                    let position = self
-                        .profile
-                        .memories
-                        .iter()
-                        .position(|m| m.id == name)
-                        .unwrap_or(0);
+                    let position =
+                        self.profile
+                            .memory_position(&name, MemoryKind::Device, Axis::Snapshot);
                     self.device_memory.insert(device, position);
                     position
                 }

@@ -21,7 +21,17 @@ use memtool_proto::wire::reader::{past_the_end, Fields, Header, Value, WireError
 pub(crate) enum StreamError {
     Wire(WireError),
     Io(io::Error),
+    /// An allocator event longer than [`MAX_EVENT_BYTES`], at this offset.
+    OversizedEvent {
+        at: u64,
+        len: u64,
+    },
 }
+
+/// Allocator events are a few hundred bytes (an id, a time and a few
+/// stats). One that claims more is damage, refused before it is read; other
+/// events that large are stepped over unread.
+pub(crate) const MAX_EVENT_BYTES: u64 = 1 << 20;
 
 impl From<WireError> for StreamError {
     fn from(e: WireError) -> Self {
@@ -40,6 +50,15 @@ impl StreamError {
         match self {
             StreamError::Wire(e) => super::corrupt(path, e),
             StreamError::Io(e) => crate::input::read_error(path, &e),
+            StreamError::OversizedEvent { at, len } => Error::Corrupt {
+                path: path.to_string(),
+                format: "XSpace",
+                message: format!(
+                    "an allocator event claims {len} bytes; allocator events are a few \
+                     hundred bytes, and memtool reads none over {MAX_EVENT_BYTES}"
+                ),
+                offset: Some(at),
+            },
         }
     }
 }
@@ -189,56 +208,66 @@ impl Stream {
         Stream { pos: start, end }
     }
 
-    /// The next field; a `Bytes` payload is in `window` afterwards (read it
-    /// with [`Window::bytes`], which then reads nothing).
+    /// The next field. A `Bytes` payload that the window held with its
+    /// header is in `window` afterwards (read it with [`Window::bytes`],
+    /// which then reads nothing); a longer one is only located, and read by
+    /// the caller if it wants it.
     pub(crate) fn next(
         &mut self,
         window: &mut Window<'_>,
     ) -> Result<Option<(u32, FieldAt)>, StreamError> {
-        let mut min = HEADER_BYTES;
-        loop {
-            if self.pos >= self.end {
-                return Ok(None);
+        if self.pos >= self.end {
+            return Ok(None);
+        }
+        let bytes = window.span(self.pos, self.end, HEADER_BYTES)?;
+        let held_to_end = self.pos + bytes.len() as u64 >= self.end;
+        let mut fields = Fields::at(bytes, self.pos as usize);
+        match fields.next_field() {
+            Ok(Some((number, value, value_at))) => {
+                let field = match value {
+                    Value::Bytes(b) => FieldAt::Bytes {
+                        at: value_at as u64,
+                        len: b.len() as u64,
+                    },
+                    Value::Varint(_) | Value::Fixed64(_) | Value::Fixed32(_) => FieldAt::Scalar,
+                };
+                self.pos = fields.offset() as u64;
+                Ok(Some((number, field)))
             }
-            let bytes = window.span(self.pos, self.end, min)?;
-            let held_to_end = self.pos + bytes.len() as u64 >= self.end;
-            let mut fields = Fields::at(bytes, self.pos as usize);
-            match fields.next_field() {
-                Ok(Some((number, value, value_at))) => {
-                    let field = match value {
-                        Value::Bytes(b) => FieldAt::Bytes {
-                            at: value_at as u64,
-                            len: b.len() as u64,
-                        },
-                        Value::Varint(_) | Value::Fixed64(_) | Value::Fixed32(_) => FieldAt::Scalar,
-                    };
-                    self.pos = fields.offset() as u64;
-                    return Ok(Some((number, field)));
+            Ok(None) => Ok(None),
+            Err(e) if !held_to_end && e.kind.is_truncation() => {
+                // The field runs past the window, not past its message: its
+                // place, once its claimed size is known to fit.
+                let mut header = Fields::at(bytes, self.pos as usize);
+                let Some((number, Header::Len(len), value_at)) = header.next_header()? else {
+                    return Err(e.into());
+                };
+                let value_at = value_at as u64;
+                if len > self.end - value_at {
+                    return Err(past_the_end(value_at as usize).into());
                 }
-                Ok(None) => return Ok(None),
-                Err(e) if !held_to_end && e.kind.is_truncation() => {
-                    // The field runs past the window, not past its message:
-                    // read it whole once its claimed size is known to fit.
-                    let mut header = Fields::at(bytes, self.pos as usize);
-                    let Some((_, Header::Len(len), value_at)) = header.next_header()? else {
-                        return Err(e.into());
-                    };
-                    let value_at = value_at as u64;
-                    if len > self.end - value_at {
-                        return Err(past_the_end(value_at as usize).into());
-                    }
-                    let size = usize::try_from(value_at + len - self.pos)
-                        .map_err(|_| io::Error::other("input too large"))?;
-                    if size <= min {
-                        // Cannot happen: the window held the whole field.
-                        return Err(e.into());
-                    }
-                    min = size;
-                }
-                Err(e) => return Err(e.into()),
+                self.pos = value_at + len;
+                Ok(Some((number, FieldAt::Bytes { at: value_at, len })))
             }
+            Err(e) => Err(e.into()),
         }
     }
+}
+
+/// The metadata id (field 1) of the event `[at, at + len)`, read by its
+/// field headers only: for an event too large to read whole.
+pub(crate) fn event_metadata_id(
+    window: &mut Window<'_>,
+    at: u64,
+    len: u64,
+) -> Result<Option<i64>, StreamError> {
+    let mut fields = Skim::new(at, at + len);
+    while let Some((number, header, _)) = fields.next(window)? {
+        if number == 1 {
+            return Ok(header_i64(header));
+        }
+    }
+    Ok(None)
 }
 
 /// A plane's place in the input, framed as [`Plane`] frames it.
@@ -380,7 +409,7 @@ mod tests {
                 Err(StreamError::Wire(e)) => {
                     return Err(format!("{} at {}", e.message(), e.offset))
                 }
-                Err(StreamError::Io(e)) => return Err(e.to_string()),
+                Err(e) => return Err(e.into_error("t").to_string()),
             }
         }
     }
@@ -447,7 +476,7 @@ mod tests {
                     Err(StreamError::Wire(e)) => {
                         break Err(format!("{} at {}", e.message(), e.offset))
                     }
-                    Err(StreamError::Io(e)) => break Err(e.to_string()),
+                    Err(e) => break Err(e.into_error("t").to_string()),
                 }
             };
             assert_eq!(got, expected, "{cut}");

@@ -12,6 +12,12 @@ use super::{Parent, PickleError, Result, Visitor, MAX_DEPTH};
 // A stack slot is no larger than the value it holds.
 const _: () = assert!(std::mem::size_of::<Slot>() == 16);
 
+/// A claimed container being filled (see [`Machine::claimed_parent`]).
+enum ClaimedParent {
+    List { route: u32, index: usize },
+    Dict { route: u32, key: Rc<Box<str>> },
+}
+
 pub(super) enum Slot {
     Mark,
     Value(Value),
@@ -156,15 +162,28 @@ impl<V: Visitor> Machine<'_, '_, V> {
     }
 
     /// The visitor's route for a container about to be pushed, from where it
-    /// sits on the stack. The parent is a claimed container still being
-    /// filled: a list followed by its own MARK and complete items (or by
-    /// nothing: a single APPEND), a dict followed by its MARK (or not) and
-    /// keys and values ending with a key. A container followed by values but
-    /// no MARK is complete, waiting to be added to the one below it.
+    /// sits on the stack (see [`Machine::claimed_parent`]).
     fn route_new(&mut self, is_list: bool) -> Option<u32> {
         if self.stack.is_empty() {
             return self.visitor.route(Parent::Root, is_list);
         }
+        match self.claimed_parent()? {
+            ClaimedParent::List { route, index } => self
+                .visitor
+                .route(Parent::ListItem { route, index }, is_list),
+            ClaimedParent::Dict { route, key } => self
+                .visitor
+                .route(Parent::DictKey { route, key: &key }, is_list),
+        }
+    }
+
+    /// The claimed container a value pushed now would go into. It is one
+    /// still being filled: a list followed by its own MARK and complete
+    /// items (or by nothing: a single APPEND), a dict followed by its MARK
+    /// (or not) and keys and values ending with a key. A container followed
+    /// by values but no MARK is complete, waiting to be added to the one
+    /// below it.
+    fn claimed_parent(&mut self) -> Option<ClaimedParent> {
         let len = self.stack.len();
         self.claimed.retain(|&p| p < len);
         let top_mark = self.marks.last().copied();
@@ -185,25 +204,58 @@ impl<V: Visitor> Machine<'_, '_, V> {
                 Some(l) => {
                     if own_mark || n == 0 {
                         let index = l.appended.get().saturating_add(n);
-                        return self
-                            .visitor
-                            .route(Parent::ListItem { route, index }, is_list);
+                        return Some(ClaimedParent::List { route, index });
                     }
                 }
                 None => {
                     if own_mark || n <= 1 {
-                        let key = match self.stack.last() {
-                            Some(Slot::Value(Value::Str(key))) if n % 2 == 1 => key.clone(),
-                            _ => return None,
+                        return match self.stack.last() {
+                            Some(Slot::Value(Value::Str(key))) if n % 2 == 1 => {
+                                Some(ClaimedParent::Dict {
+                                    route,
+                                    key: key.clone(),
+                                })
+                            }
+                            _ => None,
                         };
-                        return self
-                            .visitor
-                            .route(Parent::DictKey { route, key: &key }, is_list);
                     }
                 }
             }
         }
         None
+    }
+
+    /// Refuses a copy (DUP) of `value` about to be pushed as an item of a
+    /// list the visitor reads records from while the container is still on
+    /// the stack, unread: the visitor would read one record many times, so
+    /// a byte per copy would ask for an allocation each and the stack would
+    /// hold them all. Memo references to records are refused in
+    /// `memo_get` (see `Container::record`).
+    fn refuse_pending_record(&mut self, value: &Value) -> Result<()> {
+        let pending = match value {
+            Value::List(c) => !c.sealed.get(),
+            Value::Dict(c) => !c.sealed.get(),
+            _ => false,
+        };
+        if !pending {
+            return Ok(());
+        }
+        match self.claimed_parent() {
+            Some(ClaimedParent::List { route, .. }) if self.visitor.records(route) => self.err(
+                "DUP of a record not yet read, listed again in its list (shared records \
+                     are not expected there)",
+            ),
+            _ => Ok(()),
+        }
+    }
+
+    /// Whether a value pushed now is an item of a list the visitor reads
+    /// records from.
+    fn at_record_position(&mut self) -> bool {
+        matches!(
+            self.claimed_parent(),
+            Some(ClaimedParent::List { route, .. }) if self.visitor.records(route)
+        )
     }
 
     fn check_child(&self, parent_depth: &Cell<u32>, child: &Value) -> Result<()> {
@@ -365,11 +417,17 @@ impl<V: Visitor> Machine<'_, '_, V> {
             }
             Some(MemoSlot::Value(i)) => {
                 let v = self.memo.values[i as usize].clone();
+                if matches!(&v, Value::Dict(c) if c.record.get()) {
+                    return self.err(format!(
+                        "reference to memo entry {id}, a record listed already (shared \
+                         records are not expected there)"
+                    ));
+                }
                 self.push(v);
                 Ok(())
             }
             Some(MemoSlot::Forgotten) => self.err(format!(
-                "reference to memo entry {id}, a record already consumed (shared records \
+                "reference to memo entry {id}, a record listed already (shared records \
                  are not expected there)"
             )),
             None => self.err(format!(
@@ -464,6 +522,7 @@ impl<V: Visitor> Machine<'_, '_, V> {
                 }
                 b'2' => {
                     let v = self.top()?.clone();
+                    self.refuse_pending_record(&v)?;
                     self.push(v);
                 }
                 b'N' => self.push(Value::None),
@@ -532,7 +591,9 @@ impl<V: Visitor> Machine<'_, '_, V> {
                     let v = if is_list {
                         Value::List(Container::new(route, Vec::new()))
                     } else {
-                        Value::Dict(Container::new(route, Vec::new()))
+                        let dict = Container::new(route, Vec::new());
+                        dict.record.set(self.at_record_position());
+                        Value::Dict(dict)
                     };
                     self.push_container(v);
                 }
@@ -547,6 +608,7 @@ impl<V: Visitor> Machine<'_, '_, V> {
                     let items = self.pop_mark()?;
                     let route = self.route_new(false);
                     let dict = Container::new(route, Vec::new());
+                    dict.record.set(self.at_record_position());
                     self.check_pairs(&dict, items.iter())?;
                     Self::set_pairs(&dict, items.into_iter());
                     self.push_container(Value::Dict(dict));

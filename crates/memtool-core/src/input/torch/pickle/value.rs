@@ -19,6 +19,10 @@ pub(crate) struct Container<T> {
     pub(super) appended: Cell<usize>,
     pub(super) depth: Cell<u32>,
     pub(super) sealed: Cell<bool>,
+    /// A dict made as an item of a list the visitor reads records from: a
+    /// memo reference to it is refused, as the records fast path refuses
+    /// one to a record it has read.
+    pub(super) record: Cell<bool>,
 }
 
 impl<T> Container<T> {
@@ -31,6 +35,7 @@ impl<T> Container<T> {
             appended: Cell::new(0),
             depth: Cell::new(1),
             sealed: Cell::new(false),
+            record: Cell::new(false),
         })
     }
 }

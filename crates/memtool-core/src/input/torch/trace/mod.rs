@@ -118,6 +118,9 @@ struct TraceState {
     /// `ProfilerStep#N` spans: (N, start µs, end µs).
     steps: Vec<Step>,
     device_properties: Vec<DeviceProperty>,
+    /// `[memory]` events skipped because their `Bytes` or `ts` is not a
+    /// number in range (an integer byte count, a finite time).
+    unreadable_memory: u64,
 }
 
 /// Record indices are `u32` (as allocation ids are): past that many
@@ -130,10 +133,8 @@ impl TraceState {
         let ph = e.ph.get().unwrap_or("");
         if name == "[memory]" {
             let args = &e.args;
-            let Some(bytes) = args.bytes.int() else {
-                return Ok(());
-            };
-            let Some(ts) = e.ts.float() else {
+            let (Some(bytes), Some(ts)) = (args.bytes.int(), e.ts.float()) else {
+                self.unreadable_memory += 1;
                 return Ok(());
             };
             if self.memory.len() >= MAX_MEMORY_EVENTS {
@@ -258,6 +259,7 @@ pub(crate) fn read(
         mut ops,
         mut steps,
         device_properties,
+        unreadable_memory,
     } = state;
     drop(op_name_ids);
     // Interned in order of first appearance, as if interned while parsing.
@@ -280,11 +282,24 @@ pub(crate) fn read(
                     "this is XProf's {page} JSON, made from an XSpace; give memtool the \
                      .xplane.pb it was made from (or its run directory or logdir)"
                 ),
+                None if unreadable_memory > 0 => format!(
+                    "none of the trace's {unreadable_memory} [memory] events has a Bytes that \
+                     is an integer in range (at most 2^63 - 1 in size) and a finite ts"
+                ),
                 None => "the trace has no [memory] events; record it with \
                          torch.profiler.profile(profile_memory=True)"
                     .into(),
             },
         });
+    }
+    if unreadable_memory > 0 {
+        profile.warn(
+            path,
+            format!(
+                "{unreadable_memory} [memory] events were skipped: their Bytes is not an \
+                 integer in range (at most 2^63 - 1 in size) or their ts is not a finite number"
+            ),
+        );
     }
     // Chrome traces need not be in time order; keep file order among equals
     // (the sort is stable).

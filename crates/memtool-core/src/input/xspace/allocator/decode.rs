@@ -5,7 +5,7 @@
 use rustc_hash::FxHashMap;
 
 use crate::error::Result;
-use crate::input::xspace::stream::Skim;
+use crate::input::xspace::stream::{event_metadata_id, Skim};
 use crate::input::xspace::{
     Event, Metadata, PlaneAt, Slice, StatKeys, StatValue, StreamError, Window,
 };
@@ -183,6 +183,23 @@ impl PlaneKeys {
             meta,
             ref_strings: Vec::new(),
         })
+    }
+}
+
+impl PlaneKeys {
+    /// For an event longer than `stream::MAX_EVENT_BYTES`: `Ok` to step over it
+    /// unread (it is not an allocator event), the error if it is one.
+    pub(super) fn oversized_event(
+        &self,
+        window: &mut Window<'_>,
+        at: u64,
+        len: u64,
+    ) -> Result<(), StreamError> {
+        let id = event_metadata_id(window, at, len)?;
+        if id.is_some_and(|id| self.allocs.contains(&id) || self.frees.contains(&id)) {
+            return Err(StreamError::OversizedEvent { at, len });
+        }
+        Ok(())
     }
 }
 

@@ -11,7 +11,7 @@ use super::decode::{Decoder, Interned, LineClock, PlaneKeys, RawEvent};
 use super::{HOST_PLANE, SKIM_CHUNK};
 use crate::error::Result;
 use crate::input::source::ByteSource;
-use crate::input::xspace::stream::{header_i64, FieldAt, Skim, Stream};
+use crate::input::xspace::stream::{header_i64, FieldAt, Skim, Stream, MAX_EVENT_BYTES};
 use crate::input::xspace::{Planes, StreamError, Window};
 use crate::model::{Names, SiteId};
 use memtool_proto::wire::reader::{Header, WireError};
@@ -76,6 +76,10 @@ impl Cursor<'_> {
                 (3, _) => return Err(Fallback),
                 (4, FieldAt::Bytes { at, len }) => {
                     self.index += 1;
+                    if len > MAX_EVENT_BYTES {
+                        plane.oversized_event(&mut self.window, at, len)?;
+                        continue;
+                    }
                     let bytes = self.window.bytes(at, len)?;
                     let seen = (self.rank, self.index);
                     let clock = &self.clock;

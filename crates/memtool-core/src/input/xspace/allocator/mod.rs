@@ -278,4 +278,90 @@ mod tests {
         assert_eq!(memories(&last), memories(&first));
         assert!(memories(&last)[0].contains("(7010, false, 1)"));
     }
+
+    /// A source that is not in memory and counts the bytes read from it.
+    struct Counted(Vec<u8>, std::sync::atomic::AtomicU64);
+
+    impl ByteSource for Counted {
+        fn len(&self) -> u64 {
+            self.0.len() as u64
+        }
+        fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
+            self.1
+                .fetch_add(buf.len() as u64, std::sync::atomic::Ordering::Relaxed);
+            self.0.read_exact_at(offset, buf)
+        }
+    }
+
+    /// A line of the events `A` and one event of 8 MiB (a stat of that
+    /// size) of metadata `id`, between them.
+    fn with_huge_event(id: u64) -> Vec<u8> {
+        let small = line(0, &A, false);
+        let mut huge = Vec::new();
+        int(&mut huge, 1, id);
+        int(&mut huge, 2, 20);
+        let mut stat = Vec::new();
+        int(&mut stat, 1, 10);
+        field(&mut stat, 5, &vec![b'x'; 8 << 20]);
+        field(&mut huge, 4, &stat);
+        xspace(&[small, line_with(&huge)])
+    }
+
+    fn line_with(event: &[u8]) -> Vec<u8> {
+        let mut line = Vec::new();
+        int(&mut line, 3, 0);
+        field(&mut line, 4, event);
+        line
+    }
+
+    #[test]
+    fn an_allocator_event_of_megabytes_is_refused_unread() {
+        for force_general_path in [false, true] {
+            let source = Counted(with_huge_event(1), Default::default());
+            let mut profile = Profile::default();
+            let err = read(
+                &mut profile,
+                "t.xplane.pb",
+                &source,
+                force_general_path,
+                "t",
+            )
+            .unwrap_err()
+            .to_string();
+            assert!(
+                err.starts_with(
+                    "t.xplane.pb: invalid XSpace: an allocator event claims 8388624 bytes; \
+                     allocator events are a few hundred bytes, and memtool reads none over \
+                     1048576 (at byte "
+                ),
+                "{err}"
+            );
+            let read_bytes = source.1.load(std::sync::atomic::Ordering::Relaxed);
+            // The walks read the file a few times in windows: far less
+            // than the event once.
+            assert!(read_bytes < 4 << 20, "{read_bytes} bytes read");
+        }
+    }
+
+    #[test]
+    fn another_event_of_megabytes_is_stepped_over_unread() {
+        let plain = read_bytes(xspace(&[line(0, &A, false)]));
+        for force_general_path in [false, true] {
+            let source = Counted(with_huge_event(77), Default::default());
+            let mut profile = Profile::default();
+            read(
+                &mut profile,
+                "t.xplane.pb",
+                &source,
+                force_general_path,
+                "t",
+            )
+            .unwrap();
+            assert_eq!(memories(&profile), memories(&plain));
+            let read_bytes = source.1.load(std::sync::atomic::Ordering::Relaxed);
+            // The walks read the file a few times in windows: far less
+            // than the event once.
+            assert!(read_bytes < 4 << 20, "{read_bytes} bytes read");
+        }
+    }
 }

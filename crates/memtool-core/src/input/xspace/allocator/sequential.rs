@@ -7,7 +7,7 @@ use super::decode::{Decoder, LineClock, PlaneKeys, RawEvent};
 use super::{HOST_PLANE, SKIM_CHUNK};
 use crate::error::Result;
 use crate::input::source::ByteSource;
-use crate::input::xspace::stream::{header_i64, FieldAt, Skim, Stream};
+use crate::input::xspace::stream::{header_i64, FieldAt, Skim, Stream, MAX_EVENT_BYTES};
 use crate::input::xspace::{PlaneAt, Planes, StreamError, Window};
 use crate::model::Names;
 use memtool_proto::wire::reader::Header;
@@ -53,6 +53,10 @@ pub(super) fn sequential(
                     continue;
                 };
                 index += 1;
+                if len > MAX_EVENT_BYTES {
+                    keys.oversized_event(&mut window, at, len)?;
+                    continue;
+                }
                 let bytes = window.bytes(at, len)?;
                 let seen = (rank, index);
                 if let Some(raw) = decoder.event(&mut decoded, keys, &clock, bytes, at, seen)? {
