@@ -343,8 +343,10 @@ def main():
     alloc.release_cached([])
     free = [b[1] for s in alloc.segments for b in s["blocks"] if b[3] == "inactive"]
     device_free = 2 * MIB - 512 * KIB  # less than any segment the request could get
-    request = max(max(free) + 512, SMALL_SIZE + 512 * KIB)
-    assert request <= sum(free) + device_free, "no fragmented point in the source"
+    # The largest whole MiB that the free memory could hold with 1 MiB to
+    # spare: larger than any free block, smaller than them all together.
+    request = (sum(free) + device_free - MIB) // MIB * MIB
+    assert max(free) < request <= sum(free) + device_free, "no fragmented point in the source"
     snap = alloc.snapshot(request, device_free, oom_frames(source, stop))
     write("fragmentation", snap)
     expected["fragmentation"] = figures(snap, alloc.reserved() + device_free)

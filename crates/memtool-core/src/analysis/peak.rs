@@ -369,7 +369,7 @@ fn sorted_by_size(memory: &Memory, live: &[AllocId]) -> Vec<AllocId> {
     ids
 }
 
-fn program_peak(
+pub(crate) fn program_peak(
     profile: &Profile,
     memory: &Memory,
     p: replay::Point,
