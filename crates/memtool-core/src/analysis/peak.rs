@@ -154,6 +154,10 @@ pub struct BudgetCheck {
     /// together they cover the excess: what must shrink (or be freed earlier)
     /// for the peak to fit.
     pub shrink: Vec<ShrinkCandidate>,
+    /// For a compiled program over the budget: the out-of-memory post-mortem
+    /// (`oom`'s, with the budget as the capacity), padding waste included.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub post_mortem: Option<super::oom::PostMortem>,
 }
 
 /// One allocation live at the peak that would have to shrink to fit a budget.
@@ -531,6 +535,13 @@ fn budget_check(
         first_over_at: first,
         last_over_at: last,
         shrink,
+        post_mortem: super::oom::program_post_mortem(
+            profile,
+            memory,
+            options,
+            budget,
+            super::oom::CapacitySource::Given,
+        ),
     }
 }
 
@@ -697,6 +708,9 @@ impl Report for PeakReport {
                     ]);
                 }
                 tables.push(t);
+                if let Some(pm) = &budget.post_mortem {
+                    tables.extend(pm.tables());
+                }
             }
             for b in &m.breakdowns {
                 let mut t = Table::ranked(
