@@ -326,3 +326,28 @@ fn peak_over_budget_carries_the_program_post_mortem() {
         .sum();
     assert_eq!(u(&pm["padding_waste_bytes"]), waste);
 }
+
+#[test]
+fn the_page_opens_on_the_post_mortem() {
+    let file = fixture("capacity");
+    let out = common::memtool().args(["render", &file]).output().unwrap();
+    assert!(out.status.success());
+    let page = String::from_utf8(out.stdout).unwrap();
+    let body = &page[page.find("</header>").unwrap()..];
+    let oom = body.find("<section class=\"oom\"").expect("an oom section");
+    let first_memory = body.find("<section class=\"memory\"").unwrap();
+    // The first thing after the page's header, before any memory.
+    assert!(body[..oom]
+        .trim_start_matches("</header>")
+        .trim()
+        .is_empty());
+    assert!(oom < first_memory);
+    assert!(body[oom..first_memory].contains("out of memory on cuda:0: capacity"));
+    // A page without a failure has no such section.
+    let plain = common::repo_fixture("xspace/jax_mlp.xplane.pb")
+        .display()
+        .to_string();
+    let out = common::memtool().args(["render", &plain]).output().unwrap();
+    let page = String::from_utf8(out.stdout).unwrap();
+    assert!(!page.contains("<section class=\"oom\""));
+}
