@@ -409,7 +409,8 @@ fn allocator_post_mortem(
     } else {
         Vec::new()
     };
-    let remove_to_fit = if verdict == Verdict::Capacity {
+    let too_large = request > capacity;
+    let remove_to_fit = if verdict == Verdict::Capacity && !too_large {
         removal(&by_user_frame, shortfall)
     } else {
         Vec::new()
@@ -423,6 +424,16 @@ fn allocator_post_mortem(
         }
     };
     let explanation = match verdict {
+        Verdict::Capacity if too_large => format!(
+            "capacity: the {} requested alone is more than the {} the device holds{}; no \
+             freeing makes it fit, the tensor itself must shrink (or be split across devices)",
+            size(request),
+            size(capacity),
+            match capacity_source {
+                CapacitySource::ReservedPlusFree => " (reserved + device free)",
+                _ => "",
+            }
+        ),
         Verdict::Capacity => format!(
             "capacity: {} in use plus the {} requested needs {}, more than the {} the device \
              holds{}; {} must go for the request to fit",
