@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Writes three out-of-memory PyTorch snapshots under tests/torch/oom/, and
-the figures torch's own rules give for them (tests/torch/oom/expected.json).
+"""Writes three out-of-memory PyTorch snapshots under
+crates/memtool/tests/data/oom/, and the figures torch's own rules give for
+them (expected.json there).
 
 No GPU is needed. The allocations are those of a real run: the made-here
 fixture torch_cpu_transformer.snapshot.pickle (torch 2.15, a 2-layer
@@ -48,7 +49,7 @@ import re
 import sys
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
-OUT = os.path.join(ROOT, "tests", "torch", "oom")
+OUT = os.path.join(ROOT, "crates", "memtool", "tests", "data", "oom")
 DEFAULT_SOURCE = os.path.join(ROOT, "..", "shared", "fixtures", "torch", "torch_cpu_transformer.snapshot.pickle")
 
 KIB, MIB, GIB = 1024, 1024 * 1024, 1024 ** 3
@@ -61,7 +62,7 @@ MIN_BLOCK = 512  # kMinBlockSize
 T0 = 1_760_000_000_000_000
 # Entries the trace keeps (`_record_memory_history(max_entries=...)`): a ring
 # buffer, so the snapshot also holds blocks allocated before its window.
-MAX_ENTRIES = 400
+MAX_ENTRIES = 300
 SITE_PACKAGES = "/opt/venv/lib/python3.12/site-packages/"
 PROFILER_FRAME = re.compile(r"^(.*\.py)\((\d+)\): (.*)$")
 

@@ -1,9 +1,9 @@
 //! Whatever a reader accepts, every analysis and exporter must handle: runs
-//! summary, peak, leaks, diff and render on each profile that loads, in every format.
+//! summary, peak, leaks, diff, oom and render on each profile that loads, in every format.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use memtool_core::analysis::{diff, leaks, peak, summary, Options};
+use memtool_core::analysis::{diff, leaks, oom, peak, summary, Options};
 use memtool_core::report::{exporter, OutputFormat, Report};
 use memtool_core::{load, LoadOptions, Source};
 
@@ -22,6 +22,14 @@ fuzz_target!(|data: &[u8]| {
         Box::new(peak::peak(&profile, &o)),
         Box::new(leaks::leaks(&profile, &o)),
         Box::new(diff::diff(&profile, &profile, &o, None)),
+        // A capacity every program exceeds: each gets a post-mortem.
+        Box::new(oom::oom(
+            &profile,
+            &Options {
+                capacity: Some(1),
+                ..Options::default()
+            },
+        )),
     ];
     let r = memtool_core::render::RenderOptions::default();
     let one = memtool_core::render::Inputs::One(&profile);

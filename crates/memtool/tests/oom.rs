@@ -1,7 +1,7 @@
 //! The out-of-memory post-mortem (`memtool oom`, and `summary` opening with
 //! it) on the three snapshots `scripts/make_torch_oom_fixtures.py` derives,
 //! against the figures that script computed from the pickled dicts alone
-//! (`tests/torch/oom/expected.json`); and on compiled programs over a
+//! (`crates/memtool/tests/data/oom/expected.json`); and on compiled programs over a
 //! capacity, given or recorded in the XSpace.
 
 mod common;
@@ -10,16 +10,22 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
+/// The derived snapshots live beside the tests, not under `tests/`: see
+/// their README.
+fn data(file: &str) -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/oom")
+        .join(file)
+}
+
 fn expected(name: &str) -> Value {
-    let path = common::repo_fixture("torch/oom/expected.json");
+    let path = data("expected.json");
     let all: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
     all[name].clone()
 }
 
 fn fixture(name: &str) -> String {
-    common::repo_fixture(&format!("torch/oom/{name}.pickle"))
-        .display()
-        .to_string()
+    data(&format!("{name}.pickle")).display().to_string()
 }
 
 /// The one post-mortem of `oom FILE [extra]`, after checking that the figures

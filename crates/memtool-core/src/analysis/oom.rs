@@ -99,7 +99,8 @@ pub enum CapacitySource {
 /// One failure explained.
 #[derive(Debug, Serialize)]
 pub struct PostMortem {
-    /// Which memory.
+    /// Which memory (its `capacity_bytes` left out: the post-mortem's own
+    /// is the one it used).
     #[serde(flatten)]
     pub header: MemoryHeader,
     /// Why it failed.
@@ -514,8 +515,8 @@ fn allocator_post_mortem(
         })
         .collect();
     let mut header = MemoryHeader::of(memory);
-    header.capacity_bytes =
-        Some(capacity).filter(|_| capacity_source != CapacitySource::ReservedPlusFree);
+    // The post-mortem states the capacity it used itself (`capacity_bytes`).
+    header.capacity_bytes = None;
     PostMortem {
         header,
         verdict,
@@ -732,7 +733,7 @@ pub fn program_post_mortem(
         .take(GROUPS_LISTED)
         .collect();
     let mut header = facts.header;
-    header.capacity_bytes = Some(capacity);
+    header.capacity_bytes = None;
     let mut buffers = program.buffers_at_peak;
     buffers.truncate(BUFFERS_LISTED);
     let phases = program.phases;
