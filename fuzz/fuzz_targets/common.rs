@@ -11,7 +11,7 @@ use std::io::Read;
 use std::time::Duration;
 
 use memtool_core::analysis::peak::PeakSettings;
-use memtool_core::analysis::{diff, frag, leaks, peak, summary, Options};
+use memtool_core::analysis::{diff, frag, leaks, oom, peak, summary, Options};
 use memtool_core::model::Profile;
 use memtool_core::report::{exporter, OutputFormat, Presentation, Report};
 use memtool_core::{load, LoadOptions, Source};
@@ -60,6 +60,14 @@ pub fn analyses(data: &[u8]) {
         Box::new(leaks::leaks(&profile, &o)),
         Box::new(frag::frag(&profile, &o)),
         Box::new(diff::diff(&profile, &profile, &o, None)),
+        // A capacity every program exceeds: each gets a post-mortem.
+        Box::new(oom::oom(
+            &profile,
+            &Options {
+                capacity: Some(1),
+                ..Options::default()
+            },
+        )),
     ];
     let r = memtool_core::render::RenderOptions::default();
     let one = memtool_core::render::Inputs::One(&profile);

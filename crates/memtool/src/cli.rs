@@ -166,6 +166,25 @@ impl AnalysisArgs {
     }
 }
 
+/// `--capacity`, for the commands that give out-of-memory post-mortems.
+#[derive(Args, Debug)]
+pub struct CapacityArgs {
+    /// The device's memory (e.g. 80GiB): an out-of-memory failure is weighed
+    /// against it (a PyTorch snapshot does not record it, so without it
+    /// memory held outside PyTorch cannot be told apart), and every compiled
+    /// program whose peak exceeds it gets a post-mortem. Default: what the
+    /// profile records.
+    #[arg(long, value_name = "BYTES", value_parser = parse_size)]
+    pub capacity: Option<u64>,
+}
+
+impl CapacityArgs {
+    /// Sets the capacity of `options`.
+    pub fn apply(&self, options: &mut Options) {
+        options.capacity = self.capacity;
+    }
+}
+
 /// `--xprof-compat`, for the commands whose figures XProf's UI shows.
 #[derive(Args, Debug)]
 pub struct XprofArgs {

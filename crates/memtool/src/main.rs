@@ -37,6 +37,7 @@ Examples:
   memtool leaks memory1.prof memory2.prof memory3.prof
   memtool diff base.prof new.prof --fail-on-growth 5%
   memtool frag logdir/
+  memtool oom oom_snapshot.pickle --capacity 80GiB
   memtool render memory.prof -o report.html
 
 Exit codes: 0 success, 1 a CI gate failed, 2 unreadable input or bad usage."
@@ -53,6 +54,7 @@ enum Command {
     Leaks(commands::leaks::LeaksArgs),
     Diff(commands::diff::DiffArgs),
     Frag(commands::frag::FragArgs),
+    Oom(commands::oom::OomArgs),
     Render(commands::render::RenderArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
     Completions(commands::shell::CompletionsArgs),
@@ -69,6 +71,7 @@ impl Command {
             Command::Leaks(a) => Some(&a.input),
             Command::Diff(a) => Some(&a.input),
             Command::Frag(a) => Some(&a.input),
+            Command::Oom(a) => Some(&a.input),
             Command::Render(a) => Some(&a.input),
             Command::Completions(_) | Command::Man(_) => None,
         }
@@ -123,6 +126,7 @@ fn run(command: &Command) -> anyhow::Result<Outcome> {
         Command::Leaks(a) => commands::leaks::run(a),
         Command::Diff(a) => commands::diff::run(a),
         Command::Frag(a) => commands::frag::run(a),
+        Command::Oom(a) => commands::oom::run(a),
         Command::Render(a) => commands::render::run(a),
         Command::Completions(a) => commands::shell::completions(a),
         Command::Man(a) => commands::shell::man(a),

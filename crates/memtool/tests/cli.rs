@@ -761,6 +761,7 @@ fn manual_pages_render_with_man() {
             "memtool-frag.1",
             "memtool-leaks.1",
             "memtool-man.1",
+            "memtool-oom.1",
             "memtool-peak.1",
             "memtool-render.1",
             "memtool-summary.1",

@@ -8,6 +8,7 @@ pub mod frames;
 pub mod gate;
 pub mod group;
 pub mod leaks;
+pub mod oom;
 pub mod peak;
 pub mod peak_facts;
 pub mod replay;
@@ -38,6 +39,10 @@ pub struct Options {
     /// CSV want all). Output that shows `top` rows sets it to `top`: the
     /// rest are counted, not labelled.
     pub keep_groups: Option<usize>,
+    /// The device's capacity (`--capacity`): out-of-memory post-mortems
+    /// weigh a failure against it, and compiled programs whose peak exceeds
+    /// it get one. `None`: what the profile records, if anything.
+    pub capacity: Option<u64>,
 }
 
 impl Default for Options {
@@ -48,6 +53,7 @@ impl Default for Options {
             memories: Vec::new(),
             ties: replay::Ties::First,
             keep_groups: None,
+            capacity: None,
         }
     }
 }

@@ -158,6 +158,10 @@ pub struct BudgetCheck {
     /// together they cover the excess: what must shrink (or be freed earlier)
     /// for the peak to fit.
     pub shrink: Vec<ShrinkCandidate>,
+    /// For a compiled program over the budget: the out-of-memory post-mortem
+    /// (`oom`'s, with the budget as the capacity), padding waste included.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub post_mortem: Option<super::oom::PostMortem>,
 }
 
 /// One allocation live at the peak that would have to shrink to fit a budget.
@@ -443,7 +447,7 @@ fn sorted_by_size(memory: &Memory, live: &[AllocId]) -> Vec<AllocId> {
     ids
 }
 
-fn program_peak(
+pub(crate) fn program_peak(
     profile: &Profile,
     memory: &Memory,
     p: replay::Point,
@@ -605,6 +609,13 @@ fn budget_check(
         first_over_at: first,
         last_over_at: last,
         shrink,
+        post_mortem: super::oom::program_post_mortem(
+            profile,
+            memory,
+            options,
+            budget,
+            super::oom::CapacitySource::Given,
+        ),
     }
 }
 
@@ -781,6 +792,9 @@ impl Report for PeakReport {
                     ]);
                 }
                 tables.push(t);
+                if let Some(pm) = &budget.post_mortem {
+                    tables.extend(pm.tables());
+                }
             }
             for b in &m.breakdowns {
                 if b.omitted == 0 && group::says_nothing(b.groups.iter().map(|g| &*g.key)) {

@@ -25,6 +25,10 @@ pub struct SummaryReport {
     /// The inputs and warnings.
     #[serde(flatten)]
     pub provenance: Provenance,
+    /// Out-of-memory post-mortems (see `oom`), first because an OOM is why
+    /// such a profile is read; absent when there are none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub oom: Vec<super::oom::PostMortem>,
     /// One entry per memory.
     pub memories: Vec<MemorySummary>,
 }
@@ -204,6 +208,7 @@ pub fn summarize(profile: &Profile, options: &Options) -> SummaryReport {
     SummaryReport {
         schema: SCHEMA,
         provenance: Provenance::of(profile),
+        oom: super::oom::post_mortems(profile, options),
         memories,
     }
 }
@@ -288,7 +293,12 @@ impl Report for SummaryReport {
     }
 
     fn tables(&self) -> Vec<Table> {
-        let mut tables = vec![self.memories_table()];
+        let mut tables: Vec<Table> = self
+            .oom
+            .iter()
+            .flat_map(super::oom::PostMortem::tables)
+            .collect();
+        tables.push(self.memories_table());
         if let Some(t) = self.programs_table() {
             tables.push(t);
         }
@@ -458,7 +468,7 @@ impl Report for SummaryReport {
     }
 
     fn notes(&self) -> Vec<String> {
-        let mut notes = Vec::new();
+        let mut notes: Vec<String> = self.oom.iter().map(super::oom::PostMortem::note).collect();
         if let Some(biggest) = self.memories.iter().max_by_key(|m| m.peak.peak_bytes) {
             if self.memories.len() > 1 {
                 notes.push(format!(

@@ -230,6 +230,9 @@ pub struct Memory {
     /// file this memory is: `leaks` compares the ends of the files as the
     /// points of one series. `None` for formats whose series are instants.
     pub series: Option<SeriesPart>,
+    /// Allocations the allocator failed to make (PyTorch `oom` trace
+    /// entries), in axis order. The input of the OOM post-mortem.
+    pub out_of_memory: Vec<OutOfMemory>,
 }
 
 /// A range of addresses: `bytes` from `start`.
@@ -270,6 +273,26 @@ pub struct SeriesPart {
     pub device: String,
     /// The file's name, as the series' points are labelled.
     pub file: String,
+}
+
+/// An allocation that failed for want of memory, as the allocator recorded
+/// it. The memory's `segments` are its state at the failure when the file
+/// was written by an out-of-memory observer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OutOfMemory {
+    /// Position on the memory's [`Axis`].
+    pub at: i64,
+    /// Bytes asked for (PyTorch records the size rounded by the allocator).
+    pub requested_bytes: u64,
+    /// Free device memory the driver reported at the failure, when recorded.
+    pub device_free_bytes: Option<u64>,
+    /// The stream the allocation was for, when recorded.
+    pub stream: Option<i64>,
+    /// Where it was asked for (the stack; PyTorch records no op).
+    pub site: SiteId,
+    /// How many of the memory's events came before it: the failure lies
+    /// between `events[events_before - 1]` and `events[events_before]`.
+    pub events_before: usize,
 }
 
 /// One step of a training or serving loop, as a span of the memory's axis.
@@ -557,6 +580,7 @@ impl Memory {
             held: Vec::new(),
             held_changes: Vec::new(),
             series: None,
+            out_of_memory: Vec::new(),
         }
     }
 
@@ -574,6 +598,9 @@ impl Memory {
         }
         for segment in &mut self.segments {
             segment.pool = segment.pool.map(|s| renames.string(s));
+        }
+        for oom in &mut self.out_of_memory {
+            oom.site = renames.site(oom.site);
         }
     }
 

@@ -136,10 +136,15 @@ pub fn html(inputs: Inputs<'_>, options: &RenderOptions) -> String {
         Inputs::Diff { base, new } => format!("memtool: {} → {}", paths(base), paths(new)),
     };
     let memory_count = profiles.iter().map(|p| p.memories.len()).sum();
+    let oom = match inputs {
+        Inputs::One(p) => oom_views(p, &options.analysis),
+        Inputs::Diff { .. } => Vec::new(),
+    };
     let page = Page {
         title,
         inputs: page_inputs,
         warnings,
+        oom,
         diff,
         profiles,
         memory_count,
@@ -150,6 +155,24 @@ pub fn html(inputs: Inputs<'_>, options: &RenderOptions) -> String {
     // Rendering fails only on a formatting error of our own fields, which
     // `String`'s `fmt::Write` never raises.
     page.render().unwrap_or_default()
+}
+
+/// The out-of-memory post-mortems of `profile`, as `memtool oom` gives them.
+fn oom_views(profile: &Profile, options: &Options) -> Vec<OomView> {
+    crate::analysis::oom::post_mortems(profile, options)
+        .iter()
+        .map(|pm| OomView {
+            verdict: pm.note(),
+            tables: pm
+                .tables()
+                .iter()
+                .map(|t| OomTable {
+                    title: t.title.clone(),
+                    table: FragSection::from_table(String::new(), t, options.top),
+                })
+                .collect(),
+        })
+        .collect()
 }
 
 fn paths(profile: &Profile) -> String {

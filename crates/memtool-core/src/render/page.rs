@@ -62,6 +62,19 @@ impl FragSection {
     }
 }
 
+/// An out-of-memory post-mortem at the top of the page: its verdict and
+/// the tables `memtool oom` prints.
+pub(super) struct OomView {
+    pub(super) verdict: String,
+    pub(super) tables: Vec<OomTable>,
+}
+
+/// One table of a post-mortem.
+pub(super) struct OomTable {
+    pub(super) title: String,
+    pub(super) table: FragSection,
+}
+
 /// A step boundary drawn on the timeline: where a training or serving step
 /// starts, relative to the timeline's `x0`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -228,6 +241,9 @@ pub(super) struct Page {
     pub(super) title: String,
     pub(super) inputs: Vec<InputRow>,
     pub(super) warnings: Vec<String>,
+    /// Out-of-memory post-mortems, shown first: an OOM is why such a
+    /// profile is opened.
+    pub(super) oom: Vec<OomView>,
     pub(super) diff: Option<DiffView>,
     pub(super) profiles: Vec<ProfileView>,
     /// Memories on the page (a contents list is shown when there are several).

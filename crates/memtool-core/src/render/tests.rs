@@ -209,6 +209,7 @@ fn frag_sections_show_when_given() {
         title: "t".into(),
         inputs: Vec::new(),
         warnings: Vec::new(),
+        oom: Vec::new(),
         diff: None,
         memory_count: 1,
         profiles: vec![ProfileView {

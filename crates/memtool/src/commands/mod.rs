@@ -3,6 +3,7 @@
 pub mod diff;
 pub mod frag;
 pub mod leaks;
+pub mod oom;
 pub mod peak;
 pub mod render;
 pub mod shell;

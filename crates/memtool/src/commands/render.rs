@@ -5,7 +5,7 @@ use clap::{Args, ValueEnum};
 use memtool_core::analysis::warning_notes;
 use memtool_core::render::{self, Inputs, RenderOptions};
 
-use crate::cli::{AnalysisArgs, GroupKeyArg, InputArgs};
+use crate::cli::{AnalysisArgs, CapacityArgs, GroupKeyArg, InputArgs};
 use crate::{inputs, output, Outcome};
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -53,6 +53,8 @@ pub struct RenderArgs {
     pub bands: usize,
     #[command(flatten)]
     pub analysis: AnalysisArgs,
+    #[command(flatten)]
+    pub capacity: CapacityArgs,
 }
 
 pub fn run(args: &RenderArgs) -> Result<Outcome> {
@@ -70,8 +72,10 @@ pub fn run(args: &RenderArgs) -> Result<Outcome> {
         };
         bail!("render writes {what}, not text for a terminal; give -o {file} (or redirect stdout)");
     }
+    let mut analysis = args.analysis.options();
+    args.capacity.apply(&mut analysis);
     let options = RenderOptions {
-        analysis: args.analysis.options(),
+        analysis,
         group_by: args.group_by.map(Into::into),
         bands: args.bands,
         ..RenderOptions::default()

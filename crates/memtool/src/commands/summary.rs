@@ -2,10 +2,13 @@ use anyhow::Result;
 use clap::Args;
 use memtool_core::analysis::summary;
 
-use crate::cli::{AnalysisArgs, InputArgs, OutputArgs, XprofArgs};
+use crate::cli::{AnalysisArgs, CapacityArgs, InputArgs, OutputArgs, XprofArgs};
 use crate::{inputs, output, Outcome};
 
 /// Per device or allocator: peak, live buffers, executables, top stacks.
+///
+/// A profile with an out-of-memory failure (a PyTorch snapshot dumped by an
+/// OOM observer) opens with its post-mortem, as `memtool oom` gives it.
 #[derive(Args, Debug)]
 #[command(after_help = "Examples:
   memtool summary memory.prof
@@ -17,6 +20,8 @@ pub struct SummaryArgs {
     #[command(flatten)]
     pub analysis: AnalysisArgs,
     #[command(flatten)]
+    pub capacity: CapacityArgs,
+    #[command(flatten)]
     pub xprof: XprofArgs,
     #[command(flatten)]
     pub output: OutputArgs,
@@ -26,6 +31,7 @@ pub fn run(args: &SummaryArgs) -> Result<Outcome> {
     let profile = inputs::load(&args.input, &args.analysis, args.output.output.as_deref())?;
     let mut options = args.analysis.report_options(args.output.format);
     args.xprof.apply(&mut options);
+    args.capacity.apply(&mut options);
     let report = memtool_core::timings::time("analysis", || summary::summarize(&profile, &options));
     output::write(&report, &args.output, &args.analysis)?;
     inputs::free_at_exit((profile, report));

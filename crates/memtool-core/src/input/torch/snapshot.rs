@@ -31,8 +31,8 @@ use rustc_hash::FxHashMap;
 use crate::error::{Error, Result};
 use crate::model::{
     AddressRange, AllocId, Allocation, AllocatorSample, Axis, BeforeRecording, BlockState, Event,
-    EventKind, Format, Frame, FrameId, HeldChange, InputInfo, MemoryKind, Profile, Segment,
-    SegmentBlock, SeriesPart, Site, SiteId, StackId, Step, StrId,
+    EventKind, Format, Frame, FrameId, HeldChange, InputInfo, MemoryKind, OutOfMemory, Profile,
+    Segment, SegmentBlock, SeriesPart, Site, SiteId, StackId, Step, StrId,
 };
 
 use super::pickle::{self, Memo, Parent, Value, Visitor};
@@ -154,8 +154,8 @@ struct Trace {
     held_changes: Vec<(usize, u64, Option<i64>, AddressRange, bool)>,
     freed_before_window: u64,
     realloc_without_free: u64,
-    /// Requested bytes, free bytes, entry index and time of each `oom`.
-    ooms: Vec<(u64, u64, u64, Option<i64>)>,
+    /// Each `oom`: the failure with its entry index, time and stack.
+    ooms: Vec<RawOom>,
 }
 
 impl Default for Trace {
@@ -301,10 +301,22 @@ impl Trace {
                 self.reserved_changes.push((index, time_us, self.reserved));
                 self.held_change(index, time_us, addr, size, false);
             }
-            Action::Oom => self.ooms.push((size, addr, index, time_us)),
+            // Recorded by `oom` in `entry_pairs`, which has its free bytes and stream.
+            Action::Oom => {}
             Action::FreeRequested | Action::Other => {}
         }
     }
+}
+
+/// An `oom` entry before its position and site are known.
+struct RawOom {
+    requested: u64,
+    device_free: Option<u64>,
+    stream: Option<i64>,
+    index: u64,
+    time_us: Option<i64>,
+    stack: StackId,
+    events_before: usize,
 }
 
 /// One segment of the end state, with its device.
@@ -601,7 +613,7 @@ impl SnapshotVisitor<'_> {
     ) {
         // The fields, each its first occurrence, read in one pass.
         let (mut action, mut addr, mut device_free, mut size) = (None, None, None, None);
-        let (mut time_us, mut frames, mut category) = (None, None, None);
+        let (mut time_us, mut frames, mut category, mut stream) = (None, None, None, None);
         for (k, v) in pairs {
             let slot = match k.as_str() {
                 Some("action") => &mut action,
@@ -611,6 +623,7 @@ impl SnapshotVisitor<'_> {
                 Some("time_us") => &mut time_us,
                 Some("frames") => &mut frames,
                 Some("category") => &mut category,
+                Some("stream") => &mut stream,
                 _ => continue,
             };
             slot.get_or_insert(v);
@@ -620,12 +633,6 @@ impl SnapshotVisitor<'_> {
             self.traces.resize_with(device + 1, Trace::default);
         }
         let action = Action::parse(action_name);
-        // An `oom` entry keeps the device's free bytes where others keep the address.
-        let addr = if action == Action::Oom {
-            device_free
-        } else {
-            addr
-        };
         let addr = self.int(addr).unwrap_or(0) as u64;
         let size = self.size(size);
         let time_us = self.int(time_us);
@@ -635,6 +642,21 @@ impl SnapshotVisitor<'_> {
             _ => None,
         };
         self.has_category |= category.is_some();
+        if action == Action::Oom {
+            // An `oom` entry keeps the device's free bytes where others keep the address.
+            let device_free = self.int(device_free).and_then(|f| u64::try_from(f).ok());
+            let stream = self.int(stream);
+            let trace = &mut self.traces[device];
+            trace.ooms.push(RawOom {
+                requested: size,
+                device_free,
+                stream,
+                index: trace.entries,
+                time_us,
+                stack,
+                events_before: trace.events.len(),
+            });
+        }
         self.traces[device].add(action, action_name, addr, size, time_us, stack, category);
     }
 
@@ -944,15 +966,18 @@ fn build_memory(
         .map(|&(index, time_us, r)| (at(index, time_us), r))
         .collect();
     let last_at = last.map_or(0, |(index, time_us)| at(index, time_us));
-    let ooms: Vec<String> = ooms
+    let out_of_memory: Vec<OutOfMemory> = ooms
         .iter()
-        .map(|&(size, free, index, time_us)| {
-            format!(
-                "{} requested with {} free on the device at {}",
-                crate::report::units::bytes(size),
-                crate::report::units::bytes(free),
-                at(index, time_us)
-            )
+        .map(|oom| OutOfMemory {
+            at: at(oom.index, oom.time_us),
+            requested_bytes: oom.requested,
+            device_free_bytes: oom.device_free,
+            stream: oom.stream,
+            site: profile.names.site(Site {
+                stack: oom.stack,
+                ..Site::default()
+            }),
+            events_before: oom.events_before,
         })
         .collect();
     let new_alloc = |allocations: &mut Vec<Allocation>, a: Allocation| {
@@ -1089,15 +1114,26 @@ fn build_memory(
             ),
         );
     }
-    if !ooms.is_empty() {
-        let shown: Vec<&str> = ooms.iter().take(3).map(String::as_str).collect();
+    if !out_of_memory.is_empty() {
+        let shown: Vec<String> = out_of_memory
+            .iter()
+            .take(3)
+            .map(|oom| {
+                format!(
+                    "{} requested with {} free on the device at {}",
+                    crate::report::units::bytes(oom.requested_bytes),
+                    crate::report::units::bytes(oom.device_free_bytes.unwrap_or(0)),
+                    oom.at
+                )
+            })
+            .collect();
         profile.warn(
             path,
             format!(
                 "{id}: {} out-of-memory events in the trace: {}{}",
-                ooms.len(),
+                out_of_memory.len(),
                 shown.join("; "),
-                if ooms.len() > shown.len() {
+                if out_of_memory.len() > shown.len() {
                     "; ..."
                 } else {
                     ""
@@ -1149,6 +1185,7 @@ fn build_memory(
         device: device_id,
         file: crate::input::file_name(path),
     });
+    memory.out_of_memory = out_of_memory;
 }
 
 #[cfg(test)]

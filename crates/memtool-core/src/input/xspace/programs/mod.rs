@@ -55,6 +55,10 @@ pub(crate) fn read(profile: &mut Profile, path: &str, source: &dyn ByteSource) -
             ),
         );
     }
+    if modules.is_empty() {
+        return Ok(());
+    }
+    let first = profile.memories.len();
     for module in modules {
         match Decoded::parse(&module.hlo_proto) {
             Ok(hlo) => Module::new(&hlo, module.program_id).read_into(profile, path),
@@ -66,6 +70,14 @@ pub(crate) fn read(profile: &mut Profile, path: &str, source: &dyn ByteSource) -
                     module.program_id, module.offset,
                 ),
             ),
+        }
+    }
+    // The device's memory bounds each program's main memory space.
+    if let Some(capacity) = plane::device_capacity(path, source)? {
+        for memory in &mut profile.memories[first..] {
+            if memory.program.as_ref().is_some_and(|p| p.memory_space == 0) {
+                memory.capacity = Some(capacity);
+            }
         }
     }
     Ok(())

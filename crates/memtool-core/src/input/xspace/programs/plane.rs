@@ -7,7 +7,9 @@ use std::borrow::Cow;
 
 use crate::error::Result;
 use crate::input::source::ByteSource;
-use crate::input::xspace::{Planes, StatValue, StreamError, Window};
+use crate::input::xspace::stream::Skim;
+use crate::input::xspace::{PlaneAt, Planes, StatValue, StreamError, Window};
+use memtool_proto::wire::reader::Header;
 
 const METADATA_PLANE: &str = "/host:metadata";
 #[cfg(test)]
@@ -116,6 +118,57 @@ fn walk(source: &dyn ByteSource) -> Result<Modules<'_>, StreamError> {
         modules: out,
         conflicting,
     })
+}
+
+/// Where device planes are named: `/device:GPU:0`, `/device:TPU:3`.
+const DEVICE_PLANE_PREFIX: &str = "/device:";
+
+/// The device memory's size as the profiler recorded it on the device
+/// planes (the plane stat `memory_size`, XProf's `kDevCapMemorySize`): the
+/// smallest over the devices, which bounds a program run on any of them;
+/// `None` when no device plane records one. Only the planes' metadata and
+/// stats are read; their lines are skipped over.
+pub(super) fn device_capacity(path: &str, source: &dyn ByteSource) -> Result<Option<u64>> {
+    device_capacity_walk(source).map_err(|e| e.into_error(path))
+}
+
+fn device_capacity_walk(source: &dyn ByteSource) -> Result<Option<u64>, StreamError> {
+    use memtool_proto::wire::writer::put_bytes_field;
+    let mut window = Window::new(source, 64 << 10);
+    let mut planes = Planes::new(&window);
+    let mut smallest: Option<u64> = None;
+    while let Some(at) = planes.next(&mut window)? {
+        if !at.name.starts_with(DEVICE_PLANE_PREFIX) {
+            continue;
+        }
+        // The plane without its lines: stat metadata (5) and stats (6).
+        let mut bytes = Vec::new();
+        let mut fields = Skim::new(at.start, at.end);
+        while let Some((number, header, value_at)) = fields.next(&mut window)? {
+            if let (5 | 6, Header::Len(len)) = (number, header) {
+                put_bytes_field(&mut bytes, number, window.bytes(value_at, len)?);
+            }
+        }
+        let plane = PlaneAt {
+            name: at.name.clone(),
+            start: 0,
+            end: bytes.len() as u64,
+        }
+        .parse(&bytes)?;
+        let keys = plane.metadata()?.stat_keys(&[("memory_size", ())]);
+        if !keys.contains(()) {
+            continue;
+        }
+        for stat in plane.stats() {
+            let stat = stat?;
+            if keys.get(stat.metadata_id).is_some() {
+                if let Some(size) = stat.value.as_u64().filter(|&s| s > 0) {
+                    smallest = Some(smallest.map_or(size, |m| m.min(size)));
+                }
+            }
+        }
+    }
+    Ok(smallest)
 }
 
 #[cfg(test)]

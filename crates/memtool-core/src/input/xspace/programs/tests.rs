@@ -452,3 +452,64 @@ fn sizes_past_64_bits_are_capped_with_a_warning() {
     );
     crate::input::huge_sizes::every_output(&profile);
 }
+
+/// A program over capacity gets the out-of-memory post-mortem, with the
+/// layout padding at its peak: from the capacity the profile records, and
+/// from a budget (`peak --budget`). The two 512 KiB buffers hold a U64
+/// each, so all but 8 bytes of the one live at the peak is padding.
+#[test]
+fn a_program_over_capacity_gets_a_post_mortem_with_its_padding() {
+    use crate::analysis::oom::{self, CapacitySource, Verdict};
+    use crate::analysis::{peak, Options};
+    let half = MIB / 2;
+    let events = [
+        (ALLOC, 1, 0),
+        (SHARE_WITH, 2, 1),
+        (FREE, 1, 0),
+        (FREE, 2, 0),
+    ];
+    let mut profile = read(&module(&[half, half], &events));
+    let (peak_bytes, unpadded) = ((MIB + half) as u64, MIB as u64 + 8);
+    let capacity = MIB as u64 + 64;
+    profile.memories[0].capacity = Some(capacity);
+
+    let found = oom::post_mortems(&profile, &Options::default());
+    assert_eq!(found.len(), 1);
+    let pm = &found[0];
+    assert_eq!(pm.verdict, Verdict::Capacity);
+    assert_eq!(pm.capacity_source, CapacitySource::Profile);
+    assert_eq!(pm.request_bytes, peak_bytes);
+    assert_eq!(pm.shortfall_bytes, peak_bytes - capacity);
+    let program = pm.program.as_ref().unwrap();
+    assert_eq!(program.over_bytes, peak_bytes - capacity);
+    assert_eq!(program.padding_waste_bytes, peak_bytes - unpadded);
+    assert_eq!(program.unpadded_peak_bytes, unpadded);
+    assert!(
+        pm.explanation.contains("without it the program would fit"),
+        "{}",
+        pm.explanation
+    );
+    let padded = program
+        .buffers
+        .iter()
+        .find(|b| b.instruction == "fusion.1{0}")
+        .unwrap();
+    assert_eq!((padded.bytes, padded.unpadded_bytes), (half as u64, 8));
+    assert_eq!(padded.shape.as_deref(), Some("u64[]"));
+
+    // A capacity that fits gives none; a budget below the peak gives the same post-mortem.
+    profile.memories[0].capacity = Some(peak_bytes);
+    assert!(oom::post_mortems(&profile, &Options::default()).is_empty());
+    let settings = peak::PeakSettings {
+        budget: Some(capacity),
+        xprof_compat: false,
+    };
+    let report = peak::peak_with(&profile, &Options::default(), &settings);
+    let budget = report.memories[0].budget.as_ref().unwrap();
+    let pm = budget.post_mortem.as_ref().unwrap();
+    assert_eq!(pm.capacity_source, CapacitySource::Given);
+    assert_eq!(
+        pm.program.as_ref().unwrap().padding_waste_bytes,
+        peak_bytes - unpadded
+    );
+}

@@ -1,0 +1,48 @@
+use anyhow::Result;
+use clap::Args;
+use memtool_core::analysis::oom;
+
+use crate::cli::{AnalysisArgs, CapacityArgs, InputArgs, OutputArgs};
+use crate::{inputs, output, Outcome};
+
+/// Out-of-memory post-mortem: why an allocation failed, what would make it fit.
+///
+/// For each failed allocation of a PyTorch snapshot (an `oom` trace entry;
+/// a snapshot dumped by an out-of-memory observer holds the allocator's
+/// segments at that moment): the request, reserved, allocated, free inside
+/// reserved segments and free on the device, the largest free block per pool
+/// and stream, and the verdict — capacity (what was live plus the request
+/// exceeds the device: the largest groups that must go), fragmentation (the
+/// free memory was there but split: the allocator settings that address it)
+/// or memory outside PyTorch (give the device's size with --capacity) — with
+/// the failed allocation's stack and what was allocated just before it.
+/// For each compiled program whose peak exceeds --capacity (or the capacity
+/// the profile records): by how much, what was live at the peak by op, shape
+/// and source line, and the layout padding in it. Exits 0: the failure is
+/// the input, not a gate.
+#[derive(Args, Debug)]
+#[command(after_help = "Examples:
+  memtool oom oom_snapshot.pickle
+  memtool oom oom_snapshot.pickle --capacity 80GiB
+  memtool oom trace.xplane.pb --capacity 16GiB
+  memtool oom oom_snapshot.pickle --format json | jq '.oom[] | {verdict, request_bytes}'")]
+pub struct OomArgs {
+    #[command(flatten)]
+    pub input: InputArgs,
+    #[command(flatten)]
+    pub analysis: AnalysisArgs,
+    #[command(flatten)]
+    pub capacity: CapacityArgs,
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+pub fn run(args: &OomArgs) -> Result<Outcome> {
+    let profile = inputs::load(&args.input, &args.analysis, args.output.output.as_deref())?;
+    let mut options = args.analysis.report_options(args.output.format);
+    args.capacity.apply(&mut options);
+    let report = memtool_core::timings::time("analysis", || oom::oom(&profile, &options));
+    output::write(&report, &args.output, &args.analysis)?;
+    inputs::free_at_exit((profile, report));
+    Ok(Outcome::Success)
+}
