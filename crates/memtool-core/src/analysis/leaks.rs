@@ -465,7 +465,7 @@ fn net_rises(groups: &[GroupSeries], before: usize, after: usize) -> Vec<u64> {
     net
 }
 
-/// Each group's net rise ([`net_rises`]) in each interval between points,
+/// Each group's net rise (`net_rises`) in each interval between points,
 /// and over the whole series, first point to last.
 pub fn net_growth(groups: &[GroupSeries]) -> Vec<NetGrowth> {
     let n = groups.first().map_or(0, |g| g.bytes.len());

@@ -5,7 +5,7 @@ use comfy_table::{CellAlignment, ContentArrangement};
 use super::fit::fit;
 use super::{Cell, Exporter, Report, Table};
 
-/// Tables for a terminal, fitted to `width` columns (see [`super::fit`]),
+/// Tables for a terminal, fitted to `width` columns (see the `fit` module),
 /// sizes in binary units.
 pub struct TerminalExporter {
     /// Columns a table may take.
