@@ -377,8 +377,11 @@ impl Report for DiffReport {
         let mut notes = Vec::new();
         let unchanged = self.rows.iter().filter(|r| r.delta_bytes == 0).count();
         if unchanged > 0 {
-            let by = self.by.name().replace('_', " ");
-            notes.push(format!("{unchanged} {by}s unchanged (not shown)"));
+            let plural = match self.by {
+                GroupBy::Category => "categories".to_string(),
+                by => format!("{}s", by.name().replace('_', " ")),
+            };
+            notes.push(format!("{unchanged} {plural} unchanged (not shown)"));
         }
         notes
     }
