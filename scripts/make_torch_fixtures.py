@@ -20,9 +20,13 @@ import gzip
 import json
 import os
 import pickle
+import sys
 
 OUT = os.path.join(os.path.dirname(__file__), "..", "tests", "torch")
 KIB, MIB = 1024, 1024 * 1024
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from memory_viz_reference import memory_viz_active_timeline  # noqa: E402
 
 
 def frame(name, filename, line):
@@ -172,64 +176,10 @@ def reference(data):
 
 
 def memory_viz_active(data, device):
-    """MemoryViz.js's "Active Memory Timeline" (annotate_snapshot and
-    process_alloc_data), sizes only, as torch_reference.py ports it: a
-    free_requested directly followed by its free_completed is one free;
-    blocks live at the end and frees of addresses the trace never allocated
-    are live from the start (at requested_size, at the free's size); the
-    peak is the largest total after an action."""
-    traces = data.get("device_traces") or []
-    events = []
-    for t in traces[device] if device < len(traces) else []:
-        prev = events[-1] if events else None
-        if (t["action"] == "free_completed" and prev and prev["action"] == "free_requested"
-                and prev["addr"] == t["addr"]):
-            events[-1] = dict(prev, action="free")
-            continue
-        events.append(t)
-    sizes, initially, actions, addr_to_alloc = [], [], [], {}
-    for e in events:
-        if e["action"] == "alloc":
-            sizes.append(e["size"])
-            addr_to_alloc[e["addr"]] = len(sizes) - 1
-            actions.append(len(sizes) - 1)
-        elif e["action"] in ("free", "free_completed"):
-            if e["addr"] in addr_to_alloc:
-                actions.append(addr_to_alloc.pop(e["addr"]))
-            else:
-                sizes.append(e["size"])
-                initially.append(len(sizes) - 1)
-                actions.append(len(sizes) - 1)
-    for seg in data.get("segments", []):
-        if seg.get("device") != device:
-            continue
-        addr = seg["address"]
-        for b in seg["blocks"]:
-            block_addr, addr = addr, addr + b["size"]
-            if "frames" in b:
-                requested = b.get("requested_size")
-            elif b.get("history"):
-                requested = b.get("requested_size") or b["history"][0].get("real_size")
-            else:
-                requested = b.get("requested_size") or b["size"]
-            if b["state"] == "active_allocated" and block_addr not in addr_to_alloc:
-                sizes.append(requested)
-                initially.append(len(sizes) - 1)
-    initially.reverse()
-    if not actions and initially:
-        actions.append(initially.pop())
-    live = set(initially)
-    total = sum(sizes[i] for i in initially)
-    max_size = 0
-    for elem in actions:
-        if elem in live:
-            live.remove(elem)
-            total -= sizes[elem]
-        else:
-            live.add(elem)
-            total += sizes[elem]
-        max_size = max(total, max_size)
-    return {"max_size": max_size, "end": total}
+    """MemoryViz.js's "Active Memory Timeline" peak and end, by the port in
+    memory_viz_reference.py (the one the shared snapshots are checked by)."""
+    full = memory_viz_active_timeline(data, device)
+    return {"max_size": full["max_size"], "end": full["end"]}
 
 
 def chrome_trace():
