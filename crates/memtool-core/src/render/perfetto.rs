@@ -102,7 +102,8 @@ impl Clock {
             .iter()
             .filter(|m| m.axis == Axis::TimeUs)
             .flat_map(|m| {
-                let first_event = m.events.first().map(|e| e.at);
+                // Events of some formats are not in time order.
+                let first_event = m.events.iter().map(|e| e.at).min();
                 let first_step = m.steps.first().map(|s| s.start);
                 let first_instant = m.instants.first().map(|i| i.at);
                 [first_event, first_step, first_instant]
@@ -116,7 +117,8 @@ impl Clock {
     fn micros(&self, axis: Axis, at: i64) -> f64 {
         match axis {
             Axis::TimePs => at as f64 / 1e6,
-            Axis::TimeUs => at.saturating_sub(self.epoch_start_us) as f64,
+            // A memory with no events has one point, at 0: the start.
+            Axis::TimeUs => at.saturating_sub(self.epoch_start_us).max(0) as f64,
             Axis::EventIndex | Axis::Snapshot | Axis::ProgramOrder => at as f64,
         }
     }
@@ -159,7 +161,9 @@ fn metadata(events: &mut Vec<TraceEvent>, pid: u32, name: &str) {
     }
 }
 
-/// The total and the groups at each column's highest point.
+/// The total and the groups at each column's highest point, in time order.
+/// Columns at one timestamp (events at one time, one per column while they
+/// fit) keep the highest: a counter has one value at a time.
 fn counters(
     events: &mut Vec<TraceEvent>,
     pid: u32,
@@ -169,13 +173,29 @@ fn counters(
 ) {
     let group_counter = format!("{GROUP_COUNTER_PREFIX}{}", key.replace('_', " "));
     let band_keys = unique_keys(tl.bands.iter().map(|b| b.key.as_str()));
-    for (column, (&x, &hi)) in tl.x.iter().zip(&tl.hi).enumerate() {
-        let at = ts(tl.x0.wrapping_add(x));
+    let mut columns: Vec<(f64, usize)> =
+        tl.x.iter()
+            .enumerate()
+            .map(|(column, &x)| (ts(tl.x0.wrapping_add(x)), column))
+            .collect();
+    columns.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut kept: Vec<(f64, usize)> = Vec::with_capacity(columns.len());
+    for (at, column) in columns {
+        match kept.last_mut() {
+            Some(last) if last.0 == at => {
+                if tl.hi[column] > tl.hi[last.1] {
+                    last.1 = column;
+                }
+            }
+            _ => kept.push((at, column)),
+        }
+    }
+    for (at, column) in kept {
         events.push(TraceEvent::counter(
             pid,
             TOTAL_COUNTER,
             at,
-            vec![("total".to_string(), Value::from(hi))],
+            vec![("total".to_string(), Value::from(tl.hi[column]))],
         ));
         let groups = tl
             .bands
