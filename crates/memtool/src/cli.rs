@@ -18,8 +18,9 @@ pub enum FormatArg {
     Csv,
     /// Markdown tables, for CI summaries and tickets.
     Md,
-    /// peak and summary only: what was live at each memory's peak as a
-    /// gzipped pprof profile.proto, for go tool pprof, speedscope, Pyroscope.
+    /// What was live at each memory's peak as a gzipped pprof profile.proto,
+    /// for go tool pprof, speedscope, Pyroscope (peak and summary only; see
+    /// docs/pprof.md).
     Pprof,
 }
 

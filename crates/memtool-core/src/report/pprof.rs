@@ -41,7 +41,7 @@ const MAPPING_ID: u64 = 1;
 /// The gzipped `profile.proto` of what was live at the peak of every memory
 /// `options` selects (`options.ties` picks among equal peaks).
 pub fn peak_pprof(profile: &Profile, options: &Options) -> Vec<u8> {
-    let mut builder = Builder::new(&profile.names);
+    let mut builder = Builder::new(&profile.names, &inputs_named(profile));
     builder.comment("memtool: what was live at each memory's peak".to_string());
     for memory in options.selected(profile) {
         let Some(facts) = PeakFacts::of(memory, options.ties) else {
@@ -90,7 +90,7 @@ struct Builder<'a> {
 }
 
 impl<'a> Builder<'a> {
-    fn new(names: &'a Names) -> Self {
+    fn new(names: &'a Names, file: &str) -> Self {
         let mut builder = Builder {
             names,
             profile: pprof::Profile::default(),
@@ -106,8 +106,9 @@ impl<'a> Builder<'a> {
         builder.profile.sample_type = vec![space, objects];
         builder.profile.default_sample_type = space.r#type;
         // Every location's function, file and line are known: one mapping
-        // that says so keeps pprof from trying to symbolize addresses.
-        let filename = builder.string("memtool");
+        // that says so keeps pprof from trying to symbolize addresses. Its
+        // file is what pprof heads its output with (`File:`).
+        let filename = builder.string(file);
         builder.profile.mapping = vec![pprof::Mapping {
             id: MAPPING_ID,
             filename,
@@ -269,6 +270,23 @@ impl<'a> Builder<'a> {
         // Writing to a vector cannot fail.
         let _ = gzip.write_all(&encoded);
         gzip.finish().unwrap_or_default()
+    }
+}
+
+/// The profile's input files by name (`memory1.prof, memory2.prof, … (9
+/// files)`), else `memtool`.
+fn inputs_named(profile: &Profile) -> String {
+    const SHOWN: usize = 3;
+    let names: Vec<String> = profile
+        .inputs
+        .iter()
+        .take(SHOWN)
+        .map(|i| crate::input::file_name(&i.path))
+        .collect();
+    match profile.inputs.len() {
+        0 => "memtool".to_string(),
+        n if n > SHOWN => format!("{}, … ({n} files)", names.join(", ")),
+        _ => names.join(", "),
     }
 }
 
