@@ -5,10 +5,16 @@
 //! `cargo test` says what it did not run instead of passing silently. In CI
 //! (`MEMTOOL_REQUIRE_FIXTURES` set) their absence stops the build.
 //! `MEMTOOL_SHARED_FIXTURES` names another folder that holds them.
+//!
+//! Likewise `go` (Debian's `golang-go`), whose `go tool pprof` reads the
+//! profiles `--format pprof` writes: tests that run it are ignored, with the
+//! reason, where it is not on `PATH`, and its absence stops the build where
+//! `MEMTOOL_REQUIRE_GO` is set (CI, which installs it).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 fn main() {
+    go_pprof();
     println!("cargo::rustc-check-cfg=cfg(shared_fixtures)");
     println!("cargo::rerun-if-env-changed=MEMTOOL_REQUIRE_FIXTURES");
     println!("cargo::rerun-if-env-changed=MEMTOOL_SHARED_FIXTURES");
@@ -36,4 +42,35 @@ fn main() {
             fixtures.display()
         );
     }
+}
+
+/// Sets `go_pprof` when `go` is on `PATH`, and runs again when it appears
+/// or goes (a directory of `PATH` changes).
+fn go_pprof() {
+    println!("cargo::rustc-check-cfg=cfg(go_pprof)");
+    println!("cargo::rerun-if-env-changed=MEMTOOL_REQUIRE_GO");
+    println!("cargo::rerun-if-env-changed=PATH");
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let dirs: Vec<PathBuf> = std::env::split_paths(&path).collect();
+    for dir in &dirs {
+        if dir.is_dir() {
+            println!("cargo::rerun-if-changed={}", dir.display());
+        }
+    }
+    let go = dirs.iter().map(|d| d.join("go")).find(|p| is_executable(p));
+    if go.is_some() {
+        println!("cargo::rustc-cfg=go_pprof");
+    } else if std::env::var_os("MEMTOOL_REQUIRE_GO").is_some() {
+        panic!("`go` is not on PATH (apt-get install golang-go), and MEMTOOL_REQUIRE_GO is set");
+    } else {
+        println!(
+            "cargo::warning=`go` is not on PATH: the tests that read memtool's pprof output \
+             with `go tool pprof` are ignored (apt-get install golang-go)"
+        );
+    }
+}
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }

@@ -74,11 +74,14 @@ pub fn analyses(data: &[u8]) {
     let _ = memtool_core::render::html(one, &r);
     let _ = memtool_core::render::svg(one, &r);
     let _ = memtool_core::render::folded(one, &r);
+    let _ = memtool_core::render::perfetto(one, &r);
+    let _ = memtool_core::report::pprof::peak_pprof(&profile, &o);
     let both = memtool_core::render::Inputs::Diff {
         base: &profile,
         new: &profile,
     };
     let _ = memtool_core::render::html(both, &r);
+    let _ = memtool_core::render::perfetto(both, &r);
     for report in &reports {
         for format in [
             OutputFormat::Table,

@@ -18,22 +18,32 @@ pub enum FormatArg {
     Csv,
     /// Markdown tables, for CI summaries and tickets.
     Md,
+    /// What was live at each memory's peak as a gzipped pprof profile.proto,
+    /// for go tool pprof, speedscope, Pyroscope (peak and summary only; see
+    /// docs/pprof.md).
+    Pprof,
 }
+
+/// What a command that has no live set at a peak says to `--format pprof`.
+pub const PPROF_ONLY: &str =
+    "--format pprof is for peak and summary (what was live at each peak); \
+     use table, json, csv or md here";
 
 impl FormatArg {
     /// Whether the output shows `--top` rows per table, not every row.
     pub fn shows_top_rows(self) -> bool {
         matches!(self, FormatArg::Table | FormatArg::Md)
     }
-}
 
-impl From<FormatArg> for OutputFormat {
-    fn from(f: FormatArg) -> Self {
-        match f {
-            FormatArg::Table => OutputFormat::Table,
-            FormatArg::Json => OutputFormat::Json,
-            FormatArg::Csv => OutputFormat::Csv,
-            FormatArg::Md => OutputFormat::Md,
+    /// The report exporter's format; `None` for pprof, which `peak` and
+    /// `summary` write from the model.
+    pub fn report_format(self) -> Option<OutputFormat> {
+        match self {
+            FormatArg::Table => Some(OutputFormat::Table),
+            FormatArg::Json => Some(OutputFormat::Json),
+            FormatArg::Csv => Some(OutputFormat::Csv),
+            FormatArg::Md => Some(OutputFormat::Md),
+            FormatArg::Pprof => None,
         }
     }
 }

@@ -78,6 +78,21 @@ impl Command {
     }
 }
 
+impl Command {
+    /// Whether `--format pprof` was given to a command whose report has no
+    /// live set at a peak to write (refused before any input is read).
+    fn refuses_pprof(&self) -> bool {
+        let output = match self {
+            Command::Leaks(a) => &a.output,
+            Command::Diff(a) => &a.output,
+            Command::Frag(a) => &a.output,
+            Command::Oom(a) => &a.output,
+            _ => return false,
+        };
+        matches!(output.format, cli::FormatArg::Pprof)
+    }
+}
+
 /// How a command ended, when it did not fail.
 pub enum Outcome {
     Success,
@@ -120,6 +135,9 @@ fn main() -> ExitCode {
 
 /// Runs one command.
 fn run(command: &Command) -> anyhow::Result<Outcome> {
+    if command.refuses_pprof() {
+        anyhow::bail!(cli::PPROF_ONLY);
+    }
     match command {
         Command::Summary(a) => commands::summary::run(a),
         Command::Peak(a) => commands::peak::run(a),

@@ -9,18 +9,22 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, Once};
 
 use anyhow::{bail, Context, Result};
+use memtool_core::analysis::Options;
+use memtool_core::model::Profile;
 use memtool_core::report::{exporter, OutputFormat, Presentation, Report};
 use rustix::fs::{AtFlags, Mode, OFlags, CWD};
 
-use crate::cli::{AnalysisArgs, OutputArgs};
+use crate::cli::{AnalysisArgs, FormatArg, OutputArgs};
 
 /// Writes `report` in the format and to the place `args` name; text formats
 /// show the first `analysis.top` rows of each ranked table. The report's
 /// warnings go to standard error whatever the format.
 pub fn write(report: &dyn Report, args: &OutputArgs, analysis: &AnalysisArgs) -> Result<()> {
     let _span = memtool_core::timings::span("output");
+    let Some(format) = args.format.report_format() else {
+        bail!(crate::cli::PPROF_ONLY);
+    };
     warn(&report.warnings());
-    let format = args.format.into();
     let width = args.width.map(usize::from).or_else(|| match format {
         OutputFormat::Table => terminal_width(args.output.as_deref()),
         _ => None,
@@ -31,6 +35,44 @@ pub fn write(report: &dyn Report, args: &OutputArgs, analysis: &AnalysisArgs) ->
     };
     let exporter = exporter(format, presentation);
     write_to(args.output.as_deref(), |out| exporter.export(report, out))
+}
+
+/// `--format pprof` (`peak`, `summary`): what was live at each memory's peak
+/// as a gzipped pprof profile, with the report's warnings on stderr.
+pub fn write_pprof(
+    report: &dyn Report,
+    args: &OutputArgs,
+    profile: &Profile,
+    options: &Options,
+) -> Result<()> {
+    let _span = memtool_core::timings::span("output");
+    warn(&report.warnings());
+    let bytes = memtool_core::report::pprof::peak_pprof(profile, options);
+    write_to(args.output.as_deref(), |out| out.write_all(&bytes))
+}
+
+/// Refuses output that is no text (a page, an image, a gzipped profile)
+/// for a terminal on stdout, with a hint: checked before the inputs are read.
+pub fn refuse_terminal(command: &str, output: Option<&Path>, what: &str, file: &str) -> Result<()> {
+    if is_stdout(output) && io::stdout().is_terminal() {
+        bail!(
+            "{command} writes {what}, not text for a terminal; give -o {file} (or redirect stdout)"
+        );
+    }
+    Ok(())
+}
+
+/// [`refuse_terminal`] for `--format pprof`; other formats are text.
+pub fn check_pprof_destination(command: &str, args: &OutputArgs) -> Result<()> {
+    match args.format {
+        FormatArg::Pprof => refuse_terminal(
+            command,
+            args.output.as_deref(),
+            "a gzipped pprof profile",
+            &format!("{command}.pb.gz"),
+        ),
+        _ => Ok(()),
+    }
 }
 
 /// Writes warning lines (`warning: PATH: message`) to standard error, the

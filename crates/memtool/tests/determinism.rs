@@ -1,5 +1,5 @@
-//! Same input, same bytes: every command's JSON and CSV (and `render`'s HTML)
-//! is byte-identical across runs, for every input format; and every
+//! Same input, same bytes: every command's JSON and CSV (and pprof, and
+//! `render`'s HTML and Perfetto trace) is byte-identical across runs, for every input format; and every
 //! subcommand keeps the documented exit codes.
 
 mod common;
@@ -61,6 +61,22 @@ fn json_and_csv_are_byte_identical_across_runs() {
         }
         let args = ["diff", input.as_str(), input.as_str(), "--format", "json"];
         assert_eq!(run(&args), run(&args), "{args:?}");
+    }
+}
+
+#[test]
+fn pprof_and_perfetto_are_byte_identical_across_runs() {
+    for input in inputs() {
+        for args in [
+            ["peak", input.as_str(), "--format", "pprof"],
+            ["summary", input.as_str(), "--format", "pprof"],
+            ["render", input.as_str(), "--format", "perfetto"],
+        ] {
+            let first = run(&args);
+            assert_eq!(first.0, Some(0), "{args:?}");
+            assert!(!first.1.is_empty(), "{args:?}");
+            assert_eq!(first, run(&args), "{args:?} differs between runs");
+        }
     }
 }
 

@@ -1,6 +1,7 @@
 //! `render`: one self-contained HTML page per set of inputs (all CSS, JS and
 //! data inline; no request of any kind, so it opens from `file://`, offline,
-//! as a CI artifact), and collapsed stacks for other flame-graph tools.
+//! as a CI artifact), collapsed stacks for other flame-graph tools, and the
+//! timelines as a Perfetto (Chrome JSON) trace.
 //!
 //! Everything the page draws is computed here and downsampled so the file
 //! stays small at any input size: timelines keep at most [`RenderOptions::width`]
@@ -16,6 +17,7 @@ mod flame;
 mod folded;
 mod html;
 mod page;
+mod perfetto;
 mod svg;
 mod timeline;
 
@@ -25,6 +27,7 @@ use crate::model::{Memory, Profile};
 
 pub use folded::folded;
 pub use html::html;
+pub use perfetto::{perfetto, GROUP_COUNTER_PREFIX, TOTAL_COUNTER};
 pub use svg::svg;
 
 /// Choices for a rendered report.

@@ -9,6 +9,7 @@ mod csv;
 mod fit;
 mod json;
 mod markdown;
+pub mod pprof;
 mod terminal;
 pub mod units;
 

@@ -2,7 +2,7 @@ use anyhow::Result;
 use clap::Args;
 use memtool_core::analysis::peak;
 
-use crate::cli::{parse_size, AnalysisArgs, InputArgs, OutputArgs, XprofArgs};
+use crate::cli::{parse_size, AnalysisArgs, FormatArg, InputArgs, OutputArgs, XprofArgs};
 use crate::{inputs, output, Outcome};
 
 /// What was live at the peak: by stack, by your own frame, by shape, op, dtype.
@@ -13,7 +13,8 @@ use crate::{inputs, output, Outcome};
   memtool peak memory.prof --all-frames --top 20
   memtool peak memory.prof --format csv -o peak.csv
   memtool peak trace.xplane.pb --module jit_train_step      # a compiled program's heap
-  memtool peak trace.xplane.pb --budget 16GiB               # what must shrink to fit")]
+  memtool peak trace.xplane.pb --budget 16GiB               # what must shrink to fit
+  memtool peak snapshot.pickle --format pprof -o peak.pb.gz # then: go tool pprof -http=: peak.pb.gz")]
 pub struct PeakArgs {
     #[command(flatten)]
     pub input: InputArgs,
@@ -32,6 +33,7 @@ pub struct PeakArgs {
 }
 
 pub fn run(args: &PeakArgs) -> Result<Outcome> {
+    output::check_pprof_destination("peak", &args.output)?;
     let profile = inputs::load(&args.input, &args.analysis, args.output.output.as_deref())?;
     let mut options = args.analysis.report_options(args.output.format);
     args.xprof.apply(&mut options);
@@ -42,7 +44,10 @@ pub fn run(args: &PeakArgs) -> Result<Outcome> {
     let report = memtool_core::timings::time("analysis", || {
         peak::peak_with(&profile, &options, &settings)
     });
-    output::write(&report, &args.output, &args.analysis)?;
+    match args.output.format {
+        FormatArg::Pprof => output::write_pprof(&report, &args.output, &profile, &options)?,
+        _ => output::write(&report, &args.output, &args.analysis)?,
+    }
     output::gate_line(report.gate.as_ref());
     let over_budget = report.over_budget();
     inputs::free_at_exit((profile, report));

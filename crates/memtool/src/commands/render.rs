@@ -1,5 +1,3 @@
-use std::io::IsTerminal;
-
 use anyhow::{bail, Result};
 use clap::{Args, ValueEnum};
 use memtool_core::analysis::warning_notes;
@@ -17,6 +15,10 @@ pub enum RenderFormat {
     /// Collapsed stacks at the peak (`frame;frame;frame bytes`) for other
     /// flame-graph tools.
     Folded,
+    /// A Chrome trace-event JSON of counter tracks (live bytes per memory and
+    /// per top group, downsampled as the page's timeline is) with the peak
+    /// and steps as instants, for ui.perfetto.dev and chrome://tracing.
+    Perfetto,
 }
 
 /// An HTML report to open offline or attach to a ticket: timeline, breakdown
@@ -28,6 +30,7 @@ pub enum RenderFormat {
   memtool render base.prof new.prof -o diff.html     # two files: what changed
   memtool render memory.prof --format svg -o timeline.svg
   memtool render memory.prof --format folded > stacks.folded
+  memtool render snapshot.pickle --format perfetto -o trace.json   # open in ui.perfetto.dev
 
 Two files are compared (base, new); pass --series to read them as one series instead.")]
 #[command(mut_arg("files", |a| a.help("Profile files (`-` for stdin). One file or a series; exactly two are compared unless --series is given")))]
@@ -61,16 +64,15 @@ pub fn run(args: &RenderArgs) -> Result<Outcome> {
     if args.bands == 0 || args.bands > 50 {
         bail!("--bands must be between 1 and 50");
     }
-    let to_stdout = args.output.as_deref().is_none_or(|o| o.as_os_str() == "-");
-    if to_stdout && !matches!(args.format, RenderFormat::Folded) && std::io::stdout().is_terminal()
-    {
-        // Checked before the inputs are read: a page of markup scrolling
-        // through the terminal helps no one.
-        let (what, file) = match args.format {
-            RenderFormat::Svg => ("an SVG image", "timeline.svg"),
-            _ => ("an HTML page", "report.html"),
-        };
-        bail!("render writes {what}, not text for a terminal; give -o {file} (or redirect stdout)");
+    // A page of markup scrolling through the terminal helps no one.
+    let refused = match args.format {
+        RenderFormat::Html => Some(("an HTML page", "report.html")),
+        RenderFormat::Svg => Some(("an SVG image", "timeline.svg")),
+        RenderFormat::Perfetto => Some(("a Perfetto trace", "trace.json")),
+        RenderFormat::Folded => None,
+    };
+    if let Some((what, file)) = refused {
+        output::refuse_terminal("render", args.output.as_deref(), what, file)?;
     }
     let mut analysis = args.analysis.options();
     args.capacity.apply(&mut analysis);
@@ -108,5 +110,6 @@ fn produce(inputs: Inputs<'_>, format: RenderFormat, options: &RenderOptions) ->
         RenderFormat::Html => render::html(inputs, options),
         RenderFormat::Svg => render::svg(inputs, options),
         RenderFormat::Folded => render::folded(inputs, options),
+        RenderFormat::Perfetto => render::perfetto(inputs, options),
     }
 }

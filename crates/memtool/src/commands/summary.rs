@@ -2,7 +2,7 @@ use anyhow::Result;
 use clap::Args;
 use memtool_core::analysis::summary;
 
-use crate::cli::{AnalysisArgs, CapacityArgs, InputArgs, OutputArgs, XprofArgs};
+use crate::cli::{AnalysisArgs, CapacityArgs, FormatArg, InputArgs, OutputArgs, XprofArgs};
 use crate::{inputs, output, Outcome};
 
 /// Per device or allocator: peak, live buffers, executables, top stacks.
@@ -13,7 +13,8 @@ use crate::{inputs, output, Outcome};
 #[command(after_help = "Examples:
   memtool summary memory.prof
   memtool summary memory1.prof memory2.prof memory3.prof   # a series, in this order
-  memtool summary memory.prof --format json | jq '.memories[] | {id, peak_bytes}'")]
+  memtool summary memory.prof --format json | jq '.memories[] | {id, peak_bytes}'
+  memtool summary trace.xplane.pb --format pprof -o peak.pb.gz   # the live set at each peak")]
 pub struct SummaryArgs {
     #[command(flatten)]
     pub input: InputArgs,
@@ -28,12 +29,16 @@ pub struct SummaryArgs {
 }
 
 pub fn run(args: &SummaryArgs) -> Result<Outcome> {
+    output::check_pprof_destination("summary", &args.output)?;
     let profile = inputs::load(&args.input, &args.analysis, args.output.output.as_deref())?;
     let mut options = args.analysis.report_options(args.output.format);
     args.xprof.apply(&mut options);
     args.capacity.apply(&mut options);
     let report = memtool_core::timings::time("analysis", || summary::summarize(&profile, &options));
-    output::write(&report, &args.output, &args.analysis)?;
+    match args.output.format {
+        FormatArg::Pprof => output::write_pprof(&report, &args.output, &profile, &options)?,
+        _ => output::write(&report, &args.output, &args.analysis)?,
+    }
     inputs::free_at_exit((profile, report));
     Ok(Outcome::Success)
 }

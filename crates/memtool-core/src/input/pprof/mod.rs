@@ -308,7 +308,8 @@ impl<'p> Reader<'p> {
                 ),
             });
         };
-        let count_index = find("allocations");
+        // JAX writes `allocations`; memtool's own `--format pprof`, `objects`.
+        let count_index = find("allocations").or_else(|| find("objects"));
         let mut reader = Reader {
             profile,
             path,
