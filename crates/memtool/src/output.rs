@@ -165,7 +165,10 @@ pub fn write_atomically(
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.memtool-{}.tmp", std::process::id()));
+    let tmp = dir.join(format!(
+        ".{name}.memtool-{}.tmp",
+        crate::supervise::visible_pid()
+    ));
     let result = (|| -> io::Result<()> {
         let named_pause = std::env::var(NAMED_TEMP_ENV)
             .ok()
@@ -278,7 +281,8 @@ fn register(tmp: &Path) -> MutexGuard<'static, Option<PathBuf>> {
         // Without the handler a signal only leaves the file behind, as
         // before: not a reason to fail the write.
         if let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGINT, SIGTERM]) {
-            std::thread::spawn(move || {
+            let watcher = std::thread::Builder::new().stack_size(64 << 10);
+            let _ = watcher.spawn(move || {
                 if let Some(signal) = signals.forever().next() {
                     let pending = remove_pending();
                     // Ends the process as the signal would have, so the

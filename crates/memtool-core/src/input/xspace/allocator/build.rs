@@ -93,6 +93,9 @@ pub(super) struct MemoryBuilder {
     live_at_start_bytes: u64,
     reused: u64,
     no_address_frees: u64,
+    /// Events whose metadata id is defined as both kinds, told apart by
+    /// address.
+    either: u64,
     /// The stack reservation in force and its allocation, once one was made
     /// (the first event's reservation is made live at the start in
     /// `finish`, after the heap held before the start).
@@ -120,6 +123,7 @@ impl Default for MemoryBuilder {
             live_at_start_bytes: 0,
             reused: 0,
             no_address_frees: 0,
+            either: 0,
             stack: None,
             stack_alloc: None,
             first_stack_alloc: None,
@@ -144,6 +148,10 @@ impl MemoryBuilder {
         if let Some(id) = e.group() {
             self.group_event(id, e.at);
         }
+        // An event whose kind its metadata leaves open frees the allocation
+        // live at its address, if there is one; otherwise it allocates.
+        let free = e.free && (!e.either || e.address().is_some_and(|a| self.live.contains_key(&a)));
+        self.either += u64::from(e.either);
         let memory = &mut self.memory;
         let bytes = e.allocation_bytes().or(e.requested()).unwrap_or(0);
         let allocation = Allocation {
@@ -153,7 +161,7 @@ impl MemoryBuilder {
             address: e.address(),
             site,
         };
-        let id = if e.free {
+        let id = if free {
             match e.address().and_then(|a| self.live.remove(&a)) {
                 Some(id) => id,
                 None => {
@@ -178,7 +186,7 @@ impl MemoryBuilder {
         };
         memory.events.push(crate::model::Event {
             at: e.at,
-            kind: if e.free {
+            kind: if free {
                 EventKind::Free
             } else {
                 EventKind::Alloc
@@ -269,6 +277,7 @@ impl MemoryBuilder {
             live_at_start_bytes,
             reused,
             no_address_frees,
+            either,
             first_stack_alloc,
             mut stack_allocs,
             mut groups,
@@ -308,7 +317,7 @@ impl MemoryBuilder {
         if let Some(first) = first {
             if let Some(heap) = first.heap() {
                 let own = first.allocation_bytes().or(first.requested()).unwrap_or(0);
-                let before = if first.free {
+                let before = if first.free && !first.either {
                     heap.saturating_add(own)
                 } else {
                     heap.saturating_sub(own)
@@ -360,6 +369,12 @@ impl MemoryBuilder {
             profile.warn(
                 path,
                 format!("{id}: {reused} allocations reuse the address of a live allocation without a free in between; the earlier ones stay live"),
+            );
+        }
+        if either > 0 {
+            profile.warn(
+                path,
+                format!("{id}: {either} events have a metadata id defined both as MemoryAllocation and as MemoryDeallocation; each is taken as the free of the allocation live at its address, else as an allocation"),
             );
         }
         if no_address_frees > 0 {
