@@ -7,7 +7,7 @@ use super::decode::{Decoder, RawEvent, DTYPE, OP, REGION, SHAPE};
 use super::STACK_OP;
 use crate::model::{
     AllocId, Allocation, AllocatorSample, Axis, BeforeRecording, EventKind, Memory, MemoryKind,
-    Names, Profile, Site, SiteId, StackId, Step, StrId,
+    Names, Profile, Site, SiteId, StackId, Step, StrId, XprofStepRun,
 };
 
 /// What both walks found, before the memories are made.
@@ -112,6 +112,8 @@ pub(super) struct MemoryBuilder {
     group_index: FxHashMap<i64, usize>,
     /// The group of the last grouped event: runs of one group are the rule.
     last_group: usize,
+    /// The last `group_id` met, for XProf's step of an event without one.
+    last_xprof_group: Option<i64>,
     first: Option<RawEvent>,
 }
 
@@ -131,6 +133,7 @@ impl Default for MemoryBuilder {
             groups: Vec::new(),
             group_index: FxHashMap::default(),
             last_group: 0,
+            last_xprof_group: None,
             first: None,
         }
     }
@@ -138,6 +141,7 @@ impl Default for MemoryBuilder {
 
 impl MemoryBuilder {
     pub(super) fn push(&mut self, e: &RawEvent, site: SiteId) {
+        self.xprof_step(e.group());
         if self.first.is_none() {
             self.first = Some(*e);
             self.stack = e.stack();
@@ -201,6 +205,24 @@ impl MemoryBuilder {
         );
         if let Some(p) = e.peak_in_use() {
             memory.allocator_peak_bytes = Some(memory.allocator_peak_bytes.map_or(p, |q| q.max(p)));
+        }
+    }
+
+    /// XProf's step of the event about to be pushed (and of the stack
+    /// change events pushed before it): its group, else the last group
+    /// seen + 1.
+    fn xprof_step(&mut self, group: Option<i64>) {
+        if let Some(group) = group {
+            self.last_xprof_group = Some(group);
+        }
+        let step =
+            group.unwrap_or_else(|| self.last_xprof_group.map_or(0, |g| g.saturating_add(1)));
+        let runs = &mut self.memory.xprof_steps;
+        if runs.last().is_none_or(|r| r.step != step) {
+            runs.push(XprofStepRun {
+                first_event: self.memory.events.len(),
+                step,
+            });
         }
     }
 
