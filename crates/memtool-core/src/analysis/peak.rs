@@ -276,9 +276,12 @@ pub fn peak_with(profile: &Profile, options: &Options, settings: &PeakSettings) 
         // The allocator counted more than the recorded events explain (events
         // lost, or allocations it made for itself): say so, so the rows add
         // up to the peak.
-        let listed: u64 = at_peak.iter().map(|r| r.bytes).sum();
         let unexplained = match xprof_step {
-            Some(_) => reported.bytes.saturating_sub(listed),
+            Some(_) => reported.bytes.saturating_sub(
+                at_peak
+                    .iter()
+                    .fold(0u64, |sum, r| sum.saturating_add(r.bytes)),
+            ),
             None => reported.bytes.saturating_sub(p.bytes),
         };
         if unexplained > 0 && !at_peak.is_empty() {
