@@ -158,6 +158,8 @@ impl Progress {
                 memtool_core::report::units::bytes(bytes)
             );
             let _ = err.flush();
+            drop(err);
+            crate::supervise::stderr_written();
         }
         Progress { shown }
     }
@@ -166,6 +168,7 @@ impl Progress {
         if self.shown {
             // Erase the status line.
             let _ = write!(std::io::stderr().lock(), "\r\x1b[2K");
+            crate::supervise::stderr_written();
         }
     }
 }
@@ -199,6 +202,7 @@ pub fn expand(path: &str, args: &ReadArgs) -> Result<Vec<String>> {
             ));
         }
         eprintln!("{note}");
+        crate::supervise::stderr_written();
         chosen.dir.clone()
     };
     let mut files = xspace_files(&run);

@@ -41,6 +41,8 @@ pub fn warn(lines: &[String]) {
         // A closed stderr loses the warning, not the report.
         let _ = writeln!(stderr, "{}", memtool_core::report::visible(line));
     }
+    drop(stderr);
+    crate::supervise::stderr_written();
 }
 
 /// Prints a CI gate's one-line verdict on stderr, in every output format:
@@ -49,6 +51,7 @@ pub fn warn(lines: &[String]) {
 pub fn gate_line(gate: Option<&memtool_core::analysis::gate::GateResult>) {
     if let Some(gate) = gate {
         eprintln!("memtool: {}", gate.message);
+        crate::supervise::stderr_written();
     }
 }
 

@@ -76,6 +76,28 @@ pub fn stderr_is_terminal() -> bool {
         .unwrap_or_else(|| io::stderr().is_terminal())
 }
 
+/// Waits (a moment at most) until the supervisor has taken what this
+/// process wrote to standard error, so that what it writes next to standard
+/// output comes after it on a terminal or a log both go to: standard error
+/// passes through the supervisor, standard output does not. Call it after
+/// a write to standard error that output follows (a status line, a note,
+/// warnings). Nothing to wait for when unsupervised.
+pub fn stderr_written() {
+    if mark().and_then(|m| m.supervisor).is_none() {
+        return;
+    }
+    let start = std::time::Instant::now();
+    while let Ok(1..) = rustix::io::ioctl_fionread(io::stderr()) {
+        if start.elapsed() > std::time::Duration::from_millis(200) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_micros(50));
+    }
+    // The supervisor has read the bytes; a moment more for it to write them
+    // on (these calls are a handful per run).
+    std::thread::sleep(std::time::Duration::from_millis(1));
+}
+
 /// The process id the caller of memtool sees: the supervisor's, in the
 /// child (temporary file names carry it).
 pub fn visible_pid() -> u32 {
