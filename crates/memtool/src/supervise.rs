@@ -25,8 +25,6 @@ use std::ffi::OsString;
 use std::io::{self, IsTerminal, Read, Write};
 use std::os::unix::process::ExitStatusExt;
 use std::process::{Command, ExitCode, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicI32, Ordering};
-use std::sync::Arc;
 
 use rustix::process::{Pid, Signal};
 
@@ -136,22 +134,6 @@ pub fn supervise(inputs: &[String]) -> Option<ExitCode> {
     let mut filter = StderrFilter::default();
     let mut buffer = vec![0u8; 8192];
     let reserve: Vec<u8> = Vec::with_capacity(64 << 10);
-    let child_pid = Arc::new(AtomicI32::new(0));
-    let caught = Arc::new(AtomicI32::new(0));
-    // Registered before the child exists, so no signal falls between: one
-    // caught before it started is passed on once it has.
-    if let Ok(mut signals) = signal_hook::iterator::Signals::new(FORWARDED) {
-        let (child_pid, caught) = (Arc::clone(&child_pid), Arc::clone(&caught));
-        let _ = std::thread::Builder::new()
-            .name("signals".into())
-            .stack_size(64 << 10)
-            .spawn(move || {
-                for signal in signals.forever() {
-                    caught.store(signal, Ordering::SeqCst);
-                    forward(child_pid.load(Ordering::SeqCst), signal);
-                }
-            });
-    }
     let spawned = Command::new(exe)
         .args(std::env::args_os().skip(1).collect::<Vec<OsString>>())
         .env(ENV, mark)
@@ -167,11 +149,22 @@ pub fn supervise(inputs: &[String]) -> Option<ExitCode> {
         }
         Err(_) => return None,
     };
-    child_pid.store(Pid::from_child(&child).as_raw_pid(), Ordering::SeqCst);
-    forward(
-        child_pid.load(Ordering::SeqCst),
-        caught.load(Ordering::SeqCst),
-    );
+    // Caught from here on and passed to the child. A signal before this
+    // ends this process as it would have, and the child with it (its
+    // parent-death signal).
+    if let Ok(mut signals) = signal_hook::iterator::Signals::new(FORWARDED) {
+        let pid = Pid::from_child(&child);
+        let _ = std::thread::Builder::new()
+            .name("signals".into())
+            .stack_size(64 << 10)
+            .spawn(move || {
+                for signal in signals.forever() {
+                    if let Some(signal) = Signal::from_named_raw(signal) {
+                        let _ = rustix::process::kill_process(pid, signal);
+                    }
+                }
+            });
+    }
     if let Some(mut pipe) = child.stderr.take() {
         loop {
             match pipe.read(&mut buffer) {
@@ -193,13 +186,6 @@ pub fn supervise(inputs: &[String]) -> Option<ExitCode> {
     };
     drop(reserve);
     Some(end(status, filter, &mut stderr, stderr_terminal, inputs))
-}
-
-/// Sends `signal` (when not 0) to the child `pid` (when started).
-fn forward(pid: i32, signal: i32) {
-    if let (Some(pid), Some(signal)) = (Pid::from_raw(pid), Signal::from_named_raw(signal)) {
-        let _ = rustix::process::kill_process(pid, signal);
-    }
 }
 
 /// This process's end for the child's `status`, with the child's last
