@@ -114,4 +114,46 @@ write("bytes-out-of-range.pt.trace.json", small_trace.replace(b'"Bytes": 512', b
 entry = (b"}\x94(\x8c\x06action\x8c\x05alloc\x8c\x04addrK\x10\x8c\x04sizeK\x08u")
 write("shared-entry.pickle", b"\x80\x04}\x94(\x8c\x0ddevice_traces]\x94(]\x94(" + entry
       + b"h\x03" * 1000 + b"eeu.")
+
+
+# An XSpace whose event metadata defines id 2 twice, as MemoryDeallocation
+# and then as MemoryAllocation: a protobuf reader keeps the last definition
+# (so the free reads as a second allocation), while the allocator's own
+# figures (bytes_allocated) count it as a free.
+def xstat(key, value):
+    if isinstance(value, bytes):
+        return field(4, varint(1 << 3) + varint(key) + field(5, value))
+    return field(4, varint(1 << 3) + varint(key) + varint(3 << 3) + varint(value))
+
+
+def metadata_entry(number, key, name):
+    value = varint(1 << 3) + varint(key) + field(2, name)
+    return field(number, varint(1 << 3) + varint(key) + field(2, value))
+
+
+stat_names = [b"allocator_name", b"bytes_allocated", b"bytes_reserved", b"bytes_available",
+              b"peak_bytes_in_use", b"requested_bytes", b"allocation_bytes", b"addr"]
+stats = {name: i + 1 for i, name in enumerate(stat_names)}
+
+
+def memory_event(meta, offset_ps, addr, size, allocated, peak):
+    figures = [xstat(stats[b"allocator_name"], b"GPU_0_bfc"),
+               xstat(stats[b"bytes_allocated"], allocated), xstat(stats[b"bytes_reserved"], 0),
+               xstat(stats[b"bytes_available"], 1 << 20), xstat(stats[b"peak_bytes_in_use"], peak),
+               xstat(stats[b"requested_bytes"], size), xstat(stats[b"allocation_bytes"], size),
+               xstat(stats[b"addr"], addr)]
+    return field(4, varint(1 << 3) + varint(meta) + varint(2 << 3) + varint(offset_ps) + b"".join(figures))
+
+
+KIB = 1024
+line = (varint(1 << 3) + varint(1) + field(2, b"Memory") + varint(3 << 3) + varint(1_000)
+        + memory_event(1, 1_000, 0x1000, 1 * KIB, 1 * KIB, 1 * KIB)
+        + memory_event(1, 2_000, 0x2000, 2 * KIB, 3 * KIB, 3 * KIB)
+        + memory_event(2, 3_000, 0x1000, 1 * KIB, 2 * KIB, 3 * KIB)
+        + memory_event(1, 4_000, 0x3000, KIB // 2, 2 * KIB + KIB // 2, 3 * KIB))
+plane = (varint(1 << 3) + varint(2) + field(2, b"/host:CPU") + field(3, line)
+         + metadata_entry(4, 1, b"MemoryAllocation") + metadata_entry(4, 2, b"MemoryDeallocation")
+         + metadata_entry(4, 2, b"MemoryAllocation")
+         + b"".join(metadata_entry(5, i, name) for name, i in stats.items()))
+write("duplicate-metadata-id.xplane.pb", field(1, plane))
 print("wrote", len(os.listdir(out)), "files to", out)

@@ -1,7 +1,7 @@
 //! Reading the files named on the command line. This is the only place that
 //! touches input files; the core gets bytes.
 
-use std::io::{IsTerminal, Read, Write};
+use std::io::{Read, Write};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
@@ -147,15 +147,19 @@ impl Progress {
     const THRESHOLD: u64 = 32 << 20;
 
     fn start(bytes: u64, files: usize) -> Progress {
-        let shown = bytes >= Self::THRESHOLD && std::io::stderr().is_terminal();
+        let shown = bytes >= Self::THRESHOLD && crate::supervise::stderr_is_terminal();
         if shown {
             let mut err = std::io::stderr().lock();
             let _ = write!(
                 err,
-                "memtool: parsing {} in {files} file(s)…",
+                // The `\r` ends the line for the supervisor, which then
+                // recognises an out-of-memory abort after it.
+                "memtool: parsing {} in {files} file(s)…\r",
                 memtool_core::report::units::bytes(bytes)
             );
             let _ = err.flush();
+            drop(err);
+            crate::supervise::stderr_written();
         }
         Progress { shown }
     }
@@ -164,6 +168,7 @@ impl Progress {
         if self.shown {
             // Erase the status line.
             let _ = write!(std::io::stderr().lock(), "\r\x1b[2K");
+            crate::supervise::stderr_written();
         }
     }
 }
@@ -197,6 +202,7 @@ pub fn expand(path: &str, args: &ReadArgs) -> Result<Vec<String>> {
             ));
         }
         eprintln!("{note}");
+        crate::supervise::stderr_written();
         chosen.dir.clone()
     };
     let mut files = xspace_files(&run);

@@ -10,6 +10,7 @@ mod commands;
 mod inputs;
 mod output;
 mod phases;
+mod supervise;
 
 use std::io::{self, Write};
 use std::process::ExitCode;
@@ -107,6 +108,11 @@ fn main() -> ExitCode {
             return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
         }
     };
+    if let Some(input) = cli.command.input() {
+        if let Some(end) = supervise::supervise(&input.files) {
+            return end;
+        }
+    }
     phases::init();
     let total = memtool_core::timings::span("total");
     let result = match cli.command.input().filter(|input| input.read.list_runs) {

@@ -83,6 +83,8 @@ pub fn warn(lines: &[String]) {
         // A closed stderr loses the warning, not the report.
         let _ = writeln!(stderr, "{}", memtool_core::report::visible(line));
     }
+    drop(stderr);
+    crate::supervise::stderr_written();
 }
 
 /// Prints a CI gate's one-line verdict on stderr, in every output format:
@@ -91,6 +93,7 @@ pub fn warn(lines: &[String]) {
 pub fn gate_line(gate: Option<&memtool_core::analysis::gate::GateResult>) {
     if let Some(gate) = gate {
         eprintln!("memtool: {}", gate.message);
+        crate::supervise::stderr_written();
     }
 }
 
@@ -207,7 +210,10 @@ pub fn write_atomically(
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.memtool-{}.tmp", std::process::id()));
+    let tmp = dir.join(format!(
+        ".{name}.memtool-{}.tmp",
+        crate::supervise::visible_pid()
+    ));
     let result = (|| -> io::Result<()> {
         let named_pause = std::env::var(NAMED_TEMP_ENV)
             .ok()
@@ -320,7 +326,8 @@ fn register(tmp: &Path) -> MutexGuard<'static, Option<PathBuf>> {
         // Without the handler a signal only leaves the file behind, as
         // before: not a reason to fail the write.
         if let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGINT, SIGTERM]) {
-            std::thread::spawn(move || {
+            let watcher = std::thread::Builder::new().stack_size(64 << 10);
+            let _ = watcher.spawn(move || {
                 if let Some(signal) = signals.forever().next() {
                     let pending = remove_pending();
                     // Ends the process as the signal would have, so the

@@ -142,3 +142,32 @@ fn a_file_without_read_permission_is_one_clear_error() {
         format!("memtool: {p}: permission denied (cannot read the file)\n")
     );
 }
+
+/// An XSpace that defines one event metadata id as both MemoryDeallocation
+/// and MemoryAllocation: its events are told apart by address, so the
+/// replayed figures agree with the allocator's own. The events (see
+/// `scripts/make_broken_corpus.py`): +1 KiB at 0x1000, +2 KiB at 0x2000,
+/// the ambiguous one at 0x1000 (a free: 0x1000 is live), +0.5 KiB at 0x3000;
+/// `bytes_allocated` after each: 1, 3, 2, 2.5 KiB.
+#[test]
+fn a_metadata_id_defined_twice_gives_figures_that_agree() {
+    let path = repo()
+        .join("tests/broken/duplicate-metadata-id.xplane.pb")
+        .display()
+        .to_string();
+    let v = common::json(&["summary", &path]);
+    let memory = &v["memories"][0];
+    assert_eq!(memory["id"], "GPU_0_bfc");
+    assert_eq!(memory["peak_bytes"], 3 * 1024);
+    assert_eq!(memory["final_bytes"], 2560);
+    assert_eq!(memory["live_bytes_at_end"], 2560);
+    assert_eq!(memory["allocated_bytes"], 2560);
+    assert_eq!(memory["allocations"], 3);
+    assert_eq!(memory["deallocations"], 1);
+    assert_eq!(
+        v["warnings"].as_array().unwrap().len(),
+        1,
+        "{}",
+        v["warnings"]
+    );
+}

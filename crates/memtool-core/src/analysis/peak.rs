@@ -244,18 +244,46 @@ pub fn peak_with(profile: &Profile, options: &Options, settings: &PeakSettings) 
         // The rows add up to the allocator's own figure, so a memory that
         // has one gets them even when its allocations are not described.
         let counted = reported.sample.is_some();
+        // XProf's steps where asked for and the memory has them: the peak's
+        // step is its event's, and the allocations of that step at the
+        // peak are XProf's active ones (the rest are memtool's live set).
+        let xprof_step = settings
+            .xprof_compat
+            .then(|| memory.xprof_step_of_event(p.index.saturating_sub(1)))
+            .flatten();
+        let rows_of = match xprof_step {
+            Some(step) => {
+                let made_by = replay::allocation_events(memory, memory.events.len());
+                let in_step = |id: &AllocId| {
+                    made_by[id.index()].and_then(|e| memory.xprof_step_of_event(e)) == Some(step)
+                };
+                let mut ids: Vec<AllocId> =
+                    live.iter().copied().filter(|id| !in_step(id)).collect();
+                ids.extend(replay::xprof_active(memory, p.at, step));
+                ids
+            }
+            None => live.clone(),
+        };
         let mut at_peak = at_peak_rows(
             &mut grouper,
             &profile.names,
             memory,
-            &live,
+            &rows_of,
             (p.index, p.at),
             counted,
+            xprof_step.is_some(),
         );
         // The allocator counted more than the recorded events explain (events
         // lost, or allocations it made for itself): say so, so the rows add
         // up to the peak.
-        let unexplained = reported.bytes.saturating_sub(p.bytes);
+        let unexplained = match xprof_step {
+            Some(_) => reported.bytes.saturating_sub(
+                at_peak
+                    .iter()
+                    .fold(0u64, |sum, r| sum.saturating_add(r.bytes)),
+            ),
+            None => reported.bytes.saturating_sub(p.bytes),
+        };
         if unexplained > 0 && !at_peak.is_empty() {
             at_peak.push(AtPeakRow {
                 op: Some(UNEXPLAINED_OP.to_string()),
@@ -286,7 +314,8 @@ pub fn peak_with(profile: &Profile, options: &Options, settings: &PeakSettings) 
         memories.push(MemoryPeak {
             peak: facts.figures(),
             peak_time_ps: facts.time_ps,
-            peak_step: facts.step,
+            // The peak is the state after its event, the one before `index`.
+            peak_step: xprof_step.or(facts.step),
             fragmentation_at_peak: facts.state.fragmentation,
             at_peak,
             breakdowns,
@@ -370,6 +399,7 @@ fn at_peak_rows(
     live: &[AllocId],
     (index, peak_at): (usize, i64),
     always: bool,
+    xprof_steps: bool,
 ) -> Vec<AtPeakRow> {
     let described = always
         || live.iter().any(|&id| {
@@ -382,13 +412,25 @@ fn at_peak_rows(
     if !described {
         return Vec::new();
     }
-    let made_at = replay::allocated_at(memory, index);
+    // XProf's rows include allocations made at the peak's time after it.
+    let made_by = replay::allocation_events(
+        memory,
+        if xprof_steps {
+            memory.events.len()
+        } else {
+            index
+        },
+    );
     let mut row_of: FxHashMap<([u32; 4], Option<i64>), usize> = FxHashMap::default();
     let mut rows: Vec<AtPeakRow> = Vec::new();
     for &id in live {
         let a = memory.allocation(id);
-        let at = made_at.get(id.index()).copied().flatten();
-        let step = at.and_then(|at| memory.step_at(at)).map(|s| s.id);
+        let made = made_by.get(id.index()).copied().flatten();
+        let at = made.map(|e| memory.events[e].at);
+        let step = match (made, xprof_steps) {
+            (Some(e), true) => memory.xprof_step_of_event(e),
+            _ => at.and_then(|at| memory.step_at(at)).map(|s| s.id),
+        };
         let keys = grouper.descriptive_keys(a.site);
         let row = *row_of.entry((keys, step)).or_insert_with(|| {
             let [op, shape, dtype, region] = std::array::from_fn(|i| {

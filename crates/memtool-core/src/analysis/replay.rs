@@ -386,15 +386,57 @@ pub fn live_at_and_last(memory: &Memory, index: usize) -> (Vec<AllocId>, Option<
 /// When each allocation was made, from the events before point `index`
 /// (`None` for allocations live at the start or not yet made).
 pub fn allocated_at(memory: &Memory, index: usize) -> Vec<Option<i64>> {
-    let mut at = vec![None; memory.allocations.len()];
-    for event in memory.events.iter().take(index) {
+    allocation_events(memory, index)
+        .into_iter()
+        .map(|e| e.map(|e| memory.events[e].at))
+        .collect()
+}
+
+/// The event that made each allocation, from the events before point
+/// `index` (`None` for allocations live at the start or not yet made).
+pub fn allocation_events(memory: &Memory, index: usize) -> Vec<Option<usize>> {
+    let mut made = vec![None; memory.allocations.len()];
+    for (i, event) in memory.events.iter().enumerate().take(index) {
         if event.kind == EventKind::Alloc {
-            if let Some(slot) = at.get_mut(event.alloc.index()) {
-                *slot = Some(event.at);
+            if let Some(slot) = made.get_mut(event.alloc.index()) {
+                *slot = Some(i);
             }
         }
     }
-    at
+    made
+}
+
+/// XProf's active allocations at its peak (`ProcessActiveAllocations` in
+/// its memory_profile.cc), for `--xprof-compat`: of the events up to time
+/// `at` — those at the peak's own time after it included — only those XProf
+/// puts in `step` ([`Memory::xprof_step_of_event`]) count; an allocation is
+/// active until a free of that step at its address, and replaces one active
+/// at the same address. Allocations without an address (the stack
+/// reservation memtool adds) are not XProf's events.
+pub fn xprof_active(memory: &Memory, at: i64, step: i64) -> Vec<AllocId> {
+    let mut active: rustc_hash::FxHashMap<u64, AllocId> = Default::default();
+    for (i, event) in memory.events.iter().enumerate() {
+        if event.at > at {
+            break;
+        }
+        let Some(address) = memory.allocation(event.alloc).address else {
+            continue;
+        };
+        if memory.xprof_step_of_event(i) != Some(step) {
+            continue;
+        }
+        match event.kind {
+            EventKind::Alloc => {
+                active.insert(address, event.alloc);
+            }
+            EventKind::Free => {
+                active.remove(&address);
+            }
+        }
+    }
+    let mut ids: Vec<AllocId> = active.into_values().collect();
+    ids.sort_unstable();
+    ids
 }
 
 /// The last point of the timeline.

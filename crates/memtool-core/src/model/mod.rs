@@ -171,6 +171,16 @@ pub struct Executables {
     pub bytes: i64,
 }
 
+/// Events from `first_event` on (to the next run) that XProf's memory
+/// profile puts in `step`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct XprofStepRun {
+    /// The run's first event (index in [`Memory::events`]).
+    pub first_event: usize,
+    /// XProf's step of every event of the run.
+    pub step: i64,
+}
+
 /// One allocator, device, or program memory space.
 #[derive(Clone, Debug)]
 pub struct Memory {
@@ -205,6 +215,10 @@ pub struct Memory {
     /// Training or inference steps on the memory's axis, in order; empty
     /// when the profile marks none. Leak detection compares step boundaries.
     pub steps: Vec<Step>,
+    /// The step XProf's memory profile puts each event in, as runs in event
+    /// order, where the format gives events a profiler group (`group_id`,
+    /// XSpace allocators); empty otherwise. See [`Memory::xprof_step_of_event`].
+    pub xprof_steps: Vec<XprofStepRun>,
     /// For a compiled program's memory space: which program, what its
     /// buffers are, and what the program was doing at each event.
     pub program: Option<Box<ProgramInfo>>,
@@ -574,6 +588,7 @@ impl Memory {
             allocator_samples: Vec::new(),
             allocator_peak_bytes: None,
             steps: Vec::new(),
+            xprof_steps: Vec::new(),
             program: None,
             segments: Vec::new(),
             recorded_events: BTreeMap::new(),
@@ -614,6 +629,17 @@ impl Memory {
     /// The allocation with this id (ids come from this memory).
     pub fn allocation(&self, id: AllocId) -> &Allocation {
         &self.allocations[id.index()]
+    }
+
+    /// The step XProf's memory profile puts event `index` in (its
+    /// `UpdateStepId`): the event's `group_id`, else one more than the last
+    /// `group_id` before it (0 before any). `None` where the format gives no
+    /// groups. `--xprof-compat` takes it; memtool's own rule is
+    /// [`Memory::step_at`], which does not move an event between steps by
+    /// whether its thread was grouped.
+    pub fn xprof_step_of_event(&self, index: usize) -> Option<i64> {
+        let runs = self.xprof_steps.partition_point(|r| r.first_event <= index);
+        runs.checked_sub(1).map(|r| self.xprof_steps[r].step)
     }
 
     /// The step a position belongs to: the step whose span holds it, else

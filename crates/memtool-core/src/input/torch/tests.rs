@@ -178,3 +178,41 @@ fn xprofs_json_pages_are_named() {
     let err = load(r#"{"traceEvents": []}"#).unwrap_err().to_string();
     assert!(err.contains("the trace has no [memory] events"), "{err}");
 }
+
+/// A trace naming 10^5 devices is read in time linear in them: each
+/// device's memory is built once and never searched for again (a search
+/// per device took minutes). Timed against the same reader on 10^4 devices,
+/// so the bound holds however fast the machine is.
+#[test]
+fn a_trace_of_many_devices_reads_in_linear_time() {
+    let trace = |devices: usize| {
+        let events: Vec<String> = (0..devices)
+            .map(|i| {
+                format!(
+                    r#"{{"ph": "i", "s": "t", "name": "[memory]", "pid": 1, "tid": 1, "ts": {}, "args": {{"Addr": {}, "Bytes": 512, "Device Id": {i}, "Device Type": 1}}}}"#,
+                    i + 1,
+                    4096 * (i + 1)
+                )
+            })
+            .collect();
+        format!(r#"{{"traceEvents": [{}]}}"#, events.join(", ")).into_bytes()
+    };
+    let timed = |devices: usize| {
+        let bytes = trace(devices);
+        let start = std::time::Instant::now();
+        let profile = load_from(&bytes).unwrap();
+        assert_eq!(profile.memories.len(), devices);
+        assert_eq!(
+            profile.memories[devices - 1].id,
+            format!("cuda:{}", devices - 1)
+        );
+        start.elapsed()
+    };
+    let small = timed(10_000);
+    let large = timed(100_000);
+    // Linear: about 10×; quadratic: about 100×.
+    assert!(
+        large < small * 40,
+        "10^4 devices: {small:?}, 10^5 devices: {large:?}"
+    );
+}

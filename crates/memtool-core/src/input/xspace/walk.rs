@@ -159,6 +159,10 @@ impl<'a> EventMetadata<'a> {
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Metadata {
     events: HashMap<i64, String>,
+    /// Earlier names of event types defined again under another name (a
+    /// protobuf map keeps the last definition; the earlier ones still say
+    /// what the events may be).
+    redefined: Vec<(i64, String)>,
     stats: HashMap<i64, String>,
 }
 
@@ -195,7 +199,11 @@ impl Metadata {
         };
         let name = name.into_owned();
         if number == 4 {
-            self.events.insert(key, name);
+            if let Some(old) = self.events.insert(key, name) {
+                if self.events.get(&key) != Some(&old) {
+                    self.redefined.push((key, old));
+                }
+            }
         } else {
             self.stats.insert(key, name);
         }
@@ -220,8 +228,15 @@ impl Metadata {
             .iter()
             .filter(|(_, n)| n.as_str() == name)
             .map(|(&id, _)| id)
+            .chain(
+                self.redefined
+                    .iter()
+                    .filter(|(_, n)| n.as_str() == name)
+                    .map(|&(id, _)| id),
+            )
             .collect();
         ids.sort_unstable();
+        ids.dedup();
         ids
     }
 

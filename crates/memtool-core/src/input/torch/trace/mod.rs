@@ -347,10 +347,7 @@ pub(crate) fn read(
         let cap = (device_type == 1)
             .then(|| capacity.get(&device_id).copied())
             .flatten();
-        build_trace_memory(profile, path, &id, device_type == 1, cap, records);
-        if let Some(m) = profile.memories.iter_mut().find(|m| m.id == id) {
-            m.steps = steps.clone();
-        }
+        build_trace_memory(profile, path, &id, device_type == 1, cap, &steps, records);
     }
     Ok(())
 }
@@ -414,6 +411,7 @@ fn build_trace_memory<'a>(
     id: &str,
     is_device: bool,
     capacity: Option<u64>,
+    steps: &[Step],
     records: impl Iterator<Item = &'a MemoryRecord>,
 ) {
     // A trace records no stack, and the op around a free is not the one
@@ -587,6 +585,9 @@ fn build_trace_memory<'a>(
         },
         axis,
     );
+    // The memory is in hand here: finding it again by id per device would
+    // make a trace of many devices quadratic.
+    memory.steps = steps.to_vec();
     memory.allocations = allocations;
     memory.events = events;
     memory.live_at_start = live_at_start;

@@ -7,7 +7,7 @@ use super::decode::{Decoder, RawEvent, DTYPE, OP, REGION, SHAPE};
 use super::STACK_OP;
 use crate::model::{
     AllocId, Allocation, AllocatorSample, Axis, BeforeRecording, EventKind, Memory, MemoryKind,
-    Names, Profile, Site, SiteId, StackId, Step, StrId,
+    Names, Profile, Site, SiteId, StackId, Step, StrId, XprofStepRun,
 };
 
 /// What both walks found, before the memories are made.
@@ -93,6 +93,9 @@ pub(super) struct MemoryBuilder {
     live_at_start_bytes: u64,
     reused: u64,
     no_address_frees: u64,
+    /// Events whose metadata id is defined as both kinds, told apart by
+    /// address.
+    either: u64,
     /// The stack reservation in force and its allocation, once one was made
     /// (the first event's reservation is made live at the start in
     /// `finish`, after the heap held before the start).
@@ -109,6 +112,8 @@ pub(super) struct MemoryBuilder {
     group_index: FxHashMap<i64, usize>,
     /// The group of the last grouped event: runs of one group are the rule.
     last_group: usize,
+    /// The last `group_id` met, for XProf's step of an event without one.
+    last_xprof_group: Option<i64>,
     first: Option<RawEvent>,
 }
 
@@ -120,6 +125,7 @@ impl Default for MemoryBuilder {
             live_at_start_bytes: 0,
             reused: 0,
             no_address_frees: 0,
+            either: 0,
             stack: None,
             stack_alloc: None,
             first_stack_alloc: None,
@@ -127,6 +133,7 @@ impl Default for MemoryBuilder {
             groups: Vec::new(),
             group_index: FxHashMap::default(),
             last_group: 0,
+            last_xprof_group: None,
             first: None,
         }
     }
@@ -134,6 +141,7 @@ impl Default for MemoryBuilder {
 
 impl MemoryBuilder {
     pub(super) fn push(&mut self, e: &RawEvent, site: SiteId) {
+        self.xprof_step(e.group());
         if self.first.is_none() {
             self.first = Some(*e);
             self.stack = e.stack();
@@ -144,6 +152,10 @@ impl MemoryBuilder {
         if let Some(id) = e.group() {
             self.group_event(id, e.at);
         }
+        // An event whose kind its metadata leaves open frees the allocation
+        // live at its address, if there is one; otherwise it allocates.
+        let free = e.free && (!e.either || e.address().is_some_and(|a| self.live.contains_key(&a)));
+        self.either += u64::from(e.either);
         let memory = &mut self.memory;
         let bytes = e.allocation_bytes().or(e.requested()).unwrap_or(0);
         let allocation = Allocation {
@@ -153,7 +165,7 @@ impl MemoryBuilder {
             address: e.address(),
             site,
         };
-        let id = if e.free {
+        let id = if free {
             match e.address().and_then(|a| self.live.remove(&a)) {
                 Some(id) => id,
                 None => {
@@ -178,7 +190,7 @@ impl MemoryBuilder {
         };
         memory.events.push(crate::model::Event {
             at: e.at,
-            kind: if e.free {
+            kind: if free {
                 EventKind::Free
             } else {
                 EventKind::Alloc
@@ -193,6 +205,24 @@ impl MemoryBuilder {
         );
         if let Some(p) = e.peak_in_use() {
             memory.allocator_peak_bytes = Some(memory.allocator_peak_bytes.map_or(p, |q| q.max(p)));
+        }
+    }
+
+    /// XProf's step of the event about to be pushed (and of the stack
+    /// change events pushed before it): its group, else the last group
+    /// seen + 1.
+    fn xprof_step(&mut self, group: Option<i64>) {
+        if let Some(group) = group {
+            self.last_xprof_group = Some(group);
+        }
+        let step =
+            group.unwrap_or_else(|| self.last_xprof_group.map_or(0, |g| g.saturating_add(1)));
+        let runs = &mut self.memory.xprof_steps;
+        if runs.last().is_none_or(|r| r.step != step) {
+            runs.push(XprofStepRun {
+                first_event: self.memory.events.len(),
+                step,
+            });
         }
     }
 
@@ -269,6 +299,7 @@ impl MemoryBuilder {
             live_at_start_bytes,
             reused,
             no_address_frees,
+            either,
             first_stack_alloc,
             mut stack_allocs,
             mut groups,
@@ -308,7 +339,7 @@ impl MemoryBuilder {
         if let Some(first) = first {
             if let Some(heap) = first.heap() {
                 let own = first.allocation_bytes().or(first.requested()).unwrap_or(0);
-                let before = if first.free {
+                let before = if first.free && !first.either {
                     heap.saturating_add(own)
                 } else {
                     heap.saturating_sub(own)
@@ -360,6 +391,12 @@ impl MemoryBuilder {
             profile.warn(
                 path,
                 format!("{id}: {reused} allocations reuse the address of a live allocation without a free in between; the earlier ones stay live"),
+            );
+        }
+        if either > 0 {
+            profile.warn(
+                path,
+                format!("{id}: {either} events have a metadata id defined both as MemoryAllocation and as MemoryDeallocation; each is taken as the free of the allocation live at its address, else as an allocation"),
             );
         }
         if no_address_frees > 0 {

@@ -64,6 +64,9 @@ pub(super) struct RawEvent {
     pub(super) seq_rank: u64,
     pub(super) seq: u64,
     pub(super) free: bool,
+    /// Its metadata id is defined both as an allocation and as a free: the
+    /// builder tells which it is by its address.
+    pub(super) either: bool,
     pub(super) allocator: u32,
     pub(super) numbers: [u64; 8],
     /// NaN when absent.
@@ -94,6 +97,7 @@ impl RawEvent {
             seq_rank: seen.0,
             seq: seen.1,
             free,
+            either: false,
             allocator: 0,
             numbers: [u64::MAX; 8],
             fragmentation: f64::NAN,
@@ -290,7 +294,8 @@ impl Decoder {
             return Ok(None);
         };
         if is_alloc || is_free {
-            let raw = self.allocator_event(names, plane, &event, at, is_free, seen)?;
+            let mut raw = self.allocator_event(names, plane, &event, at, is_free, seen)?;
+            raw.either = is_alloc && is_free;
             Ok(Some(raw))
         } else {
             self.step_event(&plane.keys, &event, at)?;

@@ -166,6 +166,7 @@ impl Decoder {
         };
         raw.at = at;
         raw.free = is_free;
+        raw.either = is_alloc && is_free;
         self.place_strings(names, interned, plane, &strings, &mut raw);
         Ok(Some(raw))
     }

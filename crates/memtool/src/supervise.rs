@@ -1,0 +1,435 @@
+//! Running out of memory as one line and exit 2, whichever allocation fails.
+//!
+//! Stable Rust gives a program no say over a failed allocation: the
+//! standard library prints `memory allocation of N bytes failed` and aborts
+//! (`set_alloc_error_hook` is unstable, and a global allocator that reports
+//! the failure itself needs `unsafe`). Reserving fallibly covers only the
+//! allocations one thinks of; under `ulimit -v` any of the thousands of
+//! others fails as well. So a command that reads profiles runs in a child
+//! process — the same binary, executed again — whose standard error passes
+//! through this one: everything is forwarded as it comes, except a line
+//! that could be the standard library's message, held back until it is
+//! complete; when the child then dies of SIGABRT, that line becomes one
+//! `memtool: …: out of memory` line and the exit status 2. Everything else
+//! is passed on as it is: standard input and output are the child's own,
+//! its exit status or fatal signal becomes this process's, SIGINT, SIGTERM,
+//! SIGHUP and SIGQUIT are forwarded to it, and the child dies with this
+//! process (SIGTERM on the parent's death, so a killed run still removes its
+//! temporary file). Whether standard error is a terminal is passed to the
+//! child, whose own standard error is a pipe.
+//!
+//! `MEMTOOL_SUPERVISED` marks the child; set by hand (to `0`, or anything
+//! but a process id), it runs memtool in one process, as under a debugger.
+
+use std::ffi::OsString;
+use std::io::{self, IsTerminal, Read, Write};
+use std::os::unix::process::ExitStatusExt;
+use std::process::{Command, ExitCode, ExitStatus, Stdio};
+
+use rustix::process::{Pid, Signal};
+
+/// The environment variable that marks the child: `PID:terminal` or
+/// `PID:pipe`, the supervisor's id and what its standard error is.
+const ENV: &str = "MEMTOOL_SUPERVISED";
+
+/// The standard library's message for a failed allocation, up to the size.
+const ALLOC_FAILED: &[u8] = b"memory allocation of ";
+const ALLOC_FAILED_END: &[u8] = b" bytes failed";
+
+/// The signals a supervisor passes on to the child.
+const FORWARDED: [i32; 4] = [
+    signal_hook::consts::SIGINT,
+    signal_hook::consts::SIGTERM,
+    signal_hook::consts::SIGHUP,
+    signal_hook::consts::SIGQUIT,
+];
+
+/// What the child is told: its supervisor's id and whether the
+/// supervisor's standard error is a terminal.
+struct Mark {
+    supervisor: Option<u32>,
+    stderr_terminal: Option<bool>,
+}
+
+/// This process's mark, when it has one (the child, or memtool run
+/// unsupervised by hand).
+fn mark() -> Option<Mark> {
+    let value = std::env::var_os(ENV)?;
+    let value = value.to_string_lossy();
+    let (pid, stderr) = value.split_once(':').unwrap_or((&value, ""));
+    Some(Mark {
+        supervisor: pid.parse().ok().filter(|&pid| pid > 0),
+        stderr_terminal: match stderr {
+            "terminal" => Some(true),
+            "pipe" => Some(false),
+            _ => None,
+        },
+    })
+}
+
+/// Whether standard error is a terminal: the supervisor's, in the child.
+pub fn stderr_is_terminal() -> bool {
+    mark()
+        .and_then(|m| m.stderr_terminal)
+        .unwrap_or_else(|| io::stderr().is_terminal())
+}
+
+/// Waits (a moment at most) until the supervisor has taken what this
+/// process wrote to standard error, so that what it writes next to standard
+/// output comes after it on a terminal or a log both go to: standard error
+/// passes through the supervisor, standard output does not. Call it after
+/// a write to standard error that output follows (a status line, a note,
+/// warnings). Nothing to wait for when unsupervised.
+pub fn stderr_written() {
+    if mark().and_then(|m| m.supervisor).is_none() {
+        return;
+    }
+    let start = std::time::Instant::now();
+    while let Ok(1..) = rustix::io::ioctl_fionread(io::stderr()) {
+        if start.elapsed() > std::time::Duration::from_millis(200) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_micros(50));
+    }
+    // The supervisor has read the bytes; a moment more for it to write them
+    // on (these calls are a handful per run).
+    std::thread::sleep(std::time::Duration::from_millis(1));
+}
+
+/// The process id the caller of memtool sees: the supervisor's, in the
+/// child (temporary file names carry it).
+pub fn visible_pid() -> u32 {
+    mark()
+        .and_then(|m| m.supervisor)
+        .unwrap_or_else(std::process::id)
+}
+
+/// Runs the command in a supervised child and returns how this process
+/// ends, or `None` when this process is to run it: it is the child, or no
+/// child could be started (then memtool runs unsupervised, as it can).
+/// `inputs` name the profiles in the out-of-memory line.
+pub fn supervise(inputs: &[String]) -> Option<ExitCode> {
+    if let Some(mark) = mark() {
+        if let Some(pid) = mark.supervisor {
+            // A supervisor killed outright (SIGKILL) takes the child along.
+            let _ = rustix::process::set_parent_process_death_signal(Some(Signal::TERM));
+            if rustix::process::getppid().map(Pid::as_raw_pid) != Some(pid as i32) {
+                // It died before the line above took effect.
+                return Some(ExitCode::from(2));
+            }
+        }
+        return None;
+    }
+    let exe = std::env::current_exe().ok()?;
+    let stderr_terminal = io::stderr().is_terminal();
+    let mark = format!(
+        "{}:{}",
+        std::process::id(),
+        if stderr_terminal { "terminal" } else { "pipe" }
+    );
+    // Everything this process needs is set up before the child starts, and
+    // memory is set aside for the last line: under a limit the child runs
+    // out in, this process has no more to ask for.
+    let mut stderr = io::stderr().lock();
+    let mut filter = StderrFilter::default();
+    let mut buffer = vec![0u8; 8192];
+    let reserve: Vec<u8> = Vec::with_capacity(64 << 10);
+    let spawned = Command::new(exe)
+        .args(std::env::args_os().skip(1).collect::<Vec<OsString>>())
+        .env(ENV, mark)
+        .stderr(Stdio::piped())
+        .spawn();
+    let mut child = match spawned {
+        Ok(child) => child,
+        Err(e) if e.kind() == io::ErrorKind::OutOfMemory => {
+            // Too little memory to start a child is too little to run.
+            drop(reserve);
+            let _ = writeln!(stderr, "memtool: {}", out_of_memory(inputs, Failed::Start));
+            return Some(ExitCode::from(2));
+        }
+        Err(_) => return None,
+    };
+    // Caught from here on and passed to the child. A signal before this
+    // ends this process as it would have, and the child with it (its
+    // parent-death signal).
+    if let Ok(mut signals) = signal_hook::iterator::Signals::new(FORWARDED) {
+        let pid = Pid::from_child(&child);
+        let _ = std::thread::Builder::new()
+            .name("signals".into())
+            .stack_size(64 << 10)
+            .spawn(move || {
+                for signal in signals.forever() {
+                    if let Some(signal) = Signal::from_named_raw(signal) {
+                        let _ = rustix::process::kill_process(pid, signal);
+                    }
+                }
+            });
+    }
+    if let Some(mut pipe) = child.stderr.take() {
+        loop {
+            match pipe.read(&mut buffer) {
+                Ok(0) => break,
+                Ok(n) => {
+                    let _ = filter.feed(&buffer[..n], &mut stderr);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => break,
+            }
+        }
+    }
+    let status = loop {
+        match child.wait() {
+            Ok(status) => break status,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => return Some(ExitCode::from(2)),
+        }
+    };
+    drop(reserve);
+    Some(end(status, filter, &mut stderr, stderr_terminal, inputs))
+}
+
+/// This process's end for the child's `status`, with the child's last
+/// held-back standard error.
+fn end(
+    status: ExitStatus,
+    filter: StderrFilter,
+    stderr: &mut impl Write,
+    stderr_terminal: bool,
+    inputs: &[String],
+) -> ExitCode {
+    let aborted = status.signal() == Some(signal_hook::consts::SIGABRT);
+    let after_status = filter.after_status;
+    match filter.finish(aborted) {
+        Finish::OutOfMemory(bytes) => {
+            if after_status && stderr_terminal {
+                // The status line of a large read is erased, as the child
+                // would have.
+                let _ = stderr.write_all(b"\x1b[2K");
+            }
+            let _ = writeln!(
+                stderr,
+                "memtool: {}",
+                out_of_memory(inputs, Failed::Allocation(bytes))
+            );
+            let _ = stderr.flush();
+            return ExitCode::from(2);
+        }
+        Finish::Rest(rest) => {
+            let _ = stderr.write_all(&rest);
+            let _ = stderr.flush();
+        }
+    }
+    if let Some(code) = status.code() {
+        return ExitCode::from(u8::try_from(code).unwrap_or(2));
+    }
+    let signal = status.signal().unwrap_or(signal_hook::consts::SIGKILL);
+    // Dies as the child did, so a shell or CI runner sees the signal.
+    let _ = signal_hook::low_level::emulate_default_handler(signal);
+    ExitCode::from(u8::try_from(128 + signal).unwrap_or(2))
+}
+
+/// What ran out of memory.
+enum Failed {
+    /// The child, allocating this many bytes when known.
+    Allocation(Option<u64>),
+    /// Starting the child.
+    Start,
+}
+
+/// The out-of-memory line: the inputs, the allocation that failed (when
+/// known), and the limit that made it fail where there is one.
+fn out_of_memory(inputs: &[String], failed: Failed) -> String {
+    let names = match inputs {
+        [] => String::new(),
+        [one] => format!("{one}: "),
+        [first, rest @ ..] => format!("{first} and {} more: ", rest.len()),
+    };
+    let limit = rustix::process::getrlimit(rustix::process::Resource::As).current;
+    let why = match limit {
+        Some(limit) => format!(
+            "the address space is limited to {} (ulimit -v {})",
+            memtool_core::report::units::bytes(limit),
+            limit / 1024
+        ),
+        None => "a container's memory limit or the machine's memory".to_string(),
+    };
+    let needed = match failed {
+        Failed::Allocation(Some(bytes)) => format!(
+            "reading and analysing the input needed {} more in one allocation ({bytes} \
+             bytes) than this process could get",
+            memtool_core::report::units::bytes(bytes)
+        ),
+        Failed::Allocation(None) => {
+            "reading and analysing the input needed more than this process could get".to_string()
+        }
+        Failed::Start => {
+            "this process could not start the process that reads the input".to_string()
+        }
+    };
+    format!("{names}out of memory: {needed}; {why}")
+}
+
+/// Standard error from the child on its way through: forwarded as it comes,
+/// except from a line that starts as the standard library's message for a
+/// failed allocation: that line and all after it (a backtrace under
+/// `RUST_BACKTRACE`, the messages of other threads failing at the same
+/// moment, interleaved) are held until the child has ended. A line starts
+/// after `\n`, and after the `\r` that ends the child's status line.
+struct StderrFilter {
+    /// Nothing of the current line has been forwarded yet.
+    at_line_start: bool,
+    /// The last byte forwarded is the `\r` of a status line still shown.
+    after_status: bool,
+    /// The start of the current line, held while it agrees with the message.
+    line: Option<Vec<u8>>,
+    /// The message and everything after it.
+    held: Option<Vec<u8>>,
+}
+
+impl Default for StderrFilter {
+    fn default() -> Self {
+        StderrFilter {
+            at_line_start: true,
+            after_status: false,
+            line: None,
+            held: None,
+        }
+    }
+}
+
+/// What is left when the child has ended.
+enum Finish {
+    /// The child aborted on a failed allocation (of this many bytes, when
+    /// the message says).
+    OutOfMemory(Option<u64>),
+    /// Bytes still to forward.
+    Rest(Vec<u8>),
+}
+
+impl StderrFilter {
+    fn feed(&mut self, mut chunk: &[u8], out: &mut impl Write) -> io::Result<()> {
+        while !chunk.is_empty() {
+            if let Some(held) = &mut self.held {
+                held.extend_from_slice(chunk);
+                break;
+            }
+            let line_end = chunk
+                .iter()
+                .position(|&b| b == b'\n' || b == b'\r')
+                .map_or(chunk.len(), |i| i + 1);
+            let (part, rest) = chunk.split_at(line_end);
+            chunk = rest;
+            let complete = matches!(part.last(), Some(b'\n' | b'\r'));
+            if self.line.is_none() && !self.at_line_start {
+                self.forward(part, out)?;
+                self.at_line_start = complete;
+                continue;
+            }
+            let mut line = self.line.take().unwrap_or_default();
+            line.extend_from_slice(part);
+            self.at_line_start = false;
+            if line.starts_with(ALLOC_FAILED) {
+                self.held = Some(line);
+            } else if agrees(&line, ALLOC_FAILED) && !complete {
+                self.line = Some(line);
+            } else {
+                self.forward(&line, out)?;
+                self.at_line_start = complete;
+            }
+        }
+        out.flush()
+    }
+
+    fn forward(&mut self, bytes: &[u8], out: &mut impl Write) -> io::Result<()> {
+        if let Some(&last) = bytes.last() {
+            self.after_status = last == b'\r';
+        }
+        out.write_all(bytes)
+    }
+
+    fn finish(self, aborted: bool) -> Finish {
+        match self.held {
+            Some(_) if aborted => Finish::OutOfMemory(self.held.as_deref().and_then(failed_size)),
+            held => Finish::Rest(held.or(self.line).unwrap_or_default()),
+        }
+    }
+}
+
+/// Whether `line`, perhaps not complete yet, agrees with `text` as far as
+/// both go.
+fn agrees(line: &[u8], text: &[u8]) -> bool {
+    let n = line.len().min(text.len());
+    line[..n] == text[..n]
+}
+
+/// The size in `memory allocation of N bytes failed`, when the message is
+/// whole.
+fn failed_size(message: &[u8]) -> Option<u64> {
+    let size = message.strip_prefix(ALLOC_FAILED)?;
+    let digits = size.iter().take_while(|b| b.is_ascii_digit()).count();
+    if !size[digits..].starts_with(ALLOC_FAILED_END) {
+        return None;
+    }
+    std::str::from_utf8(&size[..digits]).ok()?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn filtered(chunks: &[&[u8]], aborted: bool) -> (Vec<u8>, Option<Option<u64>>) {
+        let mut filter = StderrFilter::default();
+        let mut out = Vec::new();
+        for chunk in chunks {
+            filter.feed(chunk, &mut out).unwrap();
+        }
+        match filter.finish(aborted) {
+            Finish::OutOfMemory(bytes) => (out, Some(bytes)),
+            Finish::Rest(rest) => {
+                out.extend_from_slice(&rest);
+                (out, None)
+            }
+        }
+    }
+
+    #[test]
+    fn the_allocation_failure_is_recognised_in_any_chunking() {
+        let text = b"memtool: warning: x\nmemtool: parsing\rmemory allocation of 1234 bytes \
+            failed\nstack backtrace:\n   0: main\n             at src/main.rs:1:2\nnote: Some details\n";
+        for split in 0..text.len() {
+            let (out, oom) = filtered(&[&text[..split], &text[split..]], true);
+            assert_eq!(
+                out, b"memtool: warning: x\nmemtool: parsing\r",
+                "split at {split}"
+            );
+            assert_eq!(oom, Some(Some(1234)));
+        }
+        // Two threads failing at once.
+        let text = b"memory allocation of memory allocation of 11 bytes failed\n8 bytes failed\n";
+        assert_eq!(filtered(&[text], true), (Vec::new(), Some(None)));
+    }
+
+    #[test]
+    fn everything_else_passes_byte_for_byte() {
+        let text: &[u8] = b"memory allocation is fine\nmemory\rprogress\xff\nmemory allocation of \
+            12 bytes failed\nmore\nmemory allocation of 9 bytes failed\nstack backtrace:\n";
+        for split in 0..text.len() {
+            // Not aborted: even the message itself is passed on.
+            let (out, oom) = filtered(&[&text[..split], &text[split..]], false);
+            assert_eq!(out, text, "split at {split}");
+            assert_eq!(oom, None);
+        }
+    }
+
+    #[test]
+    fn a_line_is_forwarded_as_soon_as_it_cannot_be_the_message() {
+        let mut filter = StderrFilter::default();
+        let mut out = Vec::new();
+        filter.feed(b"memtool: parsing 1 GiB", &mut out).unwrap();
+        assert_eq!(out, b"memtool: parsing 1 GiB");
+        filter.feed(b"\nmem", &mut out).unwrap();
+        assert_eq!(out, b"memtool: parsing 1 GiB\n");
+        filter.feed(b"x", &mut out).unwrap();
+        assert_eq!(out, b"memtool: parsing 1 GiB\nmemx");
+    }
+}
