@@ -219,6 +219,8 @@ pub struct SettingAdvice {
 pub struct RecentAllocation {
     /// Its position on the memory's axis.
     pub at: i64,
+    /// The position as a person reads it (`t+1.930 ms`).
+    pub at_label: String,
     /// Its bytes.
     pub bytes: u64,
     /// Whether it was still live at the failure.
@@ -508,6 +510,7 @@ fn allocator_post_mortem(
             let a = memory.allocation(e.alloc);
             RecentAllocation {
                 at: e.at,
+                at_label: point_label(memory, usize::MAX, e.at),
                 bytes: a.bytes,
                 live: live.contains(&e.alloc),
                 key: group::stack_or_op_shape(names, a.site, &options.frames),
@@ -942,10 +945,9 @@ impl PostMortem {
         if let Some(a) = &self.allocator {
             let mut t = Table::new(
                 format!(
-                    "The failed allocation — {id}: {} at {}{}",
+                    "The failed allocation — {id}: {} at {}",
                     size(self.request_bytes),
                     a.at_label,
-                    a.step.map_or(String::new(), |s| format!(", step {s}"))
                 ),
                 vec!["frame"],
             );
@@ -963,7 +965,10 @@ impl PostMortem {
                 );
                 for r in &a.recent_allocations {
                     t.rows.push(vec![
-                        Cell::Int(r.at),
+                        Cell::Moment {
+                            at: r.at,
+                            label: r.at_label.clone(),
+                        },
                         Cell::Bytes(r.bytes),
                         if r.live { "live" } else { "freed" }.into(),
                         r.key.clone().into(),

@@ -22,6 +22,9 @@ pub const SCHEMA: &str = "memtool/peak/v1";
 /// allocation accounts for.
 pub const UNEXPLAINED_OP: &str = "<in use by the allocator's count, not in any recorded event>";
 
+/// The op cell of live-at-peak rows whose allocations name no op.
+pub const NO_OP: &str = "<no op>";
+
 /// Breakdowns shown for every memory, in this order.
 const BREAKDOWNS: [GroupBy; 6] = [
     GroupBy::Stack,
@@ -711,7 +714,7 @@ impl Report for PeakReport {
                 Cell::Bytes(m.peak.peak_bytes),
                 Cell::Bytes(m.peak.peak_requested_bytes),
                 Cell::Count(m.peak.buffers),
-                m.peak.peak_label.clone().into(),
+                m.peak.moment(),
             ]);
         }
         tables.push(t);
@@ -744,8 +747,13 @@ impl Report for PeakReport {
             );
             let text = |s: &Option<String>| Cell::Text(s.clone().unwrap_or_default());
             for r in m.at_peak.iter() {
+                // A blank first cell would read as the row above's op.
+                let op = match r.op.as_deref() {
+                    Some(op) if !op.is_empty() => op,
+                    _ => NO_OP,
+                };
                 t.rows.push(vec![
-                    text(&r.op),
+                    op.into(),
                     text(&r.shape),
                     text(&r.dtype),
                     text(&r.region),
@@ -843,7 +851,7 @@ impl Report for PeakReport {
                 for g in &b.groups {
                     t.rows.push(vec![
                         m.header.id.clone().into(),
-                        m.peak.peak_label.clone().into(),
+                        m.peak.moment(),
                         b.by.name().into(),
                         (&*g.key).into(),
                         Cell::Bytes(g.totals.bytes),

@@ -616,6 +616,31 @@ impl Memory {
         &self.allocations[id.index()]
     }
 
+    /// Picoseconds from the start of the recording to `at`, for a memory on
+    /// a time axis (`None` on other axes). A ps axis already counts from the
+    /// profile's start; a µs axis (PyTorch's clock since the epoch) counts
+    /// from the memory's earliest record — event, allocator sample, step or
+    /// failure — so times read `t+25.43 ms`, not `1773270053884337 us`.
+    pub fn since_start_ps(&self, at: i64) -> Option<i64> {
+        match self.axis {
+            Axis::TimePs => Some(at),
+            Axis::TimeUs => {
+                let start = [
+                    self.events.first().map(|e| e.at),
+                    self.allocator_samples.first().map(|s| s.at),
+                    self.steps.first().map(|s| s.start),
+                    self.out_of_memory.iter().map(|o| o.at).min(),
+                ]
+                .into_iter()
+                .flatten()
+                .min()
+                .unwrap_or(at);
+                Some(at.saturating_sub(start).saturating_mul(1_000_000))
+            }
+            Axis::EventIndex | Axis::Snapshot | Axis::ProgramOrder => None,
+        }
+    }
+
     /// The step a position belongs to: the step whose span holds it, else
     /// the next step to start (work between two steps prepares the next),
     /// else none.

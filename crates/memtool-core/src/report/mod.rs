@@ -61,6 +61,17 @@ pub enum Cell {
     Percent(Option<f64>),
     /// A part of a whole, in percent (`None` when the whole is zero).
     Share(Option<f64>),
+    /// A part of a whole as a fraction in [0, 1] (`None` when undefined):
+    /// a percentage in tables, the fraction itself in CSV, as in JSON.
+    Fraction(Option<f64>),
+    /// A position on a memory's axis: `label` (`t+25.43 ms (step 3)`) in
+    /// tables, the position itself in CSV, as in JSON.
+    Moment {
+        /// The position (µs since the epoch, ps since the profile's start, …).
+        at: i64,
+        /// How a person reads it.
+        label: String,
+    },
     /// Nothing.
     Empty,
 }
@@ -85,7 +96,11 @@ impl Cell {
             Cell::Bytes(b) | Cell::Count(b) => b.to_string(),
             Cell::DeltaBytes(d) | Cell::Int(d) => d.to_string(),
             Cell::Percent(Some(p)) | Cell::Share(Some(p)) => format!("{p:.2}"),
-            Cell::Percent(None) | Cell::Share(None) | Cell::Empty => String::new(),
+            Cell::Fraction(Some(f)) => f.to_string(),
+            Cell::Moment { at, .. } => at.to_string(),
+            Cell::Percent(None) | Cell::Share(None) | Cell::Fraction(None) | Cell::Empty => {
+                String::new()
+            }
         }
     }
 
@@ -97,8 +112,10 @@ impl Cell {
             Cell::Bytes(b) => units::bytes(*b),
             Cell::DeltaBytes(d) => units::delta_bytes(*d),
             Cell::Percent(Some(p)) => format!("{p:+.1}%").replace("+-", "-"),
-            Cell::Percent(None) | Cell::Share(None) => "n/a".to_string(),
+            Cell::Percent(None) | Cell::Share(None) | Cell::Fraction(None) => "n/a".to_string(),
             Cell::Share(Some(p)) => format!("{p:.1}%"),
+            Cell::Fraction(Some(f)) => format!("{:.1}%", f * 100.0),
+            Cell::Moment { label, .. } => visible(label).into_owned(),
             other => other.exact(),
         }
     }

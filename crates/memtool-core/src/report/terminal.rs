@@ -61,7 +61,7 @@ fn without_empty_columns(
     rows: &[Vec<Cell>],
 ) -> (Table, Vec<Vec<Cell>>, Vec<&'static str>) {
     let says_nothing = |cell: &Cell| match cell {
-        Cell::Empty | Cell::Percent(None) | Cell::Share(None) => true,
+        Cell::Empty | Cell::Percent(None) | Cell::Share(None) | Cell::Fraction(None) => true,
         Cell::Text(text) => text == "n/a",
         _ => false,
     };
