@@ -169,12 +169,32 @@ pub struct Provenance {
     pub warnings: Vec<Warning>,
 }
 
-/// The warnings as the lines written to standard error.
+/// The warnings as the lines written to standard error: a `warning:` line
+/// each (repeats left out), then each note once however many inputs it
+/// concerns (`note: message (3 inputs)`; with its path when it concerns one).
 pub fn warning_notes(warnings: &[Warning]) -> Vec<String> {
-    warnings
-        .iter()
-        .map(|w| format!("warning: {}: {}", w.path, w.message))
-        .collect()
+    let mut lines: Vec<String> = Vec::new();
+    for w in warnings.iter().filter(|w| !w.note) {
+        let line = format!("warning: {}: {}", w.path, w.message);
+        if !lines.contains(&line) {
+            lines.push(line);
+        }
+    }
+    let mut notes: Vec<(&str, Vec<&str>)> = Vec::new();
+    for w in warnings.iter().filter(|w| w.note) {
+        match notes.iter_mut().find(|(message, _)| *message == w.message) {
+            Some((_, paths)) if paths.contains(&w.path.as_str()) => {}
+            Some((_, paths)) => paths.push(&w.path),
+            None => notes.push((&w.message, vec![&w.path])),
+        }
+    }
+    for (message, paths) in notes {
+        lines.push(match paths[..] {
+            [path] => format!("note: {path}: {message}"),
+            _ => format!("note: {message} ({} inputs)", paths.len()),
+        });
+    }
+    lines
 }
 
 impl Provenance {

@@ -850,14 +850,11 @@ impl PostMortem {
             if !a.settings.is_empty() {
                 let mut t = Table::new(
                     format!("Allocator settings that address it — {id} (PYTORCH_CUDA_ALLOC_CONF)"),
-                    vec!["setting", "bytes", "effect"],
+                    vec!["setting", "bytes"],
                 );
                 for s in &a.settings {
-                    t.rows.push(vec![
-                        s.setting.clone().into(),
-                        Cell::Bytes(s.bytes),
-                        s.effect.clone().into(),
-                    ]);
+                    t.rows.push(vec![s.setting.clone().into(), Cell::Bytes(s.bytes)]);
+                    t.notes.push(format!("{}: {}", s.setting, s.effect));
                 }
                 tables.push(t);
             }
@@ -1046,7 +1043,10 @@ impl Report for OomReport {
                     .to_string(),
             );
         }
-        notes.extend(super::warning_notes(&self.provenance.warnings));
         notes
+    }
+
+    fn warnings(&self) -> Vec<String> {
+        super::warning_notes(&self.provenance.warnings)
     }
 }

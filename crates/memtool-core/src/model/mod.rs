@@ -664,6 +664,11 @@ pub struct Warning {
     pub path: String,
     /// What was read around, in one sentence.
     pub message: String,
+    /// Whether it only says what the input is (JAX on CPU records no
+    /// allocator events), not that something was read around: written once
+    /// per run as a `note:`, not per file as a `warning:`.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub note: bool,
 }
 
 /// Everything read from the inputs of one command.
@@ -755,6 +760,17 @@ impl Profile {
         self.warnings.push(Warning {
             path: path.to_string(),
             message: message.into(),
+            note: false,
+        });
+    }
+
+    /// Records what the input `path` is, where a user may wonder (see
+    /// [`Warning::note`]).
+    pub fn note(&mut self, path: &str, message: impl Into<String>) {
+        self.warnings.push(Warning {
+            path: path.to_string(),
+            message: message.into(),
+            note: true,
         });
     }
 }

@@ -144,6 +144,9 @@ pub struct Table {
     /// Rows at the start of a ranked table that are not ranked (a total)
     /// and always shown.
     pub leading_rows: usize,
+    /// Prose printed under the table, a paragraph each: what a column
+    /// would cut to fit (what a setting would change).
+    pub notes: Vec<String>,
 }
 
 impl Table {
@@ -156,6 +159,7 @@ impl Table {
             omitted: 0,
             ranked: false,
             leading_rows: 0,
+            notes: Vec::new(),
         }
     }
 
