@@ -463,8 +463,8 @@ impl Report for FragReport {
             );
             for w in m.worst.iter() {
                 t.rows.push(vec![
-                    Cell::Moment {
-                        at: w.at,
+                    Cell::Figure {
+                        value: Some(w.at),
                         label: w.label.clone(),
                     },
                     percent(w.allocator_fragmentation),

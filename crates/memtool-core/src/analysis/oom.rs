@@ -962,8 +962,8 @@ impl PostMortem {
                 );
                 for r in &a.recent_allocations {
                     t.rows.push(vec![
-                        Cell::Moment {
-                            at: r.at,
+                        Cell::Figure {
+                            value: Some(r.at),
                             label: r.at_label.clone(),
                         },
                         Cell::Bytes(r.bytes),

@@ -47,8 +47,8 @@ impl PeakFigures {
     /// The peak's position as a table cell: its label for a person, the
     /// position itself in CSV (as `peak_at` in JSON).
     pub fn moment(&self) -> crate::report::Cell {
-        crate::report::Cell::Moment {
-            at: self.peak_at,
+        crate::report::Cell::Figure {
+            value: Some(self.peak_at),
             label: self.peak_label.clone(),
         }
     }

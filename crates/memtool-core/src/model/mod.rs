@@ -616,27 +616,40 @@ impl Memory {
         &self.allocations[id.index()]
     }
 
-    /// Picoseconds from the start of the recording to `at`, for a memory on
-    /// a time axis (`None` on other axes). A ps axis already counts from the
-    /// profile's start; a µs axis (PyTorch's clock since the epoch) counts
-    /// from the memory's earliest record — event, allocator sample, step or
-    /// failure — so times read `t+25.43 ms`, not `1773270053884337 us`.
-    pub fn since_start_ps(&self, at: i64) -> Option<i64> {
+    /// Where the recording starts on the memory's axis: a ps axis counts
+    /// from the profile's start; a µs axis (PyTorch's clock since the
+    /// epoch) starts at the memory's earliest record — event, allocator
+    /// sample, step or failure; event and program positions at 0; `None`
+    /// for snapshots.
+    pub fn recording_start(&self) -> Option<i64> {
         match self.axis {
-            Axis::TimePs => Some(at),
-            Axis::TimeUs => {
-                let start = [
-                    self.events.first().map(|e| e.at),
-                    self.allocator_samples.first().map(|s| s.at),
-                    self.steps.first().map(|s| s.start),
-                    self.out_of_memory.iter().map(|o| o.at).min(),
-                ]
-                .into_iter()
-                .flatten()
-                .min()
-                .unwrap_or(at);
-                Some(at.saturating_sub(start).saturating_mul(1_000_000))
-            }
+            Axis::TimePs | Axis::EventIndex | Axis::ProgramOrder => Some(0),
+            Axis::TimeUs => [
+                self.events.first().map(|e| e.at),
+                self.allocator_samples.first().map(|s| s.at),
+                self.steps.first().map(|s| s.start),
+                self.out_of_memory.iter().map(|o| o.at).min(),
+            ]
+            .into_iter()
+            .flatten()
+            .min(),
+            Axis::Snapshot => None,
+        }
+    }
+
+    /// How long the memory had been recorded at `at`, in axis units.
+    pub fn recorded_before(&self, at: i64) -> Option<i64> {
+        self.recording_start().map(|start| at.saturating_sub(start))
+    }
+
+    /// Picoseconds from the start of the recording to `at`, for a memory on
+    /// a time axis (`None` on other axes), so times read `t+25.43 ms`, not
+    /// `1773270053884337 us`.
+    pub fn since_start_ps(&self, at: i64) -> Option<i64> {
+        let since = self.recorded_before(at).unwrap_or(0);
+        match self.axis {
+            Axis::TimePs => Some(since),
+            Axis::TimeUs => Some(since.saturating_mul(1_000_000)),
             Axis::EventIndex | Axis::Snapshot | Axis::ProgramOrder => None,
         }
     }

@@ -64,11 +64,12 @@ pub enum Cell {
     /// A part of a whole as a fraction in [0, 1] (`None` when undefined):
     /// a percentage in tables, the fraction itself in CSV, as in JSON.
     Fraction(Option<f64>),
-    /// A position on a memory's axis: `label` (`t+25.43 ms (step 3)`) in
-    /// tables, the position itself in CSV, as in JSON.
-    Moment {
-        /// The position (µs since the epoch, ps since the profile's start, …).
-        at: i64,
+    /// A figure in the units of a memory's axis (a position, an age): its
+    /// `label` (`t+25.43 ms (step 3)`, `1.930 ms`) in tables, the figure
+    /// itself in CSV, as in JSON (empty where JSON has `null`).
+    Figure {
+        /// The figure (µs since the epoch, ps since the profile's start, …).
+        value: Option<i64>,
         /// How a person reads it.
         label: String,
     },
@@ -97,7 +98,7 @@ impl Cell {
             Cell::DeltaBytes(d) | Cell::Int(d) => d.to_string(),
             Cell::Percent(Some(p)) | Cell::Share(Some(p)) => format!("{p:.2}"),
             Cell::Fraction(Some(f)) => f.to_string(),
-            Cell::Moment { at, .. } => at.to_string(),
+            Cell::Figure { value, .. } => value.map_or_else(String::new, |v| v.to_string()),
             Cell::Percent(None) | Cell::Share(None) | Cell::Fraction(None) | Cell::Empty => {
                 String::new()
             }
@@ -115,7 +116,7 @@ impl Cell {
             Cell::Percent(None) | Cell::Share(None) | Cell::Fraction(None) => "n/a".to_string(),
             Cell::Share(Some(p)) => format!("{p:.1}%"),
             Cell::Fraction(Some(f)) => format!("{:.1}%", f * 100.0),
-            Cell::Moment { label, .. } => visible(label).into_owned(),
+            Cell::Figure { label, .. } => visible(label).into_owned(),
             other => other.exact(),
         }
     }

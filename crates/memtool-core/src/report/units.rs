@@ -63,7 +63,8 @@ pub fn duration(ps: i64) -> String {
         format!("{sign}{value:.decimals$} {unit}")
     };
     match ps {
-        0..1_000 => format!("{sign}{ps} ps"),
+        0 => "0 s".to_string(),
+        1..1_000 => format!("{sign}{ps} ps"),
         1_000..US => scaled(ps as f64 / 1e3, "ns"),
         US..1_000_000_000 => scaled(ps as f64 / 1e6, "us"),
         1_000_000_000..S => scaled(ps as f64 / 1e9, "ms"),
@@ -148,7 +149,7 @@ mod tests {
 
     #[test]
     fn durations_keep_four_figures_in_the_largest_unit() {
-        assert_eq!(duration(0), "0 ps");
+        assert_eq!(duration(0), "0 s");
         assert_eq!(duration(999), "999 ps");
         assert_eq!(duration(1_930_000), "1.930 us");
         assert_eq!(duration(25_430_000_000), "25.43 ms");

@@ -754,6 +754,37 @@ impl<'a> Grouper<'a> {
         }
     }
 
+    /// When the oldest allocation of each group of `by` that is already
+    /// labelled (kept by [`Grouper::top_groups`]) was made, from each live
+    /// allocation's site and the position it was made at (`None`: before
+    /// the recording, older than any position); groups not labelled are
+    /// left out, so no label is made here.
+    pub fn oldest_by_label(
+        &mut self,
+        made: impl Iterator<Item = (SiteId, Option<i64>)>,
+        by: GroupBy,
+    ) -> FxHashMap<Arc<str>, Option<i64>> {
+        let mut by_site: FxHashMap<SiteId, Option<i64>> = FxHashMap::default();
+        for (site, at) in made {
+            by_site
+                .entry(site)
+                .and_modify(|oldest| *oldest = (*oldest).min(at))
+                .or_insert(at);
+        }
+        let mut oldest: FxHashMap<Arc<str>, Option<i64>> = FxHashMap::default();
+        for (site, at) in by_site {
+            let key = self.key(site, by);
+            let Some(Some(label)) = self.labels[by as usize].get(key as usize) else {
+                continue;
+            };
+            oldest
+                .entry(label.clone())
+                .and_modify(|o| *o = (*o).min(at))
+                .or_insert(at);
+        }
+        oldest
+    }
+
     /// The text of a key: the same text as [`label`] for its sites.
     fn label(&self, key: u32, by: GroupBy) -> String {
         match by {
