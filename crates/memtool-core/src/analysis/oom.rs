@@ -495,12 +495,12 @@ fn allocator_post_mortem(
         .frames
         .frames(names, stack)
         .into_iter()
-        .map(|f| names.frame_label(f))
+        .map(|f| options.frames.frame_text(names, f))
         .collect();
     let user_frame = options
         .frames
         .user_frame(names, stack)
-        .map(|f| names.frame_label(f));
+        .map(|f| options.frames.frame_text(names, f));
     let recent_allocations = memory.events[..failure.events_before.min(memory.events.len())]
         .iter()
         .rev()
@@ -853,7 +853,8 @@ impl PostMortem {
                     vec!["setting", "bytes"],
                 );
                 for s in &a.settings {
-                    t.rows.push(vec![s.setting.clone().into(), Cell::Bytes(s.bytes)]);
+                    t.rows
+                        .push(vec![s.setting.clone().into(), Cell::Bytes(s.bytes)]);
                     t.notes.push(format!("{}: {}", s.setting, s.effect));
                 }
                 tables.push(t);

@@ -673,7 +673,8 @@ fn budget_check(
             last = Some((point.index, point.at));
         }
     });
-    let label = |p: Option<(usize, i64)>| p.map(|(index, at)| super::point_label(memory, index, at));
+    let label =
+        |p: Option<(usize, i64)>| p.map(|(index, at)| super::point_label(memory, index, at));
     let excess_bytes = peak.saturating_sub(budget);
     let mut shrink = Vec::new();
     let mut cumulative_bytes = 0u64;
@@ -763,13 +764,7 @@ impl PeakReport {
                 gate.limit.describe(),
                 if over { "over" } else { "every peak fits" }
             ),
-            vec![
-                "memory",
-                "peak_bytes",
-                "over_by",
-                "first_over",
-                "last_over",
-            ],
+            vec!["memory", "peak_bytes", "over_by", "first_over", "last_over"],
         );
         let mut tables = Vec::new();
         for m in &self.memories {
@@ -943,8 +938,7 @@ impl Report for PeakReport {
                 }
             }
             for b in &m.breakdowns {
-                if b.omitted == 0 && group::says_nothing(b.groups.iter().map(|g| &*g.group.key))
-                {
+                if b.omitted == 0 && group::says_nothing(b.groups.iter().map(|g| &*g.group.key)) {
                     continue;
                 }
                 let aged = b.groups.iter().any(|g| !g.oldest_age.is_unknown());

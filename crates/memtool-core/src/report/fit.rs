@@ -168,7 +168,11 @@ fn frame(function: &str, location: &str, max: usize) -> String {
     let (stem, suffix) = split_stem(file);
     let room = max.saturating_sub(1 + len(suffix));
     let function_keep = if len(function) + 3 <= room {
-        len(function).min(room.saturating_sub(STEM_MIN).max(room / 2).max(len(function)))
+        len(function).min(
+            room.saturating_sub(STEM_MIN)
+                .max(room / 2)
+                .max(len(function)),
+        )
     } else {
         room / 2
     };
@@ -511,12 +515,18 @@ mod tests {
         for max in 14..70 {
             let shown = shorten(call, max);
             assert!(len(&shown) <= max, "{max}: {shown}");
-            assert!(shown.starts_with("call ") && shown.ends_with(".py:53"), "{max}: {shown}");
+            assert!(
+                shown.starts_with("call ") && shown.ends_with(".py:53"),
+                "{max}: {shown}"
+            );
         }
         assert_eq!(shorten(call, 30), "call chwq7u…kmdlqdksiuib.py:53");
         let long = format!("{} /x/{}.py:7", "f".repeat(40), "s".repeat(40));
         let shown = shorten(&long, 30);
-        assert!(shown.ends_with(".py:7") && shown.starts_with("ff"), "{shown}");
+        assert!(
+            shown.ends_with(".py:7") && shown.starts_with("ff"),
+            "{shown}"
+        );
         assert_eq!(split_stem("model.py:53"), ("model", ".py:53"));
         assert_eq!(split_stem("Makefile:3"), ("Makefile", ":3"));
         assert_eq!(split_stem(".bashrc"), (".bashrc", ""));
@@ -542,7 +552,15 @@ mod tests {
                 let function = leaf.split(' ').next().unwrap();
                 let line = leaf.rsplit(':').next().unwrap();
                 assert!(shown.starts_with(function), "{max}: {shown}");
-                assert!(shown.split(CALLER).next().unwrap().ends_with(&format!(":{line}")) || !leaf.contains(':'), "{max}: {shown}");
+                assert!(
+                    shown
+                        .split(CALLER)
+                        .next()
+                        .unwrap()
+                        .ends_with(&format!(":{line}"))
+                        || !leaf.contains(':'),
+                    "{max}: {shown}"
+                );
                 assert!(len(shown) <= max, "{max}: {shown}");
             }
         }

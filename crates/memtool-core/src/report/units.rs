@@ -156,7 +156,10 @@ mod tests {
         assert_eq!(duration(999_999_000_000), "1000.0 ms");
         assert_eq!(duration(4_200_000_000_000), "4.200 s");
         assert_eq!(duration(125_300_000_000_000), "2 min 05.3 s");
-        assert_eq!(duration(3 * 3_600_000_000_000_000 + 120_000_000_000_000), "3 h 02 min");
+        assert_eq!(
+            duration(3 * 3_600_000_000_000_000 + 120_000_000_000_000),
+            "3 h 02 min"
+        );
         assert_eq!(duration(-2_000_000), "-2.000 us");
     }
 
@@ -168,7 +171,10 @@ mod tests {
             moment(25_430_000_000, Some(3), Some("backward")),
             "t+25.43 ms (step 3, backward)"
         );
-        assert_eq!(moment(-1_000_000, None, Some("forward")), "t-1.000 us (forward)");
+        assert_eq!(
+            moment(-1_000_000, None, Some("forward")),
+            "t-1.000 us (forward)"
+        );
     }
 
     #[test]

@@ -79,11 +79,14 @@ pub fn label(names: &Names, site: SiteId, by: GroupBy, filter: &FrameFilter) -> 
             if frames.is_empty() {
                 return NO_STACK_LABEL.to_string();
             }
-            let labels: Vec<String> = frames.iter().map(|&f| names.frame_label(f)).collect();
+            let labels: Vec<String> = frames
+                .iter()
+                .map(|&f| filter.frame_text(names, f))
+                .collect();
             labels.join(" <- ")
         }
         GroupBy::UserFrame => match filter.user_frame(names, site.stack) {
-            Some(f) => names.frame_label(f),
+            Some(f) => filter.frame_text(names, f),
             None => NO_STACK_LABEL.to_string(),
         },
         GroupBy::Shape => text(site.shape),
@@ -646,7 +649,7 @@ impl<'a> Grouper<'a> {
         if let Some(id) = self.frame_text[frame.index()].checked_sub(1) {
             return id;
         }
-        let text: Box<str> = self.names.frame_label(frame).into();
+        let text: Box<str> = self.filter.frame_text(self.names, frame).into();
         let id = match self.text_ids.get(&text) {
             Some(&id) => id,
             None => {
