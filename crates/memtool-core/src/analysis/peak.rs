@@ -268,8 +268,7 @@ pub fn age_cell(axis: Axis, age: Option<i64>, recorded: Option<i64>) -> Cell {
         Some(age) => match axis {
             Axis::TimePs => units::duration(age),
             Axis::TimeUs => units::duration(age.saturating_mul(1_000_000)),
-            Axis::EventIndex => format!("{age} events"),
-            Axis::ProgramOrder => format!("{age} steps"),
+            Axis::EventIndex | Axis::ProgramOrder => format!("{age} events"),
             Axis::Snapshot => format!("{age} snapshots"),
         },
     };
