@@ -756,12 +756,21 @@ impl PeakReport {
         let Some(gate) = &self.gate else {
             return Vec::new();
         };
-        let over = self.over_budget();
+        let checked = self.memories.iter().filter(|m| m.budget.is_some()).count();
+        let over = self
+            .memories
+            .iter()
+            .filter(|m| m.budget.as_ref().is_some_and(|b| !b.fits))
+            .count();
         let mut verdict = Table::new(
             format!(
                 "Budget {}: {}",
                 gate.limit.describe(),
-                if over { "over" } else { "every peak fits" }
+                match over {
+                    0 => "every peak fits".to_string(),
+                    _ if checked == 1 => "the peak is over it".to_string(),
+                    _ => format!("{over} of {checked} peaks are over it"),
+                }
             ),
             vec!["memory", "peak_bytes", "over_by", "first_over", "last_over"],
         );
