@@ -127,13 +127,15 @@ pub struct AnalysisArgs {
     #[arg(long, default_value_t = 10, value_name = "N")]
     pub top: usize,
     /// Show every frame of each stack. By default library frames (files under
-    /// site-packages or dist-packages, and native C++ frames) are hidden so
+    /// site-packages or dist-packages, paths relative to them such as
+    /// torch/nn/functional.py, and native C++ frames) are hidden so
     /// bytes land on your code; a stack with no frame of yours is named by its
     /// op and autograd node.
     #[arg(long)]
     pub all_frames: bool,
     /// Treat files whose path contains PATTERN as library code (repeatable;
-    /// replaces the default site-packages, dist-packages).
+    /// replaces the default site-packages, dist-packages and relative paths
+    /// into torch, numpy, transformers and other frameworks).
     #[arg(
         long = "library",
         value_name = "PATTERN",
@@ -165,6 +167,7 @@ impl AnalysisArgs {
         } else {
             FrameFilter::User {
                 library_patterns: self.library.clone(),
+                library_packages: Vec::new(),
             }
         };
         Options {

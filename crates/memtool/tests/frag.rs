@@ -360,9 +360,9 @@ fn contradicting_figures_are_warned_of() {
         .iter()
         .map(|w| w["message"].as_str().unwrap())
         .collect();
-    let over_reserved = "cuda:0: more in use than the allocator reserved at 1 points (first at 2 us: 6.00 KiB in use, 4.00 KiB reserved)";
+    let over_reserved = "cuda:0: more in use than the allocator reserved at 1 points (first at t+1.000 us: 6.00 KiB in use, 4.00 KiB reserved)";
     let over_capacity =
-        "cuda:0: the peak, 6.00 KiB at 2 us, is above the device's capacity of 4.00 KiB";
+        "cuda:0: the peak, 6.00 KiB at t+1.000 us, is above the device's capacity of 4.00 KiB";
     for expected in [over_reserved, over_capacity] {
         assert!(
             warnings.iter().any(|w| w.starts_with(expected)),

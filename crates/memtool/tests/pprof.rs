@@ -346,12 +346,14 @@ fn csv_has_a_header_and_exact_bytes() {
     let mut lines = text.lines();
     assert_eq!(
         lines.next(),
-        Some("memory,peak_at,group_by,key,bytes,requested_bytes,count")
+        Some("memory,peak_at,group_by,key,bytes,requested_bytes,count,oldest_age")
     );
     let rows: Vec<&str> = lines.collect();
     assert!(
         rows.iter().any(|r| r.starts_with(
-            "cpu:0,memory.prof,user_frame,<module> /tmp/gen/seed002.py:12,4000000,4000000,1"
+            // `peak_at` is the snapshot's number, as in JSON; a snapshot
+            // records no ages.
+            "cpu:0,1,user_frame,<module> /tmp/gen/seed002.py:12,4000000,4000000,1,"
         )),
         "{text}"
     );

@@ -224,7 +224,8 @@ fn output_of(args: &[&str], env: Option<(&str, &str)>) -> Option<String> {
     }
 }
 
-/// Tables narrowed to `WIDTH` columns, the default: no two rows whose keys
+/// Every command's tables (every breakdown of `diff`, the post-mortems
+/// of `oom`, `peak --budget`) narrowed to `WIDTH` columns, the default: no two rows whose keys
 /// differ are shown alike (Markdown given the width shortens labels as the
 /// terminal does; without one it shows them whole), and every terminal
 /// table line fits (`$COLUMNS` sets the width).
@@ -241,6 +242,9 @@ fn shown_keys_tell_rows_apart_on_every_shared_fixture() {
             &["peak", "--all-frames"],
             &["leaks"],
             &["frag"],
+            &["oom"],
+            &["oom", "--capacity", "1MiB"],
+            &["peak", "--budget", "1MiB"],
         ] {
             let mut args: Vec<String> = command.iter().map(|s| s.to_string()).collect();
             args.push(file.clone());
@@ -256,6 +260,16 @@ fn shown_keys_tell_rows_apart_on_every_shared_fixture() {
         .collect();
     runs.push([vec!["leaks".to_string()], series.clone()].concat());
     runs.push([vec!["peak".to_string()], series.clone()].concat());
+    runs.push([vec!["summary".to_string()], series.clone()].concat());
+    // The post-mortems of the committed out-of-memory snapshots.
+    for oom in ["capacity", "fragmentation", "outside_pytorch"] {
+        let file = common::repo()
+            .join("crates/memtool/tests/data/oom")
+            .join(format!("{oom}.pickle"));
+        for command in ["oom", "summary", "peak"] {
+            runs.push(vec![command.to_string(), file.display().to_string()]);
+        }
+    }
     for (base, new) in [
         ("pprof/memory1.prof", "pprof/memory9.prof"),
         (
@@ -276,7 +290,7 @@ fn shown_keys_tell_rows_apart_on_every_shared_fixture() {
             "torch/torch_cpu_transformer.pt.trace.json.gz",
         ),
     ] {
-        for by in ["stack", "user-frame", "op", "shape"] {
+        for by in ["stack", "user-frame", "op", "shape", "dtype", "category"] {
             runs.push(
                 [
                     "diff",

@@ -385,7 +385,7 @@ fn point_frag(
 }
 
 fn percent(f: Option<f64>) -> Cell {
-    Cell::Text(f.map_or("n/a".into(), |f| format!("{:.1}%", f * 100.0)))
+    Cell::Fraction(f)
 }
 
 impl Report for FragReport {
@@ -463,7 +463,10 @@ impl Report for FragReport {
             );
             for w in m.worst.iter() {
                 t.rows.push(vec![
-                    w.label.clone().into(),
+                    Cell::Figure {
+                        value: Some(w.at),
+                        label: w.label.clone(),
+                    },
                     percent(w.allocator_fragmentation),
                     percent(w.address.map(|a| a.fragmentation)),
                     Cell::Bytes(w.in_use_bytes),

@@ -169,12 +169,32 @@ pub struct Provenance {
     pub warnings: Vec<Warning>,
 }
 
-/// The warnings as the lines written to standard error.
+/// The warnings as the lines written to standard error: a `warning:` line
+/// each (repeats left out), then each note once however many inputs it
+/// concerns (`note: message (3 inputs)`; with its path when it concerns one).
 pub fn warning_notes(warnings: &[Warning]) -> Vec<String> {
-    warnings
-        .iter()
-        .map(|w| format!("warning: {}: {}", w.path, w.message))
-        .collect()
+    let mut lines: Vec<String> = Vec::new();
+    for w in warnings.iter().filter(|w| !w.note) {
+        let line = format!("warning: {}: {}", w.path, w.message);
+        if !lines.contains(&line) {
+            lines.push(line);
+        }
+    }
+    let mut notes: Vec<(&str, Vec<&str>)> = Vec::new();
+    for w in warnings.iter().filter(|w| w.note) {
+        match notes.iter_mut().find(|(message, _)| *message == w.message) {
+            Some((_, paths)) if paths.contains(&w.path.as_str()) => {}
+            Some((_, paths)) => paths.push(&w.path),
+            None => notes.push((&w.message, vec![&w.path])),
+        }
+    }
+    for (message, paths) in notes {
+        lines.push(match paths[..] {
+            [path] => format!("note: {path}: {message}"),
+            _ => format!("note: {message} ({} inputs)", paths.len()),
+        });
+    }
+    lines
 }
 
 impl Provenance {
@@ -197,19 +217,28 @@ pub fn display_id(id: &str) -> String {
 }
 
 /// The label of a point: the instant's label (snapshot file), else its
-/// position, with the program step that caused it when the memory names one.
+/// time since the recording started with its step
+/// ([`crate::report::units::moment`]), else its position with the program
+/// step that caused it when the memory names one.
 pub fn point_label(memory: &Memory, index: usize, at: i64) -> String {
-    match memory.instants.get(index) {
-        Some(instant) => instant.label.clone(),
-        None => match memory.axis {
-            Axis::TimePs => format!("{:.6} s", at as f64 / 1e12),
-            Axis::TimeUs => format!("{at} us"),
-            _ => match point_step(memory, index) {
-                Some(step) => format!("#{at} ({step})"),
-                None => format!("#{at}"),
-            },
+    if let Some(instant) = memory.instants.get(index) {
+        return instant.label.clone();
+    }
+    match moment_label(memory, at) {
+        Some(moment) => moment,
+        None => match point_step(memory, index) {
+            Some(step) => format!("#{at} ({step})"),
+            None => format!("#{at}"),
         },
     }
+}
+
+/// A position on a time axis as every output shows it to a person
+/// (`t+25.43 ms (step 3)`); `None` for a memory not on a time axis.
+pub fn moment_label(memory: &Memory, at: i64) -> Option<String> {
+    let since = memory.since_start_ps(at)?;
+    let step = memory.step_at(at).map(|s| s.id);
+    Some(crate::report::units::moment(since, step, None))
 }
 
 /// The program step (instruction) whose event led to point `index`, if the

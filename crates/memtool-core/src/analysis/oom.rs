@@ -219,6 +219,8 @@ pub struct SettingAdvice {
 pub struct RecentAllocation {
     /// Its position on the memory's axis.
     pub at: i64,
+    /// The position as a person reads it (`t+1.930 ms`).
+    pub at_label: String,
     /// Its bytes.
     pub bytes: u64,
     /// Whether it was still live at the failure.
@@ -493,12 +495,12 @@ fn allocator_post_mortem(
         .frames
         .frames(names, stack)
         .into_iter()
-        .map(|f| names.frame_label(f))
+        .map(|f| options.frames.frame_text(names, f))
         .collect();
     let user_frame = options
         .frames
         .user_frame(names, stack)
-        .map(|f| names.frame_label(f));
+        .map(|f| options.frames.frame_text(names, f));
     let recent_allocations = memory.events[..failure.events_before.min(memory.events.len())]
         .iter()
         .rev()
@@ -508,6 +510,7 @@ fn allocator_post_mortem(
             let a = memory.allocation(e.alloc);
             RecentAllocation {
                 at: e.at,
+                at_label: point_label(memory, usize::MAX, e.at),
                 bytes: a.bytes,
                 live: live.contains(&e.alloc),
                 key: group::stack_or_op_shape(names, a.site, &options.frames),
@@ -847,14 +850,12 @@ impl PostMortem {
             if !a.settings.is_empty() {
                 let mut t = Table::new(
                     format!("Allocator settings that address it — {id} (PYTORCH_CUDA_ALLOC_CONF)"),
-                    vec!["setting", "bytes", "effect"],
+                    vec!["setting", "bytes"],
                 );
                 for s in &a.settings {
-                    t.rows.push(vec![
-                        s.setting.clone().into(),
-                        Cell::Bytes(s.bytes),
-                        s.effect.clone().into(),
-                    ]);
+                    t.rows
+                        .push(vec![s.setting.clone().into(), Cell::Bytes(s.bytes)]);
+                    t.notes.push(format!("{}: {}", s.setting, s.effect));
                 }
                 tables.push(t);
             }
@@ -942,10 +943,9 @@ impl PostMortem {
         if let Some(a) = &self.allocator {
             let mut t = Table::new(
                 format!(
-                    "The failed allocation — {id}: {} at {}{}",
+                    "The failed allocation — {id}: {} at {}",
                     size(self.request_bytes),
                     a.at_label,
-                    a.step.map_or(String::new(), |s| format!(", step {s}"))
                 ),
                 vec!["frame"],
             );
@@ -963,7 +963,10 @@ impl PostMortem {
                 );
                 for r in &a.recent_allocations {
                     t.rows.push(vec![
-                        Cell::Int(r.at),
+                        Cell::Figure {
+                            value: Some(r.at),
+                            label: r.at_label.clone(),
+                        },
                         Cell::Bytes(r.bytes),
                         if r.live { "live" } else { "freed" }.into(),
                         r.key.clone().into(),
@@ -1041,7 +1044,10 @@ impl Report for OomReport {
                     .to_string(),
             );
         }
-        notes.extend(super::warning_notes(&self.provenance.warnings));
         notes
+    }
+
+    fn warnings(&self) -> Vec<String> {
+        super::warning_notes(&self.provenance.warnings)
     }
 }

@@ -22,6 +22,9 @@ pub const SCHEMA: &str = "memtool/peak/v1";
 /// allocation accounts for.
 pub const UNEXPLAINED_OP: &str = "<in use by the allocator's count, not in any recorded event>";
 
+/// The op cell of live-at-peak rows whose allocations name no op.
+pub const NO_OP: &str = "<no op>";
+
 /// Breakdowns shown for every memory, in this order.
 const BREAKDOWNS: [GroupBy; 6] = [
     GroupBy::Stack,
@@ -79,6 +82,10 @@ pub struct MemoryPeak {
     /// The allocator's fragmentation figure at the peak, in [0, 1].
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fragmentation_at_peak: Option<f64>,
+    /// How long the memory had been recorded at the peak (axis units), the
+    /// least age of what was live since before the recording.
+    #[serde(skip)]
+    pub recorded: Option<i64>,
     /// Everything live at the peak grouped by (op, shape, dtype, region,
     /// step), largest first; empty when allocations carry none of these.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -152,8 +159,14 @@ pub struct BudgetCheck {
     pub points_over_budget: usize,
     /// The first point above the budget.
     pub first_over_at: Option<i64>,
+    /// The first point above the budget as a person reads it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_over_label: Option<String>,
     /// The last point above the budget.
     pub last_over_at: Option<i64>,
+    /// The last point above the budget as a person reads it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_over_label: Option<String>,
     /// The largest allocations live at the peak, largest first, until
     /// together they cover the excess: what must shrink (or be freed earlier)
     /// for the peak to fit.
@@ -206,10 +219,60 @@ pub struct Breakdown {
     /// The grouping.
     pub by: GroupBy,
     /// The groups kept, largest first.
-    pub groups: Vec<Group>,
+    pub groups: Vec<AgedGroup>,
     /// Groups left out of `groups` ([`Options::keep_groups`]).
     #[serde(skip)]
     pub omitted: usize,
+}
+
+/// A group live at the peak and how long its buffers had been live.
+#[derive(Debug, Serialize)]
+pub struct AgedGroup {
+    /// The group and its totals.
+    #[serde(flatten)]
+    pub group: Group,
+    /// How long its oldest buffer had been live at the peak (axis units);
+    /// `None` when it was live before the recording started. Absent for
+    /// snapshots, whose buffers have no recorded making.
+    #[serde(skip_serializing_if = "Age::is_unknown")]
+    pub oldest_age: Age,
+}
+
+/// How long something had been live at a point.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
+pub enum Age {
+    /// For this long (axis units), or since before the recording (`None`).
+    Known(Option<i64>),
+    /// The memory records no making (a snapshot's live set).
+    #[serde(skip)]
+    Unknown,
+}
+
+impl Age {
+    fn is_unknown(&self) -> bool {
+        *self == Age::Unknown
+    }
+}
+
+/// An age as a table cell: readable in the memory's units (`1.930 ms`,
+/// `12 events`) in tables, the number in CSV. Live since before the
+/// recording (`None`) it is older than the recording up to the point,
+/// `recorded` (`> 25.38 ms`).
+pub fn age_cell(axis: Axis, age: Option<i64>, recorded: Option<i64>) -> Cell {
+    let label = match age {
+        None => match recorded {
+            Some(recorded) => format!("> {}", age_cell(axis, Some(recorded), None).human()),
+            None => "before start".to_string(),
+        },
+        Some(age) => match axis {
+            Axis::TimePs => units::duration(age),
+            Axis::TimeUs => units::duration(age.saturating_mul(1_000_000)),
+            Axis::EventIndex | Axis::ProgramOrder => format!("{age} events"),
+            Axis::Snapshot => format!("{age} snapshots"),
+        },
+    };
+    Cell::Figure { value: age, label }
 }
 
 /// Each memory's peak in `profile` and what was live there (no budget, XProf's order off).
@@ -299,14 +362,43 @@ pub fn peak_with(profile: &Profile, options: &Options, settings: &PeakSettings) 
             at_peak.sort_by_key(|r| std::cmp::Reverse(r.bytes));
         }
         let by_site = group::totals_by_site(memory, &live);
+        // Snapshots record what is live, not when it was made.
+        let made_at = memory
+            .instants
+            .is_empty()
+            .then(|| replay::allocated_at(memory, p.index));
         let breakdowns = BREAKDOWNS
             .iter()
             .filter(|&&by| group::has_values(&profile.names, &by_site, by) || by == GroupBy::Stack)
             .map(|&by| {
                 let top = grouper.top_groups(&by_site, by, options.keep_groups);
+                let oldest = made_at.as_ref().map(|made_at| {
+                    let made = live.iter().map(|&id| {
+                        let at = made_at.get(id.index()).copied().flatten();
+                        (memory.allocation(id).site, at)
+                    });
+                    grouper.oldest_by_label(made, by)
+                });
+                let groups = top
+                    .groups
+                    .into_iter()
+                    .map(|group| AgedGroup {
+                        oldest_age: match &oldest {
+                            Some(oldest) => Age::Known(
+                                oldest
+                                    .get(&group.key)
+                                    .copied()
+                                    .flatten()
+                                    .map(|at| p.at.saturating_sub(at)),
+                            ),
+                            None => Age::Unknown,
+                        },
+                        group,
+                    })
+                    .collect();
                 Breakdown {
                     by,
-                    groups: top.groups,
+                    groups,
                     omitted: top.omitted,
                 }
             })
@@ -317,6 +409,7 @@ pub fn peak_with(profile: &Profile, options: &Options, settings: &PeakSettings) 
             // The peak is the state after its event, the one before `index`.
             peak_step: xprof_step.or(facts.step),
             fragmentation_at_peak: facts.state.fragmentation,
+            recorded: memory.recorded_before(p.at),
             at_peak,
             breakdowns,
             program: program_peak(profile, memory, p, &live, settings.xprof_compat),
@@ -617,10 +710,12 @@ fn budget_check(
     replay::for_each_point(memory, |point| {
         if point.bytes > budget {
             over += 1;
-            first = first.or(Some(point.at));
-            last = Some(point.at);
+            first = first.or(Some((point.index, point.at)));
+            last = Some((point.index, point.at));
         }
     });
+    let label =
+        |p: Option<(usize, i64)>| p.map(|(index, at)| super::point_label(memory, index, at));
     let excess_bytes = peak.saturating_sub(budget);
     let mut shrink = Vec::new();
     let mut cumulative_bytes = 0u64;
@@ -648,8 +743,10 @@ fn budget_check(
         fits: excess_bytes == 0,
         excess_bytes,
         points_over_budget: over,
-        first_over_at: first,
-        last_over_at: last,
+        first_over_at: first.map(|p| p.1),
+        first_over_label: label(first),
+        last_over_at: last.map(|p| p.1),
+        last_over_label: label(last),
         shrink,
         post_mortem: super::oom::program_post_mortem(
             profile,
@@ -695,6 +792,74 @@ impl PeakReport {
             .any(|m| m.budget.as_ref().is_some_and(|b| !b.fits))
     }
 
+    /// With `--budget`, what the output opens with: the verdict per
+    /// memory, then for each memory over it what must shrink.
+    fn budget_tables(&self) -> Vec<Table> {
+        let Some(gate) = &self.gate else {
+            return Vec::new();
+        };
+        let checked = self.memories.iter().filter(|m| m.budget.is_some()).count();
+        let over = self
+            .memories
+            .iter()
+            .filter(|m| m.budget.as_ref().is_some_and(|b| !b.fits))
+            .count();
+        let mut verdict = Table::new(
+            format!(
+                "Budget {}: {}",
+                gate.limit.describe(),
+                match over {
+                    0 => "every peak fits".to_string(),
+                    _ if checked == 1 => "the peak is over it".to_string(),
+                    _ => format!("{over} of {checked} peaks are over it"),
+                }
+            ),
+            vec!["memory", "peak_bytes", "over_by", "first_over", "last_over"],
+        );
+        let mut tables = Vec::new();
+        for m in &self.memories {
+            let Some(budget) = &m.budget else { continue };
+            let moment = |at: Option<i64>, label: &Option<String>| match (at, label) {
+                (Some(at), Some(label)) => Cell::Figure {
+                    value: Some(at),
+                    label: label.clone(),
+                },
+                _ => Cell::Text("n/a".into()),
+            };
+            verdict.rows.push(vec![
+                display_id(&m.header.id).into(),
+                Cell::Bytes(m.peak.peak_bytes),
+                Cell::Bytes(budget.excess_bytes),
+                moment(budget.first_over_at, &budget.first_over_label),
+                moment(budget.last_over_at, &budget.last_over_label),
+            ]);
+            if budget.fits {
+                continue;
+            }
+            let mut t = Table::new(
+                format!(
+                    "Over budget by {} — {}: shrink or free earlier",
+                    units::bytes(budget.excess_bytes),
+                    display_id(&m.header.id)
+                ),
+                vec!["buffer", "bytes", "cumulative_bytes"],
+            );
+            for c in &budget.shrink {
+                t.rows.push(vec![
+                    c.key.clone().into(),
+                    Cell::Bytes(c.bytes),
+                    Cell::Bytes(c.cumulative_bytes),
+                ]);
+            }
+            tables.push(t);
+            if let Some(pm) = &budget.post_mortem {
+                tables.extend(pm.tables());
+            }
+        }
+        tables.insert(0, verdict);
+        tables
+    }
+
     fn buffers_table(&self, m: &MemoryPeak, program: &ProgramPeak) -> Table {
         let mut t = Table::ranked(
             format!(
@@ -736,7 +901,7 @@ impl Report for PeakReport {
     }
 
     fn tables(&self) -> Vec<Table> {
-        let mut tables = Vec::new();
+        let mut tables = self.budget_tables();
         let mut t = Table::new(
             "Peaks",
             vec![
@@ -753,7 +918,7 @@ impl Report for PeakReport {
                 Cell::Bytes(m.peak.peak_bytes),
                 Cell::Bytes(m.peak.peak_requested_bytes),
                 Cell::Count(m.peak.buffers),
-                m.peak.peak_label.clone().into(),
+                m.peak.moment(),
             ]);
         }
         tables.push(t);
@@ -786,8 +951,13 @@ impl Report for PeakReport {
             );
             let text = |s: &Option<String>| Cell::Text(s.clone().unwrap_or_default());
             for r in m.at_peak.iter() {
+                // A blank first cell would read as the row above's op.
+                let op = match r.op.as_deref() {
+                    Some(op) if !op.is_empty() => op,
+                    _ => NO_OP,
+                };
                 t.rows.push(vec![
-                    text(&r.op),
+                    op.into(),
                     text(&r.shape),
                     text(&r.dtype),
                     text(&r.region),
@@ -817,30 +987,14 @@ impl Report for PeakReport {
                     tables.push(t);
                 }
             }
-            if let Some(budget) = m.budget.as_ref().filter(|b| !b.fits) {
-                let mut t = Table::new(
-                    format!(
-                        "Over budget by {} — {}: shrink or free earlier",
-                        crate::report::units::bytes(budget.excess_bytes),
-                        display_id(&m.header.id)
-                    ),
-                    vec!["buffer", "bytes", "cumulative_bytes"],
-                );
-                for c in &budget.shrink {
-                    t.rows.push(vec![
-                        c.key.clone().into(),
-                        Cell::Bytes(c.bytes),
-                        Cell::Bytes(c.cumulative_bytes),
-                    ]);
-                }
-                tables.push(t);
-                if let Some(pm) = &budget.post_mortem {
-                    tables.extend(pm.tables());
-                }
-            }
             for b in &m.breakdowns {
-                if b.omitted == 0 && group::says_nothing(b.groups.iter().map(|g| &*g.key)) {
+                if b.omitted == 0 && group::says_nothing(b.groups.iter().map(|g| &*g.group.key)) {
                     continue;
+                }
+                let aged = b.groups.iter().any(|g| !g.oldest_age.is_unknown());
+                let mut columns = vec![b.by.name(), "bytes", "share", "buffers"];
+                if aged {
+                    columns.push("oldest_age");
                 }
                 let mut t = Table::ranked(
                     format!(
@@ -848,17 +1002,24 @@ impl Report for PeakReport {
                         b.by.name().replace('_', " "),
                         display_id(&m.header.id)
                     ),
-                    vec![b.by.name(), "bytes", "share", "buffers"],
+                    columns,
                 );
-                for g in b.groups.iter() {
+                for aged_group in b.groups.iter() {
+                    let g = &aged_group.group;
                     let share = (m.peak.peak_bytes > 0)
                         .then(|| g.totals.bytes as f64 * 100.0 / m.peak.peak_bytes as f64);
-                    t.rows.push(vec![
+                    let mut row = vec![
                         (&*g.key).into(),
                         Cell::Bytes(g.totals.bytes),
                         Cell::Share(share),
                         Cell::Count(g.totals.count),
-                    ]);
+                    ];
+                    if let Age::Known(age) = aged_group.oldest_age {
+                        row.push(age_cell(m.header.axis, age, m.recorded));
+                    } else if aged {
+                        row.push(Cell::Empty);
+                    }
+                    t.rows.push(row);
                 }
                 t.omitted = b.omitted;
                 tables.push(t);
@@ -878,19 +1039,25 @@ impl Report for PeakReport {
                 "bytes",
                 "requested_bytes",
                 "count",
+                "oldest_age",
             ],
         );
         for m in &self.memories {
             for b in &m.breakdowns {
-                for g in &b.groups {
+                for aged in &b.groups {
+                    let g = &aged.group;
                     t.rows.push(vec![
                         m.header.id.clone().into(),
-                        m.peak.peak_label.clone().into(),
+                        m.peak.moment(),
                         b.by.name().into(),
                         (&*g.key).into(),
                         Cell::Bytes(g.totals.bytes),
                         Cell::Bytes(g.totals.requested_bytes),
                         Cell::Count(g.totals.count),
+                        match aged.oldest_age {
+                            Age::Known(age) => age_cell(m.header.axis, age, m.recorded),
+                            Age::Unknown => Cell::Empty,
+                        },
                     ]);
                 }
             }

@@ -18,8 +18,8 @@ pub struct PeakFacts {
     /// The memory's identity, with the capacity the allocator reports at
     /// the peak where it gives one.
     pub header: MemoryHeader,
-    /// The peak's position as a person reads it (`1.250000 s`, `#42
-    /// (fusion.3)`, a snapshot's file name).
+    /// The peak's position as a person reads it (`t+25.43 ms (step 3)`,
+    /// `#42 (fusion.3)`, a snapshot's file name).
     pub label: String,
     /// Picoseconds since the profile start, for memories on a ps time axis.
     pub time_ps: Option<i64>,
@@ -41,6 +41,17 @@ pub struct PeakFigures {
     pub peak_at: i64,
     /// The position as a person reads it.
     pub peak_label: String,
+}
+
+impl PeakFigures {
+    /// The peak's position as a table cell: its label for a person, the
+    /// position itself in CSV (as `peak_at` in JSON).
+    pub fn moment(&self) -> crate::report::Cell {
+        crate::report::Cell::Figure {
+            value: Some(self.peak_at),
+            label: self.peak_label.clone(),
+        }
+    }
 }
 
 impl PeakFacts {

@@ -233,7 +233,7 @@ impl SummaryReport {
                 m.header.kind.name().into(),
                 Cell::Bytes(m.peak.peak_bytes),
                 Cell::Count(m.peak.buffers),
-                m.peak.peak_label.clone().into(),
+                m.peak.moment(),
                 Cell::Bytes(m.final_bytes),
                 Cell::Count(m.final_buffers),
             ]);
@@ -374,10 +374,7 @@ impl Report for SummaryReport {
                     m.header
                         .capacity_bytes
                         .map_or(Cell::Text("n/a".into()), Cell::Bytes),
-                    Cell::Text(
-                        m.fragmentation_at_peak
-                            .map_or("n/a".into(), |f| format!("{:.1}%", f * 100.0)),
-                    ),
+                    Cell::Fraction(m.fragmentation_at_peak),
                     Cell::Count(m.allocations as u64),
                     Cell::Count(m.deallocations.unwrap_or(0) as u64),
                     m.live_bytes_at_end

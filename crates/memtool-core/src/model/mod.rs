@@ -642,6 +642,44 @@ impl Memory {
         runs.checked_sub(1).map(|r| self.xprof_steps[r].step)
     }
 
+    /// Where the recording starts on the memory's axis: a ps axis counts
+    /// from the profile's start; a µs axis (PyTorch's clock since the
+    /// epoch) starts at the memory's earliest record — event, allocator
+    /// sample, step or failure; event and program positions at 0; `None`
+    /// for snapshots.
+    pub fn recording_start(&self) -> Option<i64> {
+        match self.axis {
+            Axis::TimePs | Axis::EventIndex | Axis::ProgramOrder => Some(0),
+            Axis::TimeUs => [
+                self.events.first().map(|e| e.at),
+                self.allocator_samples.first().map(|s| s.at),
+                self.steps.first().map(|s| s.start),
+                self.out_of_memory.iter().map(|o| o.at).min(),
+            ]
+            .into_iter()
+            .flatten()
+            .min(),
+            Axis::Snapshot => None,
+        }
+    }
+
+    /// How long the memory had been recorded at `at`, in axis units.
+    pub fn recorded_before(&self, at: i64) -> Option<i64> {
+        self.recording_start().map(|start| at.saturating_sub(start))
+    }
+
+    /// Picoseconds from the start of the recording to `at`, for a memory on
+    /// a time axis (`None` on other axes), so times read `t+25.43 ms`, not
+    /// `1773270053884337 us`.
+    pub fn since_start_ps(&self, at: i64) -> Option<i64> {
+        let since = self.recorded_before(at).unwrap_or(0);
+        match self.axis {
+            Axis::TimePs => Some(since),
+            Axis::TimeUs => Some(since.saturating_mul(1_000_000)),
+            Axis::EventIndex | Axis::Snapshot | Axis::ProgramOrder => None,
+        }
+    }
+
     /// The step a position belongs to: the step whose span holds it, else
     /// the next step to start (work between two steps prepares the next),
     /// else none.
@@ -665,6 +703,11 @@ pub struct Warning {
     pub path: String,
     /// What was read around, in one sentence.
     pub message: String,
+    /// Whether it only says what the input is (JAX on CPU records no
+    /// allocator events), not that something was read around: written once
+    /// per run as a `note:`, not per file as a `warning:`.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub note: bool,
 }
 
 /// Everything read from the inputs of one command.
@@ -756,6 +799,17 @@ impl Profile {
         self.warnings.push(Warning {
             path: path.to_string(),
             message: message.into(),
+            note: false,
+        });
+    }
+
+    /// Records what the input `path` is, where a user may wonder (see
+    /// [`Warning::note`]).
+    pub fn note(&mut self, path: &str, message: impl Into<String>) {
+        self.warnings.push(Warning {
+            path: path.to_string(),
+            message: message.into(),
+            note: true,
         });
     }
 }

@@ -6,12 +6,14 @@ use super::{visible, Cell, Exporter, Report};
 /// Text cells have their control characters made visible ([`visible`]), and
 /// one that begins with `=`, `+`, `-` or `@` (an op or frame name) gets a
 /// leading `'`, so a spreadsheet shows it rather than running it as a
-/// formula; numbers are written as they are.
+/// formula; numbers are written as they are. A figure a table shows as
+/// `n/a` is an empty field, as it is `null` (or absent) in JSON.
 pub struct CsvExporter;
 
 /// A cell as CSV writes it.
 fn csv_cell(cell: &Cell) -> String {
     match cell {
+        Cell::Text(text) if text == "n/a" => String::new(),
         Cell::Text(text) => {
             let text = visible(text);
             if text.starts_with(['=', '+', '-', '@']) {

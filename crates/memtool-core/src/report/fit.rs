@@ -139,8 +139,10 @@ fn split_frame(text: &str) -> Option<(&str, &str)> {
     (!function.is_empty() && (location.contains('/') || has_line)).then_some((function, location))
 }
 
-/// A frame in `max` characters: the file name and line always, the function
-/// (cut in the middle when it is long), then the directories nearest the file.
+/// A frame in `max` characters: the function, the file name and line
+/// always; the directories nearest the file while they fit; then, when the
+/// function and file name do not fit whole, the file's stem cut in the
+/// middle (a generated file's hash), then the function.
 fn frame(function: &str, location: &str, max: usize) -> String {
     let file = location.rsplit('/').next().unwrap_or(location);
     let marked = if file.len() < location.len() {
@@ -157,15 +159,49 @@ fn frame(function: &str, location: &str, max: usize) -> String {
             path(location, rest)
         );
     }
-    if rest >= len(file) {
-        return format!("{} {file}", middle(function, function_max));
+    let whole = max.saturating_sub(1 + len(file));
+    if whole >= len(function).min(function_max) && whole > 0 {
+        return format!("{} {file}", middle(function, whole.min(len(function))));
     }
-    match max.checked_sub(1 + len(file)) {
-        Some(function_max) if function_max > 0 => {
-            format!("{} {file}", middle(function, function_max))
-        }
-        _ => middle(file, max),
+    // The stem is cut before the function, down to a few characters each
+    // side of the cut; the extension and line always stay.
+    let (stem, suffix) = split_stem(file);
+    let room = max.saturating_sub(1 + len(suffix));
+    let function_keep = if len(function) + 3 <= room {
+        len(function).min(
+            room.saturating_sub(STEM_MIN)
+                .max(room / 2)
+                .max(len(function)),
+        )
+    } else {
+        room / 2
+    };
+    let stem_room = room.saturating_sub(function_keep);
+    if function_keep == 0 || stem_room == 0 {
+        return middle(&format!("{function} {file}"), max);
     }
+    format!(
+        "{} {}{suffix}",
+        middle(function, function_keep),
+        middle(stem, stem_room)
+    )
+}
+
+/// Characters a cut file stem keeps before its function is cut.
+const STEM_MIN: usize = 9;
+
+/// A file name split before its extension and line (`model.py:53` →
+/// `model`, `.py:53`); a name without an extension splits before its line.
+fn split_stem(file: &str) -> (&str, &str) {
+    let name_end = file
+        .rsplit_once(':')
+        .filter(|(_, line)| !line.is_empty() && line.bytes().all(|b| b.is_ascii_digit()))
+        .map_or(file.len(), |(name, _)| name.len());
+    let at = file[..name_end]
+        .rfind('.')
+        .filter(|&i| i > 0)
+        .unwrap_or(name_end);
+    file.split_at(at)
 }
 
 /// A caller in a stack label, as short as it stays readable: its function
@@ -469,8 +505,65 @@ mod tests {
         assert_eq!(shorten(step, 40), "step …/cs336_basics/optimizer.py:78");
         assert_eq!(shorten(step, 24), "step …/optimizer.py:78");
         let shown = shorten(step, 18);
-        assert!(shown.ends_with("optimizer.py:78"), "{shown}");
+        assert_eq!(shown, "step op…izer.py:78");
         assert_eq!(len(&shown), 18);
+    }
+
+    #[test]
+    fn frames_of_long_file_names_keep_the_function_and_cut_the_stem() {
+        let call = "call /tmp/torchinductor_brian/hw/chwq7ux2iggyu22lv3vwzoxwfp5jw7w3gandpny7kmdlqdksiuib.py:53";
+        for max in 14..70 {
+            let shown = shorten(call, max);
+            assert!(len(&shown) <= max, "{max}: {shown}");
+            assert!(
+                shown.starts_with("call ") && shown.ends_with(".py:53"),
+                "{max}: {shown}"
+            );
+        }
+        assert_eq!(shorten(call, 30), "call chwq7u…kmdlqdksiuib.py:53");
+        let long = format!("{} /x/{}.py:7", "f".repeat(40), "s".repeat(40));
+        let shown = shorten(&long, 30);
+        assert!(
+            shown.ends_with(".py:7") && shown.starts_with("ff"),
+            "{shown}"
+        );
+        assert_eq!(split_stem("model.py:53"), ("model", ".py:53"));
+        assert_eq!(split_stem("Makefile:3"), ("Makefile", ":3"));
+        assert_eq!(split_stem(".bashrc"), (".bashrc", ""));
+    }
+
+    #[test]
+    fn stack_rows_of_a_real_snapshot_keep_every_leaf_function() {
+        let d = "/home/brian/Desktop/assignment2-systems";
+        let rows = [
+            "<before recording: still live>".to_string(),
+            format!("step {d}/cs336_basics/optimizer.py:71 <- fake_train {d}/benchmarking_script.py:54 <- <module> {d}/benchmarking_script.py:67 <- <before recording: freed>"),
+            format!("step {d}/cs336_basics/optimizer.py:72 <- fake_train {d}/benchmarking_script.py:54 <- <module> {d}/benchmarking_script.py:67 <- <before recording: freed>"),
+            format!("step {d}/cs336_basics/optimizer.py:78 <- fake_train {d}/benchmarking_script.py:54 <- <module> {d}/benchmarking_script.py:67"),
+            format!("fake_train {d}/benchmarking_script.py:54 <- <module> {d}/benchmarking_script.py:67 <- <before recording: freed>"),
+            format!("call /tmp/torchinductor_brian/hw/chwq7ux2iggyu22lv3vwzoxwfp5jw7w3gandpny7kmdlqdksiuib.py:53 <- forward {d}/cs336_basics/model.py:41 <- fake_train {d}/benchmarking_script.py:51"),
+            format!("fake_train {d}/benchmarking_script.py:49 <- <module> {d}/benchmarking_script.py:67"),
+        ];
+        let texts: Vec<&str> = rows.iter().map(String::as_str).collect();
+        for max in [40, 50, 60, 67, 80] {
+            let shown = fit_column(&texts, max);
+            for (full, shown) in texts.iter().zip(&shown) {
+                let leaf = full.split(CALLER).next().unwrap();
+                let function = leaf.split(' ').next().unwrap();
+                let line = leaf.rsplit(':').next().unwrap();
+                assert!(shown.starts_with(function), "{max}: {shown}");
+                assert!(
+                    shown
+                        .split(CALLER)
+                        .next()
+                        .unwrap()
+                        .ends_with(&format!(":{line}"))
+                        || !leaf.contains(':'),
+                    "{max}: {shown}"
+                );
+                assert!(len(shown) <= max, "{max}: {shown}");
+            }
+        }
     }
 
     #[test]

@@ -44,6 +44,12 @@ impl Exporter for MarkdownExporter {
             if omitted > 0 {
                 writeln!(out, "\n{omitted} more rows (see --top, or --format json)")?;
             }
+            if !table.notes.is_empty() {
+                writeln!(out)?;
+                for note in &table.notes {
+                    writeln!(out, "- {}", escape(note))?;
+                }
+            }
         }
         let notes = report.notes();
         if report.tables().is_empty() && notes.is_empty() {

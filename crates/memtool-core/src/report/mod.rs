@@ -62,6 +62,18 @@ pub enum Cell {
     Percent(Option<f64>),
     /// A part of a whole, in percent (`None` when the whole is zero).
     Share(Option<f64>),
+    /// A part of a whole as a fraction in [0, 1] (`None` when undefined):
+    /// a percentage in tables, the fraction itself in CSV, as in JSON.
+    Fraction(Option<f64>),
+    /// A figure in the units of a memory's axis (a position, an age): its
+    /// `label` (`t+25.43 ms (step 3)`, `1.930 ms`) in tables, the figure
+    /// itself in CSV, as in JSON (empty where JSON has `null`).
+    Figure {
+        /// The figure (µs since the epoch, ps since the profile's start, …).
+        value: Option<i64>,
+        /// How a person reads it.
+        label: String,
+    },
     /// Nothing.
     Empty,
 }
@@ -86,7 +98,11 @@ impl Cell {
             Cell::Bytes(b) | Cell::Count(b) => b.to_string(),
             Cell::DeltaBytes(d) | Cell::Int(d) => d.to_string(),
             Cell::Percent(Some(p)) | Cell::Share(Some(p)) => format!("{p:.2}"),
-            Cell::Percent(None) | Cell::Share(None) | Cell::Empty => String::new(),
+            Cell::Fraction(Some(f)) => f.to_string(),
+            Cell::Figure { value, .. } => value.map_or_else(String::new, |v| v.to_string()),
+            Cell::Percent(None) | Cell::Share(None) | Cell::Fraction(None) | Cell::Empty => {
+                String::new()
+            }
         }
     }
 
@@ -98,8 +114,10 @@ impl Cell {
             Cell::Bytes(b) => units::bytes(*b),
             Cell::DeltaBytes(d) => units::delta_bytes(*d),
             Cell::Percent(Some(p)) => format!("{p:+.1}%").replace("+-", "-"),
-            Cell::Percent(None) | Cell::Share(None) => "n/a".to_string(),
+            Cell::Percent(None) | Cell::Share(None) | Cell::Fraction(None) => "n/a".to_string(),
             Cell::Share(Some(p)) => format!("{p:.1}%"),
+            Cell::Fraction(Some(f)) => format!("{:.1}%", f * 100.0),
+            Cell::Figure { label, .. } => visible(label).into_owned(),
             other => other.exact(),
         }
     }
@@ -128,6 +146,9 @@ pub struct Table {
     /// Rows at the start of a ranked table that are not ranked (a total)
     /// and always shown.
     pub leading_rows: usize,
+    /// Prose printed under the table, a paragraph each: what a column
+    /// would cut to fit (what a setting would change).
+    pub notes: Vec<String>,
 }
 
 impl Table {
@@ -140,6 +161,7 @@ impl Table {
             omitted: 0,
             ranked: false,
             leading_rows: 0,
+            notes: Vec::new(),
         }
     }
 

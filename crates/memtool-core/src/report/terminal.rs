@@ -61,7 +61,7 @@ fn without_empty_columns(
     rows: &[Vec<Cell>],
 ) -> (Table, Vec<Vec<Cell>>, Vec<&'static str>) {
     let says_nothing = |cell: &Cell| match cell {
-        Cell::Empty | Cell::Percent(None) | Cell::Share(None) => true,
+        Cell::Empty | Cell::Percent(None) | Cell::Share(None) | Cell::Fraction(None) => true,
         Cell::Text(text) => text == "n/a",
         _ => false,
     };
@@ -96,8 +96,25 @@ fn without_empty_columns(
         omitted: table.omitted,
         ranked: table.ranked,
         leading_rows: table.leading_rows,
+        notes: table.notes.clone(),
     };
     (informative, rows, dropped)
+}
+
+/// `text` as lines of at most `width` columns (a longer word takes a line
+/// of its own), `- ` before the first and an indent before the others.
+fn paragraph(text: &str, width: usize) -> Vec<String> {
+    let mut lines: Vec<String> = Vec::new();
+    let mut line = String::from(" -");
+    for word in text.split(' ').filter(|w| !w.is_empty()) {
+        if line.chars().count() + 1 + word.chars().count() > width && line.trim() != "-" {
+            lines.push(std::mem::replace(&mut line, String::from("  ")));
+        }
+        line.push(' ');
+        line.push_str(word);
+    }
+    lines.push(line);
+    lines
 }
 
 impl Exporter for TerminalExporter {
@@ -144,6 +161,11 @@ impl Exporter for TerminalExporter {
                     dropped.join(", ").replace('_', " ")
                 )?;
             }
+            for note in &table.notes {
+                for line in paragraph(&super::visible(note), self.width) {
+                    writeln!(out, "{line}")?;
+                }
+            }
         }
         let notes = report.notes();
         if report.tables().is_empty() && notes.is_empty() {
@@ -163,6 +185,18 @@ impl Exporter for TerminalExporter {
 mod tests {
     use super::super::tests::One;
     use super::*;
+
+    #[test]
+    fn notes_under_a_table_wrap_at_the_width() {
+        let text = "expandable_segments:True: segments grow in place instead of being made in \
+                    fixed sizes, and free pages are unmapped and mapped again where needed";
+        let lines = paragraph(text, 40);
+        assert!(lines.iter().all(|l| l.chars().count() <= 40), "{lines:?}");
+        assert!(lines[0].starts_with(" - expandable_segments:True:"));
+        assert!(lines[1..].iter().all(|l| l.starts_with("   ")));
+        let words: Vec<&str> = lines.iter().flat_map(|l| l.split_whitespace()).collect();
+        assert_eq!(words[1..].join(" "), text);
+    }
 
     #[test]
     fn long_labels_are_clipped_to_fit_the_width() {

@@ -44,6 +44,61 @@ pub fn exact_delta_bytes(d: i64) -> String {
     }
 }
 
+/// A duration in picoseconds as a person reads it, in the largest unit
+/// under it with about four significant figures: `532 ps`, `1.930 us`,
+/// `25.43 ms`, `4.20 s`, `2 min 05.3 s`, `3 h 02 min`.
+pub fn duration(ps: i64) -> String {
+    let sign = if ps < 0 { "-" } else { "" };
+    let ps = ps.unsigned_abs();
+    const US: u64 = 1_000_000;
+    const S: u64 = 1_000_000_000_000;
+    let scaled = |value: f64, unit: &str| {
+        let decimals = if value < 10.0 {
+            3
+        } else if value < 100.0 {
+            2
+        } else {
+            1
+        };
+        format!("{sign}{value:.decimals$} {unit}")
+    };
+    match ps {
+        0 => "0 s".to_string(),
+        1..1_000 => format!("{sign}{ps} ps"),
+        1_000..US => scaled(ps as f64 / 1e3, "ns"),
+        US..1_000_000_000 => scaled(ps as f64 / 1e6, "us"),
+        1_000_000_000..S => scaled(ps as f64 / 1e9, "ms"),
+        _ if ps < 60 * S => scaled(ps as f64 / 1e12, "s"),
+        _ if ps < 3600 * S => {
+            let s = ps as f64 / 1e12;
+            let minutes = (s / 60.0).floor();
+            format!("{sign}{minutes} min {:04.1} s", s - minutes * 60.0)
+        }
+        _ => {
+            let minutes = ps / (60 * S);
+            format!("{sign}{} h {:02} min", minutes / 60, minutes % 60)
+        }
+    }
+}
+
+/// A moment of a recording as every table and note shows it: the time
+/// since the recording started (`t+25.43 ms`), then what the profile says
+/// the program was doing — the step, and the phase (forward, backward, …)
+/// where one is known: `t+25.43 ms (step 3, backward)`.
+pub fn moment(since_start_ps: i64, step: Option<i64>, phase: Option<&str>) -> String {
+    let time = format!("t+{}", duration(since_start_ps)).replace("t+-", "t-");
+    let context: Vec<String> = step
+        .map(|s| format!("step {s}"))
+        .into_iter()
+        .chain(phase.map(str::to_string))
+        .collect();
+    if context.is_empty() {
+        time
+    } else {
+        format!("{time} ({})", context.join(", "))
+    }
+}
+
 /// Parses a size as users write it: `1000`, `64KiB`, `1.5 GiB`, `10MB`
 /// (decimal units are powers of 1000, binary ones of 1024).
 pub fn parse_bytes(text: &str) -> Option<u64> {
@@ -90,6 +145,36 @@ mod tests {
         assert_eq!(bytes(3 << 30), "3.00 GiB");
         assert_eq!(delta_bytes(-2048), "-2.00 KiB");
         assert_eq!(delta_bytes(1_760_000), "+1.68 MiB");
+    }
+
+    #[test]
+    fn durations_keep_four_figures_in_the_largest_unit() {
+        assert_eq!(duration(0), "0 s");
+        assert_eq!(duration(999), "999 ps");
+        assert_eq!(duration(1_930_000), "1.930 us");
+        assert_eq!(duration(25_430_000_000), "25.43 ms");
+        assert_eq!(duration(999_999_000_000), "1000.0 ms");
+        assert_eq!(duration(4_200_000_000_000), "4.200 s");
+        assert_eq!(duration(125_300_000_000_000), "2 min 05.3 s");
+        assert_eq!(
+            duration(3 * 3_600_000_000_000_000 + 120_000_000_000_000),
+            "3 h 02 min"
+        );
+        assert_eq!(duration(-2_000_000), "-2.000 us");
+    }
+
+    #[test]
+    fn moments_read_from_the_start_with_step_and_phase() {
+        assert_eq!(moment(25_430_000_000, None, None), "t+25.43 ms");
+        assert_eq!(moment(25_430_000_000, Some(3), None), "t+25.43 ms (step 3)");
+        assert_eq!(
+            moment(25_430_000_000, Some(3), Some("backward")),
+            "t+25.43 ms (step 3, backward)"
+        );
+        assert_eq!(
+            moment(-1_000_000, None, Some("forward")),
+            "t-1.000 us (forward)"
+        );
     }
 
     #[test]

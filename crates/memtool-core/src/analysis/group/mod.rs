@@ -79,11 +79,14 @@ pub fn label(names: &Names, site: SiteId, by: GroupBy, filter: &FrameFilter) -> 
             if frames.is_empty() {
                 return NO_STACK_LABEL.to_string();
             }
-            let labels: Vec<String> = frames.iter().map(|&f| names.frame_label(f)).collect();
+            let labels: Vec<String> = frames
+                .iter()
+                .map(|&f| filter.frame_text(names, f))
+                .collect();
             labels.join(" <- ")
         }
         GroupBy::UserFrame => match filter.user_frame(names, site.stack) {
-            Some(f) => names.frame_label(f),
+            Some(f) => filter.frame_text(names, f),
             None => NO_STACK_LABEL.to_string(),
         },
         GroupBy::Shape => text(site.shape),
@@ -646,7 +649,7 @@ impl<'a> Grouper<'a> {
         if let Some(id) = self.frame_text[frame.index()].checked_sub(1) {
             return id;
         }
-        let text: Box<str> = self.names.frame_label(frame).into();
+        let text: Box<str> = self.filter.frame_text(self.names, frame).into();
         let id = match self.text_ids.get(&text) {
             Some(&id) => id,
             None => {
@@ -752,6 +755,37 @@ impl<'a> Grouper<'a> {
             GroupBy::Dtype => string(site.dtype),
             GroupBy::Category => string(site.category),
         }
+    }
+
+    /// When the oldest allocation of each group of `by` that is already
+    /// labelled (kept by [`Grouper::top_groups`]) was made, from each live
+    /// allocation's site and the position it was made at (`None`: before
+    /// the recording, older than any position); groups not labelled are
+    /// left out, so no label is made here.
+    pub fn oldest_by_label(
+        &mut self,
+        made: impl Iterator<Item = (SiteId, Option<i64>)>,
+        by: GroupBy,
+    ) -> FxHashMap<Arc<str>, Option<i64>> {
+        let mut by_site: FxHashMap<SiteId, Option<i64>> = FxHashMap::default();
+        for (site, at) in made {
+            by_site
+                .entry(site)
+                .and_modify(|oldest| *oldest = (*oldest).min(at))
+                .or_insert(at);
+        }
+        let mut oldest: FxHashMap<Arc<str>, Option<i64>> = FxHashMap::default();
+        for (site, at) in by_site {
+            let key = self.key(site, by);
+            let Some(Some(label)) = self.labels[by as usize].get(key as usize) else {
+                continue;
+            };
+            oldest
+                .entry(label.clone())
+                .and_modify(|o| *o = (*o).min(at))
+                .or_insert(at);
+        }
+        oldest
     }
 
     /// The text of a key: the same text as [`label`] for its sites.

@@ -1119,11 +1119,19 @@ fn build_memory(
             .iter()
             .take(3)
             .map(|oom| {
+                // The time as every output shows it: from the first entry.
+                let at = match (timed, first_time) {
+                    (true, Some(start)) => crate::report::units::moment(
+                        oom.at.saturating_sub(start).saturating_mul(1_000_000),
+                        None,
+                        None,
+                    ),
+                    _ => format!("#{}", oom.at),
+                };
                 format!(
-                    "{} requested with {} free on the device at {}",
+                    "{} requested with {} free on the device at {at}",
                     crate::report::units::bytes(oom.requested_bytes),
                     crate::report::units::bytes(oom.device_free_bytes.unwrap_or(0)),
-                    oom.at
                 )
             })
             .collect();

@@ -85,15 +85,14 @@ fn file_host(path: &str) -> &str {
 /// its compiled programs are there to show (JAX on CPU, always).
 fn note_no_allocator_events(profile: &mut Profile, path: &str, has_programs: bool) {
     if has_programs {
-        profile.warn(path, NO_EVENTS_WITH_PROGRAMS);
+        profile.note(path, NO_EVENTS_WITH_PROGRAMS);
     } else {
         profile.warn(path, allocator::NO_EVENTS_HINT);
     }
 }
 
-const NO_EVENTS_WITH_PROGRAMS: &str = "no allocator events (MemoryAllocation/MemoryDeallocation) \
-    on /host:CPU: the memories shown are the compiled programs' (XLA buffer assignment); JAX on \
-    CPU records no allocator events, GPU and TPU runs do";
+const NO_EVENTS_WITH_PROGRAMS: &str =
+    "no allocator events (JAX on CPU records none): showing the compiled programs' buffer assignment";
 
 /// Adds `host`, an XSpace read into a profile of its own, to the profile of
 /// the other hosts of its run: its names are imported and its memories
