@@ -267,6 +267,20 @@ pub fn order_by_peak(peaks: &[(&str, u64)]) -> PeakOrder {
     PeakOrder { main, trivial }
 }
 
+/// The note under a listing that folds the memories trivial beside the
+/// largest into one row (`+3 small`): which they are. `None` for fewer than
+/// two (a single one keeps its own row).
+pub fn trivial_note(ids: &[&str]) -> Option<String> {
+    (ids.len() > 1).then(|| {
+        let names: Vec<String> = ids.iter().map(|id| display_id(id)).collect();
+        format!(
+            "+{} small: memories whose peak is under 1% of the largest and under 1 MiB, one row: {}",
+            ids.len(),
+            names.join(", ")
+        )
+    })
+}
+
 #[cfg(test)]
 mod order_tests {
     use super::*;

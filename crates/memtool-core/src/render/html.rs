@@ -48,7 +48,8 @@ fn frag_section(profile: &Profile, memory: &Memory, options: &Options) -> Option
         parts.push(format!(
             "reserved but not in use: at most {} (at {}, of {} reserved)",
             units::bytes(u.max_bytes),
-            u.max_label,
+            relative_time(memory.axis, u.max_at, recording_start(memory))
+                .unwrap_or_else(|| u.max_label.clone()),
             units::bytes(u.max_reserved_bytes)
         ));
     }
@@ -538,6 +539,7 @@ fn memory_view(
         leak_omitted,
         leak_points,
         has_addr: addr.is_some(),
+        has_blocks: blocks.is_some(),
         has_state: blocks.as_ref().is_some_and(|b| !b.segments.is_empty()),
     };
     let reserved = reserved_series(memory, tl.x0, options.width);
@@ -615,17 +617,19 @@ fn relative_time(axis: Axis, at: i64, start: Option<i64>) -> Option<String> {
 /// axes print them).
 fn human_seconds(seconds: f64) -> String {
     let a = seconds.abs();
-    if a == 0.0 {
-        "0 s".to_string()
+    let (value, decimals, unit) = if a == 0.0 {
+        return "0 s".to_string();
     } else if a < 1e-6 {
-        format!("{:.2} ns", seconds * 1e9)
+        (seconds * 1e9, 2, "ns")
     } else if a < 1e-3 {
-        format!("{:.2} µs", seconds * 1e6)
+        (seconds * 1e6, 2, "µs")
     } else if a < 1.0 {
-        format!("{:.2} ms", seconds * 1e3)
+        (seconds * 1e3, 2, "ms")
     } else {
-        format!("{seconds:.3} s")
-    }
+        (seconds, 3, "s")
+    };
+    let text = format!("{value:.decimals$}");
+    format!("{} {unit}", text.trim_end_matches('0').trim_end_matches('.'))
 }
 
 fn axis_name(axis: Axis) -> &'static str {

@@ -220,6 +220,8 @@ pub(super) struct MemoryView {
     pub(super) leak_omitted: usize,
     pub(super) leak_points: usize,
     pub(super) has_addr: bool,
+    /// The drill-down from a band to its blocks (event streams).
+    pub(super) has_blocks: bool,
     /// The allocator-state view: blocks with addresses in held ranges.
     pub(super) has_state: bool,
 }
