@@ -346,7 +346,7 @@
   // ---- drill-down: the blocks of one band live at one column ------------
   var DRILL_ROWS = 200;
   function liveAt(bl, x, k) {
-    return bl.start[k] <= x && (x < bl.end[k] || bl.end[k] === bl.end_open);
+    return bl.start[k] <= x && x < bl.end[k];
   }
   function hexAddr(bl, k) {
     if (!bl.base || bl.addr[k] < 0) { return ''; }
@@ -442,7 +442,7 @@
       var x = t.x[col];
       where.textContent = fmtX(m, x, col) + (col === peakCol ? ' (peak)' : '') + ' — ' + fmtBytes(t.hi[col]) + ' live';
       while (holder.firstChild) { holder.removeChild(holder.firstChild); }
-      var segs = bl.segments.filter(function (s) { return s[2] <= x && (x < s[3] || s[3] === bl.end_open); });
+      var segs = bl.segments.filter(function (s) { return s[2] <= x && x < s[3]; });
       var largest = 1, held = 0, used = 0;
       segs.forEach(function (s) { largest = Math.max(largest, s[1]); held += s[1]; });
       var W = 1000;

@@ -34,8 +34,8 @@ const EXACT_IN_JS: u64 = 1 << 53;
 pub(super) struct Blocks {
     /// Allocated at, relative to the timeline's `x0`.
     pub start: Vec<i64>,
-    /// Freed at, relative to `x0`; `end_open` for blocks still live at the
-    /// last event.
+    /// Freed at, relative to `x0`; `end_open` (one past the last event)
+    /// for blocks still live at the end.
     pub end: Vec<i64>,
     pub end_open: i64,
     pub bytes: Vec<u64>,
@@ -88,7 +88,12 @@ pub(super) fn blocks(
     if lifetimes.is_empty() {
         return None;
     }
-    let end_open = memory.events.last().map_or(0, |e| e.at);
+    let end_at = memory.events.last().map_or(0, |e| e.at);
+    // Blocks still live at the end end one past the last event, so a block
+    // freed by the last event is told from one that never was.
+    let still_live: std::collections::HashSet<AllocId> =
+        replay::live_at(memory, memory.events.len()).into_iter().collect();
+    let end_open = end_at.saturating_add(1);
     let alloc = |id: AllocId| &memory.allocations[id.index()];
     let mut band_of: HashMap<SiteId, usize> = HashMap::new();
     let mut band = |site: SiteId| *band_of.entry(site).or_insert_with(|| band_of_site(site));
@@ -189,6 +194,7 @@ pub(super) fn blocks(
             });
             out.sites.len() as i64 - 1
         });
+        let end = if still_live.contains(&id) { end_open } else { end };
         out.start.push(start.wrapping_sub(x0));
         out.end.push(end.wrapping_sub(x0));
         out.bytes.push(a.bytes);

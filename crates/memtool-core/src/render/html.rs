@@ -603,7 +603,7 @@ fn recording_start(memory: &Memory) -> Option<i64> {
 /// `at` as a person reads it on a time axis: how long after the start of
 /// the recording (`t+25.43 ms`); `None` on other axes, whose labels
 /// (`#45 (fusion.2)`, a snapshot's name) already read well.
-fn relative_time(axis: Axis, at: i64, start: Option<i64>) -> Option<String> {
+pub(super) fn relative_time(axis: Axis, at: i64, start: Option<i64>) -> Option<String> {
     let per_second = match axis {
         Axis::TimePs => 1e12,
         Axis::TimeUs => 1e6,
