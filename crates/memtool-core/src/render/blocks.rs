@@ -92,7 +92,9 @@ pub(super) fn blocks(
     // Blocks still live at the end end one past the last event, so a block
     // freed by the last event is told from one that never was.
     let still_live: std::collections::HashSet<AllocId> =
-        replay::live_at(memory, memory.events.len()).into_iter().collect();
+        replay::live_at(memory, memory.events.len())
+            .into_iter()
+            .collect();
     let end_open = end_at.saturating_add(1);
     let alloc = |id: AllocId| &memory.allocations[id.index()];
     let mut band_of: HashMap<SiteId, usize> = HashMap::new();
@@ -194,7 +196,11 @@ pub(super) fn blocks(
             });
             out.sites.len() as i64 - 1
         });
-        let end = if still_live.contains(&id) { end_open } else { end };
+        let end = if still_live.contains(&id) {
+            end_open
+        } else {
+            end
+        };
         out.start.push(start.wrapping_sub(x0));
         out.end.push(end.wrapping_sub(x0));
         out.bytes.push(a.bytes);
@@ -232,8 +238,11 @@ pub(super) fn blocks(
 /// it was given back; in address order, then by time.
 fn segment_lifetimes(memory: &Memory, start: i64, end: i64) -> Vec<(u64, u64, i64, i64)> {
     // Open ranges by start address: (bytes, held until).
-    let mut open: HashMap<u64, (u64, i64)> =
-        memory.held.iter().map(|r| (r.start, (r.bytes, end))).collect();
+    let mut open: HashMap<u64, (u64, i64)> = memory
+        .held
+        .iter()
+        .map(|r| (r.start, (r.bytes, end)))
+        .collect();
     let mut done = Vec::new();
     for change in memory.held_changes.iter().rev() {
         let r = change.range;
@@ -245,7 +254,10 @@ fn segment_lifetimes(memory: &Memory, start: i64, end: i64) -> Vec<(u64, u64, i6
             open.insert(r.start, (r.bytes, change.at));
         }
     }
-    done.extend(open.into_iter().map(|(s, (bytes, to))| (s, bytes, start, to)));
+    done.extend(
+        open.into_iter()
+            .map(|(s, (bytes, to))| (s, bytes, start, to)),
+    );
     done.sort_unstable();
     done
 }

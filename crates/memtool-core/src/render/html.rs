@@ -445,13 +445,7 @@ fn memory_view(
         frag_section(profile, memory, &options.analysis)
     };
     let start = recording_start(memory);
-    let peak_label = match relative_time(memory.axis, peak.at, start) {
-        Some(t) => match facts.step {
-            Some(step) => format!("{t} (step {step})"),
-            None => t,
-        },
-        None => facts.label,
-    };
+    let peak_label = relative_label(memory, peak.at, facts.step).unwrap_or(facts.label);
     let mut facts = vec![
         Fact {
             name: "kind",
@@ -581,7 +575,11 @@ fn mark_before_recording(
         let Some(a) = memory.allocations.get(id.index()) else {
             continue;
         };
-        if !seen.insert(a.site) || names.before_recording_op(names.site_of(a.site).op).is_none() {
+        if !seen.insert(a.site)
+            || names
+                .before_recording_op(names.site_of(a.site).op)
+                .is_none()
+        {
             continue;
         }
         let key = escape::label(&group::label(names, a.site, by, filter));
@@ -598,6 +596,16 @@ fn recording_start(memory: &Memory) -> Option<i64> {
         return None;
     }
     memory.events.first().map(|e| e.at)
+}
+
+/// `at` on `memory`'s time axis as time since the start of its recording,
+/// with the step when known (`t+175.04 ms (step 2)`); `None` on other axes.
+pub(super) fn relative_label(memory: &Memory, at: i64, step: Option<i64>) -> Option<String> {
+    let t = relative_time(memory.axis, at, recording_start(memory))?;
+    Some(match step {
+        Some(step) => format!("{t} (step {step})"),
+        None => t,
+    })
 }
 
 /// `at` as a person reads it on a time axis: how long after the start of
@@ -629,7 +637,10 @@ fn human_seconds(seconds: f64) -> String {
         (seconds, 3, "s")
     };
     let text = format!("{value:.decimals$}");
-    format!("{} {unit}", text.trim_end_matches('0').trim_end_matches('.'))
+    format!(
+        "{} {unit}",
+        text.trim_end_matches('0').trim_end_matches('.')
+    )
 }
 
 fn axis_name(axis: Axis) -> &'static str {

@@ -737,13 +737,18 @@ fn memories_open_biggest_first_and_trivial_ones_are_one_table() {
     // Profile order puts the 8 B memory first; the page does not.
     profile.memories.insert(0, tiny);
     let page = html(Inputs::One(&profile), &RenderOptions::default());
-    assert!(!page.contains("id=\"m0-0\""), "the trivial memory has no section");
+    assert!(
+        !page.contains("id=\"m0-0\""),
+        "the trivial memory has no section"
+    );
     assert!(page.contains("<section class=\"memory\" id=\"m0-1\">"));
     let table = &page[page.find("<details class=\"trivial\">").unwrap()..];
-    assert!(table.starts_with(
-        "<details class=\"trivial\"><summary>1 more memory too small to matter"
+    assert!(
+        table.starts_with("<details class=\"trivial\"><summary>1 more memory too small to matter")
+    );
+    assert!(table.contains(
+        "<td>jit_stage(0)</td><td>program_space</td><td class=\"num\" data-v=\"8\">8 B</td>"
     ));
-    assert!(table.contains("<td>jit_stage(0)</td><td>program_space</td><td class=\"num\" data-v=\"8\">8 B</td>"));
     let data = embedded_data(&page);
     assert_eq!(data["memories"].as_array().unwrap().len(), 1);
     assert_eq!(data["memories"][0]["dom"], "m0-1");
@@ -764,7 +769,10 @@ fn times_read_from_the_start_of_the_recording() {
         relative_time(Axis::TimeUs, 3_250_000, Some(0)).as_deref(),
         Some("t+3.25 s")
     );
-    assert_eq!(relative_time(Axis::TimeUs, 7, Some(7)).as_deref(), Some("t+0 s"));
+    assert_eq!(
+        relative_time(Axis::TimeUs, 7, Some(7)).as_deref(),
+        Some("t+0 s")
+    );
     assert_eq!(relative_time(Axis::ProgramOrder, 45, Some(0)), None);
     // The page's header says it that way.
     let profile = event_profile(3, 4, false);
@@ -772,5 +780,8 @@ fn times_read_from_the_start_of_the_recording() {
     let peak = replay::peak(&profile.memories[0]).unwrap();
     let start = profile.memories[0].events[0].at;
     let expected = relative_time(Axis::TimePs, peak.at, Some(start)).unwrap();
-    assert!(page.contains(&format!("<dt>peak at</dt><dd>{expected}")), "{expected}");
+    assert!(
+        page.contains(&format!("<dt>peak at</dt><dd>{expected}")),
+        "{expected}"
+    );
 }

@@ -289,7 +289,11 @@ pub(super) fn shorten_keys(bands: &mut [Band]) {
     let keys: Vec<&str> = bands.iter().map(|b| b.key.as_str()).collect();
     let shorts = crate::report::fit_column(&keys, super::flame::LABEL_CHARS);
     for (band, short) in bands.iter_mut().zip(shorts) {
-        band.short = if short == band.key { String::new() } else { short };
+        band.short = if short == band.key {
+            String::new()
+        } else {
+            short
+        };
     }
 }
 

@@ -15,8 +15,8 @@ pub mod units;
 use std::io::{self, Write};
 
 pub use self::csv::CsvExporter;
-pub use fit::shorten;
 pub(crate) use fit::fit_column;
+pub use fit::shorten;
 pub use json::JsonExporter;
 pub use markdown::MarkdownExporter;
 pub use terminal::TerminalExporter;
