@@ -612,9 +612,6 @@
     canvas.width = a.cols; canvas.height = a.rows;
     canvas.style.aspectRatio = a.cols + ' / ' + Math.max(a.rows, a.cols / 4);
     var ctx = canvas.getContext('2d');
-    var dark = window.matchMedia && window.matchMedia('(prefers-color-scheme: dark)').matches;
-    ctx.fillStyle = dark ? '#1e2228' : '#f5f7fa';
-    ctx.fillRect(0, 0, a.cols, a.rows);
     function bandIndex(ch) {
       var c = ch.charCodeAt(0);
       if (c >= 65 && c <= 90) { return c - 65; }
@@ -628,18 +625,27 @@
       return [(x >> 16) & 255, (x >> 8) & 255, x & 255];
     }
     var rgbs = colors.map(rgb), grey = rgb('#888888');
-    var img = ctx.getImageData(0, 0, a.cols, a.rows), px = img.data;
+    var scheme = window.matchMedia ? window.matchMedia('(prefers-color-scheme: dark)') : null;
     var painted = 0;
-    for (var r = 0; r < a.rows; r++) {
-      for (var c = 0; c < a.cols; c++) {
-        var b = bandIndex(a.grid.charAt(r * a.cols + c));
-        if (b < 0) { continue; }
-        painted++;
-        var col = rgbs[Math.min(b, rgbs.length - 1)] || grey, o = (r * a.cols + c) * 4;
-        px[o] = col[0]; px[o + 1] = col[1]; px[o + 2] = col[2]; px[o + 3] = 255;
+    function paint() {
+      ctx.fillStyle = scheme && scheme.matches ? '#1e2228' : '#f5f7fa';
+      ctx.fillRect(0, 0, a.cols, a.rows);
+      var img = ctx.getImageData(0, 0, a.cols, a.rows), px = img.data;
+      painted = 0;
+      for (var r = 0; r < a.rows; r++) {
+        for (var c = 0; c < a.cols; c++) {
+          var b = bandIndex(a.grid.charAt(r * a.cols + c));
+          if (b < 0) { continue; }
+          painted++;
+          var col = rgbs[Math.min(b, rgbs.length - 1)] || grey, o = (r * a.cols + c) * 4;
+          px[o] = col[0]; px[o + 1] = col[1]; px[o + 2] = col[2]; px[o + 3] = 255;
+        }
       }
+      ctx.putImageData(img, 0, 0);
     }
-    ctx.putImageData(img, 0, 0);
+    paint();
+    // The free cells' colour follows the page's scheme when it changes.
+    if (scheme && scheme.addEventListener) { scheme.addEventListener('change', paint); }
     container.appendChild(canvas);
     // For the browser check: a canvas has no DOM to inspect.
     container.setAttribute('data-cells', String(painted));
