@@ -384,12 +384,22 @@ fn memory_view(
 
     let (leak_verdict, leak_rows, leak_omitted, leak_points, leak_chart) = match leak {
         Some(l) => {
-            let rows = l
+            let keys: Vec<String> = l
                 .findings
                 .iter()
                 .take(LEAK_ROWS)
-                .map(|f| LeakRow {
+                .map(|f| escape::label(&f.key))
+                .collect();
+            let key_refs: Vec<&str> = keys.iter().map(String::as_str).collect();
+            let shorts = crate::report::fit_column(&key_refs, 90);
+            let rows: Vec<LeakRow> = l
+                .findings
+                .iter()
+                .take(LEAK_ROWS)
+                .zip(shorts)
+                .map(|(f, key_short)| LeakRow {
                     key: escape::label(&f.key),
+                    key_short,
                     color: color::group_color(&f.key),
                     growth: f.growth.name().into(),
                     growth_bytes: bytes_cell(f.growth_bytes),

@@ -187,6 +187,8 @@ pub(super) struct BreakdownRow {
 
 pub(super) struct LeakRow {
     pub(super) key: String,
+    /// `key` as shown, shortened as the text tables shorten it.
+    pub(super) key_short: String,
     pub(super) color: String,
     pub(super) growth: String,
     pub(super) growth_bytes: Num,
