@@ -60,6 +60,11 @@ if [ -d "$FIX/pprof" ]; then
   optional torch-snapshot "$FIX/torch/torch_cpu_transformer.snapshot.pickle"
   optional torch-trace "$FIX/torch/torch_cpu_transformer.pt.trace.json.gz"
   optional tf-cnn-leak "$FIX/xspace/tf_cnn_leak.xplane.pb"
+  # The pages docs/render.md shows: every program of a JAX run, a CUDA
+  # snapshot with its allocator state, a CUDA trace.
+  optional jax-transformer "$FIX/xspace/jax_transformer_small.xplane.pb"
+  optional bcrafton-snapshot "$FIX/torch/bcrafton_memory_snapshot.pickle"
+  optional hta-trace "$FIX/torch/hta_df_index_resolver.pt.trace.json.gz"
 elif [ "${MEMTOOL_REQUIRE_FIXTURES:-}" = 1 ]; then
   echo "browser-check: FAILED: $FIX is missing and MEMTOOL_REQUIRE_FIXTURES=1" >&2
   exit 1
@@ -111,13 +116,27 @@ check_page() { # check_page FILE -> 0 when every check passes
   if grep -q 'class="flame"' "$dom" && ! grep -q 'data-nodes="[1-9]' "$dom"; then fail "$name: empty call tree"; ok=1; fi
   if grep -q 'class="addr' "$dom" && ! grep -q 'data-cells="[1-9]' "$dom"; then fail "$name: empty address view"; ok=1; fi
   if grep -q '"steps":\[' "$page" && ! grep -q 'class="step"' "$dom"; then fail "$name: step boundaries not drawn"; ok=1; fi
-  # The page drives its own hover, zoom, sort, filter and call-tree zoom.
+  # When the page's script finished and its first frame after that, in ms
+  # since navigation started (reported, not a timed test: machines differ).
+  local ms
+  ms="$(grep -o 'data-memtool-first-frame-ms="[0-9]*"' "$dom" | grep -o '[0-9]*' || true)"
+  [ -n "$ms" ] || ms="$(grep -o 'data-memtool-ms="[0-9]*"' "$dom" | grep -o '[0-9]*' || true)"
+  echo "$name ${ms:-?} $(stat -c %s "$page")" >>"$OUT/first-frame.txt"
+  # The page drives its own hover, zoom, sort, filter, call-tree zoom,
+  # drill-down (a click on a band → its blocks → a block's stack) and
+  # allocator-state view.
   local st="$OUT/logs/$name.selftest.html"
   run_browser "$page#memtool-selftest" dom "$st" "$OUT/logs/$name.selftest.stderr" "$OUT/logs/$name.selftest.netlog.json"
   local results
   results="$(grep -o 'data-memtool-selftest="[^"]*"' "$st" | head -1)"
   if [ -z "$results" ] || echo "$results" | grep -q FAIL || ! grep -q 'data-memtool="ready"' "$st"; then
     fail "$name: interaction self-test: ${results:-did not run}"; ok=1
+  fi
+  if grep -q '"blocks":{' "$page" && ! echo "$results" | grep -q 'drill:ok.*stack:ok'; then
+    fail "$name: the drill-down was not exercised: $results"; ok=1
+  fi
+  if grep -q 'class="state" data-mem' "$page" && ! echo "$results" | grep -q 'state:ok'; then
+    fail "$name: the allocator-state view was not exercised: $results"; ok=1
   fi
   run_browser "$page" png "$OUT/screenshots/$name.png" "$OUT/logs/$name.screenshot.stderr" "$OUT/logs/$name.screenshot.netlog.json"
   [ -s "$OUT/screenshots/$name.png" ] || { fail "$name: no screenshot"; ok=1; }
@@ -148,7 +167,10 @@ FAILED=0
 shopt -s nullglob
 pages=("$REPORTS"/*.html)
 [ ${#pages[@]} -gt 0 ] || { echo "browser-check: FAILED: no reports were made" >&2; exit 1; }
+rm -f "$OUT/first-frame.txt"
 for page in "${pages[@]}"; do check_page "$page" || true; done
+echo "browser-check: first frame (ms since navigation; page bytes):"
+awk '{ printf "  %-24s %6s ms  %9s bytes\n", $1, $2, $3 }' "$OUT/first-frame.txt"
 if [ $FAILED -ne 0 ]; then
   echo "browser-check: FAILED (logs and screenshots in $OUT)" >&2
   exit 1

@@ -46,21 +46,23 @@
   }
   function fmtX(m, x, col) {
     switch (m.axis) {
-      case 'time_ps': return 't+' + fmtSeconds(x / 1e12);
-      case 'time_us': return 't+' + fmtSeconds(x / 1e6);
+      case 'time_ps': return 't+' + fmtSeconds((x - (m.t0 || 0)) / 1e12);
+      case 'time_us': return 't+' + fmtSeconds((x - (m.t0 || 0)) / 1e6);
       case 'snapshot':
         if (m.labels && col !== undefined && m.labels[col] !== undefined) { return m.labels[col]; }
         return '#' + Math.round(x + m.timeline.x0);
       default: return '#' + Math.round(x + m.timeline.x0);
     }
   }
+  // As the facts print times: two decimals, trailing zeros dropped.
   function fmtSeconds(s) {
     var a = Math.abs(s);
+    function fixed(v, d, u) { return v.toFixed(d).replace(/\.?0+$/, '') + ' ' + u; }
     if (a === 0) { return '0 s'; }
-    if (a < 1e-6) { return (s * 1e9).toPrecision(4) + ' ns'; }
-    if (a < 1e-3) { return (s * 1e6).toPrecision(4) + ' µs'; }
-    if (a < 1) { return (s * 1e3).toPrecision(4) + ' ms'; }
-    return s.toPrecision(5) + ' s';
+    if (a < 1e-6) { return fixed(s * 1e9, 2, 'ns'); }
+    if (a < 1e-3) { return fixed(s * 1e6, 2, 'µs'); }
+    if (a < 1) { return fixed(s * 1e3, 2, 'ms'); }
+    return fixed(s, 3, 's');
   }
   function niceStep(range, ticks) {
     var raw = range / Math.max(1, ticks);
@@ -72,7 +74,8 @@
   function byteStep(max) {
     // Steps at powers of two of a binary unit read better for memory.
     var unit = 1; while (max / unit >= 1024 && unit < Math.pow(1024, 5)) { unit *= 1024; }
-    return niceStep(max / unit, 4) * unit;
+    // No fractional bytes: a step is a whole byte at least.
+    return Math.max(1, niceStep(max / unit, 4) * unit);
   }
   function lowerBound(arr, v) {
     var lo = 0, hi = arr.length;
@@ -114,7 +117,15 @@
     var lastW = n > 1 ? (t.x[n - 1] - t.x[0]) / (n - 1) : 1;
     var full = n === 1 ? [t.x[0] - 0.5, t.x[0] + 0.5] : [t.x[0], t.x[n - 1] + lastW];
     if (full[0] === full[1]) { full = [full[0] - 1, full[1] + 1]; }
-    var domain = full.slice();
+    var domain = full.slice(), yDomain = null;
+    // Memory allocated before the recording lies at the bottom; it can be
+    // hidden, and the axis then starts at the least of it in view.
+    var order = [], preCount = 0;
+    t.bands.forEach(function (b, k) { if (b.pre) { order.push(k); preCount++; } });
+    t.bands.forEach(function (b, k) { if (!b.pre) { order.push(k); } });
+    var hidePre = false;
+    var preTotal = new Array(n).fill(0);
+    t.bands.forEach(function (b) { if (b.pre) { for (var i = 0; i < n; i++) { preTotal[i] += b.v[i]; } } });
     var svg = svgEl('svg', { viewBox: '0 0 ' + W + ' ' + H, role: 'img', 'aria-label': 'memory timeline' });
     var bar = htmlEl('div', 'hint');
     var reset = htmlEl('button', 'reset', 'reset zoom'); reset.type = 'button'; reset.hidden = true;
@@ -122,36 +133,54 @@
     container.appendChild(svg);
     container.appendChild(bar);
     var legend = htmlEl('div', 'legend'); container.appendChild(legend);
+    var drill = htmlEl('div', 'drill'); container.appendChild(drill);
     var tip = tooltip(container);
     var peakCol = t.hi.indexOf(Math.max.apply(null, t.hi));
-    t.bands.forEach(function (b) {
+    order.forEach(function (k) {
+      var b = t.bands[k];
       var item = htmlEl('span', 'item'); item.title = b.key;
       var sw = htmlEl('span', 'swatch'); sw.style.background = b.color; item.appendChild(sw);
-      item.appendChild(document.createTextNode(b.key + ' — ' + fmtBytes(b.v[peakCol] || 0) + ' at peak'));
+      item.appendChild(document.createTextNode((b.short || b.key) + ' — ' + fmtBytes(b.v[peakCol] || 0) + ' at peak'));
       legend.appendChild(item);
     });
-    if (m.capacity) {
-      legend.appendChild(htmlEl('span', 'item', 'capacity ' + fmtBytes(m.capacity) + ' (dashed)'));
+    if (preCount > 0) {
+      var lab = htmlEl('label', 'item pre');
+      var box = htmlEl('input'); box.type = 'checkbox'; box.className = 'hidepre';
+      lab.appendChild(box);
+      lab.appendChild(document.createTextNode(' hide memory allocated before the recording (' + fmtBytes(preTotal[peakCol]) + ' at peak) and start the axis at it'));
+      box.addEventListener('change', function () { hidePre = box.checked; yDomain = null; draw(); });
+      legend.appendChild(lab);
     }
+    var capLegend = null;
+    if (m.capacity) { capLegend = htmlEl('span', 'item', 'capacity ' + fmtBytes(m.capacity) + ' (dashed)'); legend.appendChild(capLegend); }
     if (m.reserved && m.reserved.length) {
       legend.appendChild(htmlEl('span', 'item', 'allocator reserved (line)'));
     }
-    var sx, sy, yMax, vis;
+    var sx, sy, yLo, yHi, vis;
     function draw() {
       while (svg.firstChild) { svg.removeChild(svg.firstChild); }
       var d0 = domain[0], d1 = domain[1];
       var i0 = Math.max(0, lowerBound(t.x, d0) - 1), i1 = Math.min(n - 1, lowerBound(t.x, d1));
       vis = [i0, i1];
-      var top = 0;
-      for (var i = i0; i <= i1; i++) { top = Math.max(top, t.hi[i]); }
+      var top = 0, base = Infinity;
+      for (var i = i0; i <= i1; i++) { top = Math.max(top, t.hi[i]); base = Math.min(base, preTotal[i]); }
+      if (!hidePre || preCount === 0) { base = 0; }
       (m.reserved || []).forEach(function (r) { if (r[0] >= d0 && r[0] <= d1) { top = Math.max(top, r[1]); } });
       var capOnScale = m.capacity && m.capacity <= Math.max(top, 1) * 1.5;
       if (capOnScale) { top = Math.max(top, m.capacity); }
-      var step = byteStep(Math.max(top, 1));
-      yMax = Math.max(step, Math.ceil(top * 1.04 / step) * step);
+      if (capLegend) { capLegend.hidden = !capOnScale; }
+      var step;
+      if (yDomain) {
+        yLo = yDomain[0]; yHi = yDomain[1]; step = byteStep(yHi - yLo);
+      } else {
+        step = byteStep(Math.max(top - base, 1));
+        yLo = Math.floor(base / step) * step;
+        // Headroom fitted to the peak: a few percent, not a whole step.
+        yHi = Math.max(yLo + step, top + (top - yLo) * 0.04);
+      }
       sx = function (x) { return L + (x - d0) / (d1 - d0) * (W - L - R); };
-      sy = function (b) { return T + (1 - b / yMax) * (H - T - B); };
-      for (var y = 0; y <= yMax + 1e-9; y += step) {
+      sy = function (b) { return T + (1 - (b - yLo) / (yHi - yLo)) * (H - T - B); };
+      for (var y = Math.ceil(yLo / step) * step; y <= yHi + 1e-9; y += step) {
         svg.appendChild(svgEl('line', { x1: L, x2: W - R, y1: sy(y), y2: sy(y), 'class': 'gridline' }));
         svg.appendChild(svgEl('text', { x: L - 6, y: sy(y) + 4, 'text-anchor': 'end' }, fmtBytes(y)));
       }
@@ -161,7 +190,9 @@
       if (!timeAxis) { xs = Math.max(1, Math.round(xs)); }
       var ticks = [];
       if (n === 1) { ticks = [t.x[0]]; } else {
-        for (var xt = Math.ceil(d0 / xs) * xs; xt <= d1 + 1e-9; xt += xs) { ticks.push(xt); }
+        // Time ticks fall on round times since the start of the recording.
+        var off = timeAxis ? (m.t0 || 0) : 0;
+        for (var xt = Math.ceil((d0 - off) / xs) * xs + off; xt <= d1 + 1e-9; xt += xs) { ticks.push(xt); }
       }
       ticks.forEach(function (xt) {
         var col = lowerBound(t.x, xt), tx = sx(xt);
@@ -176,8 +207,8 @@
       var g = svgEl('g', { 'clip-path': 'url(#' + clipId + ')' }); svg.appendChild(g);
       var cum = new Array(n).fill(0);
       var xsOf = function (i) { return n === 1 ? null : sx(t.x[i]); };
-      t.bands.forEach(function (b) {
-        var d = '';
+      order.forEach(function (k) {
+        var b = t.bands[k], d = '';
         if (n === 1) {
           d = 'M' + sx(full[0]) + ',' + sy(cum[0] + b.v[0]) + 'H' + sx(full[1]) + 'V' + sy(cum[0]) + 'H' + sx(full[0]) + 'Z';
           cum[0] += b.v[0];
@@ -194,7 +225,9 @@
           }
           d = 'M' + upper.join('L') + 'L' + lower.reverse().join('L') + 'Z';
         }
+        if (b.pre && hidePre) { return; }
         var p = svgEl('path', { d: d, fill: b.color, 'fill-opacity': 0.88, stroke: b.color, 'stroke-width': 0.6 });
+        if (b.pre) { p.setAttribute('class', 'pre'); }
         p.appendChild(svgEl('title', {}, b.key));
         g.appendChild(p);
       });
@@ -227,7 +260,7 @@
         }
       });
       var px = n === 1 ? sx(t.x[0]) : sx(m.peak.x);
-      if (px >= L && px <= W - R) {
+      if (px >= L && px <= W - R && m.peak.bytes <= yHi) {
         g.appendChild(svgEl('line', { x1: px, x2: px, y1: sy(m.peak.bytes), y2: H - B, 'class': 'peak' }));
         g.appendChild(svgEl('circle', { cx: px, cy: sy(m.peak.bytes), r: 3.5, fill: 'none', 'class': 'peak' }));
         var right = px > W * 0.75;
@@ -235,54 +268,237 @@
       }
       cursor = svgEl('line', { x1: 0, x2: 0, y1: T, y2: H - B, 'class': 'cursor', visibility: 'hidden' }); svg.appendChild(cursor);
       sel = svgEl('rect', { x: 0, y: T, width: 0, height: H - T - B, 'class': 'selection', visibility: 'hidden' }); svg.appendChild(sel);
-      reset.hidden = domain[0] === full[0] && domain[1] === full[1];
+      reset.hidden = domain[0] === full[0] && domain[1] === full[1] && yDomain === null;
     }
     var cursor, sel, dragFrom = null;
     function invX(px) { return domain[0] + (px - L) / (W - L - R) * (domain[1] - domain[0]); }
+    function invY(py) { return yLo + (1 - (py - T) / (H - T - B)) * (yHi - yLo); }
     // The column whose step covers x: the last one starting at or before it.
     function nearest(x) {
       var i = lowerBound(t.x, x);
       if (i < n && t.x[i] === x) { return i; }
       return Math.max(0, Math.min(n - 1, i - 1));
     }
+    // The band drawn under height `value` in column i.
+    function bandAt(i, value) {
+      var acc = 0;
+      for (var k = 0; k < order.length; k++) {
+        var b = t.bands[order[k]];
+        acc += b.v[i];
+        if (value <= acc && b.v[i] > 0 && !(b.pre && hidePre)) { return order[k]; }
+      }
+      return -1;
+    }
     svg.addEventListener('mousemove', function (ev) {
       var p = svgPoint(svg, ev, W);
       if (dragFrom !== null) {
-        var a = Math.max(L, Math.min(dragFrom, p.x)), b = Math.min(W - R, Math.max(dragFrom, p.x));
-        sel.setAttribute('x', a); sel.setAttribute('width', b - a); sel.setAttribute('visibility', 'visible');
+        var a = Math.max(L, Math.min(dragFrom.x, p.x)), b = Math.min(W - R, Math.max(dragFrom.x, p.x));
+        var ya = Math.max(T, Math.min(dragFrom.y, p.y)), yb = Math.min(H - B, Math.max(dragFrom.y, p.y));
+        var tall = yb - ya > 20;
+        if (b - a < 5 && tall) { a = L; b = W - R; }
+        if (!tall) { ya = T; yb = H - B; }
+        sel.setAttribute('x', a); sel.setAttribute('width', b - a);
+        sel.setAttribute('y', ya); sel.setAttribute('height', yb - ya); sel.setAttribute('visibility', 'visible');
       }
       if (p.x < L || p.x > W - R) { tip.hide(); cursor.setAttribute('visibility', 'hidden'); return; }
       var i = nearest(invX(p.x));
       var cx = n === 1 ? p.x : sx(t.x[i]);
       cursor.setAttribute('x1', cx); cursor.setAttribute('x2', cx); cursor.setAttribute('visibility', 'visible');
-      var value = (1 - (p.y - T) / (H - T - B)) * yMax, acc = 0, under = null;
-      for (var k = 0; k < t.bands.length; k++) {
-        acc += t.bands[k].v[i];
-        if (value <= acc && t.bands[k].v[i] > 0) { under = t.bands[k]; break; }
-      }
+      var under = bandAt(i, invY(p.y));
       var lines = [fmtX(m, t.x[i], i), 'total ' + fmtBytes(t.hi[i]) + (t.lo[i] < t.hi[i] ? ' (lowest in this column ' + fmtBytes(t.lo[i]) + ')' : '')];
-      if (under) { lines.push(under.key + ': ' + fmtBytes(under.v[i])); }
+      if (under >= 0) { lines.push(t.bands[under].key + ': ' + fmtBytes(t.bands[under].v[i])); }
+      if (under >= 0 && m.blocks) { lines.push('click: the blocks of this group live here'); }
       tip.show(lines, ev);
     });
     svg.addEventListener('mouseleave', function () { tip.hide(); cursor.setAttribute('visibility', 'hidden'); dragFrom = null; sel.setAttribute('visibility', 'hidden'); });
-    svg.addEventListener('mousedown', function (ev) { ev.preventDefault(); dragFrom = svgPoint(svg, ev, W).x; });
+    svg.addEventListener('mousedown', function (ev) { ev.preventDefault(); dragFrom = svgPoint(svg, ev, W); });
     svg.addEventListener('mouseup', function (ev) {
       if (dragFrom === null) { return; }
-      var to = svgPoint(svg, ev, W).x, from = dragFrom; dragFrom = null;
+      var to = svgPoint(svg, ev, W), from = dragFrom; dragFrom = null;
       sel.setAttribute('visibility', 'hidden');
-      if (Math.abs(to - from) < 5) { return; }
-      var a = invX(Math.max(L, Math.min(from, to))), b = invX(Math.min(W - R, Math.max(from, to)));
-      if (b > a) { domain = [a, b]; draw(); }
+      var wide = Math.abs(to.x - from.x) >= 5, tall = Math.abs(to.y - from.y) > 20;
+      if (!wide && !tall) {
+        // A click: what this band holds at this moment.
+        if (to.x < L || to.x > W - R) { return; }
+        var i = nearest(invX(to.x));
+        var band = bandAt(i, invY(to.y));
+        if (band >= 0) { showBlocks(drill, m, i, band); }
+        return;
+      }
+      if (wide) {
+        var a = invX(Math.max(L, Math.min(from.x, to.x))), b = invX(Math.min(W - R, Math.max(from.x, to.x)));
+        if (b > a) { domain = [a, b]; }
+      }
+      if (tall) {
+        var lo = invY(Math.min(H - B, Math.max(from.y, to.y))), hi = invY(Math.max(T, Math.min(from.y, to.y)));
+        if (hi > lo) { yDomain = [Math.max(0, lo), hi]; }
+      }
+      draw();
     });
-    function resetZoom() { domain = full.slice(); draw(); }
+    function resetZoom() { domain = full.slice(); yDomain = null; draw(); }
     svg.addEventListener('dblclick', resetZoom);
     reset.addEventListener('click', resetZoom);
+    container.memtoolShow = function (col, band) { showBlocks(drill, m, col, band); };
     draw();
     drawn++;
   }
 
+  // ---- drill-down: the blocks of one band live at one column ------------
+  var DRILL_ROWS = 200;
+  function liveAt(bl, x, k) {
+    return bl.start[k] <= x && x < bl.end[k];
+  }
+  function hexAddr(bl, k) {
+    if (!bl.base || bl.addr[k] < 0) { return ''; }
+    try { return '0x' + (BigInt(bl.base) + BigInt(bl.addr[k])).toString(16); } catch (e) { return ''; }
+  }
+  function showStack(panel, m, k) {
+    var bl = m.blocks, old = panel.querySelector('.stackview');
+    if (old) { panel.removeChild(old); }
+    var box = htmlEl('div', 'stackview');
+    var s = bl.site[k] >= 0 ? bl.sites[bl.site[k]] : null;
+    var head = fmtBytes(bl.bytes[k]) + ' allocated at ' + fmtX(m, bl.start[k]) + (hexAddr(bl, k) ? ' at ' + hexAddr(bl, k) : '');
+    box.appendChild(htmlEl('div', 'verdict', head));
+    if (!s) { box.appendChild(htmlEl('p', 'omitted', 'stack not kept: the page keeps the stacks of ' + bl.sites.length + ' of ' + bl.total_sites + ' sites')); panel.appendChild(box); return; }
+    var facts = [];
+    if (s.op) { facts.push('op ' + s.op); }
+    if (s.shape) { facts.push('shape ' + s.shape); }
+    if (s.category) { facts.push('category ' + s.category); }
+    if (facts.length) { box.appendChild(htmlEl('div', null, facts.join(' · '))); }
+    if (s.stack.length === 0) { box.appendChild(htmlEl('p', 'omitted', 'no stack recorded')); }
+    var ol = htmlEl('ol', 'stack');
+    s.stack.forEach(function (f) {
+      var fr = bl.frames[f];
+      ol.appendChild(htmlEl('li', fr[1] ? 'lib' : null, fr[0]));
+    });
+    box.appendChild(ol);
+    panel.appendChild(box);
+  }
+  function showBlocks(panel, m, col, band) {
+    while (panel.firstChild) { panel.removeChild(panel.firstChild); }
+    var t = m.timeline, b = t.bands[band], x = t.x[col];
+    var title = htmlEl('h4', null, (b.short || b.key) + ' at ' + fmtX(m, x, col) + ': ' + fmtBytes(b.v[col]));
+    title.title = b.key;
+    panel.appendChild(title);
+    var bl = m.blocks;
+    if (!bl) { panel.appendChild(htmlEl('p', 'omitted', 'This memory is a series of snapshots: the tables below list what each holds.')); return; }
+    var ks = [], listed = 0;
+    for (var k = 0; k < bl.bytes.length; k++) {
+      if (bl.band[k] === band && liveAt(bl, x, k)) { ks.push(k); listed += bl.bytes[k]; }
+    }
+    ks.sort(function (a, c) { return bl.bytes[c] - bl.bytes[a] || bl.start[a] - bl.start[c]; });
+    var note = ks.length + ' block(s) live here, ' + fmtBytes(listed) + ', largest first';
+    if (ks.length > DRILL_ROWS) { note += ' (the first ' + DRILL_ROWS + ' shown)'; }
+    if (listed < b.v[col]) { note += '; ' + fmtBytes(b.v[col] - listed) + ' in blocks the page does not list (it keeps the ' + bl.bytes.length + ' largest of ' + bl.total + ' blocks, by group)'; }
+    panel.appendChild(htmlEl('p', 'hint', note + '. Click a row for its stack.'));
+    var table = htmlEl('table', 'blocks');
+    var hr = htmlEl('tr');
+    ['size', 'requested', 'allocated at', 'age', 'address', 'op'].forEach(function (h, i) { hr.appendChild(htmlEl('th', i < 2 || i === 3 ? 'num' : null, h)); });
+    var thead = htmlEl('thead'); thead.appendChild(hr); table.appendChild(thead);
+    var body = htmlEl('tbody');
+    ks.slice(0, DRILL_ROWS).forEach(function (k) {
+      var tr = htmlEl('tr');
+      var s = bl.site[k] >= 0 ? bl.sites[bl.site[k]] : null;
+      var age = x - bl.start[k];
+      var ageText = m.axis === 'time_ps' ? fmtSeconds(age / 1e12) : m.axis === 'time_us' ? fmtSeconds(age / 1e6) : age + ' events';
+      [fmtBytes(bl.bytes[k]), fmtBytes(bl.requested[k]), fmtX(m, bl.start[k]), ageText, hexAddr(bl, k), s ? s.op : ''].forEach(function (v, i) {
+        tr.appendChild(htmlEl('td', i < 2 || i === 3 ? 'num' : null, v));
+      });
+      tr.addEventListener('click', function () {
+        Array.prototype.forEach.call(body.rows, function (r) { r.classList.remove('chosen'); });
+        tr.classList.add('chosen');
+        showStack(panel, m, k);
+      });
+      body.appendChild(tr);
+    });
+    table.appendChild(body);
+    panel.appendChild(table);
+  }
+
+  // ---- allocator state: segments and their blocks at a chosen moment ----
+  function stateView(container, m) {
+    var bl = m.blocks, t = m.timeline, n = t.x.length;
+    if (!bl || !bl.segments || !bl.segments.length || n === 0) { return; }
+    var peakCol = t.hi.indexOf(Math.max.apply(null, t.hi));
+    var controls = htmlEl('div', 'controls');
+    var prev = htmlEl('button', null, '◀'); prev.type = 'button';
+    var next = htmlEl('button', null, '▶'); next.type = 'button';
+    var slider = htmlEl('input'); slider.type = 'range'; slider.min = '0'; slider.max = String(n - 1); slider.value = String(peakCol);
+    slider.setAttribute('aria-label', 'moment');
+    var where = htmlEl('span', 'where');
+    controls.appendChild(prev); controls.appendChild(slider); controls.appendChild(next); controls.appendChild(where);
+    container.appendChild(controls);
+    var summary = htmlEl('div', 'hint'); container.appendChild(summary);
+    var holder = htmlEl('div', 'segments'); container.appendChild(holder);
+    var detail = htmlEl('div', 'drill'); container.appendChild(detail);
+    var tip = tooltip(container);
+    var MAXROWS = 120, ROWH = 16;
+    // Blocks by address, for each segment's search.
+    var byAddr = [];
+    for (var k = 0; k < bl.bytes.length; k++) { if (bl.addr[k] >= 0) { byAddr.push(k); } }
+    byAddr.sort(function (a, b) { return bl.addr[a] - bl.addr[b]; });
+    var addrs = byAddr.map(function (k) { return bl.addr[k]; });
+    function draw(col) {
+      var x = t.x[col];
+      where.textContent = fmtX(m, x, col) + (col === peakCol ? ' (peak)' : '') + ' — ' + fmtBytes(t.hi[col]) + ' live';
+      while (holder.firstChild) { holder.removeChild(holder.firstChild); }
+      var segs = bl.segments.filter(function (s) { return s[2] <= x && x < s[3]; });
+      var largest = 1, held = 0, used = 0;
+      segs.forEach(function (s) { largest = Math.max(largest, s[1]); held += s[1]; });
+      var W = 1000;
+      var rows = Math.min(segs.length, MAXROWS);
+      var svg = svgEl('svg', { viewBox: '0 0 ' + W + ' ' + Math.max(1, rows * ROWH), role: 'img', 'aria-label': 'allocator state' });
+      var blocksDrawn = 0;
+      segs.slice(0, MAXROWS).forEach(function (s, r) {
+        var w = Math.max(2, s[1] / largest * W), y = r * ROWH;
+        var seg = svgEl('rect', { x: 0, y: y + 1, width: w, height: ROWH - 3, 'class': 'segment' });
+        seg.appendChild(svgEl('title', {}, 'segment ' + (bl.base ? '+0x' + s[0].toString(16) : '') + ', ' + fmtBytes(s[1])));
+        svg.appendChild(seg);
+        var j = lowerBound(addrs, s[0]);
+        for (; j < addrs.length && addrs[j] < s[0] + s[1]; j++) {
+          var kk = byAddr[j];
+          if (!liveAt(bl, x, kk)) { continue; }
+          used += bl.bytes[kk];
+          var bx = (bl.addr[kk] - s[0]) / s[1] * w, bw = Math.max(0.8, bl.bytes[kk] / s[1] * w);
+          var band = t.bands[bl.band[kk]] || { color: '#888', key: '' };
+          var rect = svgEl('rect', { x: bx.toFixed(2), y: y + 1, width: bw.toFixed(2), height: ROWH - 3, fill: band.color, 'class': 'block', 'data-k': kk });
+          svg.appendChild(rect);
+          blocksDrawn++;
+        }
+      });
+      svg.addEventListener('mousemove', function (ev) {
+        var k = ev.target.getAttribute && ev.target.getAttribute('data-k');
+        if (k === null || k === undefined) { tip.hide(); return; }
+        k = +k;
+        var s = bl.site[k] >= 0 ? bl.sites[bl.site[k]] : null;
+        var band = t.bands[bl.band[k]];
+        tip.show([fmtBytes(bl.bytes[k]) + ' at ' + hexAddr(bl, k), (band ? band.key : ''), 'allocated at ' + fmtX(m, bl.start[k]) + (s && s.op ? ' · ' + s.op : ''), 'click for its stack'], ev);
+      });
+      svg.addEventListener('mouseleave', function () { tip.hide(); });
+      svg.addEventListener('click', function (ev) {
+        var k = ev.target.getAttribute && ev.target.getAttribute('data-k');
+        if (k === null || k === undefined) { return; }
+        while (detail.firstChild) { detail.removeChild(detail.firstChild); }
+        showStack(detail, m, +k);
+      });
+      holder.appendChild(svg);
+      holder.setAttribute('data-segments', String(segs.length));
+      holder.setAttribute('data-blocks', String(blocksDrawn));
+      summary.textContent = segs.length + ' segment(s) held, ' + fmtBytes(held) + '; ' + fmtBytes(used) + ' in the blocks listed, ' + fmtBytes(Math.max(0, held - used)) + ' free or in unlisted blocks' +
+        (segs.length > MAXROWS ? '; the first ' + MAXROWS + ' segments drawn' : '') +
+        (bl.segments.length < bl.total_segments ? '; the page keeps ' + bl.segments.length + ' of ' + bl.total_segments + ' segments' : '') +
+        '. Rows: segments, low address first, widths to scale with the largest; coloured: blocks, as in the timeline; pale: free.';
+    }
+    slider.addEventListener('input', function () { draw(+slider.value); });
+    prev.addEventListener('click', function () { slider.value = String(Math.max(0, +slider.value - 1)); draw(+slider.value); });
+    next.addEventListener('click', function () { slider.value = String(Math.min(n - 1, +slider.value + 1)); draw(+slider.value); });
+    container.memtoolShow = function (col) { slider.value = String(col); draw(col); };
+    draw(peakCol);
+    drawn++;
+  }
+
   // ---- icicle of live memory by call stack -------------------------------
-  function flame(container, root, diff) {
+  function flame(container, root, diff, groupColors) {
     var ROW = 18, MAXROWS = 48;
     var maxDelta = 1;
     // The root's change is the sum of all: scale colours to the frames below it.
@@ -290,6 +506,7 @@
     var tip = tooltip(container);
     function weight(nd) { return diff ? Math.max(nd.v, nd.b || 0) : nd.v; }
     function color(nd) {
+      if (!diff && groupColors && groupColors[nd.n]) { return groupColors[nd.n]; }
       if (!diff) { var h = fnv(nd.n); return 'hsl(' + (h % 360) + ' 65% ' + (68 + (h >> 9) % 3 * 5) + '%)'; }
       var d = nd.v - (nd.b || 0), r = Math.min(1, Math.abs(d) / maxDelta);
       if (d === 0) { return 'hsl(0 0% 84%)'; }
@@ -311,7 +528,7 @@
       var focus = path[path.length - 1];
       var maxDepth = path.length;
       function box(nd, depth, x, w, anc) {
-        var d = htmlEl('div', 'fn' + (anc ? ' anc' : ''), nd.n);
+        var d = htmlEl('div', 'fn' + (anc ? ' anc' : ''), nd.s || nd.n);
         d.style.left = (x * 100) + '%'; d.style.width = (w * 100) + '%';
         d.style.top = (depth * ROW) + 'px'; d.style.background = color(nd);
         d.addEventListener('mousemove', function (ev) { tip.show(describe(nd, root.v), ev); });
@@ -395,25 +612,40 @@
     canvas.width = a.cols; canvas.height = a.rows;
     canvas.style.aspectRatio = a.cols + ' / ' + Math.max(a.rows, a.cols / 4);
     var ctx = canvas.getContext('2d');
-    var dark = window.matchMedia && window.matchMedia('(prefers-color-scheme: dark)').matches;
-    ctx.fillStyle = dark ? '#1e2228' : '#f5f7fa';
-    ctx.fillRect(0, 0, a.cols, a.rows);
     function bandIndex(ch) {
       var c = ch.charCodeAt(0);
       if (c >= 65 && c <= 90) { return c - 65; }
       if (c >= 97 && c <= 122) { return c - 97 + 26; }
       return -1;
     }
-    var painted = 0;
-    for (var r = 0; r < a.rows; r++) {
-      for (var c = 0; c < a.cols; c++) {
-        var b = bandIndex(a.grid.charAt(r * a.cols + c));
-        if (b < 0) { continue; }
-        painted++;
-        ctx.fillStyle = colors[Math.min(b, colors.length - 1)] || '#888';
-        ctx.fillRect(c, r, 1, 1);
-      }
+    // One ImageData for the grid: a fillRect per cell took seconds on big pages.
+    function rgb(hex) {
+      var v = /^#([0-9a-f]{6})$/i.exec(hex || '');
+      var x = v ? parseInt(v[1], 16) : 0x888888;
+      return [(x >> 16) & 255, (x >> 8) & 255, x & 255];
     }
+    var rgbs = colors.map(rgb), grey = rgb('#888888');
+    var scheme = window.matchMedia ? window.matchMedia('(prefers-color-scheme: dark)') : null;
+    var painted = 0;
+    function paint() {
+      ctx.fillStyle = scheme && scheme.matches ? '#1e2228' : '#f5f7fa';
+      ctx.fillRect(0, 0, a.cols, a.rows);
+      var img = ctx.getImageData(0, 0, a.cols, a.rows), px = img.data;
+      painted = 0;
+      for (var r = 0; r < a.rows; r++) {
+        for (var c = 0; c < a.cols; c++) {
+          var b = bandIndex(a.grid.charAt(r * a.cols + c));
+          if (b < 0) { continue; }
+          painted++;
+          var col = rgbs[Math.min(b, rgbs.length - 1)] || grey, o = (r * a.cols + c) * 4;
+          px[o] = col[0]; px[o + 1] = col[1]; px[o + 2] = col[2]; px[o + 3] = 255;
+        }
+      }
+      ctx.putImageData(img, 0, 0);
+    }
+    paint();
+    // The free cells' colour follows the page's scheme when it changes.
+    if (scheme && scheme.addEventListener) { scheme.addEventListener('change', paint); }
     container.appendChild(canvas);
     // For the browser check: a canvas has no DOM to inspect.
     container.setAttribute('data-cells', String(painted));
@@ -485,10 +717,16 @@
   var byDom = {};
   data.memories.forEach(function (m) { byDom[m.dom] = m; });
   each('.timeline[data-mem]', function (e) { timeline(e, byDom[e.getAttribute('data-mem')]); });
-  each('.flame[data-mem]', function (e) { flame(e, byDom[e.getAttribute('data-mem')].flame, false); });
+  each('.flame[data-mem]', function (e) {
+    var m = byDom[e.getAttribute('data-mem')], colors = {};
+    // A frame that is one of the timeline's groups has the group's colour.
+    m.timeline.bands.forEach(function (b) { colors[b.key] = b.color; });
+    flame(e, m.flame, false, colors);
+  });
   each('.flame[data-diff]', function (e) { if (data.diff) { flame(e, data.diff, true); } });
   each('.leakchart[data-mem]', function (e) { leakChart(e, byDom[e.getAttribute('data-mem')]); });
   each('.addr[data-mem]', function (e) { addrView(e, byDom[e.getAttribute('data-mem')]); });
+  each('.state[data-mem]', function (e) { stateView(e, byDom[e.getAttribute('data-mem')]); });
   each('table.sortable', sortable);
   each('input.filter', filterable);
   // Opened as report.html#memtool-selftest (the browser check does), the page
@@ -545,10 +783,59 @@
         check('flame', zoomed && fl.querySelectorAll('.fn.anc').length === 0);
       }
     }
+    // Drill-down: a click on the band under the peak lists its blocks; a
+    // click on the first lists its stack.
+    var tlc = document.querySelector('.timeline.chart');
+    var tm = tlc && byDom[tlc.getAttribute('data-mem')];
+    if (tlc && tm && tm.blocks) {
+      var mark = tlc.querySelector('circle.peak');
+      var t = tm.timeline, pc = t.hi.indexOf(Math.max.apply(null, t.hi));
+      if (mark) {
+        var mr = mark.getBoundingClientRect();
+        var cy = mr.top + mr.height / 2 + 6;
+        mouse(mark.ownerSVGElement, 'mousedown', mr.left + mr.width / 2, cy);
+        mouse(mark.ownerSVGElement, 'mouseup', mr.left + mr.width / 2, cy);
+      }
+      var rows = tlc.querySelectorAll('.drill table.blocks tbody tr');
+      if (rows.length === 0) {
+        // The peak mark sits on a sliver: ask for the biggest band there.
+        var big = 0;
+        t.bands.forEach(function (b, k) { if (b.v[pc] > t.bands[big].v[pc]) { big = k; } });
+        tlc.memtoolShow(pc, big);
+        rows = tlc.querySelectorAll('.drill table.blocks tbody tr');
+      }
+      check('drill', rows.length > 0);
+      if (rows.length) {
+        rows[0].click();
+        var sv = tlc.querySelector('.drill .stackview');
+        check('stack', sv !== null && (sv.querySelectorAll('li').length > 0 || sv.textContent.indexOf('no stack') >= 0));
+      }
+    }
+    var stv = document.querySelector('.state[data-mem]');
+    if (stv) {
+      var slider = stv.querySelector('input[type=range]');
+      slider.value = '0'; slider.dispatchEvent(new Event('input'));
+      slider.value = slider.max; slider.dispatchEvent(new Event('input'));
+      var segs = stv.querySelector('.segments');
+      var blk = stv.querySelector('rect.block');
+      var okState = segs && +segs.getAttribute('data-segments') > 0;
+      if (blk) {
+        blk.dispatchEvent(new MouseEvent('click', { bubbles: true }));
+        okState = okState && stv.querySelector('.stackview') !== null;
+      }
+      check('state', okState);
+    }
     document.documentElement.setAttribute('data-memtool-selftest', results.join(' '));
   }
   if (location.hash === '#memtool-selftest') {
     try { selfTest(); } catch (err) { errors.push('selftest: ' + err.message); }
   }
   setStatus();
+  // For the browser check: when the page's script finished (time since the
+  // navigation started), and when the first frame after it was drawn.
+  var html = document.documentElement;
+  html.setAttribute('data-memtool-ms', String(Math.round(performance.now())));
+  if (window.requestAnimationFrame) {
+    requestAnimationFrame(function () { html.setAttribute('data-memtool-first-frame-ms', String(Math.round(performance.now()))); });
+  }
 })();

@@ -108,10 +108,18 @@ fn tables_show_the_first_groups_of_the_json_and_count_the_rest() {
     ] {
         let json: serde_json::Value =
             serde_json::from_str(&run(&["peak", file, "--format", "json"])).unwrap();
-        let want: Vec<Vec<String>> = json["memories"]
-            .as_array()
-            .unwrap()
+        // Tables list the memories biggest peak first, without those
+        // trivial beside the largest (one row of the peaks table).
+        let memories = json["memories"].as_array().unwrap();
+        let peaks: Vec<(&str, u64)> = memories
             .iter()
+            .map(|m| (m["id"].as_str().unwrap(), m["peak_bytes"].as_u64().unwrap()))
+            .collect();
+        let order = memtool_core::analysis::order_by_peak(&peaks);
+        let want: Vec<Vec<String>> = order
+            .main
+            .iter()
+            .map(|&i| &memories[i])
             .flat_map(|m| m["breakdowns"].as_array().unwrap())
             .map(|b| {
                 let groups = b["groups"].as_array().unwrap();

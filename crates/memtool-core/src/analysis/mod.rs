@@ -247,3 +247,95 @@ pub fn point_step(memory: &Memory, index: usize) -> Option<&str> {
     let program = memory.program.as_ref()?;
     program.step(index.checked_sub(1)?)
 }
+
+/// A memory whose peak is under this share of the largest peak of its
+/// profile, and under [`TRIVIAL_BYTES`], is trivial beside it (an 8 B
+/// `jit_stage` next to a 44 MiB training step, an 8 B CPU allocator next to
+/// a 6 GiB GPU).
+pub const TRIVIAL_SHARE: f64 = 0.01;
+/// See [`TRIVIAL_SHARE`]: a memory of a mebibyte or more is never trivial.
+pub const TRIVIAL_BYTES: u64 = 1 << 20;
+
+/// The order in which memories are listed: biggest peak first, those that
+/// matter (`main`) before the trivial ones, which listings fold into one
+/// line. Indices into the slice given to [`order_by_peak`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PeakOrder {
+    /// Memories worth a section of their own, biggest peak first.
+    pub main: Vec<usize>,
+    /// Memories trivial beside the largest ([`TRIVIAL_SHARE`],
+    /// [`TRIVIAL_BYTES`]), biggest peak first.
+    pub trivial: Vec<usize>,
+}
+
+impl PeakOrder {
+    /// Every index, `main` then `trivial`.
+    pub fn all(&self) -> impl Iterator<Item = usize> + '_ {
+        self.main.iter().chain(&self.trivial).copied()
+    }
+}
+
+/// Orders memories given as `(id, peak bytes)` biggest peak first (ties by
+/// id, then position, so the order is the same on every run) and sets apart
+/// those trivial beside the largest. The one ordering of memories that the
+/// page and the text listings share.
+pub fn order_by_peak(peaks: &[(&str, u64)]) -> PeakOrder {
+    let mut order: Vec<usize> = (0..peaks.len()).collect();
+    order.sort_by(|&a, &b| {
+        peaks[b]
+            .1
+            .cmp(&peaks[a].1)
+            .then_with(|| peaks[a].0.cmp(peaks[b].0))
+            .then(a.cmp(&b))
+    });
+    let largest = order.first().map_or(0, |&i| peaks[i].1);
+    let trivial =
+        |bytes: u64| bytes < TRIVIAL_BYTES && (bytes as f64) < largest as f64 * TRIVIAL_SHARE;
+    let (trivial, main): (Vec<usize>, Vec<usize>) =
+        order.into_iter().partition(|&i| trivial(peaks[i].1));
+    PeakOrder { main, trivial }
+}
+
+/// The note under a listing that folds the memories trivial beside the
+/// largest into one row (`+3 small`): which they are. `None` for fewer than
+/// two (a single one keeps its own row).
+pub fn trivial_note(ids: &[&str]) -> Option<String> {
+    (ids.len() > 1).then(|| {
+        let names: Vec<String> = ids.iter().map(|id| display_id(id)).collect();
+        format!(
+            "+{} small: memories whose peak is under 1% of the largest and under 1 MiB, one row: {}",
+            ids.len(),
+            names.join(", ")
+        )
+    })
+}
+
+#[cfg(test)]
+mod order_tests {
+    use super::*;
+
+    #[test]
+    fn memories_are_ordered_biggest_peak_first_and_tiny_ones_set_apart() {
+        let gib = 1u64 << 30;
+        let order = order_by_peak(&[
+            ("cpu", 8),
+            ("cuda:0", 6 * gib),
+            ("cuda:1", 6 * gib),
+            ("host", 2 << 20),
+            ("pinned", 512 << 10),
+        ]);
+        // 2 MiB is under 1% of 6 GiB but not under 1 MiB: it stays.
+        assert_eq!(order.main, vec![1, 2, 3]);
+        assert_eq!(order.trivial, vec![4, 0]);
+        assert_eq!(order.all().collect::<Vec<_>>(), vec![1, 2, 3, 4, 0]);
+    }
+
+    #[test]
+    fn small_memories_of_a_small_profile_are_not_trivial() {
+        // 8 B beside 12 B is not 1% of it: nothing is folded.
+        let order = order_by_peak(&[("jit_stage(0)", 8), ("jit_seed(2)", 12)]);
+        assert_eq!(order.main, vec![1, 0]);
+        assert!(order.trivial.is_empty());
+        assert_eq!(order_by_peak(&[]), PeakOrder::default());
+    }
+}

@@ -912,7 +912,21 @@ impl Report for PeakReport {
                 "peak_at",
             ],
         );
-        for m in &self.memories {
+        // Biggest peak first; memories trivial beside the largest are one
+        // row, and their breakdowns are left out (unless over a budget).
+        let peaks: Vec<(&str, u64)> = self
+            .memories
+            .iter()
+            .map(|m| (m.header.id.as_str(), m.peak.peak_bytes))
+            .collect();
+        let order = super::order_by_peak(&peaks);
+        let folded: &[usize] = if order.trivial.len() > 1 {
+            &order.trivial
+        } else {
+            &[]
+        };
+        for i in order.all().filter(|i| !folded.contains(i)) {
+            let m = &self.memories[i];
             t.rows.push(vec![
                 display_id(&m.header.id).into(),
                 Cell::Bytes(m.peak.peak_bytes),
@@ -921,12 +935,29 @@ impl Report for PeakReport {
                 m.peak.moment(),
             ]);
         }
+        if let Some(&largest) = folded.first() {
+            t.rows.push(vec![
+                format!("+{} small", folded.len()).into(),
+                Cell::Bytes(self.memories[largest].peak.peak_bytes),
+                Cell::Empty,
+                Cell::Empty,
+                Cell::Empty,
+            ]);
+        }
         tables.push(t);
+        let shown: Vec<&MemoryPeak> = order
+            .all()
+            .filter(|i| {
+                !order.trivial.contains(i)
+                    || self.memories[*i].budget.as_ref().is_some_and(|b| !b.fits)
+            })
+            .map(|i| &self.memories[i])
+            .collect();
         // A memory whose sites name no op, shape or dtype (a memory
         // timeline's categories) has nothing here the breakdowns below do not
         // show.
         let blank = |s: &Option<String>| s.as_deref().is_none_or(str::is_empty);
-        for m in self.memories.iter().filter(|m| {
+        for m in shown.iter().copied().filter(|m| {
             !m.at_peak.is_empty()
                 && !m
                     .at_peak
@@ -969,7 +1000,7 @@ impl Report for PeakReport {
             }
             tables.push(t);
         }
-        for m in &self.memories {
+        for m in shown.iter().copied() {
             if let Some(program) = &m.program {
                 tables.push(self.buffers_table(m, program));
                 if !program.phases.is_empty() {
@@ -1071,6 +1102,17 @@ impl Report for PeakReport {
 
     fn notes(&self) -> Vec<String> {
         let mut notes = Vec::new();
+        let peaks: Vec<(&str, u64)> = self
+            .memories
+            .iter()
+            .map(|m| (m.header.id.as_str(), m.peak.peak_bytes))
+            .collect();
+        let trivial: Vec<&str> = super::order_by_peak(&peaks)
+            .trivial
+            .iter()
+            .map(|&i| peaks[i].0)
+            .collect();
+        notes.extend(super::trivial_note(&trivial));
         if let Some(o) = &self.overall {
             if self.memories.len() > 1 || self.memories.iter().any(|m| m.peak.peak_label != o.label)
             {

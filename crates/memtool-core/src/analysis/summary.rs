@@ -214,7 +214,20 @@ pub fn summarize(profile: &Profile, options: &Options) -> SummaryReport {
 }
 
 impl SummaryReport {
-    fn memories_table(&self) -> Table {
+    /// The memories biggest peak first, those trivial beside the largest
+    /// apart ([`super::order_by_peak`]).
+    fn order(&self) -> super::PeakOrder {
+        let peaks: Vec<(&str, u64)> = self
+            .memories
+            .iter()
+            .map(|m| (m.header.id.as_str(), m.peak.peak_bytes))
+            .collect();
+        super::order_by_peak(&peaks)
+    }
+
+    /// One row per memory, biggest peak first; with `fold`, the memories
+    /// trivial beside the largest are one row (CSV keeps every row).
+    fn memories_table(&self, fold: bool) -> Table {
         let mut t = Table::new(
             "Memories",
             vec![
@@ -227,7 +240,14 @@ impl SummaryReport {
                 "final_buffers",
             ],
         );
-        for m in &self.memories {
+        let order = self.order();
+        let folded = if fold && order.trivial.len() > 1 {
+            order.trivial.as_slice()
+        } else {
+            &[]
+        };
+        for i in order.all().filter(|i| !folded.contains(i)) {
+            let m = &self.memories[i];
             t.rows.push(vec![
                 display_id(&m.header.id).into(),
                 m.header.kind.name().into(),
@@ -236,6 +256,17 @@ impl SummaryReport {
                 m.peak.moment(),
                 Cell::Bytes(m.final_bytes),
                 Cell::Count(m.final_buffers),
+            ]);
+        }
+        if let Some(&largest) = folded.first() {
+            t.rows.push(vec![
+                format!("+{} small", folded.len()).into(),
+                Cell::Empty,
+                Cell::Bytes(self.memories[largest].peak.peak_bytes),
+                Cell::Empty,
+                Cell::Empty,
+                Cell::Empty,
+                Cell::Empty,
             ]);
         }
         t
@@ -298,7 +329,7 @@ impl Report for SummaryReport {
             .iter()
             .flat_map(super::oom::PostMortem::tables)
             .collect();
-        tables.push(self.memories_table());
+        tables.push(self.memories_table(true));
         if let Some(t) = self.programs_table() {
             tables.push(t);
         }
@@ -429,7 +460,8 @@ impl Report for SummaryReport {
             }
             tables.push(t);
         }
-        for m in &self.memories {
+        // Biggest peak first; a trivial memory's stacks say nothing.
+        for m in self.order().main.iter().map(|&i| &self.memories[i]) {
             if m.omitted_stacks == 0
                 && super::group::says_nothing(m.top_stacks.iter().map(|g| &*g.key))
             {
@@ -457,7 +489,7 @@ impl Report for SummaryReport {
     }
 
     fn csv_table(&self) -> Table {
-        self.memories_table()
+        self.memories_table(false)
     }
 
     fn warnings(&self) -> Vec<String> {
@@ -466,6 +498,13 @@ impl Report for SummaryReport {
 
     fn notes(&self) -> Vec<String> {
         let mut notes: Vec<String> = self.oom.iter().map(super::oom::PostMortem::note).collect();
+        let trivial: Vec<&str> = self
+            .order()
+            .trivial
+            .iter()
+            .map(|&i| self.memories[i].header.id.as_str())
+            .collect();
+        notes.extend(super::trivial_note(&trivial));
         if let Some(biggest) = self.memories.iter().max_by_key(|m| m.peak.peak_bytes) {
             if self.memories.len() > 1 {
                 notes.push(format!(

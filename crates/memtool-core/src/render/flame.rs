@@ -25,6 +25,10 @@ pub(super) struct Tree {
 pub(super) struct Node {
     /// Frame label.
     pub n: String,
+    /// The label as drawn, when shorter (`step optimizer.py:78`): shortened
+    /// as the text tables shorten theirs, siblings kept apart.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub s: Option<String>,
     /// Bytes here and below.
     pub v: u64,
     /// Base bytes here and below (differential trees only).
@@ -33,6 +37,9 @@ pub(super) struct Node {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub c: Vec<Node>,
 }
+
+/// Characters of a frame label as drawn; the full label is in the tooltip.
+pub(super) const LABEL_CHARS: usize = 40;
 
 /// Deepest path kept: deeper frames are folded into their ancestor at this
 /// depth (a recursion gone wild must not make the page huge).
@@ -95,10 +102,10 @@ impl Tree {
     pub(super) fn nodes(&self, root_label: &str, differential: bool, min_share: f64) -> Node {
         let biggest = self.bytes[0].max(self.bytes[1]);
         let min_bytes = ((biggest as f64) * min_share).ceil() as u64;
-        self.node(root_label, differential, min_bytes.max(1))
+        self.node(root_label, None, differential, min_bytes.max(1))
     }
 
-    fn node(&self, label: &str, differential: bool, min_bytes: u64) -> Node {
+    fn node(&self, label: &str, short: Option<String>, differential: bool, min_bytes: u64) -> Node {
         let mut kids: Vec<(&String, &Tree)> = self
             .children
             .iter()
@@ -110,13 +117,20 @@ impl Tree {
                 .cmp(&a.1.bytes[1].max(a.1.bytes[0]))
                 .then_with(|| a.0.cmp(b.0))
         });
+        let labels: Vec<&str> = kids.iter().map(|(l, _)| l.as_str()).collect();
+        let shorts = crate::report::fit_column(&labels, LABEL_CHARS);
         Node {
             n: label.to_string(),
+            s: short,
             v: self.bytes[1],
             b: differential.then_some(self.bytes[0]),
             c: kids
                 .into_iter()
-                .map(|(l, t)| t.node(l, differential, min_bytes))
+                .zip(shorts)
+                .map(|((l, t), short)| {
+                    let short = (short != *l).then_some(short);
+                    t.node(l, short, differential, min_bytes)
+                })
                 .collect(),
         }
     }

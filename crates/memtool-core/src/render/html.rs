@@ -11,9 +11,9 @@ use crate::analysis::{diff, display_id, replay, Options, PeakFacts};
 use crate::model::{Axis, Memory, Profile};
 use crate::report::units;
 
-use super::flame::{Node, Tree};
+use super::flame::{self, Node, Tree};
 use super::page::*;
-use super::{addr, at_peak, color, escape, timeline, Inputs, RenderOptions};
+use super::{addr, at_peak, blocks, color, escape, timeline, Inputs, RenderOptions};
 
 /// Call-tree nodes narrower than this share of the root are left out.
 const FLAME_MIN_SHARE: f64 = 0.001;
@@ -48,7 +48,8 @@ fn frag_section(profile: &Profile, memory: &Memory, options: &Options) -> Option
         parts.push(format!(
             "reserved but not in use: at most {} (at {}, of {} reserved)",
             units::bytes(u.max_bytes),
-            u.max_label,
+            relative_time(memory.axis, u.max_at, recording_start(memory))
+                .unwrap_or_else(|| u.max_label.clone()),
             units::bytes(u.max_reserved_bytes)
         ));
     }
@@ -191,24 +192,54 @@ fn profile_view(
     data: &mut Vec<MemoryData>,
 ) -> ProfileView {
     let leaks = leaks::leaks(profile, &options.analysis);
-    let mut memories = Vec::new();
     let mut empty = Vec::new();
+    // The peak the `peak` and `summary` commands report (the allocator's
+    // own figure when it gives one, `--ties`).
+    let mut with_peaks: Vec<(usize, &Memory, PeakFacts)> = Vec::new();
     for (m, memory) in options.analysis.selected(profile).enumerate() {
-        // The peak the `peak` and `summary` commands report (the allocator's
-        // own figure when it gives one, `--ties`).
-        let Some(peak) = PeakFacts::of(memory, options.analysis.ties) else {
-            empty.push(display_id(&memory.id));
-            continue;
-        };
-        let leak = leaks.memories.iter().find(|l| l.header.id == memory.id);
+        match PeakFacts::of(memory, options.analysis.ties) {
+            Some(peak) => with_peaks.push((m, memory, peak)),
+            None => empty.push(display_id(&memory.id)),
+        }
+    }
+    // The page opens on the memory that matters: biggest peak first, the
+    // trivial ones one row each in a table after the others.
+    let peaks: Vec<(&str, u64)> = with_peaks
+        .iter()
+        .map(|(_, memory, facts)| (memory.id.as_str(), facts.peak.bytes))
+        .collect();
+    let order = crate::analysis::order_by_peak(&peaks);
+    let trivial = order
+        .trivial
+        .iter()
+        .map(|&i| {
+            let (_, memory, facts) = &with_peaks[i];
+            TrivialRow {
+                memory: display_id(&memory.id),
+                kind: memory.kind.name().to_string(),
+                peak: bytes_cell(facts.peak.bytes),
+                buffers: count_cell(facts.point().buffers),
+                at: facts.label.clone(),
+            }
+        })
+        .collect();
+    let mut memories = Vec::new();
+    for &i in &order.main {
+        let (m, memory, peak) = &with_peaks[i];
+        let leak = leaks
+            .memories
+            .iter()
+            .find(|l| l.header.id == memory.id)
+            .filter(|_| memory.program.is_none());
         let dom = format!("m{n}-{m}");
-        let (view, memory_data) = memory_view(profile, memory, peak, leak, dom, options);
+        let (view, memory_data) = memory_view(profile, memory, peak.clone(), leak, dom, options);
         memories.push(view);
         data.push(memory_data);
     }
     ProfileView {
         heading,
         memories,
+        trivial,
         empty,
     }
 }
@@ -228,7 +259,8 @@ fn memory_view(
     let by = options
         .group_by
         .unwrap_or_else(|| timeline::default_group_by(names, memory, peak.index));
-    let tl = timeline::timeline(names, memory, by, filter, options.width, options.bands);
+    let mut tl = timeline::timeline(names, memory, by, filter, options.width, options.bands);
+    mark_before_recording(names, memory, by, filter, &mut tl);
     let by_site = group::totals_by_site(memory, &replay::live_at(memory, peak.index));
 
     // Breakdown rows: one per distinct site as shown (op, shape, dtype,
@@ -281,9 +313,33 @@ fn memory_view(
                 category: text(row.category),
                 source: escape::label(&row.user_frame),
                 stack: escape::label(&row.stack),
+                band_short: String::new(),
+                source_short: String::new(),
+                stack_short: String::new(),
             }
         })
         .collect();
+    // Cells as the text tables shorten them, rows kept apart; the full text
+    // is the cell's tooltip.
+    let mut rows = rows;
+    for (column, max) in [(0, flame::LABEL_CHARS), (1, flame::LABEL_CHARS), (2, 90)] {
+        let full: Vec<&str> = rows
+            .iter()
+            .map(|r| match column {
+                0 => r.band.as_str(),
+                1 => r.source.as_str(),
+                _ => r.stack.as_str(),
+            })
+            .collect();
+        let shorts = crate::report::fit_column(&full, max);
+        for (r, short) in rows.iter_mut().zip(shorts) {
+            match column {
+                0 => r.band_short = short,
+                1 => r.source_short = short,
+                _ => r.stack_short = short,
+            }
+        }
+    }
     let rows_omitted = if total_rows > rows.len() {
         format!(
             "{} more rows ({}) not shown",
@@ -307,6 +363,10 @@ fn memory_view(
         timeline::band_of_site(names, site, by, filter, &bands)
     });
 
+    let blocks = blocks::blocks(names, memory, tl.x0, |site| {
+        timeline::band_of_site(names, site, by, filter, &bands)
+    });
+
     let labels: Vec<String> = if replay::uses_instants(memory) {
         tl.top_points
             .iter()
@@ -324,12 +384,22 @@ fn memory_view(
 
     let (leak_verdict, leak_rows, leak_omitted, leak_points, leak_chart) = match leak {
         Some(l) => {
-            let rows = l
+            let keys: Vec<String> = l
                 .findings
                 .iter()
                 .take(LEAK_ROWS)
-                .map(|f| LeakRow {
+                .map(|f| escape::label(&f.key))
+                .collect();
+            let key_refs: Vec<&str> = keys.iter().map(String::as_str).collect();
+            let shorts = crate::report::fit_column(&key_refs, 90);
+            let rows: Vec<LeakRow> = l
+                .findings
+                .iter()
+                .take(LEAK_ROWS)
+                .zip(shorts)
+                .map(|(f, key_short)| LeakRow {
                     key: escape::label(&f.key),
+                    key_short,
                     color: color::group_color(&f.key),
                     growth: f.growth.name().into(),
                     growth_bytes: bytes_cell(f.growth_bytes),
@@ -347,11 +417,15 @@ fn memory_view(
                     .take(LEAK_LINES)
                     .map(|f| timeline::Band {
                         key: escape::label(&f.key),
+                        short: String::new(),
+                        pre: false,
                         color: color::group_color(&f.key),
                         v: f.bytes.clone(),
                     })
                     .collect(),
             };
+            let mut chart = chart;
+            timeline::shorten_keys(&mut chart.lines);
             (
                 escape::label(&l.verdict),
                 rows,
@@ -373,8 +447,15 @@ fn memory_view(
         ),
     };
 
-    let frag = frag_section(profile, memory, &options.analysis);
-    let peak_label = facts.label;
+    // A compiled program's buffer assignment has no allocator to fragment
+    // and runs once: neither section can say anything.
+    let frag = if memory.program.is_some() {
+        None
+    } else {
+        frag_section(profile, memory, &options.analysis)
+    };
+    let start = recording_start(memory);
+    let peak_label = relative_label(memory, peak.at, facts.step).unwrap_or(facts.label);
     let mut facts = vec![
         Fact {
             name: "kind",
@@ -462,12 +543,15 @@ fn memory_view(
         leak_omitted,
         leak_points,
         has_addr: addr.is_some(),
+        has_blocks: blocks.is_some(),
+        has_state: blocks.as_ref().is_some_and(|b| !b.segments.is_empty()),
     };
     let reserved = reserved_series(memory, tl.x0, options.width);
     let steps = step_marks(memory, tl.x0);
     let data = MemoryData {
         dom,
         axis: memory.axis,
+        t0: start.map_or(0, |s| s.wrapping_sub(tl.x0)),
         labels,
         peak: PeakMark {
             x: peak.at.wrapping_sub(tl.x0),
@@ -481,9 +565,92 @@ fn memory_view(
         steps,
         flame,
         addr,
+        blocks,
         leaks: leak_chart,
     };
     (view, data)
+}
+
+/// Flags the bands that are memory allocated before the recording (the
+/// sites `Names::before_recording_site` made, as labelled by `by`).
+fn mark_before_recording(
+    names: &crate::model::Names,
+    memory: &Memory,
+    by: GroupBy,
+    filter: &crate::analysis::FrameFilter,
+    tl: &mut timeline::Timeline,
+) {
+    let mut seen = std::collections::HashSet::new();
+    for id in &memory.live_at_start {
+        let Some(a) = memory.allocations.get(id.index()) else {
+            continue;
+        };
+        if !seen.insert(a.site)
+            || names
+                .before_recording_op(names.site_of(a.site).op)
+                .is_none()
+        {
+            continue;
+        }
+        let key = escape::label(&group::label(names, a.site, by, filter));
+        if let Some(band) = tl.bands.iter_mut().find(|b| b.key == key) {
+            band.pre = true;
+        }
+    }
+}
+
+/// Where the recording starts on the memory's axis: its first event (time
+/// axes only; `None` for memories made of snapshots).
+fn recording_start(memory: &Memory) -> Option<i64> {
+    if replay::uses_instants(memory) {
+        return None;
+    }
+    memory.events.first().map(|e| e.at)
+}
+
+/// `at` on `memory`'s time axis as time since the start of its recording,
+/// with the step when known (`t+175.04 ms (step 2)`); `None` on other axes.
+pub(super) fn relative_label(memory: &Memory, at: i64, step: Option<i64>) -> Option<String> {
+    let t = relative_time(memory.axis, at, recording_start(memory))?;
+    Some(match step {
+        Some(step) => format!("{t} (step {step})"),
+        None => t,
+    })
+}
+
+/// `at` as a person reads it on a time axis: how long after the start of
+/// the recording (`t+25.43 ms`); `None` on other axes, whose labels
+/// (`#45 (fusion.2)`, a snapshot's name) already read well.
+pub(super) fn relative_time(axis: Axis, at: i64, start: Option<i64>) -> Option<String> {
+    let per_second = match axis {
+        Axis::TimePs => 1e12,
+        Axis::TimeUs => 1e6,
+        _ => return None,
+    };
+    let seconds = (at as f64 - start? as f64) / per_second;
+    Some(format!("t+{}", human_seconds(seconds)))
+}
+
+/// A duration in the unit that keeps it between 1 and 1000 (as the page's
+/// axes print them).
+fn human_seconds(seconds: f64) -> String {
+    let a = seconds.abs();
+    let (value, decimals, unit) = if a == 0.0 {
+        return "0 s".to_string();
+    } else if a < 1e-6 {
+        (seconds * 1e9, 2, "ns")
+    } else if a < 1e-3 {
+        (seconds * 1e6, 2, "µs")
+    } else if a < 1.0 {
+        (seconds * 1e3, 2, "ms")
+    } else {
+        (seconds, 3, "s")
+    };
+    let text = format!("{value:.decimals$}");
+    format!(
+        "{} {unit}",
+        text.trim_end_matches('0').trim_end_matches('.')
+    )
 }
 
 fn axis_name(axis: Axis) -> &'static str {

@@ -114,6 +114,9 @@ pub(super) struct LeakChart {
 pub(super) struct MemoryData {
     pub(super) dom: String,
     pub(super) axis: Axis,
+    /// The start of the recording relative to `timeline.x0`: times are
+    /// shown as time since it.
+    pub(super) t0: i64,
     /// Snapshot labels per column, for memories made of snapshots.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub(super) labels: Vec<String>,
@@ -129,6 +132,9 @@ pub(super) struct MemoryData {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) addr: Option<addr::AddressView>,
     pub(super) leaks: LeakChart,
+    /// The blocks the drill-down lists and the allocator-state view draws.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) blocks: Option<super::blocks::Blocks>,
 }
 
 // ---------------------------------------------------------------------------
@@ -173,10 +179,16 @@ pub(super) struct BreakdownRow {
     pub(super) category: String,
     pub(super) source: String,
     pub(super) stack: String,
+    /// `band`, `source` and `stack` as shown (the full text is the tooltip).
+    pub(super) band_short: String,
+    pub(super) source_short: String,
+    pub(super) stack_short: String,
 }
 
 pub(super) struct LeakRow {
     pub(super) key: String,
+    /// `key` as shown, shortened as the text tables shorten it.
+    pub(super) key_short: String,
     pub(super) color: String,
     pub(super) growth: String,
     pub(super) growth_bytes: Num,
@@ -210,11 +222,29 @@ pub(super) struct MemoryView {
     pub(super) leak_omitted: usize,
     pub(super) leak_points: usize,
     pub(super) has_addr: bool,
+    /// The drill-down from a band to its blocks (event streams).
+    pub(super) has_blocks: bool,
+    /// The allocator-state view: blocks with addresses in held ranges.
+    pub(super) has_state: bool,
+}
+
+/// A memory trivial beside the largest of its profile
+/// ([`crate::analysis::order_by_peak`]): a row of one compact table, no
+/// section.
+pub(super) struct TrivialRow {
+    pub(super) memory: String,
+    pub(super) kind: String,
+    pub(super) peak: Num,
+    pub(super) buffers: Num,
+    pub(super) at: String,
 }
 
 pub(super) struct ProfileView {
     pub(super) heading: String,
+    /// Biggest peak first.
     pub(super) memories: Vec<MemoryView>,
+    /// Memories trivial beside the largest, biggest peak first.
+    pub(super) trivial: Vec<TrivialRow>,
     /// Memories with no data at all.
     pub(super) empty: Vec<String>,
 }

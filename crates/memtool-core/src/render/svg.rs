@@ -61,10 +61,14 @@ pub fn svg(inputs: Inputs<'_>, options: &RenderOptions) -> String {
             );
             let label = |col: Option<usize>| {
                 col.and_then(|c| Some((*tl.top_points.get(c)?, tl.x.get(c)?.wrapping_add(tl.x0))))
-                    .map_or(String::new(), |(i, at)| point_label(memory, i, at))
+                    .map_or(String::new(), |(i, at)| {
+                        super::html::relative_label(memory, at, None)
+                            .unwrap_or_else(|| point_label(memory, i, at))
+                    })
             };
             let x_labels = [label(Some(0)), label(tl.x.len().checked_sub(1))];
-            let peak_label = facts.label.clone();
+            let peak_label = super::html::relative_label(memory, peak.at, facts.step)
+                .unwrap_or_else(|| facts.label.clone());
             let title = format!(
                 "{role}{} — peak {} at {peak_label} (stacked by {})",
                 display_id(&memory.id),

@@ -214,6 +214,7 @@ fn frag_sections_show_when_given() {
         memory_count: 1,
         profiles: vec![ProfileView {
             heading: String::new(),
+            trivial: Vec::new(),
             memories: vec![MemoryView {
                 frag: Some(FragSection::from_table(
                     "external fragmentation 12%".into(),
@@ -301,6 +302,8 @@ fn test_memory_view() -> MemoryView {
         leak_omitted: 0,
         leak_points: 0,
         has_addr: false,
+        has_blocks: false,
+        has_state: false,
     }
 }
 
@@ -388,6 +391,14 @@ fn a_million_events_make_a_small_report() {
         .unwrap()
         .len();
     assert!(cols <= RenderOptions::default().width, "{cols} columns");
+    // The drill-down's blocks are capped, and say of how many.
+    let blocks = &data["memories"][0]["blocks"];
+    let listed = blocks["bytes"].as_array().unwrap().len();
+    assert_eq!(listed, super::blocks::MAX_BLOCKS);
+    assert_eq!(
+        blocks["total"].as_u64().unwrap() as usize,
+        profile.memories[0].allocations.len()
+    );
 }
 
 #[test]
@@ -526,7 +537,7 @@ fn the_source_line_is_the_user_frame_whatever_its_name() {
         .replace("&#60;", "<")
         .replace("&lt;", "<");
     assert!(
-        page.contains("<td>f <- g train.py:3</td><td class=\"stack\""),
+        page.contains("<td title=\"f <- g train.py:3\">f <- g train.py:3</td><td class=\"stack\""),
         "{page}"
     );
 }
@@ -656,4 +667,121 @@ fn long_names_and_deep_stacks_make_a_small_report() {
     assert!(page.contains("more bytes cut]"));
     let folded = folded(Inputs::One(&profile), &RenderOptions::default());
     assert!(folded.len() < 1_000_000, "folded is {} bytes", folded.len());
+}
+
+/// The bytes of each band held by the listed blocks live at column `col`,
+/// as the page's drill-down sums them.
+fn listed_at(m: &serde_json::Value, col: usize) -> Vec<u64> {
+    let b = &m["blocks"];
+    let v = |k: &str| -> Vec<i64> { serde_json::from_value(b[k].clone()).unwrap() };
+    let (start, end, bytes, band) = (v("start"), v("end"), v("bytes"), v("band"));
+    let x = m["timeline"]["x"][col].as_i64().unwrap();
+    let bands = m["timeline"]["bands"].as_array().unwrap().len();
+    let mut out = vec![0u64; bands];
+    for k in 0..bytes.len() {
+        if start[k] <= x && x < end[k] {
+            out[band[k] as usize] += bytes[k] as u64;
+        }
+    }
+    out
+}
+
+#[test]
+fn the_drill_down_lists_what_each_band_holds() {
+    let profile = event_profile(30, 20, false);
+    let page = html(Inputs::One(&profile), &RenderOptions::default());
+    let data = embedded_data(&page);
+    let m = &data["memories"][0];
+    let total = m["blocks"]["total"].as_u64().unwrap() as usize;
+    assert_eq!(total, profile.memories[0].allocations.len());
+    assert_eq!(m["blocks"]["bytes"].as_array().unwrap().len(), total);
+    // Every block is listed, so at every column each band's listed blocks
+    // add up to what the timeline draws for it (the timeline sums sites,
+    // the drill-down lifetimes: two ways to the same figure).
+    let cols = m["timeline"]["x"].as_array().unwrap().len();
+    for col in [0, cols / 3, cols / 2, cols - 1] {
+        let drawn: Vec<u64> = m["timeline"]["bands"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|b| b["v"][col].as_u64().unwrap())
+            .collect();
+        assert_eq!(listed_at(m, col), drawn, "column {col}");
+    }
+    // Each block's stack is kept, leaf first, with the frames' labels.
+    let site = m["blocks"]["site"][0].as_i64().unwrap() as usize;
+    let leaf = m["blocks"]["sites"][site]["stack"][0].as_u64().unwrap() as usize;
+    assert!(m["blocks"]["frames"][leaf][0]
+        .as_str()
+        .unwrap()
+        .starts_with("layer"));
+    // The range the allocator holds is one segment, held throughout.
+    assert_eq!(m["blocks"]["segments"].as_array().unwrap().len(), 1);
+    assert_eq!(m["blocks"]["segments"][0][1], 1u64 << 30);
+    assert!(page.contains("<h3>Allocator state</h3>"));
+}
+
+#[test]
+fn memories_open_biggest_first_and_trivial_ones_are_one_table() {
+    let mut profile = event_profile(5, 8, false);
+    let mut tiny = Memory::new("jit_stage(0)", MemoryKind::ProgramSpace, Axis::ProgramOrder);
+    let site = profile.memories[0].allocations[0].site;
+    let id = tiny.push_allocation(Allocation {
+        bytes: 8,
+        requested: 8,
+        count: 1,
+        address: None,
+        site,
+    });
+    tiny.live_at_start.push(id);
+    // Profile order puts the 8 B memory first; the page does not.
+    profile.memories.insert(0, tiny);
+    let page = html(Inputs::One(&profile), &RenderOptions::default());
+    assert!(
+        !page.contains("id=\"m0-0\""),
+        "the trivial memory has no section"
+    );
+    assert!(page.contains("<section class=\"memory\" id=\"m0-1\">"));
+    let table = &page[page.find("<details class=\"trivial\">").unwrap()..];
+    assert!(
+        table.starts_with("<details class=\"trivial\"><summary>1 more memory too small to matter")
+    );
+    assert!(table.contains(
+        "<td>jit_stage(0)</td><td>program_space</td><td class=\"num\" data-v=\"8\">8 B</td>"
+    ));
+    let data = embedded_data(&page);
+    assert_eq!(data["memories"].as_array().unwrap().len(), 1);
+    assert_eq!(data["memories"][0]["dom"], "m0-1");
+}
+
+#[test]
+fn times_read_from_the_start_of_the_recording() {
+    use super::html::relative_time;
+    assert_eq!(
+        relative_time(Axis::TimeUs, 1_025_430, Some(1_000_000)).as_deref(),
+        Some("t+25.43 ms")
+    );
+    assert_eq!(
+        relative_time(Axis::TimePs, 500_000_000_000, Some(0)).as_deref(),
+        Some("t+500 ms")
+    );
+    assert_eq!(
+        relative_time(Axis::TimeUs, 3_250_000, Some(0)).as_deref(),
+        Some("t+3.25 s")
+    );
+    assert_eq!(
+        relative_time(Axis::TimeUs, 7, Some(7)).as_deref(),
+        Some("t+0 s")
+    );
+    assert_eq!(relative_time(Axis::ProgramOrder, 45, Some(0)), None);
+    // The page's header says it that way.
+    let profile = event_profile(3, 4, false);
+    let page = html(Inputs::One(&profile), &RenderOptions::default());
+    let peak = replay::peak(&profile.memories[0]).unwrap();
+    let start = profile.memories[0].events[0].at;
+    let expected = relative_time(Axis::TimePs, peak.at, Some(start)).unwrap();
+    assert!(
+        page.contains(&format!("<dt>peak at</dt><dd>{expected}")),
+        "{expected}"
+    );
 }

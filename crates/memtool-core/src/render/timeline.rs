@@ -20,6 +20,14 @@ pub(super) const OTHER_LABEL: &str = "other";
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub(super) struct Band {
     pub key: String,
+    /// The key as shown in legends and tables (`step optimizer.py:78`),
+    /// when shorter; the key itself is in the tooltip.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub short: String,
+    /// Memory allocated before the recording: drawn at the bottom, and the
+    /// page can hide it and start its axis at what it leaves.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub pre: bool,
     pub color: String,
     /// Bytes at each column's highest point.
     pub v: Vec<u64>,
@@ -254,11 +262,15 @@ pub(super) fn timeline(
             };
             Band {
                 key,
+                short: String::new(),
+                pre: false,
                 color,
                 v: cols.iter().map(|c| value(c, band)).collect(),
             }
         })
         .collect();
+    let mut bands = bands;
+    shorten_keys(&mut bands);
     Timeline {
         x: cols.iter().map(|c| c.top_at.wrapping_sub(x0)).collect(),
         lo: cols.iter().map(|c| c.lo).collect(),
@@ -271,6 +283,20 @@ pub(super) fn timeline(
 }
 
 /// The band a site falls into: its index in `bands`, `other` for the rest.
+/// Sets each band's `short` label (where it is shorter than its key) as the
+/// text tables shorten labels, no two bands shown alike.
+pub(super) fn shorten_keys(bands: &mut [Band]) {
+    let keys: Vec<&str> = bands.iter().map(|b| b.key.as_str()).collect();
+    let shorts = crate::report::fit_column(&keys, super::flame::LABEL_CHARS);
+    for (band, short) in bands.iter_mut().zip(shorts) {
+        band.short = if short == band.key {
+            String::new()
+        } else {
+            short
+        };
+    }
+}
+
 pub(super) fn band_of_site(
     names: &Names,
     site: SiteId,

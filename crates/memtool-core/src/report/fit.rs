@@ -346,7 +346,7 @@ fn distinguish(texts: &[&str], max: usize) -> Vec<String> {
 /// labels shown alike. Where labels can be told apart in no way that fits,
 /// they are shown by the components where they differ, else whole: a wider
 /// table beats rows that cannot be told apart.
-pub(super) fn fit_column(texts: &[&str], max: usize) -> Vec<String> {
+pub(crate) fn fit_column(texts: &[&str], max: usize) -> Vec<String> {
     let mut shown: Vec<String> = texts.iter().map(|t| shorten(t, max)).collect();
     // Each group of clashing rows is told apart on its own first; what that
     // makes clash with other groups is then told apart all together, so the

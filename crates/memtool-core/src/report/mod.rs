@@ -16,6 +16,7 @@ pub mod units;
 use std::io::{self, Write};
 
 pub use self::csv::CsvExporter;
+pub(crate) use fit::fit_column;
 pub use fit::shorten;
 pub use json::JsonExporter;
 pub use markdown::MarkdownExporter;
