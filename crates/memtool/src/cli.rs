@@ -48,6 +48,9 @@ pub enum GroupKeyArg {
     Op,
     Dtype,
     Category,
+    /// The training phase an allocation was made in (forward, backward,
+    /// optimizer...).
+    Phase,
 }
 
 impl From<GroupKeyArg> for GroupBy {
@@ -59,6 +62,7 @@ impl From<GroupKeyArg> for GroupBy {
             GroupKeyArg::Op => GroupBy::Op,
             GroupKeyArg::Dtype => GroupBy::Dtype,
             GroupKeyArg::Category => GroupBy::Category,
+            GroupKeyArg::Phase => GroupBy::Phase,
         }
     }
 }
