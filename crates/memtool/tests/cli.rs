@@ -408,7 +408,15 @@ fn diff_takes_exactly_two_profiles() {
 fn group_keys_are_one_vocabulary_for_diff_and_render() {
     let one = fixture("leak1.prof");
     let two = fixture("leak2.prof");
-    for key in ["stack", "user-frame", "shape", "op", "dtype", "category", "phase"] {
+    for key in [
+        "stack",
+        "user-frame",
+        "shape",
+        "op",
+        "dtype",
+        "category",
+        "phase",
+    ] {
         let v = json(&["diff", &one, &two, "--by", key]);
         assert_eq!(v["schema"], "memtool/diff/v1", "{key}");
         let v = json(&["peak", &two, "--by", key]);
