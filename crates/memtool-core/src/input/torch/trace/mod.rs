@@ -143,6 +143,8 @@ struct TraceState {
     python_names: Vec<Box<str>>,
     python_name_ids: HashMap<Box<str>, u32>,
     ranges: Vec<RangeRecord>,
+    /// `enumerate(DataLoader)#…` spans: loading data, no phase of a step.
+    data_loading: Vec<(f64, f64)>,
     /// `ProfilerStep#N` spans: (N, start µs, end µs).
     steps: Vec<Step>,
     device_properties: Vec<DeviceProperty>,
@@ -227,6 +229,9 @@ impl TraceState {
             return Ok(());
         };
         let end = start + dur.max(0.0);
+        if name.starts_with("enumerate(DataLoader)") {
+            self.data_loading.push((start, end));
+        }
         let range = if cat == "python_function" {
             let id = match self.python_name_ids.get(name) {
                 Some(&id) => id,
@@ -314,6 +319,7 @@ pub(crate) fn read(
         python_names,
         python_name_ids,
         mut ranges,
+        mut data_loading,
         mut steps,
         device_properties,
         unreadable_memory,
@@ -378,6 +384,8 @@ pub(crate) fn read(
     });
     attribute_stacks(profile, &mut memory, &ranges, &python_names);
     drop(ranges);
+    data_loading.sort_by(|a, b| a.0.total_cmp(&b.0));
+    infer_forward(&mut memory, &steps, &data_loading);
 
     // Record indices grouped by device in key order, in time order within
     // each (the sort is stable).
@@ -571,6 +579,40 @@ fn attribute_stacks(
                 o.stack = Some(stack);
             }
             m.stack = stack;
+        }
+    }
+}
+
+/// In a trace without Python stacks, nothing names the forward pass: what a
+/// step allocates with no stack and no phase before its loss or backward
+/// pass, after its last optimizer step or `zero_grad` before them, and
+/// outside data loading, is the forward pass. `memory` is in time order,
+/// `steps` and `data_loading` by start.
+fn infer_forward(memory: &mut [MemoryRecord], steps: &[Step], data_loading: &[(f64, f64)]) {
+    let mut loading = data_loading.iter().peekable();
+    for step in steps {
+        let (start, end) = (step.start as f64, step.end as f64);
+        let first = memory.partition_point(|m| m.ts < start);
+        let last = memory.partition_point(|m| m.ts <= end).max(first);
+        let events = &mut memory[first..last];
+        let Some(after_forward) = events
+            .iter()
+            .position(|m| matches!(m.phase, Some(Phase::Loss | Phase::Backward)))
+        else {
+            continue;
+        };
+        let from = events[..after_forward]
+            .iter()
+            .rposition(|m| matches!(m.phase, Some(Phase::Optimizer | Phase::ZeroGrad)))
+            .map_or(0, |i| i + 1);
+        for m in &mut events[from..after_forward] {
+            while loading.peek().is_some_and(|&&(_, end)| end < m.ts) {
+                loading.next();
+            }
+            let in_loading = loading.peek().is_some_and(|&&(start, _)| start <= m.ts);
+            if m.phase.is_none() && m.stack.0 == 0 && !in_loading {
+                m.phase = Some(Phase::Forward);
+            }
         }
     }
 }
