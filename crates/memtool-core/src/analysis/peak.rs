@@ -24,13 +24,13 @@ pub const UNEXPLAINED_OP: &str = "<in use by the allocator's count, not in any r
 
 /// Breakdowns shown for every memory, in this order.
 const BREAKDOWNS: [GroupBy; 7] = [
-    GroupBy::Phase,
     GroupBy::Stack,
     GroupBy::UserFrame,
     GroupBy::Shape,
     GroupBy::Op,
     GroupBy::Dtype,
     GroupBy::Category,
+    GroupBy::Phase,
 ];
 
 /// What `peak` reports: per memory, the peak and what was live there.
