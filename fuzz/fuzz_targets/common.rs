@@ -55,6 +55,7 @@ pub fn analyses(data: &[u8]) {
             &PeakSettings {
                 budget: Some(1 << 20),
                 xprof_compat: true,
+                by: Some(memtool_core::analysis::GroupBy::Phase),
             },
         )),
         Box::new(leaks::leaks(&profile, &o)),
@@ -90,7 +91,7 @@ pub fn analyses(data: &[u8]) {
             OutputFormat::Md,
         ] {
             let mut out = Vec::new();
-            exporter(format, Presentation { top: 10 })
+            exporter(format, Presentation { top: 10, width: None })
                 .export(report.as_ref(), &mut out)
                 .expect("writing to memory");
         }

@@ -259,6 +259,17 @@
           lastLabel = x;
         }
       });
+      // Training phases: a strip along the top, named where there is room.
+      (m.phases || []).forEach(function (ph) {
+        if (ph.end < d0 || ph.start > d1) { return; }
+        var a = sx(Math.max(ph.start, d0)), b = Math.max(a + 1, sx(Math.min(ph.end, d1)));
+        var r = svgEl('rect', { x: a, y: T - 6, width: b - a, height: 5, fill: ph.color, 'class': 'phase' });
+        r.appendChild(svgEl('title', {}, ph.phase));
+        svg.appendChild(r);
+        if (b - a > 8 * ph.phase.length) {
+          svg.appendChild(svgEl('text', { x: a, y: T - 8, 'class': 'phaselabel' }, ph.phase));
+        }
+      });
       var px = n === 1 ? sx(t.x[0]) : sx(m.peak.x);
       if (px >= L && px <= W - R && m.peak.bytes <= yHi) {
         g.appendChild(svgEl('line', { x1: px, x2: px, y1: sy(m.peak.bytes), y2: H - B, 'class': 'peak' }));

@@ -58,6 +58,9 @@ pub enum GroupKeyArg {
     Op,
     Dtype,
     Category,
+    /// The training phase an allocation was made in (forward, backward,
+    /// optimizer...).
+    Phase,
 }
 
 impl From<GroupKeyArg> for GroupBy {
@@ -69,6 +72,7 @@ impl From<GroupKeyArg> for GroupBy {
             GroupKeyArg::Op => GroupBy::Op,
             GroupKeyArg::Dtype => GroupBy::Dtype,
             GroupKeyArg::Category => GroupBy::Category,
+            GroupKeyArg::Phase => GroupBy::Phase,
         }
     }
 }

@@ -408,9 +408,19 @@ fn diff_takes_exactly_two_profiles() {
 fn group_keys_are_one_vocabulary_for_diff_and_render() {
     let one = fixture("leak1.prof");
     let two = fixture("leak2.prof");
-    for key in ["stack", "user-frame", "shape", "op", "dtype", "category"] {
+    for key in [
+        "stack",
+        "user-frame",
+        "shape",
+        "op",
+        "dtype",
+        "category",
+        "phase",
+    ] {
         let v = json(&["diff", &one, &two, "--by", key]);
         assert_eq!(v["schema"], "memtool/diff/v1", "{key}");
+        let v = json(&["peak", &two, "--by", key]);
+        assert_eq!(v["schema"], "memtool/peak/v1", "{key}");
         memtool()
             .args(["render", &one, "--format", "svg", "--group-by", key])
             .assert()
@@ -418,13 +428,14 @@ fn group_keys_are_one_vocabulary_for_diff_and_render() {
     }
     for cmd in [
         vec!["diff", &one, &two, "--by"],
+        vec!["peak", &one, "--by"],
         vec!["render", &one, "--group-by"],
     ] {
         let mut args = cmd.clone();
         args.push("frame");
         let e = fails(&args, 2);
         assert!(
-            e.contains("[possible values: stack, user-frame, shape, op, dtype, category]"),
+            e.contains("[possible values: stack, user-frame, shape, op, dtype, category, phase]"),
             "{e}"
         );
     }

@@ -134,9 +134,17 @@ fn tables_show_the_first_groups_of_the_json_and_count_the_rest() {
         for top in 0..=largest + 1 {
             let md = run(&["peak", file, "--format", "md", "--top", &top.to_string()]);
             let got = breakdown_tables(&md, |t| {
-                ["stack", "user frame", "shape", "op", "dtype", "category"]
-                    .iter()
-                    .any(|by| t.starts_with(&format!("Live at peak by {by} — ")))
+                [
+                    "phase",
+                    "stack",
+                    "user frame",
+                    "shape",
+                    "op",
+                    "dtype",
+                    "category",
+                ]
+                .iter()
+                .any(|by| t.starts_with(&format!("Live at peak by {by} — ")))
             });
             // A breakdown whose only group is `<no stack>` or `<none>` says
             // nothing and is left out, once the table would show that group.

@@ -616,3 +616,102 @@ fn hostile_json_is_an_error_not_a_panic() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// What was live at the peak by training phase, on every shared snapshot and
+/// the trace of the CPU transformer run, against an independent reading in
+/// Python (`scripts/torch_phases_reference.py`, its output in
+/// `tests/torch/phases_shared.json`): the rows are those bytes and add up to
+/// the peak; each memory's phases come in the order the reference finds its
+/// allocations' phases; and the trace's stacks are its `python_function`
+/// spans, leaf for leaf.
+#[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
+fn phases_and_python_stacks_match_an_independent_reading() {
+    let reference = read_json(&common::repo_fixture("torch/phases_shared.json"));
+    let reference = reference.as_object().unwrap();
+    assert_eq!(reference.len(), SNAPSHOTS.len() + 1);
+    for (name, memories) in reference {
+        let path = common::shared_fixture(&format!("torch/{name}"));
+        let path = path.to_str().unwrap();
+        let peak = common::json(&["peak", path, "--by", "phase"]);
+        let summary = common::json(&["summary", path]);
+        for (id, want) in memories.as_object().unwrap() {
+            let memory = |doc: &Value| {
+                doc["memories"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    // Snapshot devices by number (`cuda:0`, `device:0`).
+                    .find(|m| {
+                        let m = m["id"].as_str().unwrap();
+                        m == id
+                            || m.strip_suffix(id.as_str())
+                                .is_some_and(|d| d.ends_with(':'))
+                    })
+                    .cloned()
+                    .unwrap_or_else(|| panic!("{name}: no memory {id}"))
+            };
+            let m = memory(&peak);
+            assert_eq!(m["peak_bytes"], want["peak_bytes"], "{name} {id}");
+            let breakdowns = m["breakdowns"].as_array().unwrap();
+            assert_eq!(
+                breakdowns.len(),
+                1,
+                "{name}: --by phase is the one breakdown"
+            );
+            assert_eq!(breakdowns[0]["by"], "phase");
+            let rows: serde_json::Map<String, Value> = breakdowns[0]["groups"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|g| (g["key"].as_str().unwrap().to_string(), g["bytes"].clone()))
+                .collect();
+            assert_eq!(
+                &Value::Object(rows.clone()),
+                &want["by_phase"],
+                "{name} {id}"
+            );
+            let sum: u64 = rows.values().map(|v| v.as_u64().unwrap()).sum();
+            assert_eq!(
+                Some(sum),
+                m["peak_bytes"].as_u64(),
+                "{name} {id}: rows add up"
+            );
+            let summary = memory(&summary);
+            let runs: Vec<&Value> = summary["phases"]
+                .as_array()
+                .map(|spans| spans.iter().map(|s| &s["phase"]).collect())
+                .unwrap_or_default();
+            let want_runs: Vec<&Value> = want["phase_runs"].as_array().unwrap().iter().collect();
+            assert_eq!(runs, want_runs, "{name} {id}: phases in order");
+            if let Some(leaves) = want.get("by_leaf_frame") {
+                let stacks = common::json(&["peak", path, "--by", "stack", "--all-frames"]);
+                let mut by_leaf = serde_json::Map::new();
+                for g in memory(&stacks)["breakdowns"][0]["groups"]
+                    .as_array()
+                    .unwrap()
+                {
+                    let leaf = g["key"].as_str().unwrap().split(" <- ").next().unwrap();
+                    let bytes = by_leaf.entry(leaf).or_insert(Value::from(0u64));
+                    *bytes = Value::from(bytes.as_u64().unwrap() + g["bytes"].as_u64().unwrap());
+                }
+                assert!(!by_leaf.contains_key("<no stack>"), "{name}: {by_leaf:?}");
+                assert_eq!(&Value::Object(by_leaf), leaves, "{name} {id}: leaf frames");
+            }
+        }
+    }
+    // The run the fixtures were made from: the peak is in the first step's
+    // backward pass, with the forward pass's activations and the loss live;
+    // every step has its optimizer phase.
+    let reference = &reference["torch_cpu_transformer.pt.trace.json.gz"]["cpu"];
+    for phase in ["forward", "loss", "backward"] {
+        assert!(reference["by_phase"].get(phase).is_some(), "{phase}");
+    }
+    let optimizer_phases = reference["phase_runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| *p == "optimizer")
+        .count();
+    assert_eq!(optimizer_phases, 3);
+}

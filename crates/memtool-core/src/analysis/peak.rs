@@ -26,13 +26,14 @@ pub const UNEXPLAINED_OP: &str = "<in use by the allocator's count, not in any r
 pub const NO_OP: &str = "<no op>";
 
 /// Breakdowns shown for every memory, in this order.
-const BREAKDOWNS: [GroupBy; 6] = [
+const BREAKDOWNS: [GroupBy; 7] = [
     GroupBy::Stack,
     GroupBy::UserFrame,
     GroupBy::Shape,
     GroupBy::Op,
     GroupBy::Dtype,
     GroupBy::Category,
+    GroupBy::Phase,
 ];
 
 /// What `peak` reports: per memory, the peak and what was live there.
@@ -51,6 +52,10 @@ pub struct PeakReport {
     /// With `--budget`: the gate's result over every memory's peak.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gate: Option<GateResult>,
+    /// `--by`: the tables show the one breakdown asked for, not the rows by
+    /// op, shape, dtype and region or a program's buffers.
+    #[serde(skip)]
+    pub only: Option<GroupBy>,
 }
 
 /// The peak of all memories together, for profiles of several devices.
@@ -118,8 +123,9 @@ pub struct ProgramPeak {
     /// in XProf's order, buffers under 16 KiB in one last row).
     pub buffers_at_peak: Vec<BufferAtPeak>,
     /// Bytes at the peak per training phase (`forward`, `backward`,
-    /// `update`; `<none>` for buffers without one), largest first; empty
-    /// when the program computes no gradients.
+    /// `optimizer`; `<none>` for buffers without one), largest first; empty
+    /// when the program computes no gradients. The phase breakdown's
+    /// groups.
     pub phases: Vec<Group>,
 }
 
@@ -140,7 +146,7 @@ pub struct BufferAtPeak {
     pub op_name: Option<String>,
     /// Parameter, Output, Thread-local, Constant or Temporary.
     pub category: Option<String>,
-    /// forward, backward or update, when the op name tells.
+    /// forward, backward or optimizer, when the op name tells.
     pub phase: Option<String>,
     /// The innermost source line, `file:line`.
     pub source: Option<String>,
@@ -288,6 +294,9 @@ pub struct PeakSettings {
     /// List a program's buffers at the peak the way XProf's Memory Viewer
     /// does: in allocation order, buffers under 16 KiB summed into one row.
     pub xprof_compat: bool,
+    /// Only this breakdown of the live set (`--by`); `None`: every one the
+    /// profile has data for.
+    pub by: Option<GroupBy>,
 }
 
 /// XProf's Memory Viewer sums buffers under this size into one row.
@@ -367,9 +376,17 @@ pub fn peak_with(profile: &Profile, options: &Options, settings: &PeakSettings) 
             .instants
             .is_empty()
             .then(|| replay::allocated_at(memory, p.index));
-        let breakdowns = BREAKDOWNS
+        let chosen: &[GroupBy] = match &settings.by {
+            Some(by) => std::slice::from_ref(by),
+            None => &BREAKDOWNS,
+        };
+        let breakdowns = chosen
             .iter()
-            .filter(|&&by| group::has_values(&profile.names, &by_site, by) || by == GroupBy::Stack)
+            .filter(|&&by| {
+                settings.by.is_some()
+                    || group::has_values(&profile.names, &by_site, by)
+                    || by == GroupBy::Stack
+            })
             .map(|&by| {
                 let top = grouper.top_groups(&by_site, by, options.keep_groups);
                 let oldest = made_at.as_ref().map(|made_at| {
@@ -423,6 +440,7 @@ pub fn peak_with(profile: &Profile, options: &Options, settings: &PeakSettings) 
         provenance: Provenance::of(profile),
         overall: overall(profile, options),
         gate: budget.map(|b| budget_gate(&memories, b)),
+        only: settings.by,
         memories,
     }
 }
@@ -641,7 +659,7 @@ pub(crate) fn program_peak(
                 unpadded_bytes,
                 op_name: text(site.op),
                 category: text(site.category),
-                phase: text(buffer.and_then(|b| b.phase)),
+                phase: site.phase.map(|p| p.name().to_string()),
                 source: names.leaf(site.stack).map(|f| {
                     let frame = names.frame_of(f);
                     format!("{}:{}", names.str(frame.file), frame.line)
@@ -649,32 +667,19 @@ pub(crate) fn program_peak(
             }
         })
         .collect();
-    let mut phases: Vec<Group> = Vec::new();
-    if live
-        .iter()
-        .any(|&id| program.buffer(id).is_some_and(|b| b.phase.is_some()))
-    {
-        for &id in live {
-            let a = memory.allocation(id);
-            let key = program
-                .buffer(id)
-                .and_then(|b| b.phase)
-                .map_or(group::NONE_LABEL, |p| names.str(p));
-            let totals = group::Totals {
-                bytes: a.bytes,
-                requested_bytes: a.requested,
-                count: a.count,
-            };
-            match phases.iter_mut().find(|g| &*g.key == key) {
-                Some(g) => g.totals.add(totals),
-                None => phases.push(Group {
-                    key: key.into(),
-                    totals,
-                }),
-            }
-        }
-        group::sort_groups(&mut phases);
-    }
+    // The same groups as the phase breakdown, kept where programs always
+    // gave them.
+    let by_site = group::totals_by_site(memory, live);
+    let phases = if group::has_values(names, &by_site, GroupBy::Phase) {
+        group::breakdown(
+            names,
+            &by_site,
+            GroupBy::Phase,
+            &super::FrameFilter::default(),
+        )
+    } else {
+        Vec::new()
+    };
     if small > 0 {
         buffers_at_peak.push(BufferAtPeak {
             instruction: format!("small (<{XPROF_SMALL_BUFFER_BYTES} bytes)"),
@@ -958,7 +963,8 @@ impl Report for PeakReport {
         // show.
         let blank = |s: &Option<String>| s.as_deref().is_none_or(str::is_empty);
         for m in shown.iter().copied().filter(|m| {
-            !m.at_peak.is_empty()
+            self.only.is_none()
+                && !m.at_peak.is_empty()
                 && !m
                     .at_peak
                     .iter()
@@ -1001,22 +1007,8 @@ impl Report for PeakReport {
             tables.push(t);
         }
         for m in shown.iter().copied() {
-            if let Some(program) = &m.program {
+            if let Some(program) = m.program.as_ref().filter(|_| self.only.is_none()) {
                 tables.push(self.buffers_table(m, program));
-                if !program.phases.is_empty() {
-                    let mut t = Table::new(
-                        format!("Live at peak by phase — {}", display_id(&m.header.id)),
-                        vec!["phase", "bytes", "buffers"],
-                    );
-                    for g in &program.phases {
-                        t.rows.push(vec![
-                            (&*g.key).into(),
-                            Cell::Bytes(g.totals.bytes),
-                            Cell::Count(g.totals.count),
-                        ]);
-                    }
-                    tables.push(t);
-                }
             }
             for b in &m.breakdowns {
                 if b.omitted == 0 && group::says_nothing(b.groups.iter().map(|g| &*g.group.key)) {

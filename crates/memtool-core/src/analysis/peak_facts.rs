@@ -4,7 +4,7 @@
 use serde::Serialize;
 
 use super::{point_label, replay, AllocatorState, MemoryHeader};
-use crate::model::{Axis, Memory};
+use crate::model::{Axis, Memory, Phase};
 
 /// Where a memory's peak is and how high, as every output states it.
 #[derive(Clone, Debug)]
@@ -25,6 +25,8 @@ pub struct PeakFacts {
     pub time_ps: Option<i64>,
     /// The step the peak falls in, when the profile marks steps.
     pub step: Option<i64>,
+    /// The training phase the peak falls in, when the profile tells.
+    pub phase: Option<Phase>,
 }
 
 /// The figures every report's JSON gives for a memory's peak, in this order
@@ -41,6 +43,10 @@ pub struct PeakFigures {
     pub peak_at: i64,
     /// The position as a person reads it.
     pub peak_label: String,
+    /// The training phase the peak falls in (`forward`, `backward`,
+    /// `optimizer`...), when the profile tells.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peak_phase: Option<Phase>,
 }
 
 impl PeakFigures {
@@ -70,6 +76,10 @@ impl PeakFacts {
             label: point_label(memory, point.index, point.at),
             time_ps: (memory.axis == Axis::TimePs).then_some(point.at),
             step: memory.step_at(point.at).map(|s| s.id),
+            // Point 0 is before the first event: no phase yet.
+            phase: (point.index > 0)
+                .then(|| memory.phase_at(point.at))
+                .flatten(),
         })
     }
 
@@ -86,6 +96,7 @@ impl PeakFacts {
             buffers: self.peak.point.buffers,
             peak_at: self.peak.point.at,
             peak_label: self.label.clone(),
+            peak_phase: self.phase,
         }
     }
 }

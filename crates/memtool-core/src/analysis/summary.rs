@@ -5,7 +5,7 @@ use std::io::Write;
 
 use serde::Serialize;
 
-use crate::model::Profile;
+use crate::model::{PhaseSpan, Profile};
 use crate::report::{Cell, Report, Table};
 
 use super::group::{self, Group, GroupBy};
@@ -72,6 +72,11 @@ pub struct MemorySummary {
     /// One row per step, for memories whose profile marks steps.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub steps: Vec<StepStats>,
+    /// The training phases on the memory's axis, in order (each run of
+    /// allocations made in one phase), for memories whose allocations name
+    /// them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub phases: Vec<PhaseSpan>,
     /// Events per kind as the file records them (PyTorch trace actions).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub events_by_action: BTreeMap<String, u64>,
@@ -176,6 +181,7 @@ pub fn summarize(profile: &Profile, options: &Options) -> SummaryReport {
             live_bytes_at_end: counts.map(|_| end_in_use),
             live_allocations_at_end: counts.map(|_| last.buffers),
             steps: steps::per_step(memory),
+            phases: memory.phases.clone(),
             events_by_action: memory.recorded_events.clone(),
             reserved_bytes: layout.as_ref().map(|l| l.reserved_bytes).or_else(|| {
                 memory

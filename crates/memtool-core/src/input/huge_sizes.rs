@@ -42,6 +42,7 @@ pub(crate) fn every_output(profile: &Profile) {
             &PeakSettings {
                 budget: Some(1),
                 xprof_compat: true,
+                ..Default::default()
             },
         )),
         Box::new(leaks::leaks(profile, &options)),

@@ -80,6 +80,12 @@ pub fn load(sources: Vec<Source>, options: &LoadOptions) -> Result<Profile> {
         profile
     };
     ensure_memories(&profile)?;
+    let Profile {
+        names, memories, ..
+    } = &mut profile;
+    for memory in memories {
+        memory.find_phases(names);
+    }
     warn_of_impossible_sizes(&mut profile);
     warn_of_inconsistent_figures(&mut profile);
     Ok(profile)

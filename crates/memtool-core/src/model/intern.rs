@@ -71,6 +71,8 @@ pub struct Site {
     pub dtype: Option<StrId>,
     /// Region or category (`output`, `temp`, `parameter`, `autograd_detail`...).
     pub category: Option<StrId>,
+    /// The training phase it was made in, when the profile tells.
+    pub phase: Option<super::Phase>,
 }
 
 /// Memory allocated before the recording began, which every format can
@@ -87,7 +89,7 @@ pub enum BeforeRecording {
 impl BeforeRecording {
     /// Its name in every output: the op of its sites and the root frame of
     /// their stacks.
-    pub fn name(self) -> &'static str {
+    pub const fn name(self) -> &'static str {
         match self {
             BeforeRecording::StillLive => "<before recording: still live>",
             BeforeRecording::Freed => "<before recording: freed>",
@@ -306,6 +308,7 @@ impl Names {
             shape,
             dtype,
             category,
+            phase: None,
         })
     }
 
@@ -496,6 +499,7 @@ impl Names {
                     shape: site.shape.map(rename),
                     dtype: site.dtype.map(rename),
                     category: site.category.map(rename),
+                    phase: site.phase,
                 })
             })
             .collect();

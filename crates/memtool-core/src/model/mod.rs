@@ -12,11 +12,13 @@
 //! timeline (`crate::analysis::replay`) and for the live set at a point of it.
 
 mod intern;
+mod phase;
 
 pub(crate) use intern::IdIndex;
 pub use intern::{
     BeforeRecording, Frame, FrameId, Names, Renames, Site, SiteId, StackFrames, StackId, StrId,
 };
+pub use phase::{Phase, PhaseSpan};
 
 use std::collections::BTreeMap;
 
@@ -219,6 +221,10 @@ pub struct Memory {
     /// order, where the format gives events a profiler group (`group_id`,
     /// XSpace allocators); empty otherwise. See [`Memory::xprof_step_of_event`].
     pub xprof_steps: Vec<XprofStepRun>,
+    /// The training phases on the memory's axis, in order, worked out from
+    /// its allocations' sites when the profile is loaded
+    /// ([`Memory::find_phases`]); empty when no site names a phase.
+    pub phases: Vec<PhaseSpan>,
     /// For a compiled program's memory space: which program, what its
     /// buffers are, and what the program was doing at each event.
     pub program: Option<Box<ProgramInfo>>,
@@ -363,9 +369,6 @@ pub struct ProgramBuffer {
     pub name: StrId,
     /// What the instruction does (`fusion`, `dot`, `parameter`).
     pub opcode: Option<StrId>,
-    /// Where in a training step the buffer is made (`forward`, `backward`,
-    /// `update`), when the op name tells.
-    pub phase: Option<StrId>,
     /// The buffer's own size and its size without padding. The allocation
     /// can hold more: a whole-program allocation is sized for its largest
     /// buffer, and memory reused through sharing for the buffer that first
@@ -589,6 +592,7 @@ impl Memory {
             allocator_peak_bytes: None,
             steps: Vec::new(),
             xprof_steps: Vec::new(),
+            phases: Vec::new(),
             program: None,
             segments: Vec::new(),
             recorded_events: BTreeMap::new(),
@@ -608,7 +612,6 @@ impl Memory {
             for b in program.buffers.iter_mut().flatten() {
                 b.name = renames.string(b.name);
                 b.opcode = b.opcode.map(|s| renames.string(s));
-                b.phase = b.phase.map(|s| renames.string(s));
             }
         }
         for segment in &mut self.segments {

@@ -46,6 +46,12 @@ fn category_color(key: &str) -> Option<&'static str> {
         "output" | "outputs" => "#edc948",
         "autograddetail" => "#ff9da7",
         "unknown" => "#9c755f",
+        // Training phases: the forward pass makes activations, the backward
+        // pass gradients, the optimizer its state.
+        "forward" => "#f28e2b",
+        "loss" => "#e15759",
+        "backward" => "#59a14f",
+        "zerograd" => "#9d7660",
         _ => return None,
     })
 }

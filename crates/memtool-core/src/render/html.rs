@@ -86,6 +86,32 @@ fn step_marks(memory: &Memory, x0: i64) -> Vec<StepMark> {
         .collect()
 }
 
+/// The training phases of one memory, drawn as bands along the top of its
+/// timeline. At most about two per pixel column are kept: past that, spans
+/// narrower than half a column are left out (they would not show), so the
+/// page stays small whatever the number of steps.
+fn phase_marks(memory: &Memory, x0: i64, width: usize) -> Vec<PhaseMark> {
+    let cap = width.max(1).saturating_mul(2);
+    let span = |s: &crate::model::PhaseSpan| s.end.saturating_sub(s.start);
+    let narrowest = match (memory.phases.first(), memory.phases.last()) {
+        (Some(first), Some(last)) if memory.phases.len() > cap => {
+            last.end.saturating_sub(first.start) / cap as i64
+        }
+        _ => 0,
+    };
+    memory
+        .phases
+        .iter()
+        .filter(|s| span(s) >= narrowest)
+        .map(|s| PhaseMark {
+            start: s.start.wrapping_sub(x0),
+            end: s.end.wrapping_sub(x0),
+            phase: s.phase.name(),
+            color: color::group_color(s.phase.name()),
+        })
+        .collect()
+}
+
 /// The HTML report. The same inputs and options give the same bytes.
 pub fn html(inputs: Inputs<'_>, options: &RenderOptions) -> String {
     let mut data = PageData {
@@ -455,6 +481,7 @@ fn memory_view(
         frag_section(profile, memory, &options.analysis)
     };
     let start = recording_start(memory);
+    let facts_phase = facts.phase;
     let peak_label = relative_label(memory, peak.at, facts.step).unwrap_or(facts.label);
     let mut facts = vec![
         Fact {
@@ -485,6 +512,12 @@ fn memory_view(
             value: peak_label.clone(),
         },
     ];
+    if let Some(phase) = facts_phase {
+        facts.push(Fact {
+            name: "peak in",
+            value: format!("the {} phase", phase.name().replace('_', " ")),
+        });
+    }
     if let Some(c) = memory.capacity {
         let share = if c > 0 {
             format!(
@@ -548,6 +581,7 @@ fn memory_view(
     };
     let reserved = reserved_series(memory, tl.x0, options.width);
     let steps = step_marks(memory, tl.x0);
+    let phases = phase_marks(memory, tl.x0, options.width);
     let data = MemoryData {
         dom,
         axis: memory.axis,
@@ -563,6 +597,7 @@ fn memory_view(
         capacity: memory.capacity,
         reserved,
         steps,
+        phases,
         flame,
         addr,
         blocks,

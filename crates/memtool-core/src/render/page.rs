@@ -83,6 +83,16 @@ pub(super) struct StepMark {
     pub label: String,
 }
 
+/// A training phase drawn as a band along the top of the timeline, from
+/// `start` to `end` relative to the timeline's `x0`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub(super) struct PhaseMark {
+    pub start: i64,
+    pub end: i64,
+    pub phase: &'static str,
+    pub color: String,
+}
+
 // ---------------------------------------------------------------------------
 // Data embedded as JSON for the page's script.
 
@@ -128,6 +138,8 @@ pub(super) struct MemoryData {
     pub(super) reserved: Vec<[i64; 2]>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub(super) steps: Vec<StepMark>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(super) phases: Vec<PhaseMark>,
     pub(super) flame: Node,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) addr: Option<addr::AddressView>,

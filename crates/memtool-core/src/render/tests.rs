@@ -62,6 +62,7 @@ fn event_profile(steps: u64, per_step: u64, hostile: bool) -> Profile {
                 shape: odd,
                 dtype: odd,
                 category: Some(odd.unwrap_or(category)),
+                phase: None,
             })
         })
         .collect();
@@ -643,6 +644,7 @@ fn long_names_and_deep_stacks_make_a_small_report() {
             shape: None,
             dtype: None,
             category: None,
+            phase: None,
         })
     })
     .collect();

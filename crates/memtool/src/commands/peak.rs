@@ -2,7 +2,7 @@ use anyhow::Result;
 use clap::Args;
 use memtool_core::analysis::peak;
 
-use crate::cli::{parse_size, AnalysisArgs, FormatArg, InputArgs, OutputArgs, XprofArgs};
+use crate::cli::{parse_size, AnalysisArgs, FormatArg, GroupKeyArg, InputArgs, OutputArgs, XprofArgs};
 use crate::{inputs, output, Outcome};
 
 /// What was live at the peak: by stack, by your own frame, by shape, op, dtype.
@@ -12,6 +12,7 @@ use crate::{inputs, output, Outcome};
   memtool peak memory1.prof memory2.prof memory3.prof   # the largest snapshot of a series
   memtool peak memory.prof --all-frames --top 20
   memtool peak memory.prof --format csv -o peak.csv
+  memtool peak snapshot.pickle --by phase                   # forward, backward, optimizer
   memtool peak trace.xplane.pb --module jit_train_step      # a compiled program's heap
   memtool peak trace.xplane.pb --budget 16GiB               # what must shrink to fit
   memtool peak snapshot.pickle --format pprof -o peak.pb.gz # then: go tool pprof -http=: peak.pb.gz")]
@@ -26,6 +27,10 @@ pub struct PeakArgs {
     /// 16GiB, 500MB.
     #[arg(long, value_name = "BYTES", value_parser = parse_size)]
     pub budget: Option<u64>,
+    /// Break what was live at the peak down this one way only (default:
+    /// every way the profile has data for).
+    #[arg(long, value_enum, value_name = "KEY")]
+    pub by: Option<GroupKeyArg>,
     #[command(flatten)]
     pub xprof: XprofArgs,
     #[command(flatten)]
@@ -40,6 +45,7 @@ pub fn run(args: &PeakArgs) -> Result<Outcome> {
     let settings = peak::PeakSettings {
         budget: args.budget,
         xprof_compat: args.xprof.xprof_compat,
+        by: args.by.map(Into::into),
     };
     let report = memtool_core::timings::time("analysis", || {
         peak::peak_with(&profile, &options, &settings)

@@ -10,7 +10,9 @@ use rustc_hash::FxHashMap;
 
 use serde::Serialize;
 
-use crate::model::{AllocId, FrameId, IdIndex, Memory, Names, SiteId, StackId};
+use crate::model::{
+    AllocId, BeforeRecording, FrameId, IdIndex, Memory, Names, Phase, SiteId, StackId,
+};
 
 pub use super::frames::FrameFilter;
 
@@ -30,6 +32,9 @@ pub enum GroupBy {
     Dtype,
     /// By category or region (`parameter`, `temp`, `output`).
     Category,
+    /// By the training phase it was made in (`forward`, `backward`,
+    /// `optimizer`).
+    Phase,
 }
 
 impl GroupBy {
@@ -42,6 +47,7 @@ impl GroupBy {
             GroupBy::Op => "op",
             GroupBy::Dtype => "dtype",
             GroupBy::Category => "category",
+            GroupBy::Phase => "phase",
         }
     }
 }
@@ -93,6 +99,18 @@ pub fn label(names: &Names, site: SiteId, by: GroupBy, filter: &FrameFilter) -> 
         GroupBy::Op => text(site.op),
         GroupBy::Dtype => text(site.dtype),
         GroupBy::Category => text(site.category),
+        GroupBy::Phase => phase_label(names, site).to_string(),
+    }
+}
+
+/// The phase group of a site: its phase, else for memory allocated before
+/// the recording that name (its phase is unknown, and it is no unnamed
+/// allocation of the recording), else [`NONE_LABEL`].
+fn phase_label(names: &Names, site: &crate::model::Site) -> &'static str {
+    match (site.phase, names.before_recording_op(site.op)) {
+        (Some(phase), _) => phase.name(),
+        (None, Some(before)) => before.name(),
+        (None, None) => NONE_LABEL,
     }
 }
 
@@ -348,8 +366,8 @@ pub struct Grouper<'a> {
 }
 
 /// How many [`GroupBy`] values there are.
-const GROUP_BYS: usize = 6;
-const _: () = assert!(GroupBy::Category as usize + 1 == GROUP_BYS);
+const GROUP_BYS: usize = 7;
+const _: () = assert!(GroupBy::Phase as usize + 1 == GROUP_BYS);
 
 impl<'a> Grouper<'a> {
     /// Merges per-site totals into labelled groups, largest first (ties by
@@ -754,6 +772,10 @@ impl<'a> Grouper<'a> {
             GroupBy::Op => string(site.op),
             GroupBy::Dtype => string(site.dtype),
             GroupBy::Category => string(site.category),
+            GroupBy::Phase => PHASE_LABELS
+                .iter()
+                .position(|&l| l == phase_label(self.names, &site))
+                .map_or(0, |i| i as u32 + 1),
         }
     }
 
@@ -801,6 +823,11 @@ impl<'a> Grouper<'a> {
                 Some(text) => self.texts[text as usize].to_string(),
                 None => NO_STACK_LABEL.to_string(),
             },
+            GroupBy::Phase => key
+                .checked_sub(1)
+                .and_then(|i| PHASE_LABELS.get(i as usize))
+                .unwrap_or(&NONE_LABEL)
+                .to_string(),
             _ => match key.checked_sub(1) {
                 Some(id) => self.names.str(crate::model::StrId(id)).to_string(),
                 None => NONE_LABEL.to_string(),
@@ -834,9 +861,22 @@ pub fn has_values(names: &Names, by_site: &SiteTotals, by: GroupBy) -> bool {
             GroupBy::Op => site.op.is_some(),
             GroupBy::Dtype => site.dtype.is_some(),
             GroupBy::Category => site.category.is_some(),
+            GroupBy::Phase => site.phase.is_some(),
         }
     })
 }
+
+/// Every label of a phase group but [`NONE_LABEL`]: a [`Grouper`]'s key for
+/// [`GroupBy::Phase`] is the position here + 1.
+const PHASE_LABELS: [&str; 7] = [
+    Phase::ALL[0].name(),
+    Phase::ALL[1].name(),
+    Phase::ALL[2].name(),
+    Phase::ALL[3].name(),
+    Phase::ALL[4].name(),
+    BeforeRecording::StillLive.name(),
+    BeforeRecording::Freed.name(),
+];
 
 #[cfg(test)]
 mod tests;

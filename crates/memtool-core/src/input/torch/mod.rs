@@ -2,6 +2,7 @@
 //! and `export_memory_timeline` outputs.
 
 pub(crate) mod memory_timeline;
+mod phase;
 pub(crate) mod pickle;
 pub(crate) mod snapshot;
 pub(crate) mod trace;

@@ -31,10 +31,11 @@ use rustc_hash::FxHashMap;
 use crate::error::{Error, Result};
 use crate::model::{
     AddressRange, AllocId, Allocation, AllocatorSample, Axis, BeforeRecording, BlockState, Event,
-    EventKind, Format, Frame, FrameId, HeldChange, InputInfo, MemoryKind, OutOfMemory, Profile,
-    Segment, SegmentBlock, SeriesPart, Site, SiteId, StackId, Step, StrId,
+    EventKind, Format, Frame, FrameId, HeldChange, InputInfo, MemoryKind, OutOfMemory, Phase,
+    Profile, Segment, SegmentBlock, SeriesPart, Site, SiteId, StackId, Step, StrId,
 };
 
+use super::phase::{profiler_frame, stack_phase};
 use super::pickle::{self, Memo, Parent, Value, Visitor};
 use crate::input::source::ByteSource;
 
@@ -932,6 +933,7 @@ fn build_memory(
         }
     };
     // Interned in order of first use, as the trace met them.
+    let mut phases: FxHashMap<StackId, Option<Phase>> = FxHashMap::default();
     let sites: Vec<SiteId> = site_keys
         .iter()
         .map(|key| {
@@ -944,9 +946,13 @@ fn build_memory(
                     key.category,
                 )
             } else {
+                let phase = *phases
+                    .entry(key.stack)
+                    .or_insert_with(|| stack_phase(&profile.names, key.stack));
                 profile.names.site(Site {
                     stack: key.stack,
                     category: key.category,
+                    phase,
                     ..Site::default()
                 })
             }
@@ -1519,47 +1525,5 @@ mod tests {
             errors[0]
         );
         assert_eq!(errors[0], errors[1]);
-    }
-}
-
-/// Snapshots made from a profiler run (`_profile_to_snapshot`) write a Python
-/// frame as one name, `torch/nn/functional.py(6711): linear`, with the file
-/// `none`: split it so it is a frame like any other (function, file, line).
-fn profiler_frame<'n>(name: &'n str, file: &str) -> Option<(&'n str, &'n str, u32)> {
-    if !matches!(file, "" | "none" | "??") {
-        return None;
-    }
-    let (location, function) = name.split_once("): ")?;
-    let (path, line) = location.rsplit_once('(')?;
-    let line: u32 = line.parse().ok()?;
-    (path.ends_with(".py") && !function.is_empty()).then_some((function, path, line))
-}
-
-#[cfg(test)]
-mod profiler_frame_tests {
-    use super::profiler_frame;
-
-    #[test]
-    fn profiler_frames_are_split_into_function_file_and_line() {
-        assert_eq!(
-            profiler_frame(
-                "torch/nn/functional.py(6711): multi_head_attention_forward",
-                "none"
-            ),
-            Some((
-                "multi_head_attention_forward",
-                "torch/nn/functional.py",
-                6711
-            ))
-        );
-        assert_eq!(
-            profiler_frame("torch_train.py(16): <module>", "none"),
-            Some(("<module>", "torch_train.py", 16))
-        );
-        // Anything else is kept as written.
-        assert_eq!(profiler_frame("nn.Module: Linear_0", "none"), None);
-        assert_eq!(profiler_frame("<built-in function linear>", "none"), None);
-        assert_eq!(profiler_frame("f.py(3): g", "real.py"), None);
-        assert_eq!(profiler_frame("f.py(x): g", "none"), None);
     }
 }

@@ -7,7 +7,7 @@ use super::trace::{self, window};
 use crate::error::{Error, Result};
 use crate::input::detect;
 use crate::input::source::ByteSource;
-use crate::model::{EventKind, Format, Profile};
+use crate::model::{EventKind, Format, Phase, Profile};
 
 /// Bytes served only through `read_exact_at`, as a file is: the reader
 /// streams them instead of parsing them in place.
@@ -215,4 +215,96 @@ fn a_trace_of_many_devices_reads_in_linear_time() {
         large < small * 40,
         "10^4 devices: {small:?}, 10^5 devices: {large:?}"
     );
+}
+
+/// The `[memory]` events of a trace get the `python_function` spans around
+/// them on their thread as their stack, and the phase those spans and the
+/// named ranges tell; in a step without stacks, what comes before the loss
+/// or backward pass (and after data loading) is the forward pass.
+#[test]
+fn trace_events_get_python_stacks_and_phases() {
+    let mem = |ts: u32, tid: u32, addr: u32, bytes: i64| {
+        format!(
+            r#"{{"name": "[memory]", "ph": "i", "ts": {ts}, "pid": 1, "tid": {tid},
+                "args": {{"Bytes": {bytes}, "Addr": {addr}, "Device Type": 0}}}}"#
+        )
+    };
+    let span = |name: &str, cat: &str, ts: u32, dur: u32, tid: u32| {
+        format!(
+            r#"{{"name": "{name}", "ph": "X", "cat": "{cat}", "ts": {ts}, "dur": {dur}, "pid": 1, "tid": {tid}}}"#
+        )
+    };
+    let events = [
+        // Thread 1, with Python stacks: a module's forward, then the engine.
+        span("train.py(9): step", "python_function", 0, 100, 1),
+        span("nn.Module: Linear_0", "python_function", 10, 20, 1),
+        span(
+            "torch/nn/functional.py(12): linear",
+            "python_function",
+            12,
+            10,
+            1,
+        ),
+        mem(15, 1, 1, 64),
+        span(
+            "torch/_tensor.py(566): backward",
+            "python_function",
+            40,
+            20,
+            1,
+        ),
+        mem(45, 1, 2, 32),
+        // A stack that names no phase.
+        mem(70, 1, 3, 16),
+        // Thread 2, no stacks: step 4 loads data, runs forward and backward.
+        span("ProfilerStep#4", "user_annotation", 200, 100, 2),
+        span(
+            "enumerate(DataLoader)#_Iter.__next__",
+            "user_annotation",
+            201,
+            9,
+            2,
+        ),
+        mem(205, 2, 10, 8),
+        mem(215, 2, 11, 128),
+        span(
+            "autograd::engine::evaluate_function: MmBackward0",
+            "cpu_op",
+            250,
+            10,
+            2,
+        ),
+        mem(255, 2, 12, 256),
+        mem(270, 2, 13, 4),
+    ];
+    let p = load(&format!("{{\"traceEvents\": [{}]}}", events.join(",\n"))).unwrap();
+    let m = &p.memories[0];
+    let of = |addr: u64| {
+        let a = m
+            .allocations
+            .iter()
+            .find(|a| a.address == Some(addr))
+            .unwrap();
+        let site = p.names.site_of(a.site);
+        (p.names.stack_label(site.stack), site.phase)
+    };
+    assert_eq!(
+        of(1),
+        (
+            "linear torch/nn/functional.py:12 <- nn.Module: Linear_0 <- step train.py:9".into(),
+            Some(Phase::Forward)
+        )
+    );
+    assert_eq!(
+        of(2),
+        (
+            "backward torch/_tensor.py:566 <- step train.py:9".into(),
+            Some(Phase::Backward)
+        )
+    );
+    assert_eq!(of(3), ("step train.py:9".into(), None));
+    assert_eq!(of(10), (String::new(), None), "data loading");
+    assert_eq!(of(11), (String::new(), Some(Phase::Forward)));
+    assert_eq!(of(12), (String::new(), Some(Phase::Backward)));
+    assert_eq!(of(13), (String::new(), None), "after the backward pass");
 }

@@ -17,11 +17,12 @@ use std::io::BufReader;
 use serde::de;
 
 use super::corrupt;
+use super::phase::{frame_mark, profiler_frame, range_mark, Mark, Trail};
 use crate::error::{Error, Result};
 use crate::input::source::{ByteSource, SourceReader};
 use crate::model::{
-    AllocId, Allocation, AllocatorSample, Axis, BeforeRecording, Event, EventKind, Format,
-    InputInfo, MemoryKind, Profile, Site, SiteId, StackId, Step, StrId,
+    AllocId, Allocation, AllocatorSample, Axis, BeforeRecording, Event, EventKind, Format, Frame,
+    FrameId, InputInfo, MemoryKind, Names, Phase, Profile, Site, SiteId, StackId, Step, StrId,
 };
 use deserialize::{parse_with_serde, DeviceProperty, RawEvent};
 
@@ -40,6 +41,11 @@ struct MemoryRecord {
     device: u32,
     /// The innermost operator span around the event, once attributed.
     op: Option<StrId>,
+    /// The Python stack around the event (the `python_function` spans that
+    /// enclose it), once attributed.
+    stack: StackId,
+    /// The training phase its stack and the ranges around it tell.
+    phase: Option<Phase>,
     /// Which of `addr`, `total_allocated`, `total_reserved` the event has
     /// (`HAS_*` bits).
     present: u8,
@@ -68,6 +74,24 @@ struct OpRecord {
     thread: (i64, i64),
     /// Index into `TraceState::op_names` while parsing, then a [`StrId`].
     name: u32,
+}
+
+/// A span that may enclose memory events: a Python frame
+/// (`python_function`) or a range whose name tells a phase
+/// (`Optimizer.step#…`, `autograd::engine::evaluate_function: …`).
+struct RangeRecord {
+    start: f64,
+    end: f64,
+    /// Index into `TraceState::threads`.
+    thread: u32,
+    what: RangeKind,
+}
+
+#[derive(Clone, Copy)]
+enum RangeKind {
+    /// Index into `TraceState::python_names`.
+    Frame(u32),
+    Mark(Mark),
 }
 
 /// Distinct keys (threads, devices) numbered in order of first appearance,
@@ -115,6 +139,12 @@ struct TraceState {
     threads: KeyTable,
     devices: KeyTable,
     ops: Vec<OpRecord>,
+    /// `python_function` names in order of first appearance.
+    python_names: Vec<Box<str>>,
+    python_name_ids: HashMap<Box<str>, u32>,
+    ranges: Vec<RangeRecord>,
+    /// `enumerate(DataLoader)#…` spans: loading data, no phase of a step.
+    data_loading: Vec<(f64, f64)>,
     /// `ProfilerStep#N` spans: (N, start µs, end µs).
     steps: Vec<Step>,
     device_properties: Vec<DeviceProperty>,
@@ -173,6 +203,8 @@ impl TraceState {
                 thread,
                 device,
                 op: None,
+                stack: StackId(0),
+                phase: None,
                 present,
             });
             return Ok(());
@@ -192,14 +224,41 @@ impl TraceState {
             }
             return Ok(());
         }
-        // `cpu_op` in Kineto traces; `Operator` in PyTorch 1.9-era ones.
         let cat = e.cat.get().unwrap_or("");
-        if cat != "cpu_op" && cat != "Operator" {
-            return Ok(());
-        }
         let (Some(start), Some(dur)) = (e.ts.float(), e.dur.float()) else {
             return Ok(());
         };
+        let end = start + dur.max(0.0);
+        if name.starts_with("enumerate(DataLoader)") {
+            self.data_loading.push((start, end));
+        }
+        let range = if cat == "python_function" {
+            let id = match self.python_name_ids.get(name) {
+                Some(&id) => id,
+                None => {
+                    let id = self.python_names.len() as u32;
+                    self.python_names.push(name.into());
+                    self.python_name_ids.insert(name.into(), id);
+                    id
+                }
+            };
+            Some(RangeKind::Frame(id))
+        } else {
+            range_mark(name).map(RangeKind::Mark)
+        };
+        if let Some(what) = range {
+            let thread = self.threads.id((e.pid.key(), e.tid.key()));
+            self.ranges.push(RangeRecord {
+                start,
+                end,
+                thread,
+                what,
+            });
+        }
+        // `cpu_op` in Kineto traces; `Operator` in PyTorch 1.9-era ones.
+        if cat != "cpu_op" && cat != "Operator" {
+            return Ok(());
+        }
         let name = match self.op_name_ids.get(name) {
             Some(&id) => id,
             None => {
@@ -211,7 +270,7 @@ impl TraceState {
         };
         self.ops.push(OpRecord {
             start,
-            end: start + dur.max(0.0),
+            end,
             thread: (e.pid.key(), e.tid.key()),
             name,
         });
@@ -257,10 +316,15 @@ pub(crate) fn read(
         threads,
         devices,
         mut ops,
+        python_names,
+        python_name_ids,
+        mut ranges,
+        mut data_loading,
         mut steps,
         device_properties,
         unreadable_memory,
     } = state;
+    drop(python_name_ids);
     drop(op_name_ids);
     // Interned in order of first appearance, as if interned while parsing.
     let op_ids: Vec<StrId> = op_names.iter().map(|n| profile.names.string(n)).collect();
@@ -312,6 +376,16 @@ pub(crate) fn read(
     });
     attribute_ops(&mut memory, &threads, &ops);
     drop(ops);
+    ranges.sort_by(|a, b| {
+        a.thread
+            .cmp(&b.thread)
+            .then(a.start.total_cmp(&b.start))
+            .then(b.end.total_cmp(&a.end))
+    });
+    attribute_stacks(profile, &mut memory, &ranges, &python_names);
+    drop(ranges);
+    data_loading.sort_by(|a, b| a.0.total_cmp(&b.0));
+    infer_forward(&mut memory, &steps, &data_loading);
 
     // Record indices grouped by device in key order, in time order within
     // each (the sort is stable).
@@ -405,6 +479,141 @@ fn attribute_ops(memory: &mut [MemoryRecord], threads: &KeyTable, ops: &[OpRecor
     }
 }
 
+/// Sets each memory event's Python stack (the `python_function` spans on
+/// its thread that enclose it, innermost first) and the phase they and the
+/// marked ranges around it tell: one sweep per thread with a stack of open
+/// spans, as [`attribute_ops`] does. A span's stack is interned only when an
+/// event inside it needs it, once. `memory` is in time order; `ranges`
+/// sorted by thread, start, longest first.
+fn attribute_stacks(
+    profile: &mut Profile,
+    memory: &mut [MemoryRecord],
+    ranges: &[RangeRecord],
+    python_names: &[Box<str>],
+) {
+    /// An open span: where it ends, its frame (none for a marked range),
+    /// its stack once interned, and the marks from the outermost span in.
+    struct Open {
+        end: f64,
+        frame: Option<FrameId>,
+        stack: Option<StackId>,
+        trail: Trail,
+    }
+    if ranges.is_empty() {
+        return;
+    }
+    let names = &mut profile.names;
+    // By python name: its frame and what the frame says of the phase.
+    let mut frames: Vec<Option<(FrameId, Option<Mark>)>> = vec![None; python_names.len()];
+    let mut frame_of = |names: &mut Names, name: u32| -> (Option<FrameId>, Option<Mark>) {
+        let Some(slot) = frames.get_mut(name as usize) else {
+            return (None, None);
+        };
+        let (frame, mark) = *slot.get_or_insert_with(|| {
+            let text = &python_names[name as usize];
+            let (function, file, line) = profiler_frame(text, "").unwrap_or((text, "", 0));
+            let frame = Frame {
+                function: names.string(function),
+                file: names.string(file),
+                line,
+            };
+            (names.frame(frame), frame_mark(function, file))
+        });
+        (Some(frame), mark)
+    };
+    let mut by_thread: Vec<u32> = (0..memory.len() as u32).collect();
+    // Stable: time order within each thread.
+    by_thread.sort_by_key(|&i| memory[i as usize].thread);
+    let thread_of: Vec<u32> = by_thread
+        .iter()
+        .map(|&i| memory[i as usize].thread)
+        .collect();
+    let mut open: Vec<Open> = Vec::new();
+    let mut rest = by_thread.as_slice();
+    for same in thread_of.chunk_by(|a, b| a == b) {
+        let (events, after) = rest.split_at(same.len());
+        rest = after;
+        let thread = same[0];
+        let first = ranges.partition_point(|r| r.thread < thread);
+        let last = ranges.partition_point(|r| r.thread <= thread);
+        let spans = &ranges[first..last];
+        open.clear();
+        let mut next = 0;
+        for &i in events {
+            let m = &mut memory[i as usize];
+            while let Some(span) = spans.get(next).filter(|s| s.start <= m.ts) {
+                while open.last().is_some_and(|o| o.end < span.start) {
+                    open.pop();
+                }
+                let below = open.last().map_or(Trail::default(), |o| o.trail);
+                let (frame, mark) = match span.what {
+                    RangeKind::Frame(name) => frame_of(names, name),
+                    RangeKind::Mark(mark) => (None, Some(mark)),
+                };
+                open.push(Open {
+                    end: span.end,
+                    frame,
+                    stack: None,
+                    trail: below.enter(mark),
+                });
+                next += 1;
+            }
+            while open.last().is_some_and(|o| o.end < m.ts) {
+                open.pop();
+            }
+            let Some(top) = open.last() else {
+                continue;
+            };
+            m.phase = top.trail.phase();
+            // Intern the stacks of the spans opened since an event last
+            // needed one, outermost first.
+            let known = open.iter().rposition(|o| o.stack.is_some());
+            let mut stack = known.and_then(|k| open[k].stack).unwrap_or(StackId(0));
+            for o in &mut open[known.map_or(0, |k| k + 1)..] {
+                if let Some(frame) = o.frame {
+                    stack = names.push_frame(stack, frame);
+                }
+                o.stack = Some(stack);
+            }
+            m.stack = stack;
+        }
+    }
+}
+
+/// In a trace without Python stacks, nothing names the forward pass: what a
+/// step allocates with no stack and no phase before its loss or backward
+/// pass, after its last optimizer step or `zero_grad` before them, and
+/// outside data loading, is the forward pass. `memory` is in time order,
+/// `steps` and `data_loading` by start.
+fn infer_forward(memory: &mut [MemoryRecord], steps: &[Step], data_loading: &[(f64, f64)]) {
+    let mut loading = data_loading.iter().peekable();
+    for step in steps {
+        let (start, end) = (step.start as f64, step.end as f64);
+        let first = memory.partition_point(|m| m.ts < start);
+        let last = memory.partition_point(|m| m.ts <= end).max(first);
+        let events = &mut memory[first..last];
+        let Some(after_forward) = events
+            .iter()
+            .position(|m| matches!(m.phase, Some(Phase::Loss | Phase::Backward)))
+        else {
+            continue;
+        };
+        let from = events[..after_forward]
+            .iter()
+            .rposition(|m| matches!(m.phase, Some(Phase::Optimizer | Phase::ZeroGrad)))
+            .map_or(0, |i| i + 1);
+        for m in &mut events[from..after_forward] {
+            while loading.peek().is_some_and(|&&(_, end)| end < m.ts) {
+                loading.next();
+            }
+            let in_loading = loading.peek().is_some_and(|&&(start, _)| start <= m.ts);
+            if m.phase.is_none() && m.stack.0 == 0 && !in_loading {
+                m.phase = Some(Phase::Forward);
+            }
+        }
+    }
+}
+
 fn build_trace_memory<'a>(
     profile: &mut Profile,
     path: &str,
@@ -414,13 +623,10 @@ fn build_trace_memory<'a>(
     steps: &[Step],
     records: impl Iterator<Item = &'a MemoryRecord>,
 ) {
-    // A trace records no stack, and the op around a free is not the one
-    // that allocated: memory from before the trace is named, nothing more.
-    let freed_before_site =
-        profile
-            .names
-            .before_recording_site(BeforeRecording::Freed, StackId(0), None, None, None);
-    let mut sites: HashMap<Option<StrId>, SiteId> = HashMap::new();
+    // The op around a free is not the one that allocated: memory from
+    // before the trace is named, with the free's stack beneath.
+    let mut freed_before_sites: HashMap<StackId, SiteId> = HashMap::new();
+    let mut sites: HashMap<(Option<StrId>, StackId, Option<Phase>), SiteId> = HashMap::new();
     let mut allocations: Vec<Allocation> = Vec::new();
     let mut events: Vec<Event> = Vec::new();
     let mut live_at_start: Vec<AllocId> = Vec::new();
@@ -449,9 +655,11 @@ fn build_trace_memory<'a>(
         }
         if m.bytes >= 0 {
             *counts.entry("alloc".into()).or_insert(0) += 1;
-            let site = *sites.entry(op).or_insert_with(|| {
+            let site = *sites.entry((op, m.stack, m.phase)).or_insert_with(|| {
                 profile.names.site(Site {
+                    stack: m.stack,
                     op,
+                    phase: m.phase,
                     ..Site::default()
                 })
             });
@@ -491,6 +699,15 @@ fn build_trace_memory<'a>(
             };
             let alloc = found.unwrap_or_else(|| {
                 freed_before += 1;
+                let freed_before_site = *freed_before_sites.entry(m.stack).or_insert_with(|| {
+                    profile.names.before_recording_site(
+                        BeforeRecording::Freed,
+                        m.stack,
+                        None,
+                        None,
+                        None,
+                    )
+                });
                 before_bytes = before_bytes.saturating_add(size);
                 let alloc = push(
                     &mut allocations,

@@ -78,6 +78,7 @@ impl SiteCache {
                 shape: string(SHAPE),
                 dtype: string(DTYPE),
                 category: string(REGION),
+                phase: None,
             };
             names.site(site)
         })
@@ -420,5 +421,6 @@ fn pseudo_site(names: &mut Names, op: &str, category: Option<&str>) -> SiteId {
         shape: None,
         dtype: None,
         category,
+        phase: None,
     })
 }

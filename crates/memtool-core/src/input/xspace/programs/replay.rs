@@ -358,12 +358,11 @@ impl<'m, 'h, 'p> SpaceReader<'m, 'h, 'p> {
             shape,
             dtype,
             category: category_id,
+            phase: phase(&metadata.op_name, self.module.has_backward, category),
         });
-        let phase = phase(&metadata.op_name, self.module.has_backward, category);
         let program = ProgramBuffer {
             name: names.string(&buffer.name()),
             opcode: names.optional_string(&instruction.opcode),
-            phase: phase.map(|p| names.string(p)),
             own_bytes: buffer.bytes(),
             own_unpadded_bytes: buffer.unpadded_bytes(),
         };

@@ -5,6 +5,7 @@ use super::phase::phase;
 use super::replay::{ALLOC, FREE, SHARE_WITH};
 use super::*;
 use crate::analysis::replay;
+use crate::model::Phase;
 use memtool_proto::xla::buffer_allocation_proto::Assigned;
 use memtool_proto::xla::heap_simulator_trace::Event as TraceEvent;
 use memtool_proto::xla::logical_buffer_proto::Location;
@@ -337,6 +338,7 @@ fn xprof_compat_shows_own_sizes_and_hides_whole_program_buffers_off_space_0() {
     let settings = PeakSettings {
         budget: None,
         xprof_compat: true,
+        ..Default::default()
     };
     let report = peak_with(&profile, &Options::default(), &settings);
     let program = report.memories[0].program.as_ref().unwrap();
@@ -359,13 +361,13 @@ fn xprof_compat_shows_own_sizes_and_hides_whole_program_buffers_off_space_0() {
 fn phases_follow_jax_op_names() {
     assert_eq!(
         phase("jit(f)/transpose(jvp(g))/dot", true, "Temporary"),
-        Some("backward")
+        Some(Phase::Backward)
     );
     assert_eq!(
         phase("jit(f)/jvp(g)/dot", true, "Temporary"),
-        Some("forward")
+        Some(Phase::Forward)
     );
-    assert_eq!(phase("jit(f)/sub", true, "Output"), Some("update"));
+    assert_eq!(phase("jit(f)/sub", true, "Output"), Some(Phase::Optimizer));
     assert_eq!(phase("jit(f)/sub", false, "Output"), None);
     assert_eq!(phase("params['w']", true, "Parameter"), None);
 }
@@ -503,6 +505,7 @@ fn a_program_over_capacity_gets_a_post_mortem_with_its_padding() {
     let settings = peak::PeakSettings {
         budget: Some(capacity),
         xprof_compat: false,
+        ..Default::default()
     };
     let report = peak::peak_with(&profile, &Options::default(), &settings);
     let budget = report.memories[0].budget.as_ref().unwrap();
