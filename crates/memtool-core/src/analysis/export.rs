@@ -486,45 +486,64 @@ impl<E> MemoryRows<'_, '_, E> {
     }
 }
 
-/// The memories table of one profile read from `input`: the figures
-/// `summary` reports for each memory `options` selects, with `rows`, the
-/// allocation rows [`AllocationTable::add`] gave each.
-pub fn memory_rows(profile: &Profile, input: &str, options: &Options, rows: &[u64]) -> Batch {
-    let selected: Vec<&Memory> = options.selected(profile).collect();
-    let mut batch = Batch::new(MEMORY_COLUMNS, selected.len());
-    for (i, memory) in selected.into_iter().enumerate() {
-        let facts = PeakFacts::of(memory, options.ties);
-        let last = replay::last(memory);
-        let (allocs, frees) = replay::event_counts(memory).unwrap_or((0, 0));
-        let header = facts
-            .as_ref()
-            .map_or_else(|| super::MemoryHeader::of(memory), |f| f.header.clone());
-        let figures = facts.as_ref().map(PeakFacts::figures);
-        let peak = facts.as_ref().map(|f| f.point());
-        batch.push(&[
-            Cell::Text(Some(input)),
-            Cell::Text(memory.host.as_deref()),
-            Cell::Text(Some(&memory.id)),
-            Cell::Text(Some(memory.kind.name())),
-            Cell::Text(Some(axis_name(memory))),
-            Cell::Text(header.module.as_deref()),
-            Cell::Int(header.memory_space),
-            Cell::Int(header.capacity_bytes.map(int)),
-            Cell::Int(Some(figures.as_ref().map_or(0, |f| int(f.peak_bytes)))),
-            Cell::Int(Some(peak.map_or(0, |p| int(p.bytes)))),
-            Cell::Int(Some(peak.map_or(0, |p| int(p.requested)))),
-            Cell::Int(Some(peak.map_or(0, |p| int(p.buffers)))),
-            Cell::Int(Some(peak.map_or(0, |p| p.at))),
-            Cell::Text(Some(figures.as_ref().map_or("", |f| f.peak_label.as_str()))),
-            Cell::Int(facts.as_ref().and_then(|f| f.step)),
-            Cell::Int(Some(last.map_or(0, |p| int(p.bytes)))),
-            Cell::Int(Some(last.map_or(0, |p| int(p.buffers)))),
-            Cell::Int(Some(int(allocs as u64))),
-            Cell::Int(Some(int(frees as u64))),
-            Cell::Int(Some(int(rows.get(i).copied().unwrap_or(0)))),
-        ]);
+/// The memories table of any number of profiles: small (a row per
+/// memory), so it is kept whole and written at the end.
+pub struct MemoryTable {
+    batch: Batch,
+}
+
+impl Default for MemoryTable {
+    fn default() -> Self {
+        MemoryTable {
+            batch: Batch::new(MEMORY_COLUMNS, 0),
+        }
     }
-    batch
+}
+
+impl MemoryTable {
+    /// The rows so far.
+    pub fn batch(&self) -> &Batch {
+        &self.batch
+    }
+
+    /// Adds a row for each memory `options` selects in `profile`, read from
+    /// `input`: the figures `summary` reports for it, with `rows`, the
+    /// allocation rows [`AllocationTable::add`] gave each.
+    pub fn add(&mut self, profile: &Profile, input: &str, options: &Options, rows: &[u64]) {
+        let batch = &mut self.batch;
+        for (i, memory) in options.selected(profile).enumerate() {
+            let facts = PeakFacts::of(memory, options.ties);
+            let last = replay::last(memory);
+            let (allocs, frees) = replay::event_counts(memory).unwrap_or((0, 0));
+            let header = facts
+                .as_ref()
+                .map_or_else(|| super::MemoryHeader::of(memory), |f| f.header.clone());
+            let figures = facts.as_ref().map(PeakFacts::figures);
+            let peak = facts.as_ref().map(|f| f.point());
+            batch.push(&[
+                Cell::Text(Some(input)),
+                Cell::Text(memory.host.as_deref()),
+                Cell::Text(Some(&memory.id)),
+                Cell::Text(Some(memory.kind.name())),
+                Cell::Text(Some(axis_name(memory))),
+                Cell::Text(header.module.as_deref()),
+                Cell::Int(header.memory_space),
+                Cell::Int(header.capacity_bytes.map(int)),
+                Cell::Int(Some(figures.as_ref().map_or(0, |f| int(f.peak_bytes)))),
+                Cell::Int(Some(peak.map_or(0, |p| int(p.bytes)))),
+                Cell::Int(Some(peak.map_or(0, |p| int(p.requested)))),
+                Cell::Int(Some(peak.map_or(0, |p| int(p.buffers)))),
+                Cell::Int(Some(peak.map_or(0, |p| p.at))),
+                Cell::Text(Some(figures.as_ref().map_or("", |f| f.peak_label.as_str()))),
+                Cell::Int(facts.as_ref().and_then(|f| f.step)),
+                Cell::Int(Some(last.map_or(0, |p| int(p.bytes)))),
+                Cell::Int(Some(last.map_or(0, |p| int(p.buffers)))),
+                Cell::Int(Some(int(allocs as u64))),
+                Cell::Int(Some(int(frees as u64))),
+                Cell::Int(Some(int(rows.get(i).copied().unwrap_or(0)))),
+            ]);
+        }
+    }
 }
 
 #[cfg(test)]
@@ -666,16 +685,18 @@ mod tests {
         assert_eq!(texts(batch, "shape"), vec![None; 3]);
         assert_eq!(texts(batch, "host"), vec![None; 3]);
 
-        let memories = memory_rows(&profile, "run.pickle", &Options::default(), &counts);
+        let mut table = MemoryTable::default();
+        table.add(&profile, "run.pickle", &Options::default(), &counts);
+        let memories = table.batch();
         assert_eq!(memories.rows(), 1);
-        assert_eq!(ints(&memories, "peak_bytes"), [Some(220)]);
-        assert_eq!(ints(&memories, "peak_live_bytes"), [Some(220)]);
-        assert_eq!(ints(&memories, "final_bytes"), [Some(70)]);
-        assert_eq!(ints(&memories, "allocation_events"), [Some(2)]);
-        assert_eq!(ints(&memories, "free_events"), [Some(2)]);
-        assert_eq!(ints(&memories, "rows"), [Some(3)]);
-        assert_eq!(ints(&memories, "peak_step"), [Some(7)]);
-        assert_eq!(texts(&memories, "kind"), [Some("allocator".to_string())]);
+        assert_eq!(ints(memories, "peak_bytes"), [Some(220)]);
+        assert_eq!(ints(memories, "peak_live_bytes"), [Some(220)]);
+        assert_eq!(ints(memories, "final_bytes"), [Some(70)]);
+        assert_eq!(ints(memories, "allocation_events"), [Some(2)]);
+        assert_eq!(ints(memories, "free_events"), [Some(2)]);
+        assert_eq!(ints(memories, "rows"), [Some(3)]);
+        assert_eq!(ints(memories, "peak_step"), [Some(7)]);
+        assert_eq!(texts(memories, "kind"), [Some("allocator".to_string())]);
     }
 
     #[test]
