@@ -107,12 +107,8 @@ fn check_against_summary(input: &Path) -> usize {
             .filter(|r| flag(r, "live_at_peak"))
             .collect();
         let stacks = m["top_stacks"].as_array().unwrap();
-        let stack_total = |field: &str| -> u64 {
-            stacks
-                .iter()
-                .map(|g| g[field].as_u64().unwrap())
-                .sum()
-        };
+        let stack_total =
+            |field: &str| -> u64 { stacks.iter().map(|g| g[field].as_u64().unwrap()).sum() };
         assert_eq!(sum(&at_peak, "bytes"), stack_total("bytes"), "{what}");
         assert_eq!(sum(&at_peak, "buffers"), stack_total("count"), "{what}");
         assert_eq!(
@@ -184,7 +180,10 @@ fn check_against_summary(input: &Path) -> usize {
                 "{what}: {column} is summary's {field}"
             );
         }
-        assert_eq!(int(facts, "peak_live_bytes"), Some(stack_total("bytes") as i64));
+        assert_eq!(
+            int(facts, "peak_live_bytes"),
+            Some(stack_total("bytes") as i64)
+        );
         assert_eq!(text(facts, "peak_label"), m["peak_label"].as_str());
         assert_eq!(int(facts, "capacity_bytes"), m["capacity_bytes"].as_i64());
         assert_eq!(int(facts, "rows"), Some(mine.len() as i64), "{what}");
@@ -264,15 +263,26 @@ fn a_fleet_of_files_concatenates_in_row_groups() {
         .unwrap();
     assert!(status.status.success());
     let (rows, groups) = read_rows(&out);
-    let per_input = |name: &str| rows.iter().filter(|r| text(r, "input") == Some(name)).count();
-    let leak = common::json(&["summary", &repo_fixture("pprof/leak1.prof").to_string_lossy()]);
-    let snapshot =
-        common::json(&["summary", &repo_fixture("torch/snapshot.p4.pickle").to_string_lossy()]);
+    let per_input = |name: &str| {
+        rows.iter()
+            .filter(|r| text(r, "input") == Some(name))
+            .count()
+    };
+    let leak = common::json(&[
+        "summary",
+        &repo_fixture("pprof/leak1.prof").to_string_lossy(),
+    ]);
+    let snapshot = common::json(&[
+        "summary",
+        &repo_fixture("torch/snapshot.p4.pickle").to_string_lossy(),
+    ]);
     assert_eq!(
         per_input(inputs[0]),
         leak["memories"][0]["allocations"].as_u64().unwrap() as usize
     );
-    assert!(per_input(inputs[1]) >= snapshot["memories"][0]["allocations"].as_u64().unwrap() as usize);
+    assert!(
+        per_input(inputs[1]) >= snapshot["memories"][0]["allocations"].as_u64().unwrap() as usize
+    );
     assert_eq!(per_input(inputs[0]) + per_input(inputs[1]), rows.len());
     assert_eq!(groups, rows.len().div_ceil(3));
     std::fs::remove_dir_all(&dir).unwrap();
@@ -317,7 +327,10 @@ fn an_unknown_memory_fails_without_writing() {
         ],
         2,
     );
-    assert!(stderr.contains("no memory or module named `nope`"), "{stderr}");
+    assert!(
+        stderr.contains("no memory or module named `nope`"),
+        "{stderr}"
+    );
     assert!(!out.exists());
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -680,7 +680,10 @@ mod tests {
         assert_eq!(texts(batch, "memory"), all("cuda:0"));
         assert_eq!(texts(batch, "axis"), all("time_us"));
         assert_eq!(texts(batch, "op"), all("matmul"));
-        assert_eq!(texts(batch, "user_frame"), all("train_step /home/me/train.py:3"));
+        assert_eq!(
+            texts(batch, "user_frame"),
+            all("train_step /home/me/train.py:3")
+        );
         assert_eq!(texts(batch, "stack"), all("train_step /home/me/train.py:3"));
         assert_eq!(texts(batch, "shape"), vec![None; 3]);
         assert_eq!(texts(batch, "host"), vec![None; 3]);

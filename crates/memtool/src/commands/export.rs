@@ -70,11 +70,14 @@ pub struct ExportArgs {
 }
 
 pub fn run(args: &ExportArgs) -> Result<Outcome> {
-    let to_stdout = [Some(args.output.as_deref()), args.memories_file.as_deref().map(Some)]
-        .into_iter()
-        .flatten()
-        .filter(|&path| output::is_stdout(path))
-        .count();
+    let to_stdout = [
+        Some(args.output.as_deref()),
+        args.memories_file.as_deref().map(Some),
+    ]
+    .into_iter()
+    .flatten()
+    .filter(|&path| output::is_stdout(path))
+    .count();
     if to_stdout > 1 {
         bail!("the allocations and --memories cannot both go to stdout; give one of them a file");
     }
@@ -127,7 +130,11 @@ fn export_allocations(
         output::warn(&warning_notes(&profile.warnings));
         let not_here = options.unmatched(&profile);
         unmatched.retain(|name| not_here.contains(name));
-        let input = if path == "-" { "<stdin>" } else { path.as_str() };
+        let input = if path == "-" {
+            "<stdin>"
+        } else {
+            path.as_str()
+        };
         let rows = table.add(&profile, input, options, &mut |batch| file.write(batch))?;
         memories.add(&profile, input, options, &rows);
         // Dropped before the next input is read: one profile at a time.
@@ -197,8 +204,11 @@ impl<'o> ParquetWriter<'o> {
                 SCHEMA.to_string(),
             )]))
             .build();
-        let writer =
-            SerializedFileWriter::new(Vec::new(), Arc::new(schema(columns)?), Arc::new(properties))?;
+        let writer = SerializedFileWriter::new(
+            Vec::new(),
+            Arc::new(schema(columns)?),
+            Arc::new(properties),
+        )?;
         Ok(ParquetWriter {
             writer,
             out,
@@ -281,5 +291,7 @@ fn schema(columns: &[ColumnSpec]) -> Result<Type> {
                 .map(Arc::new)
         })
         .collect::<parquet::errors::Result<Vec<_>>>()?;
-    Ok(Type::group_type_builder("memtool").with_fields(fields).build()?)
+    Ok(Type::group_type_builder("memtool")
+        .with_fields(fields)
+        .build()?)
 }
