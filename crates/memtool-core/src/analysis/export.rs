@@ -154,9 +154,10 @@ impl Column {
     }
 }
 
-/// The texts of a table, each stored once and named by an id; a text
-/// column holds ids. Labels only grow, so a writer can keep its own
-/// encoding of each by id.
+/// The texts of a batch, each stored once and named by an id; a text
+/// column holds ids. They are emptied with the batch's rows, so that a
+/// column of many distinct texts (a million pprof stacks) is held one batch
+/// at a time, never whole.
 #[derive(Debug, Default)]
 pub struct Labels {
     texts: Vec<Arc<str>>,
@@ -239,6 +240,7 @@ impl Batch {
         for c in &mut self.columns {
             c.clear();
         }
+        self.labels = Labels::default();
         self.rows = 0;
     }
 
@@ -312,9 +314,7 @@ impl AllocationTable {
         options: &Options,
         sink: &mut dyn FnMut(&Batch) -> Result<(), E>,
     ) -> Result<Vec<u64>, E> {
-        let mut sites: FxHashMap<SiteId, SiteLabels> = FxHashMap::default();
         let mut counts = Vec::new();
-        let input = self.batch.labels.intern(input);
         for memory in options.selected(profile) {
             let before = self.rows_total;
             let peak = PeakFacts::of(memory, options.ties).map(|f| f.point().index);
@@ -322,11 +322,8 @@ impl AllocationTable {
                 profile,
                 memory,
                 frames: &options.frames,
-                sites: &mut sites,
                 input,
-                host: memory.host.as_deref().map(|h| self.batch.labels.intern(h)),
-                id: self.batch.labels.intern(&memory.id),
-                axis: self.batch.labels.intern(axis_name(memory)),
+                interned: Interned::default(),
                 table: self,
                 sink,
             };
@@ -361,13 +358,22 @@ struct MemoryRows<'a, 's, E> {
     profile: &'a Profile,
     memory: &'a Memory,
     frames: &'a FrameFilter,
-    sites: &'a mut FxHashMap<SiteId, SiteLabels>,
-    input: u32,
-    host: Option<u32>,
-    id: u32,
-    axis: u32,
+    input: &'a str,
+    /// Ids of the texts in the current batch's labels.
+    interned: Interned,
     table: &'a mut AllocationTable,
     sink: &'s mut dyn FnMut(&Batch) -> Result<(), E>,
+}
+
+/// The label ids a memory's rows repeat, made once per batch (a new batch
+/// has new labels).
+#[derive(Default)]
+struct Interned {
+    /// input, host, memory id, axis.
+    memory: Option<(u32, Option<u32>, u32, u32)>,
+    /// The snapshot being exported (index) and its label.
+    snapshot: Option<(usize, u32)>,
+    sites: FxHashMap<SiteId, SiteLabels>,
 }
 
 impl<E> MemoryRows<'_, '_, E> {
@@ -376,10 +382,9 @@ impl<E> MemoryRows<'_, '_, E> {
         let memory = self.memory;
         if replay::uses_instants(memory) {
             for (index, instant) in memory.instants.iter().enumerate() {
-                let label = self.table.batch.labels.intern(&instant.label);
                 for &alloc in &instant.live {
                     let live_at_peak = peak == Some(index);
-                    self.row(alloc, None, None, Some(label), live_at_peak)?;
+                    self.row(alloc, None, None, Some(index), live_at_peak)?;
                 }
             }
             return Ok(());
@@ -399,12 +404,29 @@ impl<E> MemoryRows<'_, '_, E> {
         alloc: AllocId,
         made: Option<usize>,
         freed: Option<usize>,
-        snapshot: Option<u32>,
+        snapshot: Option<usize>,
         live_at_peak: bool,
     ) -> Result<(), E> {
         let memory = self.memory;
         let a = memory.allocation(alloc);
         let site = self.site(a.site);
+        let labels = &mut self.table.batch.labels;
+        let (input, host, id, axis) = *self.interned.memory.get_or_insert_with(|| {
+            (
+                labels.intern(self.input),
+                memory.host.as_deref().map(|h| labels.intern(h)),
+                labels.intern(&memory.id),
+                labels.intern(axis_name(memory)),
+            )
+        });
+        let snapshot = snapshot.map(|index| match self.interned.snapshot {
+            Some((i, label)) if i == index => label,
+            _ => {
+                let label = labels.intern(&memory.instants[index].label);
+                self.interned.snapshot = Some((index, label));
+                label
+            }
+        });
         let at = |event: Option<usize>| event.and_then(|i| memory.events.get(i)).map(|e| e.at);
         let alloc_at = at(made);
         let step = alloc_at.and_then(|at| memory.step_at(at)).map(|s| s.id);
@@ -418,10 +440,10 @@ impl<E> MemoryRows<'_, '_, E> {
         let phase = phase.map(|p| self.table.batch.labels.intern(p));
         let event = |e: Option<usize>| e.map(|i| int(i as u64));
         self.table.batch.push(&[
-            Cell::Label(Some(self.input)),
-            Cell::Label(self.host),
-            Cell::Label(Some(self.id)),
-            Cell::Label(Some(self.axis)),
+            Cell::Label(Some(input)),
+            Cell::Label(host),
+            Cell::Label(Some(id)),
+            Cell::Label(Some(axis)),
             Cell::Int(Some(int(a.bytes))),
             Cell::Int(Some(int(a.requested))),
             Cell::Int(Some(int(a.count))),
@@ -447,13 +469,14 @@ impl<E> MemoryRows<'_, '_, E> {
         if self.table.batch.is_full() {
             (self.sink)(&self.table.batch)?;
             self.table.batch.clear();
+            self.interned = Interned::default();
         }
         Ok(())
     }
 
-    /// The labels of `site`, made once per site of the profile.
+    /// The labels of `site`, made once per site and batch.
     fn site(&mut self, id: SiteId) -> SiteLabels {
-        if let Some(&labels) = self.sites.get(&id) {
+        if let Some(&labels) = self.interned.sites.get(&id) {
             return labels;
         }
         let names = &self.profile.names;
@@ -481,7 +504,7 @@ impl<E> MemoryRows<'_, '_, E> {
             stack,
             user_frame,
         };
-        self.sites.insert(id, out);
+        self.interned.sites.insert(id, out);
         out
     }
 }
@@ -714,6 +737,14 @@ mod tests {
             for column in &batch.columns {
                 assert_eq!(column.defined.len(), batch.rows(), "{}", column.spec.name);
             }
+            // Each batch names its texts afresh: only its own are kept.
+            let frame = Some("train_step /home/me/train.py:3".to_string());
+            assert_eq!(texts(batch, "user_frame"), vec![frame; batch.rows()]);
+            assert_eq!(
+                texts(batch, "memory"),
+                vec![Some("cuda:0".into()); batch.rows()]
+            );
+            assert!(batch.labels.len() <= 5, "{:?}", batch.labels);
         }
     }
 

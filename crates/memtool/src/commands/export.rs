@@ -191,8 +191,7 @@ fn write_file(path: &Path, columns: &[ColumnSpec], batch: &Batch) -> Result<()> 
 struct ParquetWriter<'o> {
     writer: SerializedFileWriter<Vec<u8>>,
     out: &'o mut dyn Write,
-    /// Each label of the batches' [`memtool_core::analysis::export::Labels`]
-    /// once encoded, by id.
+    /// Each label of the batch being written, encoded once, by id.
     labels: Vec<ByteArray>,
 }
 
@@ -221,7 +220,9 @@ impl<'o> ParquetWriter<'o> {
         if batch.rows() == 0 {
             return Ok(());
         }
-        for id in self.labels.len()..batch.labels.len() {
+        // Each batch has labels of its own.
+        self.labels.clear();
+        for id in 0..batch.labels.len() {
             let text = batch.labels.get(id as u32);
             self.labels.push(ByteArray::from(text.as_bytes().to_vec()));
         }
