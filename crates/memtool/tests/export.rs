@@ -334,3 +334,34 @@ fn an_unknown_memory_fails_without_writing() {
     assert!(!out.exists());
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The memories table may go to stdout while the allocations go to a file;
+/// both cannot.
+#[test]
+fn only_one_table_goes_to_stdout() {
+    let dir = scratch("stdout");
+    let out = dir.join("a.parquet");
+    let training = repo_fixture("pprof/training.prof");
+    let piped = memtool()
+        .arg("export")
+        .arg(&training)
+        .arg("-o")
+        .arg(&out)
+        .args(["--memories", "-"])
+        .output()
+        .unwrap();
+    assert!(piped.status.success());
+    assert!(piped.stdout.starts_with(b"PAR1") && piped.stdout.ends_with(b"PAR1"));
+    let memories = dir.join("m.parquet");
+    std::fs::write(&memories, &piped.stdout).unwrap();
+    let (rows, _) = read_rows(&memories);
+    assert_eq!(rows.len(), 1);
+    assert_eq!(text(&rows[0], "memory"), Some("cpu:0"));
+    assert!(read_rows(&out).0.len() > 1);
+    let stderr = common::fails(
+        &["export", training.to_str().unwrap(), "--memories", "-"],
+        2,
+    );
+    assert!(stderr.contains("cannot both go to stdout"), "{stderr}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -219,8 +219,11 @@ fn int(v: u64) -> i64 {
 
 impl Batch {
     fn new(specs: &[ColumnSpec], capacity: usize) -> Batch {
+        // Room for the first rows only: a batch grows to its capacity as
+        // rows come, so a large one asked for is not allocated up front.
+        let reserve = capacity.min(1 << 16);
         Batch {
-            columns: specs.iter().map(|&s| Column::new(s, capacity)).collect(),
+            columns: specs.iter().map(|&s| Column::new(s, reserve)).collect(),
             labels: Labels::default(),
             rows: 0,
             capacity,

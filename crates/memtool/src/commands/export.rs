@@ -61,9 +61,10 @@ pub struct ExportArgs {
     /// (capacity, peak, final bytes, events).
     #[arg(long = "memories", value_name = "FILE")]
     pub memories_file: Option<PathBuf>,
-    /// Rows per Parquet row group: the rows held in memory at once.
+    /// Rows per Parquet row group (1 to 10000000): the rows held in memory
+    /// at once.
     #[arg(long, default_value_t = DEFAULT_ROW_GROUP_ROWS, value_name = "ROWS",
-          value_parser = clap::value_parser!(u32).range(1..))]
+          value_parser = clap::value_parser!(u32).range(1..=10_000_000))]
     pub row_group_rows: u32,
     #[command(flatten)]
     pub analysis: AnalysisArgs,
