@@ -281,7 +281,7 @@ pub struct AllocationTable {
     rows_total: u64,
 }
 
-/// The labels of a site's fields, as ids in the table's [`Labels`].
+/// The labels of a site's fields, as ids in the batch's [`Labels`].
 #[derive(Clone, Copy)]
 struct SiteLabels {
     op: Option<u32>,
@@ -343,16 +343,6 @@ impl AllocationTable {
             self.batch.clear();
         }
         Ok(())
-    }
-}
-
-fn axis_name(memory: &Memory) -> &'static str {
-    match memory.axis {
-        crate::model::Axis::TimePs => "time_ps",
-        crate::model::Axis::TimeUs => "time_us",
-        crate::model::Axis::EventIndex => "event_index",
-        crate::model::Axis::Snapshot => "snapshot",
-        crate::model::Axis::ProgramOrder => "program_order",
     }
 }
 
@@ -419,7 +409,7 @@ impl<E> MemoryRows<'_, '_, E> {
                 labels.intern(self.input),
                 memory.host.as_deref().map(|h| labels.intern(h)),
                 labels.intern(&memory.id),
-                labels.intern(axis_name(memory)),
+                labels.intern(memory.axis.name()),
             )
         });
         let snapshot = snapshot.map(|index| match self.interned.snapshot {
@@ -551,7 +541,7 @@ impl MemoryTable {
                 Cell::Text(memory.host.as_deref()),
                 Cell::Text(Some(&memory.id)),
                 Cell::Text(Some(memory.kind.name())),
-                Cell::Text(Some(axis_name(memory))),
+                Cell::Text(Some(memory.axis.name())),
                 Cell::Text(header.module.as_deref()),
                 Cell::Int(header.memory_space),
                 Cell::Int(header.capacity_bytes.map(int)),
@@ -726,6 +716,20 @@ mod tests {
         assert_eq!(ints(memories, "rows"), [Some(3)]);
         assert_eq!(ints(memories, "peak_step"), [Some(7)]);
         assert_eq!(texts(memories, "kind"), [Some("allocator".to_string())]);
+    }
+
+    /// The `axis` column says what JSON says.
+    #[test]
+    fn axis_names_are_those_of_json() {
+        for axis in [
+            Axis::TimePs,
+            Axis::TimeUs,
+            Axis::EventIndex,
+            Axis::Snapshot,
+            Axis::ProgramOrder,
+        ] {
+            assert_eq!(serde_json::to_value(axis).unwrap(), axis.name());
+        }
     }
 
     #[test]
