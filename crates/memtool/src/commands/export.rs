@@ -13,7 +13,7 @@ use memtool_core::analysis::export::{
     MEMORY_COLUMNS, SCHEMA,
 };
 use memtool_core::analysis::warning_notes;
-use parquet::basic::{LogicalType, Repetition, Type as PhysicalType};
+use parquet::basic::{Compression, LogicalType, Repetition, Type as PhysicalType};
 use parquet::data_type::{BoolType, ByteArray, ByteArrayType, Int64Type};
 use parquet::file::metadata::KeyValue;
 use parquet::file::properties::WriterProperties;
@@ -199,6 +199,7 @@ struct ParquetWriter<'o> {
 impl<'o> ParquetWriter<'o> {
     fn new(out: &'o mut dyn Write, columns: &[ColumnSpec]) -> Result<Self> {
         let properties = WriterProperties::builder()
+            .set_compression(Compression::SNAPPY)
             .set_key_value_metadata(Some(vec![KeyValue::new(
                 "memtool.schema".to_string(),
                 SCHEMA.to_string(),
