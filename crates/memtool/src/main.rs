@@ -40,6 +40,7 @@ Examples:
   memtool frag logdir/
   memtool oom oom_snapshot.pickle --capacity 80GiB
   memtool render memory.prof -o report.html
+  memtool export runs/*/memory.prof -o allocations.parquet
 
 Exit codes: 0 success, 1 a CI gate failed, 2 unreadable input or bad usage."
 )]
@@ -57,6 +58,7 @@ enum Command {
     Frag(commands::frag::FragArgs),
     Oom(commands::oom::OomArgs),
     Render(commands::render::RenderArgs),
+    Export(commands::export::ExportArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
     Completions(commands::shell::CompletionsArgs),
     /// Print memtool's manual page, or a command's, in roff (for `man -l -`)
@@ -74,6 +76,7 @@ impl Command {
             Command::Frag(a) => Some(&a.input),
             Command::Oom(a) => Some(&a.input),
             Command::Render(a) => Some(&a.input),
+            Command::Export(a) => Some(&a.input),
             Command::Completions(_) | Command::Man(_) => None,
         }
     }
@@ -152,6 +155,7 @@ fn run(command: &Command) -> anyhow::Result<Outcome> {
         Command::Frag(a) => commands::frag::run(a),
         Command::Oom(a) => commands::oom::run(a),
         Command::Render(a) => commands::render::run(a),
+        Command::Export(a) => commands::export::run(a),
         Command::Completions(a) => commands::shell::completions(a),
         Command::Man(a) => commands::shell::man(a),
     }

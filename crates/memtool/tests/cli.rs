@@ -769,6 +769,7 @@ fn manual_pages_render_with_man() {
         [
             "memtool-completions.1",
             "memtool-diff.1",
+            "memtool-export.1",
             "memtool-frag.1",
             "memtool-leaks.1",
             "memtool-man.1",

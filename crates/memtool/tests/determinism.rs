@@ -61,6 +61,11 @@ fn json_and_csv_are_byte_identical_across_runs() {
         }
         let args = ["diff", input.as_str(), input.as_str(), "--format", "json"];
         assert_eq!(run(&args), run(&args), "{args:?}");
+        let args = ["export", input.as_str()];
+        let first = run(&args);
+        assert_eq!(first.0, Some(0), "{args:?}");
+        assert!(first.1.starts_with(b"PAR1"), "{args:?}");
+        assert_eq!(first, run(&args), "{args:?} differs between runs");
     }
 }
 
@@ -107,7 +112,7 @@ fn every_subcommand_exits_2_on_bad_input_and_usage() {
         .display()
         .to_string();
     let broken = repo().join("tests/broken/random.bin").display().to_string();
-    for cmd in ["summary", "peak", "leaks", "frag", "render"] {
+    for cmd in ["summary", "peak", "leaks", "frag", "render", "export"] {
         for bad in [&missing, &broken] {
             let out = memtool()
                 .args([cmd, bad.as_str(), "-o", "/tmp/memtool-never-written"])

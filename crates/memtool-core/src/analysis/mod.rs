@@ -3,6 +3,7 @@
 //! Analyses see only the model: no format-specific code lives here.
 
 pub mod diff;
+pub mod export;
 pub mod frag;
 pub mod frames;
 pub mod gate;

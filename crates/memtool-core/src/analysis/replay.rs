@@ -462,33 +462,77 @@ pub fn live_at(memory: &Memory, index: usize) -> Vec<AllocId> {
     set.ids()
 }
 
-/// Calls `visit(alloc, start, end)` for every interval during which an
-/// allocation of an event stream was live: freed ones in the order of their
-/// frees, then those still live at the last event (ending there), in
-/// allocation order. Memories described by
-/// instants have no lifetimes and visit nothing.
-pub fn for_each_lifetime(memory: &Memory, mut visit: impl FnMut(AllocId, i64, i64)) {
-    if uses_instants(memory) || (memory.events.is_empty() && memory.live_at_start.is_empty()) {
+/// One interval during which an allocation of an event stream was live, by
+/// the events that began and ended it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Lifespan {
+    /// The allocation.
+    pub alloc: AllocId,
+    /// The index in [`Memory::events`] of the event that made it live;
+    /// `None` for an allocation live at the start.
+    pub made: Option<usize>,
+    /// The index of the event that freed it; `None` while it is still live
+    /// after the last event.
+    pub freed: Option<usize>,
+}
+
+impl Lifespan {
+    /// Whether the allocation is live at point `index` (as numbered by
+    /// [`for_each_point`]: point i+1 is right after event i).
+    pub fn live_at(&self, index: usize) -> bool {
+        self.made.is_none_or(|m| m < index) && self.freed.is_none_or(|f| index <= f)
+    }
+}
+
+/// Calls `visit` for every interval during which an allocation of an event
+/// stream was live: freed ones in the order of their frees, then those still
+/// live after the last event, in allocation order. Memories described by
+/// instants have no lifespans and visit nothing.
+pub fn for_each_lifespan(memory: &Memory, mut visit: impl FnMut(Lifespan)) {
+    if uses_instants(memory) {
         return;
     }
-    let start_at = memory.events.first().map_or(0, |e| e.at);
-    let end_at = memory.events.last().map_or(start_at, |e| e.at);
     let mut set = LiveSet::at_start(memory);
-    let mut since: Vec<i64> = vec![start_at; memory.allocations.len()];
-    for event in &memory.events {
+    let mut made: Vec<Option<usize>> = vec![None; memory.allocations.len()];
+    for (i, event) in memory.events.iter().enumerate() {
         if set.apply(event.kind, event.alloc) {
-            let Some(slot) = since.get_mut(event.alloc.index()) else {
+            let Some(slot) = made.get_mut(event.alloc.index()) else {
                 continue;
             };
             match event.kind {
-                EventKind::Alloc => *slot = event.at,
-                EventKind::Free => visit(event.alloc, *slot, event.at),
+                EventKind::Alloc => *slot = Some(i),
+                EventKind::Free => visit(Lifespan {
+                    alloc: event.alloc,
+                    made: slot.take(),
+                    freed: Some(i),
+                }),
             }
         }
     }
-    for id in set.ids() {
-        visit(id, since[id.index()], end_at);
+    for alloc in set.ids() {
+        visit(Lifespan {
+            alloc,
+            made: made[alloc.index()],
+            freed: None,
+        });
     }
+}
+
+/// Calls `visit(alloc, start, end)` for every interval during which an
+/// allocation of an event stream was live ([`for_each_lifespan`]'s, in its
+/// order), by position: one live at the start starts at the first event,
+/// one still live ends at the last.
+pub fn for_each_lifetime(memory: &Memory, mut visit: impl FnMut(AllocId, i64, i64)) {
+    let start_at = memory.events.first().map_or(0, |e| e.at);
+    let end_at = memory.events.last().map_or(start_at, |e| e.at);
+    let at = |event: Option<usize>, default: i64| {
+        event
+            .and_then(|i| memory.events.get(i))
+            .map_or(default, |e| e.at)
+    };
+    for_each_lifespan(memory, |span| {
+        visit(span.alloc, at(span.made, start_at), at(span.freed, end_at))
+    });
 }
 
 #[cfg(test)]
@@ -583,5 +627,35 @@ mod tests {
         for_each_lifetime(&m, |id, start, end| spans.push((id.0, start, end)));
         // 0 is live from the start until its free at 2, then again from 5 to the end.
         assert_eq!(spans, vec![(0, 1, 2), (0, 5, 5), (1, 1, 5), (2, 4, 5)]);
+    }
+
+    #[test]
+    fn lifespans_name_their_events_and_agree_with_the_live_sets() {
+        let m = memory();
+        let mut spans = Vec::new();
+        for_each_lifespan(&m, |span| spans.push(span));
+        let span = |a, made, freed| Lifespan {
+            alloc: AllocId(a),
+            made,
+            freed,
+        };
+        assert_eq!(
+            spans,
+            vec![
+                span(0, None, Some(1)),
+                span(0, Some(4), None),
+                span(1, Some(0), None),
+                span(2, Some(3), None),
+            ]
+        );
+        for index in 0..=m.events.len() {
+            let mut live: Vec<AllocId> = spans
+                .iter()
+                .filter(|s| s.live_at(index))
+                .map(|s| s.alloc)
+                .collect();
+            live.sort();
+            assert_eq!(live, live_at(&m, index), "point {index}");
+        }
     }
 }

@@ -117,6 +117,19 @@ pub enum Axis {
     ProgramOrder,
 }
 
+impl Axis {
+    /// The name used in every output (as in JSON).
+    pub fn name(self) -> &'static str {
+        match self {
+            Axis::TimePs => "time_ps",
+            Axis::TimeUs => "time_us",
+            Axis::EventIndex => "event_index",
+            Axis::Snapshot => "snapshot",
+            Axis::ProgramOrder => "program_order",
+        }
+    }
+}
+
 /// One allocation (or, for pprof, one sample: `count` buffers of one site).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Allocation {

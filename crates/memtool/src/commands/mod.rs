@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 pub mod diff;
+pub mod export;
 pub mod frag;
 pub mod leaks;
 pub mod oom;
