@@ -1022,10 +1022,10 @@ fn running_out_of_memory_anywhere_is_one_line_for_every_command_and_format() {
                 let stderr = String::from_utf8_lossy(&out.stderr);
                 let shown = format!("{command} {} at {kib} KiB: {stderr}", files[0]);
                 assert_eq!(out.status.code(), Some(2), "{shown}");
-                // Warnings said before it ran out may precede the line.
+                // Warnings and notes said before it ran out may precede the line.
                 let lines: Vec<&str> = stderr
                     .lines()
-                    .filter(|l| !l.starts_with("warning: "))
+                    .filter(|l| !l.starts_with("warning: ") && !l.starts_with("note: "))
                     .collect();
                 assert_eq!(lines.len(), 1, "{shown}");
                 assert!(lines[0].starts_with("memtool: "), "{shown}");

@@ -239,7 +239,8 @@ pub fn point_label(memory: &Memory, index: usize, at: i64) -> String {
 pub fn moment_label(memory: &Memory, at: i64) -> Option<String> {
     let since = memory.since_start_ps(at)?;
     let step = memory.step_at(at).map(|s| s.id);
-    Some(crate::report::units::moment(since, step, None))
+    let phase = memory.phase_at(at).map(crate::model::Phase::name);
+    Some(crate::report::units::moment(since, step, phase))
 }
 
 /// The program step (instruction) whose event led to point `index`, if the

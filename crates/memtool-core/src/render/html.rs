@@ -634,58 +634,36 @@ fn mark_before_recording(
     }
 }
 
-/// Where the recording starts on the memory's axis: its first event (time
-/// axes only; `None` for memories made of snapshots).
+/// Where the page counts `memory`'s time from: the core's start of the
+/// recording (the one every output uses), none for a memory read at
+/// instants (snapshots, a series), whose labels are their names.
 fn recording_start(memory: &Memory) -> Option<i64> {
     if replay::uses_instants(memory) {
         return None;
     }
-    memory.events.first().map(|e| e.at)
+    memory.recording_start()
 }
 
-/// `at` on `memory`'s time axis as time since the start of its recording,
-/// with the step when known (`t+175.04 ms (step 2)`); `None` on other axes.
+/// `at` on `memory`'s time axis as every output shows it (`t+175.0 ms
+/// (step 2, backward)`), with the step given; `None` on other axes.
 pub(super) fn relative_label(memory: &Memory, at: i64, step: Option<i64>) -> Option<String> {
-    let t = relative_time(memory.axis, at, recording_start(memory))?;
-    Some(match step {
-        Some(step) => format!("{t} (step {step})"),
-        None => t,
-    })
+    recording_start(memory)?;
+    let since = memory.since_start_ps(at)?;
+    let phase = memory.phase_at(at).map(crate::model::Phase::name);
+    Some(units::moment(since, step, phase))
 }
 
-/// `at` as a person reads it on a time axis: how long after the start of
-/// the recording (`t+25.43 ms`); `None` on other axes, whose labels
-/// (`#45 (fusion.2)`, a snapshot's name) already read well.
+/// `at` as a person reads it on a time axis: how long after `start`
+/// (`t+25.43 ms`); `None` on other axes, whose labels (`#45 (fusion.2)`, a
+/// snapshot's name) already read well.
 pub(super) fn relative_time(axis: Axis, at: i64, start: Option<i64>) -> Option<String> {
-    let per_second = match axis {
-        Axis::TimePs => 1e12,
-        Axis::TimeUs => 1e6,
+    let since = at.saturating_sub(start?);
+    let ps = match axis {
+        Axis::TimePs => since,
+        Axis::TimeUs => since.saturating_mul(1_000_000),
         _ => return None,
     };
-    let seconds = (at as f64 - start? as f64) / per_second;
-    Some(format!("t+{}", human_seconds(seconds)))
-}
-
-/// A duration in the unit that keeps it between 1 and 1000 (as the page's
-/// axes print them).
-fn human_seconds(seconds: f64) -> String {
-    let a = seconds.abs();
-    let (value, decimals, unit) = if a == 0.0 {
-        return "0 s".to_string();
-    } else if a < 1e-6 {
-        (seconds * 1e9, 2, "ns")
-    } else if a < 1e-3 {
-        (seconds * 1e6, 2, "µs")
-    } else if a < 1.0 {
-        (seconds * 1e3, 2, "ms")
-    } else {
-        (seconds, 3, "s")
-    };
-    let text = format!("{value:.decimals$}");
-    format!(
-        "{} {unit}",
-        text.trim_end_matches('0').trim_end_matches('.')
-    )
+    Some(units::moment(ps, None, None))
 }
 
 fn axis_name(axis: Axis) -> &'static str {

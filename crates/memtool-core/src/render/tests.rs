@@ -765,11 +765,11 @@ fn times_read_from_the_start_of_the_recording() {
     );
     assert_eq!(
         relative_time(Axis::TimePs, 500_000_000_000, Some(0)).as_deref(),
-        Some("t+500 ms")
+        Some("t+500.0 ms")
     );
     assert_eq!(
         relative_time(Axis::TimeUs, 3_250_000, Some(0)).as_deref(),
-        Some("t+3.25 s")
+        Some("t+3.250 s")
     );
     assert_eq!(
         relative_time(Axis::TimeUs, 7, Some(7)).as_deref(),
@@ -780,8 +780,8 @@ fn times_read_from_the_start_of_the_recording() {
     let profile = event_profile(3, 4, false);
     let page = html(Inputs::One(&profile), &RenderOptions::default());
     let peak = replay::peak(&profile.memories[0]).unwrap();
-    let start = profile.memories[0].events[0].at;
-    let expected = relative_time(Axis::TimePs, peak.at, Some(start)).unwrap();
+    let start = profile.memories[0].recording_start();
+    let expected = relative_time(Axis::TimePs, peak.at, start).unwrap();
     assert!(
         page.contains(&format!("<dt>peak at</dt><dd>{expected}")),
         "{expected}"

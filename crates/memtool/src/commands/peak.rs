@@ -2,7 +2,9 @@ use anyhow::Result;
 use clap::Args;
 use memtool_core::analysis::peak;
 
-use crate::cli::{parse_size, AnalysisArgs, FormatArg, GroupKeyArg, InputArgs, OutputArgs, XprofArgs};
+use crate::cli::{
+    parse_size, AnalysisArgs, FormatArg, GroupKeyArg, InputArgs, OutputArgs, XprofArgs,
+};
 use crate::{inputs, output, Outcome};
 
 /// What was live at the peak: by stack, by your own frame, by shape, op, dtype.
