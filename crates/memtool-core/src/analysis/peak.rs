@@ -6,7 +6,7 @@ use std::io::Write;
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 
-use crate::model::{AllocId, Axis, Memory, Names, Profile};
+use crate::model::{AllocId, Axis, BeforeRecording, Memory, Names, Profile};
 use crate::report::{units, Cell, Report, Table};
 
 use super::gate::{GateResult, Limit as GateLimit};
@@ -962,13 +962,19 @@ impl Report for PeakReport {
         // timeline's categories) has nothing here the breakdowns below do not
         // show.
         let blank = |s: &Option<String>| s.as_deref().is_none_or(str::is_empty);
+        // Memory from before the recording is named by its op; the stack
+        // tables already show it.
+        let no_op = |s: &Option<String>| {
+            s.as_deref()
+                .is_none_or(|op| op.is_empty() || BeforeRecording::of_name(op).is_some())
+        };
         for m in shown.iter().copied().filter(|m| {
             self.only.is_none()
                 && !m.at_peak.is_empty()
                 && !m
                     .at_peak
                     .iter()
-                    .all(|r| blank(&r.op) && blank(&r.shape) && blank(&r.dtype))
+                    .all(|r| no_op(&r.op) && blank(&r.shape) && blank(&r.dtype))
         }) {
             let mut t = Table::ranked(
                 format!(

@@ -96,7 +96,8 @@ impl BeforeRecording {
         }
     }
 
-    fn of_name(name: &str) -> Option<BeforeRecording> {
+    /// The one of them `name` is, if it is one of their names.
+    pub fn of_name(name: &str) -> Option<BeforeRecording> {
         [BeforeRecording::StillLive, BeforeRecording::Freed]
             .into_iter()
             .find(|b| b.name() == name)

@@ -858,7 +858,8 @@ pub fn has_values(names: &Names, by_site: &SiteTotals, by: GroupBy) -> bool {
                 site.stack.0 != 0 && !names.is_before_recording_only(site.stack)
             }
             GroupBy::Shape => site.shape.is_some(),
-            GroupBy::Op => site.op.is_some(),
+            // Memory from before the recording is named by its op alone.
+            GroupBy::Op => site.op.is_some() && names.before_recording_op(site.op).is_none(),
             GroupBy::Dtype => site.dtype.is_some(),
             GroupBy::Category => site.category.is_some(),
             GroupBy::Phase => site.phase.is_some(),
