@@ -35,6 +35,12 @@ const ENV: &str = "MEMTOOL_SUPERVISED";
 /// The standard library's message for a failed allocation, up to the size.
 const ALLOC_FAILED: &[u8] = b"memory allocation of ";
 const ALLOC_FAILED_END: &[u8] = b" bytes failed";
+/// How glibc starts the message of a fatal error before it aborts; out of
+/// memory inside glibc itself (registering a thread-local destructor when a
+/// thread starts) ends that way rather than through Rust's message.
+const GLIBC_FATAL: &[u8] = b"Fatal glibc error: ";
+/// The lines held back until the child has ended.
+const HELD: [&[u8]; 2] = [ALLOC_FAILED, GLIBC_FATAL];
 
 /// The signals a supervisor passes on to the child.
 const FORWARDED: [i32; 4] = [
@@ -328,9 +334,9 @@ impl StderrFilter {
             let mut line = self.line.take().unwrap_or_default();
             line.extend_from_slice(part);
             self.at_line_start = false;
-            if line.starts_with(ALLOC_FAILED) {
+            if HELD.iter().any(|text| line.starts_with(text)) {
                 self.held = Some(line);
-            } else if agrees(&line, ALLOC_FAILED) && !complete {
+            } else if HELD.iter().any(|text| agrees(&line, text)) && !complete {
                 self.line = Some(line);
             } else {
                 self.forward(&line, out)?;
@@ -349,7 +355,10 @@ impl StderrFilter {
 
     fn finish(self, aborted: bool) -> Finish {
         match self.held {
-            Some(_) if aborted => Finish::OutOfMemory(self.held.as_deref().and_then(failed_size)),
+            Some(held) if aborted && held.starts_with(ALLOC_FAILED) => {
+                Finish::OutOfMemory(failed_size(&held))
+            }
+            Some(held) if aborted && glibc_out_of_memory(&held) => Finish::OutOfMemory(None),
             held => Finish::Rest(held.or(self.line).unwrap_or_default()),
         }
     }
@@ -360,6 +369,13 @@ impl StderrFilter {
 fn agrees(line: &[u8], text: &[u8]) -> bool {
     let n = line.len().min(text.len());
     line[..n] == text[..n]
+}
+
+/// Whether held text is glibc's fatal error for running out of memory
+/// (`Fatal glibc error: failed to register TLS destructor: out of memory`).
+fn glibc_out_of_memory(held: &[u8]) -> bool {
+    let first_line = held.split(|&b| b == b'\n').next().unwrap_or_default();
+    first_line.starts_with(GLIBC_FATAL) && first_line.ends_with(b"out of memory")
 }
 
 /// The size in `memory allocation of N bytes failed`, when the message is
@@ -390,6 +406,23 @@ mod tests {
                 (out, None)
             }
         }
+    }
+
+    #[test]
+    fn glibcs_fatal_out_of_memory_is_recognised_and_its_other_errors_passed_on() {
+        let text = b"memtool: parsing\rFatal glibc error: failed to register TLS destructor: out of memory\n";
+        for split in 0..text.len() {
+            let (out, oom) = filtered(&[&text[..split], &text[split..]], true);
+            assert_eq!(out, b"memtool: parsing\r", "split at {split}");
+            assert_eq!(oom, Some(None));
+        }
+        let other = b"Fatal glibc error: malloc assertion failure\n";
+        assert_eq!(filtered(&[other], true), (other.to_vec(), None));
+        let not_aborted = b"Fatal glibc error: failed to register TLS destructor: out of memory\n";
+        assert_eq!(
+            filtered(&[not_aborted], false),
+            (not_aborted.to_vec(), None)
+        );
     }
 
     #[test]
