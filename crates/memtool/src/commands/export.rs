@@ -2,7 +2,7 @@
 //! Polars, Spark and BigQuery. The core builds the rows in batches; this
 //! file writes each batch as a row group as soon as it fills.
 
-use std::io::{self, IsTerminal, Write};
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -82,9 +82,15 @@ pub fn run(args: &ExportArgs) -> Result<Outcome> {
     if to_stdout > 1 {
         bail!("the allocations and --memories cannot both go to stdout; give one of them a file");
     }
-    if to_stdout == 1 && io::stdout().is_terminal() {
-        // Checked before the inputs are read, as `render` does for its page.
-        bail!("export writes Parquet, not text for a terminal; give -o allocations.parquet (or redirect stdout)");
+    // Checked before the inputs are read, as `render` does for its page.
+    output::refuse_terminal(
+        "export",
+        args.output.as_deref(),
+        "Parquet",
+        "allocations.parquet",
+    )?;
+    if let Some(memories) = args.memories_file.as_deref() {
+        output::refuse_terminal("export", Some(memories), "Parquet", "memories.parquet")?;
     }
     let options = args.analysis.options();
     let memories_file = Replaced::of(args.memories_file.as_deref());
