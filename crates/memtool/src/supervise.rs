@@ -140,11 +140,20 @@ pub fn supervise(inputs: &[String]) -> Option<ExitCode> {
     let mut filter = StderrFilter::default();
     let mut buffer = vec![0u8; 8192];
     let reserve: Vec<u8> = Vec::with_capacity(64 << 10);
-    let spawned = Command::new(exe)
+    let mut command = Command::new(exe);
+    command
         .args(std::env::args_os().skip(1).collect::<Vec<OsString>>())
         .env(ENV, mark)
-        .stderr(Stdio::piped())
-        .spawn();
+        .stderr(Stdio::piped());
+    // With RUST_BACKTRACE set, every error value captures a backtrace, and
+    // symbolizing it allocates under the standard library's backtrace lock,
+    // which its allocation-failure message takes too: out of memory there
+    // hung the child. memtool never shows an error's backtrace; a user who
+    // sets RUST_LIB_BACKTRACE keeps what they asked for.
+    if std::env::var_os("RUST_LIB_BACKTRACE").is_none() {
+        command.env("RUST_LIB_BACKTRACE", "0");
+    }
+    let spawned = command.spawn();
     let mut child = match spawned {
         Ok(child) => child,
         Err(e) if e.kind() == io::ErrorKind::OutOfMemory => {
