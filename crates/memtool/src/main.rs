@@ -116,6 +116,10 @@ fn main() -> ExitCode {
             return end;
         }
     }
+    if std::env::var_os("MEMTOOL_TEST_PANIC").is_some() {
+        // memtool has no known panic: tests reach the panic report with it.
+        panic!("MEMTOOL_TEST_PANIC is set");
+    }
     phases::init();
     let total = memtool_core::timings::span("total");
     let result = match cli.command.input().filter(|input| input.read.list_runs) {

@@ -196,8 +196,9 @@ const NAMED_TEMP_ENV: &str = "MEMTOOL_TEST_NAMED_TEMP_MS";
 /// a killed run or a full disk never leaves a half-written file. The
 /// temporary file is anonymous (`O_TMPFILE`) while it is written where the
 /// filesystem allows it, and named (`.NAME.memtool-PID.tmp`) only from its
-/// last write to the rename; a named temporary file is removed on SIGINT or
-/// SIGTERM.
+/// last write to the rename (not at all when `path` does not exist yet: the
+/// file is then linked there whole); a named temporary file is removed on
+/// SIGINT or SIGTERM.
 pub fn write_atomically(
     path: &Path,
     fill: impl FnOnce(&mut dyn Write) -> io::Result<()>,
@@ -225,6 +226,9 @@ pub fn write_atomically(
         let file = match anonymous {
             Some(file) => {
                 let file = fill_and_sync(file, fill)?;
+                if link_whole(&file, path) {
+                    return Ok(());
+                }
                 name_anonymous(&file, &tmp)?;
                 file
             }
@@ -272,6 +276,17 @@ fn anonymous_file(dir: &Path) -> io::Result<fs::File> {
         Mode::from_raw_mode(0o666),
     )?;
     Ok(fs::File::from(fd))
+}
+
+/// Gives the anonymous, complete `file` the name `path` when nothing has
+/// that name yet: no temporary name exists at any moment, so a process
+/// killed now leaves nothing behind. False when `path` exists (a file to
+/// replace, which only a rename does whole) or the link is not allowed.
+fn link_whole(file: &fs::File, path: &Path) -> bool {
+    let proc_path = format!("/proc/self/fd/{}", file.as_raw_fd());
+    rustix::fs::linkat(CWD, proc_path.as_str(), CWD, path, AtFlags::SYMLINK_FOLLOW)
+        .or_else(|_| rustix::fs::linkat(file, "", CWD, path, AtFlags::EMPTY_PATH))
+        .is_ok()
 }
 
 /// Gives the anonymous `file` the name `tmp`: through `/proc/self/fd`, which

@@ -16,21 +16,38 @@
 //! SIGHUP and SIGQUIT are forwarded to it, and the child dies with this
 //! process (SIGTERM on the parent's death, so a killed run still removes its
 //! temporary file). Whether standard error is a terminal is passed to the
-//! child, whose own standard error is a pipe.
+//! child, whose own standard error is a pipe. The child runs without
+//! `RUST_BACKTRACE`, under which the standard library's message can hang on
+//! running out of memory; a panic prints the backtrace asked for all the
+//! same, and a child that printed the message and does not abort is killed.
 //!
 //! `MEMTOOL_SUPERVISED` marks the child; set by hand (to `0`, or anything
 //! but a process id), it runs memtool in one process, as under a debugger.
 
 use std::ffi::OsString;
 use std::io::{self, IsTerminal, Read, Write};
+use std::os::fd::AsFd;
+use std::os::unix::net::UnixStream;
 use std::os::unix::process::ExitStatusExt;
 use std::process::{Command, ExitCode, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
+use rustix::event::{PollFd, PollFlags, Timespec};
 use rustix::process::{Pid, Signal};
 
 /// The environment variable that marks the child: `PID:terminal` or
 /// `PID:pipe`, the supervisor's id and what its standard error is.
 const ENV: &str = "MEMTOOL_SUPERVISED";
+
+/// The caller's `RUST_BACKTRACE`, passed to the child in its place.
+const PANIC_BACKTRACE_ENV: &str = "MEMTOOL_PANIC_BACKTRACE";
+
+/// How long a child that printed the allocation-failure message has to end
+/// before it is killed: it is about to abort, and anything that keeps it
+/// (a lock taken again while printing) would keep the command forever.
+const ABORT_GRACE: Duration = Duration::from_secs(10);
 
 /// The standard library's message for a failed allocation, up to the size.
 const ALLOC_FAILED: &[u8] = b"memory allocation of ";
@@ -123,6 +140,7 @@ pub fn supervise(inputs: &[String]) -> Option<ExitCode> {
                 // It died before the line above took effect.
                 return Some(ExitCode::from(2));
             }
+            panic_backtraces();
         }
         return None;
     }
@@ -140,16 +158,27 @@ pub fn supervise(inputs: &[String]) -> Option<ExitCode> {
     let mut filter = StderrFilter::default();
     let mut buffer = vec![0u8; 8192];
     let reserve: Vec<u8> = Vec::with_capacity(64 << 10);
+    let Ok(wake) = UnixStream::pair() else {
+        return None;
+    };
     let mut command = Command::new(exe);
     command
         .args(std::env::args_os().skip(1).collect::<Vec<OsString>>())
         .env(ENV, mark)
         .stderr(Stdio::piped());
-    // With RUST_BACKTRACE set, every error value captures a backtrace, and
-    // symbolizing it allocates under the standard library's backtrace lock,
-    // which its allocation-failure message takes too: out of memory there
-    // hung the child. memtool never shows an error's backtrace; a user who
-    // sets RUST_LIB_BACKTRACE keeps what they asked for.
+    // Under RUST_BACKTRACE the standard library's allocation-failure message
+    // prints a backtrace, holding its backtrace lock, and printing it
+    // allocates (the working directory, symbol names): out of memory there
+    // waits forever for the lock it holds. The child runs without it and
+    // prints a panic's backtrace itself, as asked ([`panic_backtraces`]);
+    // error values never capture one (memtool never shows it) unless
+    // RUST_LIB_BACKTRACE asks.
+    if let Some(style) = std::env::var_os("RUST_BACKTRACE") {
+        command.env("RUST_BACKTRACE", "0");
+        if style != "0" {
+            command.env(PANIC_BACKTRACE_ENV, style);
+        }
+    }
     if std::env::var_os("RUST_LIB_BACKTRACE").is_none() {
         command.env("RUST_LIB_BACKTRACE", "0");
     }
@@ -167,31 +196,19 @@ pub fn supervise(inputs: &[String]) -> Option<ExitCode> {
     // Caught from here on and passed to the child. A signal before this
     // ends this process as it would have, and the child with it (its
     // parent-death signal).
-    if let Ok(mut signals) = signal_hook::iterator::Signals::new(FORWARDED) {
-        let pid = Pid::from_child(&child);
-        let _ = std::thread::Builder::new()
-            .name("signals".into())
-            .stack_size(64 << 10)
-            .spawn(move || {
-                for signal in signals.forever() {
-                    if let Some(signal) = Signal::from_named_raw(signal) {
-                        let _ = rustix::process::kill_process(pid, signal);
-                    }
-                }
-            });
-    }
-    if let Some(mut pipe) = child.stderr.take() {
-        loop {
-            match pipe.read(&mut buffer) {
-                Ok(0) => break,
-                Ok(n) => {
-                    let _ = filter.feed(&buffer[..n], &mut stderr);
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(_) => break,
-            }
-        }
-    }
+    let signals = Forwarding::register(wake);
+    let killed_after_message = match child.stderr.take() {
+        Some(pipe) => pass_on(
+            &pipe,
+            Pid::from_child(&child),
+            signals.as_ref(),
+            ABORT_GRACE,
+            &mut buffer,
+            &mut filter,
+            &mut stderr,
+        ),
+        None => false,
+    };
     let status = loop {
         match child.wait() {
             Ok(status) => break status,
@@ -200,19 +217,205 @@ pub fn supervise(inputs: &[String]) -> Option<ExitCode> {
         }
     };
     drop(reserve);
-    Some(end(status, filter, &mut stderr, stderr_terminal, inputs))
+    Some(end(
+        status,
+        killed_after_message,
+        filter,
+        &mut stderr,
+        stderr_terminal,
+        inputs,
+    ))
+}
+
+/// The signals caught for the child: a flag each, and a socket that wakes
+/// the supervisor when one arrives. One thread does all the supervising:
+/// under a memory limit the child runs out in, a thread may not start.
+struct Forwarding {
+    flags: [Arc<AtomicBool>; FORWARDED.len()],
+    wake: UnixStream,
+}
+
+impl Forwarding {
+    /// Catches the forwarded signals, waking `wake`'s other end; `None`
+    /// when they cannot be caught (they then end this process, and the
+    /// child through its parent-death signal).
+    fn register((wake, wake_write): (UnixStream, UnixStream)) -> Option<Forwarding> {
+        let flags: [Arc<AtomicBool>; FORWARDED.len()] = Default::default();
+        wake.set_nonblocking(true).ok()?;
+        for (signal, flag) in FORWARDED.iter().zip(&flags) {
+            signal_hook::flag::register(*signal, Arc::clone(flag)).ok()?;
+            signal_hook::low_level::pipe::register(*signal, wake_write.try_clone().ok()?).ok()?;
+        }
+        Some(Forwarding { flags, wake })
+    }
+
+    /// Sends the child the signals that arrived since the last call.
+    fn forward(&self, child: Pid) {
+        let mut drained = [0u8; 64];
+        while let Ok(1..) = (&self.wake).read(&mut drained) {}
+        for (signal, flag) in FORWARDED.iter().zip(&self.flags) {
+            if flag.swap(false, Ordering::SeqCst) {
+                if let Some(signal) = Signal::from_named_raw(*signal) {
+                    let _ = rustix::process::kill_process(child, signal);
+                }
+            }
+        }
+    }
+}
+
+/// Passes the child's standard error (`pipe`) through `filter` to `out`
+/// until it closes, forwarding signals as they arrive. A child that has
+/// printed the allocation-failure message and is still there `grace` later
+/// is killed (it is about to abort; anything that keeps it, such as a lock
+/// taken again while printing, would keep the command forever); returns
+/// whether it was.
+fn pass_on(
+    pipe: &impl AsFd,
+    child: Pid,
+    signals: Option<&Forwarding>,
+    grace: Duration,
+    buffer: &mut [u8],
+    filter: &mut StderrFilter,
+    out: &mut impl Write,
+) -> bool {
+    let mut message_at: Option<Instant> = None;
+    let mut killed = false;
+    loop {
+        let left = match message_at {
+            Some(at) if !killed => Some(grace.saturating_sub(at.elapsed())),
+            _ => None,
+        };
+        if left == Some(Duration::ZERO) {
+            let _ = rustix::process::kill_process(child, Signal::KILL);
+            killed = true;
+            continue;
+        }
+        let timeout = left.and_then(|left| Timespec::try_from(left).ok());
+        let (pipe_ready, woken) = {
+            let mut fds = [
+                PollFd::new(pipe, PollFlags::IN),
+                PollFd::new(pipe, PollFlags::IN),
+            ];
+            let polled = match signals {
+                Some(signals) => {
+                    fds[1] = PollFd::new(&signals.wake, PollFlags::IN);
+                    &mut fds[..]
+                }
+                None => &mut fds[..1],
+            };
+            match rustix::event::poll(polled, timeout.as_ref()) {
+                Ok(_) => (
+                    !polled[0].revents().is_empty(),
+                    polled.get(1).is_some_and(|fd| !fd.revents().is_empty()),
+                ),
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(_) => return killed,
+            }
+        };
+        if woken {
+            if let Some(signals) = signals {
+                signals.forward(child);
+            }
+        }
+        if !pipe_ready {
+            continue;
+        }
+        match rustix::io::read(pipe, &mut *buffer) {
+            Ok(0) => return killed,
+            Ok(n) => {
+                let _ = filter.feed(&buffer[..n], out);
+                if filter.held.is_some() && message_at.is_none() {
+                    message_at = Some(Instant::now());
+                }
+            }
+            Err(rustix::io::Errno::INTR | rustix::io::Errno::AGAIN) => {}
+            Err(_) => return killed,
+        }
+    }
+}
+
+/// In the child, when its caller set `RUST_BACKTRACE` (which the child
+/// runs without, see [`supervise`]): a panic prints its backtrace, as the
+/// standard library's hook would have.
+fn panic_backtraces() {
+    let Some(style) = std::env::var_os(PANIC_BACKTRACE_ENV) else {
+        return;
+    };
+    let full = style == "full";
+    std::panic::set_hook(Box::new(move |info| {
+        let thread = std::thread::current();
+        let name = thread.name().unwrap_or("<unnamed>");
+        let message = info.payload_as_str().unwrap_or("Box<dyn Any>");
+        let location = info.location().map(ToString::to_string);
+        let backtrace = std::backtrace::Backtrace::force_capture();
+        let mut stderr = io::stderr().lock();
+        let _ = writeln!(
+            stderr,
+            "\nthread '{name}' panicked at {}:\n{message}",
+            location.as_deref().unwrap_or("an unknown place")
+        );
+        let _ = if full {
+            writeln!(stderr, "stack backtrace:\n{backtrace:#}")
+        } else {
+            writeln!(
+                stderr,
+                "stack backtrace:\n{}note: Some details are omitted, run with \
+                 `RUST_BACKTRACE=full` for a verbose backtrace.",
+                short_backtrace(&backtrace.to_string())
+            )
+        };
+    }));
+}
+
+/// The frames of a printed backtrace between the panic machinery and the
+/// start of the program or thread, numbered from 0, as the standard
+/// library's short backtrace shows them.
+fn short_backtrace(printed: &str) -> String {
+    // A frame is its numbered line and the `at` lines that follow.
+    let mut frames: Vec<Vec<&str>> = Vec::new();
+    for line in printed.lines() {
+        let numbered = line
+            .trim_start()
+            .split_once(": ")
+            .is_some_and(|(n, _)| n.bytes().all(|b| b.is_ascii_digit()) && !n.is_empty());
+        match frames.last_mut() {
+            Some(frame) if !numbered => frame.push(line),
+            _ => frames.push(vec![line]),
+        }
+    }
+    let is = |frame: &[&str], marker: &str| frame.first().is_some_and(|l| l.contains(marker));
+    let start = frames
+        .iter()
+        .position(|f| is(f, "__rust_end_short_backtrace"))
+        .map_or(0, |i| i + 1);
+    let end = frames
+        .iter()
+        .position(|f| is(f, "__rust_begin_short_backtrace"))
+        .filter(|&end| end >= start)
+        .unwrap_or(frames.len());
+    let mut out = String::new();
+    for (n, frame) in frames[start..end].iter().enumerate() {
+        let (_, name) = frame[0].trim_start().split_once(": ").unwrap_or_default();
+        out.push_str(&format!("{n:>4}: {name}\n"));
+        for line in &frame[1..] {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out
 }
 
 /// This process's end for the child's `status`, with the child's last
 /// held-back standard error.
 fn end(
     status: ExitStatus,
+    killed_after_message: bool,
     filter: StderrFilter,
     stderr: &mut impl Write,
     stderr_terminal: bool,
     inputs: &[String],
 ) -> ExitCode {
-    let aborted = status.signal() == Some(signal_hook::consts::SIGABRT);
+    let aborted = status.signal() == Some(signal_hook::consts::SIGABRT) || killed_after_message;
     let after_status = filter.after_status;
     match filter.finish(aborted) {
         Finish::OutOfMemory(bytes) => {
@@ -415,6 +618,62 @@ mod tests {
                 (out, None)
             }
         }
+    }
+
+    /// Runs `script` as a supervised child would run, its standard error
+    /// passed on with a grace of `grace`: what came through, whether it was
+    /// killed, and how it ended.
+    fn passed_on(script: &str, grace: Duration) -> (Vec<u8>, bool, ExitStatus, Duration) {
+        let mut child = Command::new("sh")
+            .args(["-c", script])
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pipe = child.stderr.take().unwrap();
+        let (mut filter, mut out) = (StderrFilter::default(), Vec::new());
+        let start = Instant::now();
+        let killed = pass_on(
+            &pipe,
+            Pid::from_child(&child),
+            None,
+            grace,
+            &mut [0; 16],
+            &mut filter,
+            &mut out,
+        );
+        let status = child.wait().unwrap();
+        (out, killed, status, start.elapsed())
+    }
+
+    #[test]
+    fn a_child_that_hangs_after_the_message_is_killed_after_the_grace() {
+        let grace = Duration::from_millis(200);
+        let (out, killed, status, took) = passed_on(
+            "echo before >&2; echo 'memory allocation of 8 bytes failed' >&2; exec sleep 30",
+            grace,
+        );
+        assert_eq!(out, b"before\n");
+        assert!(killed);
+        assert_eq!(status.signal(), Some(signal_hook::consts::SIGKILL));
+        assert!(took >= grace && took < Duration::from_secs(20), "{took:?}");
+        // Without the message, however long the child takes.
+        let (out, killed, status, took) =
+            passed_on("echo slow >&2; sleep 0.5; echo done >&2", grace);
+        assert_eq!(out, b"slow\ndone\n");
+        assert!(!killed);
+        assert_eq!(status.code(), Some(0));
+        assert!(took >= Duration::from_millis(500), "{took:?}");
+    }
+
+    #[test]
+    fn a_short_backtrace_keeps_the_frames_between_the_markers() {
+        let printed = "   0: hook\n             at hook.rs:1:1\n   1: std::sys::backtrace::__rust_end_short_backtrace\n   2: core::panicking::panic_fmt\n             at panicking.rs:80:14\n   3: memtool::main\n   4: std::sys::backtrace::__rust_begin_short_backtrace\n   5: main\n";
+        assert_eq!(
+            short_backtrace(printed),
+            "   0: core::panicking::panic_fmt\n             at panicking.rs:80:14\n   1: memtool::main\n"
+        );
+        // Without the markers (frames not symbolized), every frame.
+        assert_eq!(short_backtrace("   0: a\n   1: b\n"), "   0: a\n   1: b\n");
     }
 
     #[test]

@@ -659,7 +659,8 @@ fn a_signal_during_a_write_leaves_neither_temporary_nor_partial_file() {
         assert_eq!(listing(&dir), Vec::<String>::new(), "{signal}");
     }
     // With the anonymous temporary file, a signal at any moment (SIGKILL
-    // included) leaves the target whole or absent and nothing else.
+    // included) leaves the target whole or absent and nothing else: a new
+    // file is linked whole, never named before.
     for delay_ms in [0u64, 5, 10, 20, 40, 80, 160] {
         let _ = std::fs::remove_file(&target);
         let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("memtool"))
@@ -683,6 +684,38 @@ fn a_signal_during_a_write_leaves_neither_temporary_nor_partial_file() {
             std::fs::read(&target).unwrap(),
             reference,
             "after {delay_ms} ms"
+        );
+    }
+    // Replacing a file, the temporary name exists from the link to the
+    // rename; SIGKILL of memtool sends the process doing the work SIGTERM,
+    // which removes it (a moment later: it is another process).
+    for delay_ms in [0u64, 5, 10, 20, 40, 80, 160] {
+        std::fs::write(&target, b"old").unwrap();
+        let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("memtool"))
+            .args(["render", &profile, "-o"])
+            .arg(&target)
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(delay_ms));
+        let signal = if delay_ms % 10 == 0 { "-KILL" } else { "-TERM" };
+        let _ = std::process::Command::new("kill")
+            .args([signal, &child.id().to_string()])
+            .status();
+        child.wait().unwrap();
+        let start = std::time::Instant::now();
+        while listing(&dir).len() > 1 && start.elapsed().as_secs() < 10 {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert_eq!(
+            listing(&dir),
+            vec!["big.html".to_string()],
+            "after {delay_ms} ms"
+        );
+        let content = std::fs::read(&target).unwrap();
+        assert!(
+            content == b"old" || content == reference,
+            "after {delay_ms} ms: {} bytes",
+            content.len()
         );
     }
     let _ = std::fs::remove_dir_all(&dir);
@@ -881,8 +914,41 @@ fn under_ulimit(kib: u64, args: &[&str]) -> std::process::Output {
     }
     std::process::Command::new("sh")
         .args(["-c", &script])
+        // The standard library's out-of-memory message prints a backtrace
+        // under it, which once hung memtool: every run has it.
+        .env("RUST_BACKTRACE", "1")
         .output()
         .unwrap()
+}
+
+#[test]
+fn a_panic_shows_the_backtrace_asked_for_through_the_supervisor() {
+    let profile = fixture("training.prof");
+    for (style, shown) in [(None, false), (Some("1"), true), (Some("full"), true)] {
+        let mut command = memtool();
+        command
+            .args(["summary", &profile])
+            .env("MEMTOOL_TEST_PANIC", "1")
+            .env_remove("RUST_BACKTRACE");
+        if let Some(style) = style {
+            command.env("RUST_BACKTRACE", style);
+        }
+        let out = command.output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(101), "{style:?}: {stderr}");
+        assert!(stderr.contains("MEMTOOL_TEST_PANIC is set"), "{stderr}");
+        assert_eq!(
+            stderr.contains("stack backtrace:") && stderr.contains("memtool::main"),
+            shown,
+            "{style:?}: {stderr}"
+        );
+        // The short form starts at the panic, the full one in the hook.
+        assert_eq!(
+            stderr.contains("panic_backtraces"),
+            style == Some("full"),
+            "{style:?}: {stderr}"
+        );
+    }
 }
 
 #[test]
