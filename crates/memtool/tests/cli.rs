@@ -659,64 +659,47 @@ fn a_signal_during_a_write_leaves_neither_temporary_nor_partial_file() {
         assert_eq!(listing(&dir), Vec::<String>::new(), "{signal}");
     }
     // With the anonymous temporary file, a signal at any moment (SIGKILL
-    // included) leaves the target whole or absent and nothing else: a new
-    // file is linked whole, never named before.
-    for delay_ms in [0u64, 5, 10, 20, 40, 80, 160] {
-        let _ = std::fs::remove_file(&target);
-        let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("memtool"))
-            .args(["render", &profile, "-o"])
-            .arg(&target)
-            .spawn()
-            .unwrap();
-        std::thread::sleep(std::time::Duration::from_millis(delay_ms));
-        // SIGKILL too: nothing runs after it, and nothing is left behind.
-        let signal = if delay_ms % 10 == 0 { "-KILL" } else { "-TERM" };
-        let _ = std::process::Command::new("kill")
-            .args([signal, &child.id().to_string()])
-            .status();
-        child.wait().unwrap();
-        let names = listing(&dir);
-        if names.is_empty() {
-            continue;
+    // included) leaves the target whole, as it was, or absent, and nothing
+    // else. A new file is linked whole, never named before. Replacing a
+    // file, the temporary name exists from the link to the rename; SIGKILL
+    // of memtool sends the process doing the work SIGTERM, which removes it
+    // (a moment later: it is another process).
+    for old in [None, Some(&b"old"[..])] {
+        for delay_ms in [0u64, 5, 10, 20, 40, 80, 160] {
+            match old {
+                Some(bytes) => std::fs::write(&target, bytes).unwrap(),
+                None => {
+                    let _ = std::fs::remove_file(&target);
+                }
+            }
+            let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("memtool"))
+                .args(["render", &profile, "-o"])
+                .arg(&target)
+                .spawn()
+                .unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(delay_ms));
+            let signal = if delay_ms % 10 == 0 { "-KILL" } else { "-TERM" };
+            let _ = std::process::Command::new("kill")
+                .args([signal, &child.id().to_string()])
+                .status();
+            child.wait().unwrap();
+            let start = std::time::Instant::now();
+            while old.is_some() && listing(&dir).len() > 1 && start.elapsed().as_secs() < 10 {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            let names = listing(&dir);
+            let shown = format!("{signal} after {delay_ms} ms, replacing {old:?}");
+            if old.is_none() && names.is_empty() {
+                continue;
+            }
+            assert_eq!(names, vec!["big.html".to_string()], "{shown}");
+            let content = std::fs::read(&target).unwrap();
+            assert!(
+                content == reference || Some(&content[..]) == old,
+                "{shown}: {} bytes",
+                content.len()
+            );
         }
-        assert_eq!(names, vec!["big.html".to_string()], "after {delay_ms} ms");
-        assert_eq!(
-            std::fs::read(&target).unwrap(),
-            reference,
-            "after {delay_ms} ms"
-        );
-    }
-    // Replacing a file, the temporary name exists from the link to the
-    // rename; SIGKILL of memtool sends the process doing the work SIGTERM,
-    // which removes it (a moment later: it is another process).
-    for delay_ms in [0u64, 5, 10, 20, 40, 80, 160] {
-        std::fs::write(&target, b"old").unwrap();
-        let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("memtool"))
-            .args(["render", &profile, "-o"])
-            .arg(&target)
-            .spawn()
-            .unwrap();
-        std::thread::sleep(std::time::Duration::from_millis(delay_ms));
-        let signal = if delay_ms % 10 == 0 { "-KILL" } else { "-TERM" };
-        let _ = std::process::Command::new("kill")
-            .args([signal, &child.id().to_string()])
-            .status();
-        child.wait().unwrap();
-        let start = std::time::Instant::now();
-        while listing(&dir).len() > 1 && start.elapsed().as_secs() < 10 {
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
-        assert_eq!(
-            listing(&dir),
-            vec!["big.html".to_string()],
-            "after {delay_ms} ms"
-        );
-        let content = std::fs::read(&target).unwrap();
-        assert!(
-            content == b"old" || content == reference,
-            "after {delay_ms} ms: {} bytes",
-            content.len()
-        );
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

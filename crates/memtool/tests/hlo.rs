@@ -491,17 +491,7 @@ fn phases_split_a_training_step_peak() {
     let xprof = &expected["jit_train_step_34_"];
     let report = common::json(&["peak", &file, "--module", "jit_train_step"]);
     let m = &report["memories"][0];
-    let phases: BTreeMap<String, u64> = m["phases"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|g| {
-            (
-                g["key"].as_str().unwrap().to_string(),
-                g["bytes"].as_u64().unwrap(),
-            )
-        })
-        .collect();
+    let phases = common::bytes_by_key(&m["phases"]);
     assert_eq!(phases.values().sum::<u64>(), bytes(&xprof["peakHeapMib"]));
     // XProf's rows whose JAX op name is inside transpose(...) / only jvp(...).
     let (mut backward, mut forward) = (0, 0);

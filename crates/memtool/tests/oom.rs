@@ -81,17 +81,7 @@ fn post_mortem(name: &str, extra: &[&str]) -> Value {
         .collect();
     assert_eq!(pools, want_pools, "{name}: pools");
     // Live at the failure by user frame.
-    let live: BTreeMap<String, u64> = pm["live_by_user_frame"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|g| {
-            (
-                g["key"].as_str().unwrap().to_string(),
-                g["bytes"].as_u64().unwrap(),
-            )
-        })
-        .collect();
+    let live = common::bytes_by_key(&pm["live_by_user_frame"]);
     let want_live: BTreeMap<String, u64> = want["live_by_user_frame"]
         .as_object()
         .unwrap()

@@ -282,10 +282,7 @@ fn memory_view(
     let (reported, peak) = (facts.peak, facts.point());
     let names = &profile.names;
     let filter = &options.analysis.frames;
-    let by = options
-        .group_by
-        .unwrap_or_else(|| timeline::default_group_by(names, memory, peak.index));
-    let mut tl = timeline::timeline(names, memory, by, filter, options.width, options.bands);
+    let (by, mut tl) = timeline::of_memory(names, memory, peak.index, options);
     mark_before_recording(names, memory, by, filter, &mut tl);
     let by_site = group::totals_by_site(memory, &replay::live_at(memory, peak.index));
 

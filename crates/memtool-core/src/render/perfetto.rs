@@ -51,17 +51,8 @@ pub fn perfetto(inputs: Inputs<'_>, options: &RenderOptions) -> String {
                 continue;
             };
             pid += 1;
-            let by = options.group_by.unwrap_or_else(|| {
-                timeline::default_group_by(&profile.names, memory, facts.point().index)
-            });
-            let tl = timeline::timeline(
-                &profile.names,
-                memory,
-                by,
-                &options.analysis.frames,
-                options.width,
-                options.bands,
-            );
+            let (by, tl) =
+                timeline::of_memory(&profile.names, memory, facts.point().index, options);
             let ts = |at: i64| clock.micros(memory.axis, at);
             metadata(&mut events, pid, &process_name(role, memory));
             counters(&mut events, pid, &tl, by.name(), ts);

@@ -48,17 +48,7 @@ pub fn svg(inputs: Inputs<'_>, options: &RenderOptions) -> String {
                 continue;
             };
             let (reported, peak) = (facts.peak, facts.point());
-            let by = options
-                .group_by
-                .unwrap_or_else(|| timeline::default_group_by(&profile.names, memory, peak.index));
-            let tl = timeline::timeline(
-                &profile.names,
-                memory,
-                by,
-                &options.analysis.frames,
-                options.width,
-                options.bands,
-            );
+            let (by, tl) = timeline::of_memory(&profile.names, memory, peak.index, options);
             let label = |col: Option<usize>| {
                 col.and_then(|c| Some((*tl.top_points.get(c)?, tl.x.get(c)?.wrapping_add(tl.x0))))
                     .map_or(String::new(), |(i, at)| {

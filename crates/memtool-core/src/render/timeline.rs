@@ -163,6 +163,29 @@ pub(super) fn default_group_by(names: &Names, memory: &Memory, peak_index: usize
     }
 }
 
+/// The timeline a rendering draws of `memory`: grouped as `options` say,
+/// else by [`default_group_by`] at the reported peak (`peak_index`), with
+/// the options' frames, columns and bands. Every format draws it this way.
+pub(super) fn of_memory(
+    names: &Names,
+    memory: &Memory,
+    peak_index: usize,
+    options: &super::RenderOptions,
+) -> (GroupBy, Timeline) {
+    let by = options
+        .group_by
+        .unwrap_or_else(|| default_group_by(names, memory, peak_index));
+    let tl = timeline(
+        names,
+        memory,
+        by,
+        &options.analysis.frames,
+        options.width,
+        options.bands,
+    );
+    (by, tl)
+}
+
 /// Builds the timeline of `memory` with at most `width` columns and `top`
 /// bands plus `other`.
 pub(super) fn timeline(

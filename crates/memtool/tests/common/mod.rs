@@ -75,3 +75,18 @@ pub fn stdout_in_repo(args: &[&str], codes: &[i32]) -> String {
     );
     String::from_utf8(out.stdout).unwrap()
 }
+
+/// A JSON group list (`[{"key": …, "bytes": …}, …]`) as bytes by key.
+pub fn bytes_by_key(groups: &serde_json::Value) -> std::collections::BTreeMap<String, u64> {
+    groups
+        .as_array()
+        .expect("a list of groups")
+        .iter()
+        .map(|g| {
+            (
+                g["key"].as_str().expect("a key").to_string(),
+                g["bytes"].as_u64().expect("bytes"),
+            )
+        })
+        .collect()
+}
