@@ -396,7 +396,7 @@ pub fn peak_with(profile: &Profile, options: &Options, settings: &PeakSettings) 
                     });
                     grouper.oldest_by_label(made, by)
                 });
-                let groups = top
+                let mut groups: Vec<AgedGroup> = top
                     .groups
                     .into_iter()
                     .map(|group| AgedGroup {
@@ -413,6 +413,10 @@ pub fn peak_with(profile: &Profile, options: &Options, settings: &PeakSettings) 
                         group,
                     })
                     .collect();
+                // After every group with bytes: none left out by `--top`.
+                if by == GroupBy::Phase && top.omitted == 0 {
+                    groups.extend(phases_without_bytes(memory, &groups));
+                }
                 Breakdown {
                     by,
                     groups,
@@ -701,6 +705,24 @@ pub(crate) fn program_peak(
         buffers_at_peak,
         phases,
     })
+}
+
+/// Zero rows for the phases the recording has that hold nothing at the
+/// peak (in step order): "optimizer 0 B" says the optimizer ran and held
+/// nothing then, where a missing row would leave it unsaid.
+fn phases_without_bytes(memory: &Memory, groups: &[AgedGroup]) -> Vec<AgedGroup> {
+    crate::model::Phase::ALL
+        .into_iter()
+        .filter(|&phase| memory.phases.iter().any(|span| span.phase == phase))
+        .filter(|phase| !groups.iter().any(|g| &*g.group.key == phase.name()))
+        .map(|phase| AgedGroup {
+            group: Group {
+                key: phase.name().into(),
+                totals: group::Totals::default(),
+            },
+            oldest_age: Age::Unknown,
+        })
+        .collect()
 }
 
 fn budget_check(
