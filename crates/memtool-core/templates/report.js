@@ -385,22 +385,43 @@
     box.appendChild(ol);
     panel.appendChild(box);
   }
+  // The blocks of one band live at one column (a click on the timeline).
   function showBlocks(panel, m, col, band) {
-    while (panel.firstChild) { panel.removeChild(panel.firstChild); }
     var t = m.timeline, b = t.bands[band], x = t.x[col];
-    var title = htmlEl('h4', null, (b.short || b.key) + ' at ' + fmtX(m, x, col) + ': ' + fmtBytes(b.v[col]));
-    title.title = b.key;
+    blockList(panel, m, x, (b.short || b.key) + ' at ' + fmtX(m, x, col), b.key, b.v[col],
+      function (bl, k) { return bl.band[k] === band; }, 'by group');
+  }
+  // The blocks live at the peak whose call-tree path passes through `path`
+  // (labels from the root's child down; a click on the call tree).
+  function showTreeBlocks(panel, m, path) {
+    var bl = m.blocks, through = {};
+    if (bl) {
+      bl.sites.forEach(function (s, i) {
+        through[i] = s.tree.length >= path.length && path.every(function (label, d) { return bl.frames[s.tree[d]][0] === label.n; });
+      });
+    }
+    var last = path[path.length - 1];
+    var name = path.length ? (last.s || last.n) : 'everything';
+    blockList(panel, m, m.peak.x, name + ' at the peak', path.length ? last.n : '', path.length ? last.v : m.peak.bytes,
+      function (b, k) { return b.site[k] >= 0 && through[b.site[k]]; }, 'with their stacks');
+  }
+  // The listed blocks live at `x` that `chosen` picks, largest first, with
+  // how much of `expected` bytes they cover.
+  function blockList(panel, m, x, heading, fullName, expected, chosen, keptHow) {
+    while (panel.firstChild) { panel.removeChild(panel.firstChild); }
+    var title = htmlEl('h4', null, heading + ': ' + fmtBytes(expected));
+    if (fullName) { title.title = fullName; }
     panel.appendChild(title);
     var bl = m.blocks;
     if (!bl) { panel.appendChild(htmlEl('p', 'omitted', 'This memory is a series of snapshots: the tables below list what each holds.')); return; }
     var ks = [], listed = 0;
     for (var k = 0; k < bl.bytes.length; k++) {
-      if (bl.band[k] === band && liveAt(bl, x, k)) { ks.push(k); listed += bl.bytes[k]; }
+      if (chosen(bl, k) && liveAt(bl, x, k)) { ks.push(k); listed += bl.bytes[k]; }
     }
     ks.sort(function (a, c) { return bl.bytes[c] - bl.bytes[a] || bl.start[a] - bl.start[c]; });
     var note = ks.length + ' block(s) live here, ' + fmtBytes(listed) + ', largest first';
     if (ks.length > DRILL_ROWS) { note += ' (the first ' + DRILL_ROWS + ' shown)'; }
-    if (listed < b.v[col]) { note += '; ' + fmtBytes(b.v[col] - listed) + ' in blocks the page does not list (it keeps the ' + bl.bytes.length + ' largest of ' + bl.total + ' blocks, by group)'; }
+    if (listed < expected) { note += '; ' + fmtBytes(expected - listed) + ' in blocks the page does not list (it keeps the ' + bl.bytes.length + ' largest of ' + bl.total + ' blocks ' + keptHow + ')'; }
     panel.appendChild(htmlEl('p', 'hint', note + '. Click a row for its stack.'));
     var table = htmlEl('table', 'blocks');
     var hr = htmlEl('tr');
@@ -509,7 +530,7 @@
   }
 
   // ---- icicle of live memory by call stack -------------------------------
-  function flame(container, root, diff, groupColors) {
+  function flame(container, root, diff, groupColors, onPick) {
     var ROW = 18, MAXROWS = 48;
     var maxDelta = 1;
     // The root's change is the sum of all: scale colours to the frames below it.
@@ -547,6 +568,7 @@
         d.addEventListener('click', function () {
           tip.hide();
           if (anc) { render(path.slice(0, path.indexOf(nd) + 1)); } else { render(path.concat(chain(nd))); }
+          if (onPick) { onPick(current.slice(1)); }
         });
         container.appendChild(d);
       }
@@ -732,7 +754,14 @@
     var m = byDom[e.getAttribute('data-mem')], colors = {};
     // A frame that is one of the timeline's groups has the group's colour.
     m.timeline.bands.forEach(function (b) { colors[b.key] = b.color; });
-    flame(e, m.flame, false, colors);
+    var pick = null;
+    if (m.blocks) {
+      // A click on a frame also lists the blocks under it live at the peak.
+      var drill = htmlEl('div', 'drill');
+      e.parentNode.insertBefore(drill, e.nextSibling);
+      pick = function (path) { showTreeBlocks(drill, m, path); };
+    }
+    flame(e, m.flame, false, colors, pick);
   });
   each('.flame[data-diff]', function (e) { if (data.diff) { flame(e, data.diff, true); } });
   each('.leakchart[data-mem]', function (e) { leakChart(e, byDom[e.getAttribute('data-mem')]); });
@@ -792,6 +821,17 @@
         var zoomed = fl.querySelectorAll('.fn.anc').length > 0;
         fl.querySelector('.fn.anc').click();
         check('flame', zoomed && fl.querySelectorAll('.fn.anc').length === 0);
+        // With blocks, a click on a frame lists those under it at the peak
+        // (the largest frame under the root: the page lists the largest
+        // blocks), on the root those of the whole tree.
+        var fm = byDom[fl.getAttribute('data-mem')], treeDrill = fl.nextElementSibling;
+        if (fm && fm.blocks && treeDrill && treeDrill.classList.contains('drill')) {
+          var rowsNow = function () { return treeDrill.querySelectorAll('table.blocks tbody tr').length; };
+          fl.querySelectorAll('.fn')[1].click();
+          var picked = rowsNow();
+          fl.querySelector('.fn.anc').click();
+          check('tree', picked > 0 && rowsNow() >= picked);
+        }
       }
     }
     // Drill-down: a click on the band under the peak lists its blocks; a

@@ -22,6 +22,11 @@ pub(super) const MAX_BLOCKS: usize = 4000;
 pub(super) const MAX_SITES: usize = 600;
 /// Frames kept per stack (the leaf first).
 const MAX_FRAMES: usize = 64;
+/// Bytes of label text (frames, call-tree paths, ops, shapes) kept for the
+/// listed sites; a site that would pass it lists no stack. Each label is
+/// cut at [`escape::MAX_LABEL_BYTES`], but 600 sites of 64 distinct long
+/// frames would still be over 100 MB.
+const MAX_LABEL_BYTES: usize = 1 << 20;
 /// Address ranges (segments) kept for the allocator-state view.
 pub(super) const MAX_SEGMENTS: usize = 2000;
 /// Addresses are sent as offsets from the lowest, which JavaScript numbers
@@ -52,7 +57,10 @@ pub(super) struct Blocks {
     /// Op, shape and category of each kept site, and its stack as indices
     /// into `frames`, leaf first.
     pub sites: Vec<SiteInfo>,
-    /// Frame labels, and whether each is library code.
+    /// Frame labels, and whether each is library code: the labels of the
+    /// sites' stacks and call-tree paths (a path's label for a site without
+    /// a stack — its category, op or shape — as a frame that is not library
+    /// code), each once.
     pub frames: Vec<(String, bool)>,
     /// Blocks the memory has (lifetimes), and how many are listed.
     pub total: usize,
@@ -73,6 +81,44 @@ pub(super) struct SiteInfo {
     pub shape: String,
     pub category: String,
     pub stack: Vec<u32>,
+    /// Its path in the page's call tree, outermost first, as indices into
+    /// `frames`: a click on a node of the tree lists the blocks whose
+    /// path passes through it.
+    pub tree: Vec<u32>,
+}
+
+/// The labels the listed sites use, each once, and their bytes.
+#[derive(Default)]
+struct Labels {
+    list: Vec<(String, bool)>,
+    index: HashMap<String, u32>,
+    bytes: usize,
+}
+
+impl Labels {
+    /// Bytes of the labels among `labels` not kept yet.
+    fn new_bytes<'a>(&self, labels: impl Iterator<Item = &'a (String, bool)>) -> usize {
+        let mut seen = std::collections::HashSet::new();
+        labels
+            .filter(|(l, _)| !self.index.contains_key(l) && seen.insert(l))
+            .map(|(l, _)| l.len())
+            .sum()
+    }
+
+    /// The index of `label`, kept if new. A label seen as library code once
+    /// keeps that flag (one frame's text; a path's label is never library).
+    fn index(&mut self, (label, library): (String, bool)) -> u32 {
+        if let Some(&i) = self.index.get(&label) {
+            let kept = &mut self.list[i as usize].1;
+            *kept = *kept || library;
+            return i;
+        }
+        let i = self.list.len() as u32;
+        self.bytes += label.len();
+        self.index.insert(label.clone(), i);
+        self.list.push((label, library));
+        i
+    }
 }
 
 /// The blocks of `memory` for its drill-down; `None` for memories without
@@ -80,6 +126,7 @@ pub(super) struct SiteInfo {
 pub(super) fn blocks(
     names: &Names,
     memory: &Memory,
+    filter: &FrameFilter,
     x0: i64,
     band_of_site: impl Fn(SiteId) -> usize,
 ) -> Option<Blocks> {
@@ -161,7 +208,7 @@ pub(super) fn blocks(
         ..Blocks::default()
     };
     let mut site_index: HashMap<SiteId, i64> = HashMap::new();
-    let mut frame_index: HashMap<crate::model::FrameId, u32> = HashMap::new();
+    let mut labels = Labels::default();
     let library = FrameFilter::default();
     for &(id, start, end) in &chosen {
         let a = alloc(id);
@@ -171,28 +218,37 @@ pub(super) fn blocks(
                 return -1;
             }
             let s = names.site_of(a.site);
-            let text = |v: Option<crate::model::StrId>| {
-                v.map_or(String::new(), |v| escape::label(names.str(v)))
-            };
-            let stack = names
+            let stack: Vec<(String, bool)> = names
                 .frames_of(s.stack)
                 .take(MAX_FRAMES)
                 .map(|f| {
-                    let n = frame_index.len() as u32;
-                    *frame_index.entry(f).or_insert_with(|| {
-                        out.frames.push((
-                            escape::label(&names.frame_label(f)),
-                            library.is_library(names, f),
-                        ));
-                        n
-                    })
+                    (
+                        escape::label(&names.frame_label(f)),
+                        library.is_library(names, f),
+                    )
                 })
                 .collect();
+            let tree: Vec<(String, bool)> = super::flame::path(names, a.site, filter)
+                .into_iter()
+                .map(|label| (label, false))
+                .collect();
+            let text = |v: Option<crate::model::StrId>| {
+                v.map_or(String::new(), |v| escape::label(names.str(v)))
+            };
+            let (op, shape, category) = (text(s.op), text(s.shape), text(s.category));
+            let new_bytes = labels.new_bytes(stack.iter().chain(&tree))
+                + op.len()
+                + shape.len()
+                + category.len();
+            if labels.bytes + new_bytes > MAX_LABEL_BYTES {
+                return -1;
+            }
             out.sites.push(SiteInfo {
-                op: text(s.op),
-                shape: text(s.shape),
-                category: text(s.category),
-                stack,
+                op,
+                shape,
+                category,
+                stack: stack.into_iter().map(|l| labels.index(l)).collect(),
+                tree: tree.into_iter().map(|l| labels.index(l)).collect(),
             });
             out.sites.len() as i64 - 1
         });
@@ -210,6 +266,7 @@ pub(super) fn blocks(
         out.addr.push(offset(a.address));
     }
     out.total_sites = site_index.len();
+    out.frames = labels.list;
     if base.is_some() {
         let start = memory.events.first().map_or(0, |e| e.at);
         let ranges = segment_lifetimes(memory, start, end_open);

@@ -2,13 +2,13 @@
 //! and for collapsed-stack (`folded`) output. A tree can hold one profile's
 //! bytes or two (base and new) for a differential view.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
 use serde::Serialize;
 
 use crate::analysis::frames::FrameFilter;
 use crate::analysis::group::{SiteTotals, NO_STACK_LABEL};
-use crate::model::Names;
+use crate::model::{Names, SiteId};
 
 /// Bytes of one frame path, in one or two profiles.
 #[derive(Debug, Default)]
@@ -41,9 +41,43 @@ pub(super) struct Node {
 /// Characters of a frame label as drawn; the full label is in the tooltip.
 pub(super) const LABEL_CHARS: usize = 40;
 
+/// Bytes of frame labels a page's call tree keeps (each label is already
+/// cut at [`super::escape::MAX_LABEL_BYTES`]).
+const MAX_LABEL_BYTES: usize = 2 << 20;
+
 /// Deepest path kept: deeper frames are folded into their ancestor at this
 /// depth (a recursion gone wild must not make the page huge).
 const MAX_DEPTH: usize = 128;
+
+/// The path of `site` in a call tree, outermost caller first: its frames as
+/// `filter` shows them, or, without a call stack (XSpace allocator events),
+/// what the profile does say — category, op, shape — as the next best path.
+/// At most [`MAX_DEPTH`] labels.
+pub(super) fn path(names: &Names, site: SiteId, filter: &FrameFilter) -> Vec<String> {
+    let site = names.site_of(site);
+    let mut labels: Vec<String> = if site.stack.0 == 0 {
+        let known: Vec<String> = [site.category, site.op, site.shape]
+            .into_iter()
+            .flatten()
+            .map(|s| super::escape::label(names.str(s)))
+            .collect();
+        if known.is_empty() {
+            vec![NO_STACK_LABEL.to_string()]
+        } else {
+            known
+        }
+    } else {
+        filter
+            .frames(names, site.stack)
+            .iter()
+            .rev()
+            .take(MAX_DEPTH)
+            .map(|&f| super::escape::label(&names.frame_label(f)))
+            .collect()
+    };
+    labels.truncate(MAX_DEPTH);
+    labels
+}
 
 impl Tree {
     /// Adds per-site totals to side 0 (base) or 1 (new).
@@ -59,31 +93,7 @@ impl Tree {
             if totals.bytes == 0 {
                 continue;
             }
-            let site = names.site_of(site);
-            let stack = site.stack;
-            let mut labels: Vec<String> = if stack.0 == 0 {
-                // No call stack (XSpace allocator events): what the profile
-                // does say, category then op then shape, is the next best path.
-                let known: Vec<String> = [site.category, site.op, site.shape]
-                    .into_iter()
-                    .flatten()
-                    .map(|s| super::escape::label(names.str(s)))
-                    .collect();
-                if known.is_empty() {
-                    vec![NO_STACK_LABEL.to_string()]
-                } else {
-                    known
-                }
-            } else {
-                let frames = filter.frames(names, stack);
-                frames
-                    .iter()
-                    .rev()
-                    .take(MAX_DEPTH)
-                    .map(|&f| super::escape::label(&names.frame_label(f)))
-                    .collect()
-            };
-            labels.truncate(MAX_DEPTH);
+            let labels = path(names, site, filter);
             // Saturating: a differential tree sums every memory of a profile,
             // which a hostile file can push past u64.
             let mut node = &mut *self;
@@ -98,14 +108,36 @@ impl Tree {
 
     /// The tree for the page: children smaller than `min_share` of the root
     /// are left out (their bytes stay in their parent's total), so the number
-    /// of nodes is bounded whatever the profile.
+    /// of nodes is bounded whatever the profile; so are their labels' bytes
+    /// ([`MAX_LABEL_BYTES`]: kept level by level, largest first, the frames
+    /// below the last level that fits are left out the same way).
     pub(super) fn nodes(&self, root_label: &str, differential: bool, min_share: f64) -> Node {
         let biggest = self.bytes[0].max(self.bytes[1]);
-        let min_bytes = ((biggest as f64) * min_share).ceil() as u64;
-        self.node(root_label, None, differential, min_bytes.max(1))
+        let min_bytes = ((biggest as f64) * min_share).ceil().max(1.0) as u64;
+        // Breadth first, so that a few deep paths of long frames do not
+        // crowd out the frames every path starts with.
+        let mut kept: HashSet<*const Tree> = HashSet::new();
+        let mut level: Vec<&Tree> = vec![self];
+        let mut budget = MAX_LABEL_BYTES;
+        'levels: while !level.is_empty() {
+            let mut next = Vec::new();
+            for tree in level {
+                for (label, kid) in tree.kids(min_bytes) {
+                    if label.len() > budget {
+                        break 'levels;
+                    }
+                    budget -= label.len();
+                    kept.insert(kid);
+                    next.push(kid);
+                }
+            }
+            level = next;
+        }
+        self.node(root_label, None, differential, min_bytes, &kept)
     }
 
-    fn node(&self, label: &str, short: Option<String>, differential: bool, min_bytes: u64) -> Node {
+    /// The children drawn: at least `min_bytes`, largest first.
+    fn kids(&self, min_bytes: u64) -> Vec<(&String, &Tree)> {
         let mut kids: Vec<(&String, &Tree)> = self
             .children
             .iter()
@@ -117,6 +149,19 @@ impl Tree {
                 .cmp(&a.1.bytes[1].max(a.1.bytes[0]))
                 .then_with(|| a.0.cmp(b.0))
         });
+        kids
+    }
+
+    fn node(
+        &self,
+        label: &str,
+        short: Option<String>,
+        differential: bool,
+        min_bytes: u64,
+        kept: &HashSet<*const Tree>,
+    ) -> Node {
+        let mut kids = self.kids(min_bytes);
+        kids.retain(|(_, t)| kept.contains(&(*t as *const Tree)));
         let labels: Vec<&str> = kids.iter().map(|(l, _)| l.as_str()).collect();
         let shorts = crate::report::fit_column(&labels, LABEL_CHARS);
         Node {
@@ -129,7 +174,7 @@ impl Tree {
                 .zip(shorts)
                 .map(|((l, t), short)| {
                     let short = (short != *l).then_some(short);
-                    t.node(l, short, differential, min_bytes)
+                    t.node(l, short, differential, min_bytes, kept)
                 })
                 .collect(),
         }

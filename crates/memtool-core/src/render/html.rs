@@ -386,7 +386,7 @@ fn memory_view(
         timeline::band_of_site(names, site, by, filter, &bands)
     });
 
-    let blocks = blocks::blocks(names, memory, tl.x0, |site| {
+    let blocks = blocks::blocks(names, memory, filter, tl.x0, |site| {
         timeline::band_of_site(names, site, by, filter, &bands)
     });
 

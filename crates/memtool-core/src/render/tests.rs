@@ -671,6 +671,78 @@ fn long_names_and_deep_stacks_make_a_small_report() {
     assert!(folded.len() < 1_000_000, "folded is {} bytes", folded.len());
 }
 
+#[test]
+fn many_sites_of_long_distinct_frames_make_a_bounded_report() {
+    // 200 sites, each a stack of 64 frames of its own named by 4 KiB (the
+    // most a label keeps): 52 MB of distinct frame text, which the drill-down's
+    // stacks, the call tree and the table would each repeat.
+    let mut profile = Profile::default();
+    profile.inputs.push(InputInfo {
+        path: "wide.pickle".into(),
+        format: Format::TorchSnapshot,
+        executables: None,
+    });
+    let names = &mut profile.names;
+    let file = names.string("train.py");
+    let sites: Vec<SiteId> = (0..200)
+        .map(|s| {
+            let frames: Vec<_> = (0..64)
+                .map(|f| {
+                    let function = names.string(&format!("{s}.{f}.{}", "x".repeat(4096)));
+                    names.frame(Frame {
+                        function,
+                        file,
+                        line: f,
+                    })
+                })
+                .collect();
+            let stack = names.stack_leaf_first(&frames);
+            names.site(Site {
+                stack,
+                op: None,
+                shape: None,
+                dtype: None,
+                category: None,
+                phase: None,
+            })
+        })
+        .collect();
+    let mut m = Memory::new("cuda:0", MemoryKind::Allocator, Axis::TimeUs);
+    for (i, &site) in sites.iter().enumerate() {
+        let id = m.push_allocation(Allocation {
+            bytes: 4096,
+            requested: 4096,
+            count: 1,
+            address: Some(4096 * i as u64),
+            site,
+        });
+        m.events.push(Event {
+            at: i as i64,
+            kind: EventKind::Alloc,
+            alloc: id,
+        });
+    }
+    profile.memories.push(m);
+    let page = html(Inputs::One(&profile), &RenderOptions::default());
+    // The table's 200 rows (4 KiB cells and tooltips) are 2.6 MB of it.
+    assert!(page.len() < 6_000_000, "report is {} bytes", page.len());
+    // The call tree is nested 64 frames deep, past serde_json's limit: the
+    // drill-down's data is read on its own.
+    let (start, end) = data_span(&page);
+    let json = &page[start..end];
+    let at = json.find("\"blocks\":").unwrap() + "\"blocks\":".len();
+    let mut blocks =
+        serde_json::Deserializer::from_str(&json[at..]).into_iter::<serde_json::Value>();
+    let blocks = blocks.next().unwrap().unwrap();
+    // Every block is listed; the stacks of as many sites as the budget holds.
+    assert_eq!(blocks["bytes"].as_array().unwrap().len(), 200);
+    let kept = blocks["sites"].as_array().unwrap().len();
+    // Each site is 256 KiB of frames: 4 fit in the 1 MiB budget.
+    assert!((3..=4).contains(&kept), "{kept} stacks kept");
+    let tree = json.find("\"flame\":").unwrap();
+    assert!(at - tree < 2_300_000, "call tree of {} bytes", at - tree);
+}
+
 /// The bytes of each band held by the listed blocks live at column `col`,
 /// as the page's drill-down sums them.
 fn listed_at(m: &serde_json::Value, col: usize) -> Vec<u64> {
