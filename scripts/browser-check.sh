@@ -139,6 +139,9 @@ check_page() { # check_page FILE -> 0 when every check passes
   if grep -q '"blocks":{' "$page" && grep -q 'class="flame" data-mem' "$page" && ! echo "$results" | grep -q 'tree:ok'; then
     fail "$name: the call tree's block list was not exercised: $results"; ok=1
   fi
+  if grep -q 'class="addr" data-mem' "$page" && ! echo "$results" | grep -q 'addr:ok'; then
+    fail "$name: the address view's axes and tooltip were not exercised: $results"; ok=1
+  fi
   if grep -q 'class="state" data-mem' "$page" && ! echo "$results" | grep -q 'state:ok'; then
     fail "$name: the allocator-state view was not exercised: $results"; ok=1
   fi

@@ -108,6 +108,9 @@
 
   // ---- memory timeline: stacked areas by group --------------------------
   function timeline(container, m) {
+    // The static picture is for viewers without a script.
+    var still = container.querySelector('.static');
+    if (still) { container.removeChild(still); }
     var t = m.timeline, n = t.x.length;
     if (n === 0) { return; }
     container.classList.add('chart');
@@ -679,22 +682,70 @@
     paint();
     // The free cells' colour follows the page's scheme when it changes.
     if (scheme && scheme.addEventListener) { scheme.addEventListener('change', paint); }
-    container.appendChild(canvas);
+    // The plot: addresses down the left (where each range starts), a line
+    // where one range ends and the next begins, times along the bottom.
+    var plot = htmlEl('div', 'addrplot');
+    plot.appendChild(canvas);
+    var labelled = -1;
+    a.segments.forEach(function (seg, i) {
+      var top = 100 * seg[2] / a.rows;
+      if (i > 0) {
+        var line = htmlEl('div', 'addrrange');
+        line.style.top = top + '%';
+        plot.appendChild(line);
+      }
+      // A label per range with room for it (a tenth of the height apart).
+      if (labelled < 0 || seg[2] - labelled >= a.rows / 10) {
+        var lab = htmlEl('div', 'addrlabel', '0x' + seg[0].toString(16));
+        lab.style.top = top + '%';
+        lab.title = '0x' + seg[0].toString(16) + '–0x' + seg[1].toString(16) + ' (' + fmtBytes(seg[1] - seg[0]) + ')';
+        plot.appendChild(lab);
+        labelled = seg[2];
+      }
+    });
+    container.appendChild(plot);
+    var times = htmlEl('div', 'addrtimes');
+    [0, 0.5, 1].forEach(function (f) { times.appendChild(htmlEl('span', null, fmtX(m, a.x[0] + (a.x[1] - a.x[0]) * f))); });
+    container.appendChild(times);
     // For the browser check: a canvas has no DOM to inspect.
     container.setAttribute('data-cells', String(painted));
+    // The address a row shows (the middle of its bytes), and the listed
+    // block there at a moment, if any.
+    function addressOf(r) {
+      var off = (r + 0.5) * a.span / a.rows, seg = null;
+      for (var s = 0; s < a.segments.length; s++) { if (a.segments[s][3] <= off) { seg = a.segments[s]; } }
+      if (!seg || off - seg[3] >= seg[1] - seg[0]) { return null; }
+      return seg[0] + (off - seg[3]);
+    }
+    var bl = m.blocks, base = bl && bl.base ? parseInt(bl.base, 16) : null;
+    function blockAt(addr, x) {
+      if (base === null || addr === null) { return -1; }
+      var off = addr - base, found = -1;
+      for (var k = 0; k < bl.bytes.length; k++) {
+        if (bl.addr[k] >= 0 && bl.addr[k] <= off && off < bl.addr[k] + Math.max(1, bl.bytes[k]) && liveAt(bl, x, k)) { found = k; }
+      }
+      return found;
+    }
     var tip = tooltip(container);
     canvas.addEventListener('mousemove', function (ev) {
       var rect = canvas.getBoundingClientRect();
       var c = Math.floor((ev.clientX - rect.left) / rect.width * a.cols), r = Math.floor((ev.clientY - rect.top) / rect.height * a.rows);
       if (c < 0 || r < 0 || c >= a.cols || r >= a.rows) { tip.hide(); return; }
       var x = a.x[0] + (a.x[1] - a.x[0]) * c / Math.max(1, a.cols - 1);
-      var seg = null;
-      for (var s = 0; s < a.segments.length; s++) { if (a.segments[s][2] <= r) { seg = a.segments[s]; } }
+      var addr = addressOf(r);
       var b = bandIndex(a.grid.charAt(r * a.cols + c));
-      var lines = [fmtX(m, x)];
-      if (seg) { lines.push('range from 0x' + seg[0].toString(16) + ' (' + fmtBytes(seg[1] - seg[0]) + ')'); }
-      var band = m.timeline.bands[Math.min(b, m.timeline.bands.length - 1)];
-      lines.push(b < 0 ? 'free' : band ? band.key : 'in use');
+      var lines = [fmtX(m, x) + (addr !== null ? ' · 0x' + Math.floor(addr).toString(16) : '')];
+      var k = blockAt(addr, x);
+      if (k >= 0) {
+        var site = bl.site[k] >= 0 ? bl.sites[bl.site[k]] : null;
+        lines.push(fmtBytes(bl.bytes[k]) + ' block at ' + hexAddr(bl, k) + ', allocated at ' + fmtX(m, bl.start[k]));
+        var bk = m.timeline.bands[bl.band[k]];
+        lines.push(bk ? bk.key : 'in use');
+        if (site && site.op) { lines.push('op ' + site.op); }
+      } else {
+        var band = m.timeline.bands[Math.min(b, m.timeline.bands.length - 1)];
+        lines.push(b < 0 ? 'free' : band ? band.key : 'in use');
+      }
       tip.show(lines, ev);
     });
     canvas.addEventListener('mouseleave', function () { tip.hide(); });
@@ -821,18 +872,30 @@
         var zoomed = fl.querySelectorAll('.fn.anc').length > 0;
         fl.querySelector('.fn.anc').click();
         check('flame', zoomed && fl.querySelectorAll('.fn.anc').length === 0);
-        // With blocks, a click on a frame lists those under it at the peak
-        // (the largest frame under the root: the page lists the largest
-        // blocks), on the root those of the whole tree.
-        var fm = byDom[fl.getAttribute('data-mem')], treeDrill = fl.nextElementSibling;
-        if (fm && fm.blocks && treeDrill && treeDrill.classList.contains('drill')) {
-          var rowsNow = function () { return treeDrill.querySelectorAll('table.blocks tbody tr').length; };
-          fl.querySelectorAll('.fn')[1].click();
-          var picked = rowsNow();
-          fl.querySelector('.fn.anc').click();
-          check('tree', picked > 0 && rowsNow() >= picked);
-        }
       }
+    }
+    // With blocks, a click on a frame lists those under it at the peak (the
+    // largest frame under the root: the page lists the largest blocks), on
+    // the root those of the whole tree.
+    var tf = document.querySelector('.flame[data-mem]');
+    var fm = tf && byDom[tf.getAttribute('data-mem')], treeDrill = tf && tf.nextElementSibling;
+    if (fm && fm.blocks && treeDrill && treeDrill.classList.contains('drill') && tf.querySelectorAll('.fn').length > 1) {
+      var rowsNow = function () { return treeDrill.querySelectorAll('table.blocks tbody tr').length; };
+      tf.querySelectorAll('.fn')[1].click();
+      var picked = rowsNow();
+      tf.querySelector('.fn.anc').click();
+      check('tree', picked > 0 && rowsNow() >= picked);
+    }
+    // The address view: its ranges named down the left, times along the
+    // bottom, and a tooltip over a cell.
+    var addr = document.querySelector('.addr[data-mem] canvas.addrgrid');
+    if (addr) {
+      var holder = addr.parentNode.parentNode;
+      var ar = addr.getBoundingClientRect();
+      mouse(addr, 'mousemove', ar.left + ar.width / 2, ar.top + ar.height / 2);
+      var shown = holder.querySelector('.tooltip');
+      check('addr', holder.querySelectorAll('.addrlabel').length > 0 &&
+        holder.querySelectorAll('.addrtimes span').length === 3 && shown && !shown.hidden && shown.textContent.length > 0);
     }
     // Drill-down: a click on the band under the peak lists its blocks; a
     // click on the first lists its stack.

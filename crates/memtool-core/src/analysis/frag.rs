@@ -261,6 +261,18 @@ pub fn frag(profile: &Profile, options: &Options) -> FragReport {
         };
         let end_sample = memory.allocator_samples.len().checked_sub(1);
         let layout = segments::layout(&profile.names, memory);
+        let mut worst: Vec<PointFrag> = worst_points
+            .iter()
+            .filter_map(|&(p, s)| point(p, Some(s)))
+            .collect();
+        if !replay::uses_instants(memory) {
+            let ats: Vec<i64> = worst.iter().map(|w| w.at).collect();
+            if let Some(labels) = super::distinct_moment_labels(memory, &ats) {
+                for (w, label) in worst.iter_mut().zip(labels) {
+                    w.label = label;
+                }
+            }
+        }
         memories.push(MemoryFrag {
             header: facts.header,
             samples_with_fragmentation: figures.len(),
@@ -268,10 +280,7 @@ pub fn frag(profile: &Profile, options: &Options) -> FragReport {
             unused_reserved,
             at_peak: point(peak.point.index, peak.sample),
             at_end: point(end_index, end_sample),
-            worst: worst_points
-                .iter()
-                .filter_map(|&(p, s)| point(p, Some(s)))
-                .collect(),
+            worst,
             // A memory with no events has no moment to name.
             segments_label: layout
                 .as_ref()
@@ -384,6 +393,11 @@ fn point_frag(
     })
 }
 
+/// Whether the allocator's figure reads 0.0% at every point it gives one.
+fn never_fragmented(m: &MemoryFrag) -> bool {
+    m.allocator.as_ref().is_some_and(|a| a.max < 0.0005)
+}
+
 fn percent(f: Option<f64>) -> Cell {
     Cell::Fraction(f)
 }
@@ -461,6 +475,11 @@ impl Report for FragReport {
                     "largest_group",
                 ],
             );
+            // An allocator that never reports fragmentation has no worst
+            // moment: ten rows of 0.0% say nothing (a note says it).
+            if never_fragmented(m) {
+                continue;
+            }
             for w in m.worst.iter() {
                 t.rows.push(vec![
                     Cell::Figure {
@@ -556,6 +575,13 @@ impl Report for FragReport {
                     crate::report::units::bytes(u.max_bytes),
                     crate::report::units::bytes(u.max_reserved_bytes),
                     u.max_label
+                ));
+            }
+            if never_fragmented(m) {
+                notes.push(format!(
+                    "{id}: the allocator's fragmentation stays under 0.05% at all its {} \
+                     points: no worst moment to list",
+                    m.samples_with_fragmentation
                 ));
             }
             let addressed = m.has_addresses;

@@ -379,7 +379,7 @@ impl LeaksReport {
                         display_id(&m.header.id),
                         units::exact_bytes(f.growth_bytes),
                         counted(m.points.len(), m.point_kind),
-                        f.key
+                        shown_key(&f.key)
                     ))
                 })
                 .collect();
@@ -586,6 +586,30 @@ fn point_meaning(kind: PointKind) -> &'static str {
     }
 }
 
+/// Characters of a group's key in the verdict and gate lines, and of its
+/// innermost frame there.
+const VERDICT_KEY_CHARS: usize = 100;
+const VERDICT_LEAF_CHARS: usize = 60;
+
+/// A group's key in a verdict or gate line, as the tables show a frame: the
+/// innermost frame's function, file name and line with the file's
+/// directories cut (`step …/cs336_basics/optimizer.py:74`), then its
+/// callers as they fit; the full key is the finding's.
+fn shown_key(key: &str) -> String {
+    let (leaf, callers) = match key.split_once(" <- ") {
+        Some((leaf, callers)) => (leaf, Some(callers)),
+        None => (key, None),
+    };
+    let leaf = crate::report::shorten(leaf, VERDICT_LEAF_CHARS);
+    match callers {
+        None => leaf,
+        Some(callers) => {
+            let room = VERDICT_KEY_CHARS.saturating_sub(leaf.chars().count() + 4);
+            format!("{leaf} <- {}", crate::report::shorten(callers, room.max(1)))
+        }
+    }
+}
+
 fn verdict(findings: &[LeakFinding], points: &Points, total_bytes: &[u64]) -> String {
     let labels = &points.labels;
     if labels.len() < 2 {
@@ -610,27 +634,27 @@ fn verdict(findings: &[LeakFinding], points: &Points, total_bytes: &[u64]) -> St
              what was freed elsewhere ({meaning}): {}",
             units::bytes(f.growth_bytes),
             units::bytes(f.bytes_per_point),
-            f.key
+            shown_key(&f.key)
         ),
         Growth::Bounded => format!(
             "bounded growth only: +{} that stopped at {} (a cache or pool filling up, not a leak; \
              {n} {units_name}, {meaning}): {}",
             units::bytes(f.growth_bytes),
             f.stopped_at.as_deref().unwrap_or(""),
-            f.key
+            shown_key(&f.key)
         ),
         Growth::Once if points.kind.repeats() => format!(
             "grew once: +{} by {}, then no further growth (state or a cache made once, not a \
              leak; {n} {units_name}, {meaning}): {}",
             units::bytes(f.growth_bytes),
             f.stopped_at.as_deref().unwrap_or(""),
-            f.key
+            shown_key(&f.key)
         ),
         Growth::Once => format!(
             "grew once: +{} from {first} to {last} over one recording, not a leak ({n} \
              {units_name}; {meaning}): {}",
             units::bytes(f.growth_bytes),
-            f.key
+            shown_key(&f.key)
         ),
         Growth::Handover => {
             let (t0, t1) = (
@@ -642,7 +666,7 @@ fn verdict(findings: &[LeakFinding], points: &Points, total_bytes: &[u64]) -> St
                  other groups freed as much (a handover, not a leak; {n} {units_name}, {meaning})",
                 units::bytes(t1),
                 units::bytes(t0),
-                f.key,
+                shown_key(&f.key),
                 units::bytes(f.gross_growth_bytes)
             )
         }

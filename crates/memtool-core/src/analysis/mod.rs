@@ -237,10 +237,37 @@ pub fn point_label(memory: &Memory, index: usize, at: i64) -> String {
 /// A position on a time axis as every output shows it to a person
 /// (`t+25.43 ms (step 3)`); `None` for a memory not on a time axis.
 pub fn moment_label(memory: &Memory, at: i64) -> Option<String> {
+    moment_label_with_digits(memory, at, 0)
+}
+
+fn moment_label_with_digits(memory: &Memory, at: i64, more: usize) -> Option<String> {
     let since = memory.since_start_ps(at)?;
     let step = memory.step_at(at).map(|s| s.id);
     let phase = memory.phase_at(at).map(crate::model::Phase::name);
-    Some(crate::report::units::moment(since, step, phase))
+    Some(crate::report::units::moment_with_digits(
+        since, step, phase, more,
+    ))
+}
+
+/// [`moment_label`]s of positions listed together (the worst moments of
+/// `frag`), with as many more digits as tell different positions apart:
+/// four figures make `t+82.57 ms` of two moments 3 us apart. `None` for a
+/// memory not on a time axis.
+pub fn distinct_moment_labels(memory: &Memory, ats: &[i64]) -> Option<Vec<String>> {
+    // The same digits for all, so that a column of them reads evenly.
+    let mut labels = Vec::new();
+    for more in 0..=9 {
+        labels = ats
+            .iter()
+            .map(|&at| moment_label_with_digits(memory, at, more))
+            .collect::<Option<Vec<String>>>()?;
+        let alike = (0..ats.len())
+            .any(|i| (0..ats.len()).any(|j| ats[i] != ats[j] && labels[i] == labels[j]));
+        if !alike {
+            break;
+        }
+    }
+    Some(labels)
 }
 
 /// The program step (instruction) whose event led to point `index`, if the

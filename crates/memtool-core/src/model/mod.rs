@@ -266,6 +266,11 @@ pub struct Memory {
     /// Allocations the allocator failed to make (PyTorch `oom` trace
     /// entries), in axis order. The input of the OOM post-mortem.
     pub out_of_memory: Vec<OutOfMemory>,
+    /// On a µs axis, where the recording of the whole input starts, when
+    /// the reader knows (a PyTorch trace's first event, whichever memory it
+    /// belongs to): the memories of one trace then count their times from
+    /// the same moment, so one moment reads alike on the CPU and the GPU.
+    pub recording_origin: Option<i64>,
 }
 
 /// A range of addresses: `bytes` from `start`.
@@ -613,6 +618,7 @@ impl Memory {
             held_changes: Vec::new(),
             series: None,
             out_of_memory: Vec::new(),
+            recording_origin: None,
         }
     }
 
@@ -660,13 +666,14 @@ impl Memory {
 
     /// Where the recording starts on the memory's axis: a ps axis counts
     /// from the profile's start; a µs axis (PyTorch's clock since the
-    /// epoch) starts at the memory's earliest record — event, allocator
-    /// sample, step or failure; event and program positions at 0; `None`
-    /// for snapshots.
+    /// epoch) starts at [`Memory::recording_origin`] or the memory's
+    /// earliest record — event, allocator sample, step or failure — if
+    /// earlier; event and program positions at 0; `None` for snapshots.
     pub fn recording_start(&self) -> Option<i64> {
         match self.axis {
             Axis::TimePs | Axis::EventIndex | Axis::ProgramOrder => Some(0),
             Axis::TimeUs => [
+                self.recording_origin,
                 self.events.first().map(|e| e.at),
                 self.allocator_samples.first().map(|s| s.at),
                 self.steps.first().map(|s| s.start),

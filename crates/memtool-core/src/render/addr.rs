@@ -23,9 +23,12 @@ pub(super) struct AddressView {
     pub grid: String,
     /// Position of the first and last column (relative to the timeline's x0).
     pub x: [i64; 2],
-    /// Address ranges in use, lowest first, as `[start, end, first_row]`
-    /// (at most 64; more are merged into their neighbours' rows).
-    pub segments: Vec<[u64; 3]>,
+    /// Address ranges in use, lowest first, as `[start, end, first_row,
+    /// offset]`, `offset` where the range starts on the rows' axis (the
+    /// bytes of the ranges below it): row `r` shows the bytes from
+    /// `r × span / rows` on that axis. At most 64 (the largest); the rest
+    /// stay in the rows, unnamed.
+    pub segments: Vec<[u64; 4]>,
     /// Sum of the ranges' lengths: the bytes the rows span.
     pub span: u64,
 }
@@ -127,10 +130,10 @@ pub(super) fn address_view(
             }
         }
     });
-    let mut segments: Vec<[u64; 3]> = merged
+    let mut segments: Vec<[u64; 4]> = merged
         .iter()
         .zip(&offsets)
-        .map(|(&(s, e), &off)| [s, e, row_of(off) as u64])
+        .map(|(&(s, e), &off)| [s, e, row_of(off) as u64, off])
         .collect();
     if segments.len() > 64 {
         // Keep the 64 largest ranges' labels: the rest are slivers.
@@ -184,7 +187,10 @@ mod tests {
         assert_eq!(v.span, 0x200);
         assert_eq!(
             v.segments,
-            vec![[0x1000, 0x1100, 0], [0x7f00_0000_0000, 0x7f00_0000_0100, 1]]
+            vec![
+                [0x1000, 0x1100, 0, 0],
+                [0x7f00_0000_0000, 0x7f00_0000_0100, 1, 0x100]
+            ]
         );
         // Row 0 (first range) live in columns 0..=1, row 1 in columns 2..=3.
         assert_eq!(v.grid, "AA....BB");

@@ -90,7 +90,7 @@ fn step_marks(memory: &Memory, x0: i64) -> Vec<StepMark> {
 /// timeline. At most about two per pixel column are kept: past that, spans
 /// narrower than half a column are left out (they would not show), so the
 /// page stays small whatever the number of steps.
-fn phase_marks(memory: &Memory, x0: i64, width: usize) -> Vec<PhaseMark> {
+pub(super) fn phase_marks(memory: &Memory, x0: i64, width: usize) -> Vec<PhaseMark> {
     let cap = width.max(1).saturating_mul(2);
     let span = |s: &crate::model::PhaseSpan| s.end.saturating_sub(s.start);
     let narrowest = match (memory.phases.first(), memory.phases.last()) {
@@ -270,6 +270,10 @@ fn profile_view(
     }
 }
 
+/// Columns of the static timeline in the page: a third of the chart's, for
+/// a picture a third the size that still shows every peak.
+const STATIC_COLUMNS: usize = 333;
+
 fn memory_view(
     profile: &Profile,
     memory: &Memory,
@@ -284,6 +288,17 @@ fn memory_view(
     let filter = &options.analysis.frames;
     let (by, mut tl) = timeline::of_memory(names, memory, peak.index, options);
     mark_before_recording(names, memory, by, filter, &mut tl);
+    // The chart as a picture, for viewers that run no script (a ticket's
+    // attachment preview, a mail client); the script replaces it.
+    let static_svg = super::svg::document(&[super::svg::panel(
+        "",
+        memory,
+        &facts,
+        by,
+        &tl.coarsened(STATIC_COLUMNS),
+    )])
+    // Inline in HTML the namespace is implied; the page names no address.
+    .replacen(" xmlns=\"http://www.w3.org/2000/svg\"", "", 1);
     let by_site = group::totals_by_site(memory, &replay::live_at(memory, peak.index));
 
     // Breakdown rows: one per distinct site as shown (op, shape, dtype,
@@ -555,6 +570,7 @@ fn memory_view(
         format!("{} points", tl.points)
     };
     let view = MemoryView {
+        static_svg,
         dom: dom.clone(),
         title: format!("{} ({})", display_id(&memory.id), axis_name(memory.axis)),
         peak_short: format!("{} at {}", units::bytes(reported.bytes), peak_label),

@@ -215,6 +215,8 @@ pub(super) struct Fact {
 }
 
 pub(super) struct MemoryView {
+    /// The timeline as a static SVG, shown until the script draws the chart.
+    pub(super) static_svg: String,
     pub(super) dom: String,
     pub(super) title: String,
     /// Peak in human units, for the contents list.

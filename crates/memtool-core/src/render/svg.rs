@@ -4,11 +4,13 @@
 
 use std::fmt::Write;
 
+use crate::analysis::group::GroupBy;
 use crate::analysis::{display_id, point_label, PeakFacts};
-use crate::model::Profile;
+use crate::model::{Memory, Profile};
 use crate::report::units;
 
 use super::escape::xml;
+use super::page::PhaseMark;
 use super::timeline::{self, Timeline};
 use super::{Inputs, RenderOptions};
 
@@ -33,6 +35,8 @@ pub(super) struct Panel<'a> {
     pub peak_text: String,
     pub peak_label: String,
     pub capacity: Option<u64>,
+    /// The training phases, drawn as a strip along the top of the plot.
+    pub phases: Vec<PhaseMark>,
 }
 
 /// A static SVG of every memory's timeline (for `render A B`, base then new).
@@ -47,49 +51,53 @@ pub fn svg(inputs: Inputs<'_>, options: &RenderOptions) -> String {
             let Some(facts) = PeakFacts::of(memory, options.analysis.ties) else {
                 continue;
             };
-            let (reported, peak) = (facts.peak, facts.point());
-            let (by, tl) = timeline::of_memory(&profile.names, memory, peak.index, options);
-            let label = |col: Option<usize>| {
-                col.and_then(|c| Some((*tl.top_points.get(c)?, tl.x.get(c)?.wrapping_add(tl.x0))))
-                    .map_or(String::new(), |(i, at)| {
-                        super::html::relative_label(memory, at, None)
-                            .unwrap_or_else(|| point_label(memory, i, at))
-                    })
-            };
-            let x_labels = [label(Some(0)), label(tl.x.len().checked_sub(1))];
-            let peak_label = super::html::relative_label(memory, peak.at, facts.step)
-                .unwrap_or_else(|| facts.label.clone());
-            let title = format!(
-                "{role}{} — peak {} at {peak_label} (stacked by {})",
-                display_id(&memory.id),
-                units::bytes(reported.bytes),
-                by.name().replace('_', " ")
-            );
-            let peak_text = units::bytes(reported.bytes);
-            timelines.push((
-                title,
-                x_labels,
-                peak,
-                (peak_label, peak_text),
-                memory.capacity,
-                tl,
-            ));
+            let (by, tl) =
+                timeline::of_memory(&profile.names, memory, facts.point().index, options);
+            timelines.push((role, memory, facts, by, tl));
         }
     }
     let panels: Vec<Panel<'_>> = timelines
         .iter()
-        .map(|(title, x_labels, peak, peak_label, capacity, tl)| Panel {
-            title: title.clone(),
-            timeline: tl,
-            x_labels: x_labels.clone(),
-            peak_x: peak.at.wrapping_sub(tl.x0),
-            peak_bytes: peak.bytes,
-            peak_label: peak_label.0.clone(),
-            peak_text: peak_label.1.clone(),
-            capacity: *capacity,
-        })
+        .map(|(role, memory, facts, by, tl)| panel(role, memory, facts, *by, tl))
         .collect();
     document(&panels)
+}
+
+/// The panel of `memory`'s timeline `tl`, grouped `by`, with the peak of
+/// `facts`; `role` before its name (`base: `).
+pub(super) fn panel<'a>(
+    role: &str,
+    memory: &Memory,
+    facts: &PeakFacts,
+    by: GroupBy,
+    tl: &'a Timeline,
+) -> Panel<'a> {
+    let (reported, peak) = (facts.peak, facts.point());
+    let label = |col: Option<usize>| {
+        col.and_then(|c| Some((*tl.top_points.get(c)?, tl.x.get(c)?.wrapping_add(tl.x0))))
+            .map_or(String::new(), |(i, at)| {
+                super::html::relative_label(memory, at, None)
+                    .unwrap_or_else(|| point_label(memory, i, at))
+            })
+    };
+    let peak_label = super::html::relative_label(memory, peak.at, facts.step)
+        .unwrap_or_else(|| facts.label.clone());
+    Panel {
+        title: format!(
+            "{role}{} — peak {} at {peak_label} (stacked by {})",
+            display_id(&memory.id),
+            units::bytes(reported.bytes),
+            by.name().replace('_', " ")
+        ),
+        timeline: tl,
+        x_labels: [label(Some(0)), label(tl.x.len().checked_sub(1))],
+        peak_x: peak.at.wrapping_sub(tl.x0),
+        peak_bytes: peak.bytes,
+        peak_text: units::bytes(reported.bytes),
+        peak_label,
+        capacity: memory.capacity,
+        phases: super::html::phase_marks(memory, tl.x0, tl.x.len()),
+    }
 }
 
 fn fmt(v: f64) -> String {
@@ -252,6 +260,33 @@ fn write_panel(out: &mut String, p: &Panel<'_>, top: f64) {
         WIDTH - RIGHT,
         yy = fmt(plot_bottom)
     );
+    // Training phases: a strip along the top of the plot, named where there
+    // is room (the page draws the same strip above its chart).
+    for ph in &p.phases {
+        let (a, b) = (
+            sx(ph.start as f64).clamp(LEFT, WIDTH - RIGHT),
+            sx(ph.end as f64).clamp(LEFT, WIDTH - RIGHT),
+        );
+        let w = (b - a).max(1.0);
+        let _ = writeln!(
+            out,
+            "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"10\" fill=\"{}\" fill-opacity=\"0.85\"><title>{}</title></rect>",
+            fmt(a),
+            fmt(plot_top),
+            fmt(w),
+            ph.color,
+            ph.phase
+        );
+        if w > 6.5 * ph.phase.len() as f64 + 6.0 {
+            let _ = writeln!(
+                out,
+                "<text x=\"{}\" y=\"{}\" font-size=\"9\" fill=\"#1d2127\">{}</text>",
+                fmt(a + 3.0),
+                fmt(plot_top + 8.0),
+                ph.phase
+            );
+        }
+    }
     let px = if n == 1 {
         sx((x0 + x1) / 2.0)
     } else {
@@ -283,19 +318,23 @@ fn write_panel(out: &mut String, p: &Panel<'_>, top: f64) {
         let row = (i / 2) as f64;
         let x = LEFT + col * (WIDTH - LEFT) / 2.0;
         let y = legend_top + row * LEGEND_ROW;
-        let mut key = band.key.clone();
-        if key.chars().count() > 70 {
-            key = key.chars().take(69).collect::<String>() + "…";
-        }
+        // Shortened as the page's legend and the tables shorten theirs: the
+        // frame's function, file name and line kept; the full key on hover.
+        let key = if band.short.is_empty() {
+            crate::report::shorten(&band.key, 70)
+        } else {
+            crate::report::shorten(&band.short, 70)
+        };
         let _ = writeln!(
             out,
-            "<rect x=\"{}\" y=\"{}\" width=\"10\" height=\"10\" rx=\"2\" fill=\"{}\"/><text x=\"{}\" y=\"{}\" fill=\"#1d2127\">{}</text>",
+            "<rect x=\"{}\" y=\"{}\" width=\"10\" height=\"10\" rx=\"2\" fill=\"{}\"/><text x=\"{}\" y=\"{}\" fill=\"#1d2127\">{}<title>{}</title></text>",
             fmt(x),
             fmt(y - 9.0),
             band.color,
             fmt(x + 14.0),
             fmt(y),
-            xml(&key)
+            xml(&key),
+            xml(&band.key)
         );
     }
 }

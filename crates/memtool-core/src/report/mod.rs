@@ -175,10 +175,20 @@ impl Table {
     }
 
     /// Per column, whether it holds numbers (aligned right, never clipped):
-    /// the type of its first row's cell.
+    /// some row has a number there and no row has text other than `n/a` (a
+    /// figure a memory does not have, aligned with the others).
     pub fn numeric_columns(&self) -> Vec<bool> {
         (0..self.columns.len())
-            .map(|c| self.rows.first().is_some_and(|r| r[c].is_numeric()))
+            .map(|c| {
+                let missing = |cell: &Cell| {
+                    matches!(cell, Cell::Empty) || matches!(cell, Cell::Text(t) if t == "n/a")
+                };
+                self.rows.iter().any(|r| r[c].is_numeric())
+                    && self
+                        .rows
+                        .iter()
+                        .all(|r| r[c].is_numeric() || missing(&r[c]))
+            })
             .collect()
     }
 

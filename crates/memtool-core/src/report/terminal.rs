@@ -55,11 +55,12 @@ fn render(table: &Table, rows: &[Vec<Cell>], width: usize) -> String {
 /// `table` without the columns that say nothing for any of `rows` (every
 /// cell `n/a` or empty), so the columns that do say something fit the
 /// width; the first column (what a row is) always stays. Returns the
-/// remaining table, its rows and the names of the columns left out.
+/// remaining table, its rows, the names of the columns left out, and the
+/// first cells of the rows left out for having no figure at all.
 fn without_empty_columns(
     table: &Table,
     rows: &[Vec<Cell>],
-) -> (Table, Vec<Vec<Cell>>, Vec<&'static str>) {
+) -> (Table, Vec<Vec<Cell>>, Vec<&'static str>, Vec<String>) {
     let says_nothing = |cell: &Cell| match cell {
         Cell::Empty | Cell::Percent(None) | Cell::Share(None) | Cell::Fraction(None) => true,
         Cell::Text(text) => text == "n/a",
@@ -82,7 +83,17 @@ fn without_empty_columns(
             .map(|(cell, _)| cell.clone())
             .collect()
     };
-    let rows: Vec<Vec<Cell>> = rows.iter().map(pick).collect();
+    // A row with no figure in any column kept (a CPU allocator beside the
+    // GPU one, where only the GPU reports fragmentation) says nothing either;
+    // it is named under the table.
+    let (rows, empty_rows): (Vec<Vec<Cell>>, Vec<Vec<Cell>>) = rows
+        .iter()
+        .map(pick)
+        .partition(|row| row.len() < 2 || !row[1..].iter().all(says_nothing));
+    let empty_rows: Vec<String> = empty_rows
+        .iter()
+        .map(|row| row.first().map(Cell::human).unwrap_or_default())
+        .collect();
     let informative = Table {
         title: table.title.clone(),
         columns: table
@@ -98,7 +109,7 @@ fn without_empty_columns(
         leading_rows: table.leading_rows,
         notes: table.notes.clone(),
     };
-    (informative, rows, dropped)
+    (informative, rows, dropped, empty_rows)
 }
 
 /// `text` as lines of at most `width` columns (a longer word takes a line
@@ -129,8 +140,8 @@ impl Exporter for TerminalExporter {
                 continue;
             }
             let (rows, omitted) = table.shown_rows(self.top);
-            let (informative, rows, dropped) = without_empty_columns(table, rows);
-            if informative.columns.len() == 1 && !dropped.is_empty() {
+            let (informative, rows, dropped, empty_rows) = without_empty_columns(table, rows);
+            if (informative.columns.len() == 1 && !dropped.is_empty()) || rows.is_empty() {
                 writeln!(
                     out,
                     "  (no figure for any row; --format json has every field)"
@@ -159,6 +170,13 @@ impl Exporter for TerminalExporter {
                     out,
                     "(left out, n/a for every row: {}; --format json has every field)",
                     dropped.join(", ").replace('_', " ")
+                )?;
+            }
+            if !empty_rows.is_empty() {
+                writeln!(
+                    out,
+                    "(left out, n/a in every column: {})",
+                    super::visible(&empty_rows.join(", "))
                 )?;
             }
             for note in &table.notes {

@@ -48,11 +48,18 @@ pub fn exact_delta_bytes(d: i64) -> String {
 /// under it with about four significant figures: `532 ps`, `1.930 us`,
 /// `25.43 ms`, `4.20 s`, `2 min 05.3 s`, `3 h 02 min`.
 pub fn duration(ps: i64) -> String {
+    duration_with_digits(ps, 0)
+}
+
+/// [`duration`] with `more` decimals than it shows (up to the picosecond):
+/// two moments a few microseconds apart told apart.
+pub fn duration_with_digits(ps: i64, more: usize) -> String {
     let sign = if ps < 0 { "-" } else { "" };
     let ps = ps.unsigned_abs();
     const US: u64 = 1_000_000;
     const S: u64 = 1_000_000_000_000;
-    let scaled = |value: f64, unit: &str| {
+    // `exact` decimals of the unit are whole picoseconds: more say nothing.
+    let scaled = |value: f64, unit: &str, exact: usize| {
         let decimals = if value < 10.0 {
             3
         } else if value < 100.0 {
@@ -60,15 +67,16 @@ pub fn duration(ps: i64) -> String {
         } else {
             1
         };
+        let decimals = (decimals + more).min(exact);
         format!("{sign}{value:.decimals$} {unit}")
     };
     match ps {
         0 => "0 s".to_string(),
         1..1_000 => format!("{sign}{ps} ps"),
-        1_000..US => scaled(ps as f64 / 1e3, "ns"),
-        US..1_000_000_000 => scaled(ps as f64 / 1e6, "us"),
-        1_000_000_000..S => scaled(ps as f64 / 1e9, "ms"),
-        _ if ps < 60 * S => scaled(ps as f64 / 1e12, "s"),
+        1_000..US => scaled(ps as f64 / 1e3, "ns", 3),
+        US..1_000_000_000 => scaled(ps as f64 / 1e6, "us", 6),
+        1_000_000_000..S => scaled(ps as f64 / 1e9, "ms", 9),
+        _ if ps < 60 * S => scaled(ps as f64 / 1e12, "s", 12),
         _ if ps < 3600 * S => {
             let s = ps as f64 / 1e12;
             let minutes = (s / 60.0).floor();
@@ -86,7 +94,17 @@ pub fn duration(ps: i64) -> String {
 /// the program was doing — the step, and the phase (forward, backward, …)
 /// where one is known: `t+25.43 ms (step 3, backward)`.
 pub fn moment(since_start_ps: i64, step: Option<i64>, phase: Option<&str>) -> String {
-    let time = format!("t+{}", duration(since_start_ps)).replace("t+-", "t-");
+    moment_with_digits(since_start_ps, step, phase, 0)
+}
+
+/// [`moment`] with `more` decimals in its time ([`duration_with_digits`]).
+pub fn moment_with_digits(
+    since_start_ps: i64,
+    step: Option<i64>,
+    phase: Option<&str>,
+    more: usize,
+) -> String {
+    let time = format!("t+{}", duration_with_digits(since_start_ps, more)).replace("t+-", "t-");
     let context: Vec<String> = step
         .map(|s| format!("step {s}"))
         .into_iter()
@@ -161,6 +179,18 @@ mod tests {
             "3 h 02 min"
         );
         assert_eq!(duration(-2_000_000), "-2.000 us");
+    }
+
+    #[test]
+    fn more_digits_tell_close_moments_apart_down_to_the_picosecond() {
+        assert_eq!(duration_with_digits(82_566_000_000, 0), "82.57 ms");
+        assert_eq!(duration_with_digits(82_566_000_000, 1), "82.566 ms");
+        assert_eq!(duration_with_digits(1_500_000, 9), "1.500000 us");
+        assert_eq!(duration_with_digits(532, 4), "532 ps");
+        assert_eq!(
+            moment_with_digits(82_568_000_000, Some(2), None, 1),
+            "t+82.568 ms (step 2)"
+        );
     }
 
     #[test]

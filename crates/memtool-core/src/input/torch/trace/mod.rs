@@ -374,6 +374,15 @@ pub(crate) fn read(
             .then(a.start.total_cmp(&b.start))
             .then(b.end.total_cmp(&a.end))
     });
+    // The trace's first moment, whichever memory or operator it belongs
+    // to: every memory of the trace counts its times from it.
+    let origin = ops
+        .iter()
+        .map(|o| o.start)
+        .chain(memory.first().map(|m| m.ts))
+        .chain(steps.first().map(|s| s.start as f64))
+        .fold(f64::INFINITY, f64::min);
+    let origin = origin.is_finite().then(|| origin.round() as i64);
     attribute_ops(&mut memory, &threads, &ops);
     drop(ops);
     ranges.sort_by(|a, b| {
@@ -421,7 +430,14 @@ pub(crate) fn read(
         let cap = (device_type == 1)
             .then(|| capacity.get(&device_id).copied())
             .flatten();
-        build_trace_memory(profile, path, &id, device_type == 1, cap, &steps, records);
+        let device = TraceDevice {
+            id: &id,
+            is_device: device_type == 1,
+            capacity: cap,
+            steps: &steps,
+            origin,
+        };
+        build_trace_memory(profile, path, device, records);
     }
     Ok(())
 }
@@ -614,15 +630,33 @@ fn infer_forward(memory: &mut [MemoryRecord], steps: &[Step], data_loading: &[(f
     }
 }
 
+/// What a trace says of one device beyond its `[memory]` events.
+struct TraceDevice<'a> {
+    /// The memory's id (`cpu`, `cuda:0`).
+    id: &'a str,
+    /// A CUDA device rather than the CPU's allocator.
+    is_device: bool,
+    /// Its memory, from the trace's `deviceProperties`.
+    capacity: Option<u64>,
+    /// The trace's `ProfilerStep#N` spans, in time order.
+    steps: &'a [Step],
+    /// The trace's first moment ([`crate::model::Memory::recording_origin`]).
+    origin: Option<i64>,
+}
+
 fn build_trace_memory<'a>(
     profile: &mut Profile,
     path: &str,
-    id: &str,
-    is_device: bool,
-    capacity: Option<u64>,
-    steps: &[Step],
+    device: TraceDevice<'_>,
     records: impl Iterator<Item = &'a MemoryRecord>,
 ) {
+    let TraceDevice {
+        id,
+        is_device,
+        capacity,
+        steps,
+        origin,
+    } = device;
     // The op around a free is not the one that allocated: memory from
     // before the trace is named, with the free's stack beneath.
     let mut freed_before_sites: HashMap<StackId, SiteId> = HashMap::new();
@@ -811,6 +845,7 @@ fn build_trace_memory<'a>(
     memory.allocator_samples = samples;
     memory.recorded_events = counts;
     memory.capacity = capacity;
+    memory.recording_origin = origin;
 }
 
 /// Which XProf page's JSON `data` is, when it is one: users hand memtool the
