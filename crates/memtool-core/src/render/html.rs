@@ -317,6 +317,13 @@ fn memory_view(
         by != GroupBy::Dtype && show(GroupBy::Dtype),
         by != GroupBy::Category && show(GroupBy::Category),
     );
+    // Without call stacks both columns would read `<no stack>` on every
+    // row; grouped by user frame, the source line is the first column.
+    let stacks = show(GroupBy::Stack);
+    let (show_source, show_stack) = (
+        stacks && by != GroupBy::UserFrame,
+        stacks && by != GroupBy::Stack,
+    );
     let text = |field: Option<Arc<str>>| escape::label(field.as_deref().unwrap_or_default());
     let rows: Vec<BreakdownRow> = rows
         .into_iter()
@@ -585,6 +592,8 @@ fn memory_view(
         show_shape,
         show_dtype,
         show_category,
+        show_source,
+        show_stack,
         leak_rows,
         leak_omitted,
         leak_points,

@@ -232,6 +232,12 @@ pub(super) struct MemoryView {
     pub(super) show_shape: bool,
     pub(super) show_dtype: bool,
     pub(super) show_category: bool,
+    /// The source line (user frame) column: the profile has stacks and the
+    /// rows are not grouped by user frame already.
+    pub(super) show_source: bool,
+    /// The stack column: the profile has stacks and the rows are not
+    /// grouped by stack already.
+    pub(super) show_stack: bool,
     pub(super) leak_rows: Vec<LeakRow>,
     pub(super) leak_omitted: usize,
     pub(super) leak_points: usize,

@@ -300,6 +300,8 @@ fn test_memory_view() -> MemoryView {
         show_shape: false,
         show_dtype: false,
         show_category: false,
+        show_source: true,
+        show_stack: true,
         leak_rows: Vec::new(),
         leak_omitted: 0,
         leak_points: 0,
@@ -535,13 +537,22 @@ fn the_source_line_is_the_user_frame_whatever_its_name() {
         alloc: id,
     });
     profile.memories.push(m);
-    let page = html(Inputs::One(&profile), &RenderOptions::default())
+    // Grouped by stack (by user frame, the first column is the source line
+    // and the page shows it once).
+    let options = RenderOptions {
+        group_by: Some(GroupBy::Stack),
+        ..RenderOptions::default()
+    };
+    let page = html(Inputs::One(&profile), &options)
         .replace("&#60;", "<")
         .replace("&lt;", "<");
     assert!(
-        page.contains("<td title=\"f <- g train.py:3\">f <- g train.py:3</td><td class=\"stack\""),
+        page.contains("<td title=\"f <- g train.py:3\">f <- g train.py:3</td></tr>"),
         "{page}"
     );
+    let by_frame = html(Inputs::One(&profile), &RenderOptions::default());
+    assert!(!by_frame.contains("<th>source line</th>"));
+    assert!(by_frame.contains("<th>stack</th>"));
 }
 
 /// An allocator that reports its in-use figure at every event peaks where
@@ -605,16 +616,43 @@ fn folded_stacks_and_the_diff_tree_take_the_reported_peak() {
     assert_eq!(labels, [("late train.py:1", 50, Some(50))]);
 }
 
+/// A profile read from a snapshot at `path`, with no memory yet.
+fn snapshot_profile(path: &str) -> Profile {
+    let mut profile = Profile::default();
+    profile.inputs.push(InputInfo {
+        path: path.into(),
+        format: Format::TorchSnapshot,
+        executables: None,
+    });
+    profile
+}
+
+/// A `cuda:0` memory of 4 KiB allocations, one per position, made at the
+/// given sites in turn and never freed.
+fn memory_of_sites(sites: impl IntoIterator<Item = SiteId>) -> Memory {
+    let mut m = Memory::new("cuda:0", MemoryKind::Allocator, Axis::TimeUs);
+    for (i, site) in sites.into_iter().enumerate() {
+        let id = m.push_allocation(Allocation {
+            bytes: 4096,
+            requested: 4096,
+            count: 1,
+            address: Some(4096 * i as u64),
+            site,
+        });
+        m.events.push(Event {
+            at: i as i64,
+            kind: EventKind::Alloc,
+            alloc: id,
+        });
+    }
+    m
+}
+
 #[test]
 fn long_names_and_deep_stacks_make_a_small_report() {
     // One stack of 100,000 frames and one frame named by a megabyte, each
     // allocating and growing (so they are leak findings too).
-    let mut profile = Profile::default();
-    profile.inputs.push(InputInfo {
-        path: "deep.pickle".into(),
-        format: Format::TorchSnapshot,
-        executables: None,
-    });
+    let mut profile = snapshot_profile("deep.pickle");
     let names = &mut profile.names;
     let file = names.string("train.py");
     let deep: Vec<_> = (0..100_000)
@@ -649,22 +687,9 @@ fn long_names_and_deep_stacks_make_a_small_report() {
         })
     })
     .collect();
-    let mut m = Memory::new("cuda:0", MemoryKind::Allocator, Axis::TimeUs);
-    for i in 0..20u64 {
-        let id = m.push_allocation(Allocation {
-            bytes: 4096,
-            requested: 4096,
-            count: 1,
-            address: Some(4096 * i),
-            site: sites[(i % 2) as usize],
-        });
-        m.events.push(Event {
-            at: i as i64,
-            kind: EventKind::Alloc,
-            alloc: id,
-        });
-    }
-    profile.memories.push(m);
+    profile
+        .memories
+        .push(memory_of_sites((0..20).map(|i| sites[i % 2])));
     let page = html(Inputs::One(&profile), &RenderOptions::default());
     assert!(page.len() < 1_000_000, "report is {} bytes", page.len());
     assert!(page.contains("more bytes cut]"));
@@ -745,12 +770,7 @@ fn many_sites_of_long_distinct_frames_make_a_bounded_report() {
     // 200 sites, each a stack of 64 frames of its own named by 4 KiB (the
     // most a label keeps): 52 MB of distinct frame text, which the drill-down's
     // stacks, the call tree and the table would each repeat.
-    let mut profile = Profile::default();
-    profile.inputs.push(InputInfo {
-        path: "wide.pickle".into(),
-        format: Format::TorchSnapshot,
-        executables: None,
-    });
+    let mut profile = snapshot_profile("wide.pickle");
     let names = &mut profile.names;
     let file = names.string("train.py");
     let sites: Vec<SiteId> = (0..200)
@@ -776,22 +796,7 @@ fn many_sites_of_long_distinct_frames_make_a_bounded_report() {
             })
         })
         .collect();
-    let mut m = Memory::new("cuda:0", MemoryKind::Allocator, Axis::TimeUs);
-    for (i, &site) in sites.iter().enumerate() {
-        let id = m.push_allocation(Allocation {
-            bytes: 4096,
-            requested: 4096,
-            count: 1,
-            address: Some(4096 * i as u64),
-            site,
-        });
-        m.events.push(Event {
-            at: i as i64,
-            kind: EventKind::Alloc,
-            alloc: id,
-        });
-    }
-    profile.memories.push(m);
+    profile.memories.push(memory_of_sites(sites));
     let page = html(Inputs::One(&profile), &RenderOptions::default());
     // The table's 200 rows (4 KiB cells and tooltips) are 2.6 MB of it.
     assert!(page.len() < 7_000_000, "report is {} bytes", page.len());
