@@ -89,6 +89,7 @@ fn malformed_inputs_exit_2_with_one_line_naming_the_file() {
             "corrupt files give the offset: {e}"
         );
     }
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -102,6 +103,7 @@ fn directories_and_missing_files_exit_2() {
     assert!(e.ends_with("no such file\n"), "{e}");
     let e = one_line_error(&["diff", &fixture("leak1.prof"), &missing], &missing);
     assert!(e.contains("no such file"));
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -144,6 +146,7 @@ fn uncompressed_profiles_and_stdin_are_read() {
         from_stdin["memories"][0]["peak_bytes"]
     );
     assert!(from_file["memories"][0]["peak_bytes"].as_u64().unwrap() > 0);
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -190,6 +193,7 @@ fn output_files_are_written_whole_and_leave_no_temporaries() {
         e.starts_with("memtool: /nonexistent-dir/x.json: cannot write output"),
         "{e}"
     );
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

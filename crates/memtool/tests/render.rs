@@ -225,6 +225,7 @@ fn reports_are_deterministic_and_written_atomically() {
         .match_indices("url(")
         .all(|(i, _)| page[i + 4..].starts_with('#')));
     assert!(page.contains("default-src 'none'"));
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -242,6 +243,7 @@ fn file_names_are_text() {
     assert!(!page.contains("<img"));
     assert_eq!(page.matches("</script>").count(), 2);
     assert!(page.contains("&#60;/script&#62;&#60;img src=x onerror=alert(1)&#62;.prof"));
+    let _ = std::fs::remove_dir_all(dir.parent().unwrap());
 }
 
 #[test]
