@@ -283,21 +283,23 @@ fn anonymous_file(dir: &Path) -> io::Result<fs::File> {
 /// killed now leaves nothing behind. False when `path` exists (a file to
 /// replace, which only a rename does whole) or the link is not allowed.
 fn link_whole(file: &fs::File, path: &Path) -> bool {
-    let proc_path = format!("/proc/self/fd/{}", file.as_raw_fd());
-    rustix::fs::linkat(CWD, proc_path.as_str(), CWD, path, AtFlags::SYMLINK_FOLLOW)
-        .or_else(|_| rustix::fs::linkat(file, "", CWD, path, AtFlags::EMPTY_PATH))
-        .is_ok()
+    link(file, path).is_ok()
 }
 
-/// Gives the anonymous `file` the name `tmp`: through `/proc/self/fd`, which
+/// Links the anonymous `file` at `name`: through `/proc/self/fd`, which
 /// needs no privilege, else `AT_EMPTY_PATH`, which needs
-/// `CAP_DAC_READ_SEARCH`, else by copying its bytes to a new file.
+/// `CAP_DAC_READ_SEARCH`. Fails where `name` exists.
+fn link(file: &fs::File, name: &Path) -> rustix::io::Result<()> {
+    let proc_path = format!("/proc/self/fd/{}", file.as_raw_fd());
+    rustix::fs::linkat(CWD, proc_path.as_str(), CWD, name, AtFlags::SYMLINK_FOLLOW)
+        .or_else(|_| rustix::fs::linkat(file, "", CWD, name, AtFlags::EMPTY_PATH))
+}
+
+/// Gives the anonymous `file` the name `tmp` ([`link`]), else copies its
+/// bytes to a new file of that name.
 fn name_anonymous(file: &fs::File, tmp: &Path) -> io::Result<()> {
     let mut pending = register(tmp);
-    let proc_path = format!("/proc/self/fd/{}", file.as_raw_fd());
-    let linked = rustix::fs::linkat(CWD, proc_path.as_str(), CWD, tmp, AtFlags::SYMLINK_FOLLOW)
-        .or_else(|_| rustix::fs::linkat(file, "", CWD, tmp, AtFlags::EMPTY_PATH));
-    if linked.is_ok() {
+    if link(file, tmp).is_ok() {
         return Ok(());
     }
     let copied = (|| {
