@@ -171,16 +171,13 @@ pub fn supervise(inputs: &[String]) -> Option<ExitCode> {
     // allocates (the working directory, symbol names): out of memory there
     // waits forever for the lock it holds. The child runs without it and
     // prints a panic's backtrace itself, as asked ([`panic_backtraces`]);
-    // error values never capture one (memtool never shows it) unless
+    // error values then capture none (memtool never shows one) unless
     // RUST_LIB_BACKTRACE asks.
     if let Some(style) = std::env::var_os("RUST_BACKTRACE") {
         command.env("RUST_BACKTRACE", "0");
         if style != "0" {
             command.env(PANIC_BACKTRACE_ENV, style);
         }
-    }
-    if std::env::var_os("RUST_LIB_BACKTRACE").is_none() {
-        command.env("RUST_LIB_BACKTRACE", "0");
     }
     let spawned = command.spawn();
     let mut child = match spawned {

@@ -55,7 +55,7 @@ const MAX_DEPTH: usize = 128;
 /// At most [`MAX_DEPTH`] labels.
 pub(super) fn path(names: &Names, site: SiteId, filter: &FrameFilter) -> Vec<String> {
     let site = names.site_of(site);
-    let mut labels: Vec<String> = if site.stack.0 == 0 {
+    if site.stack.0 == 0 {
         let known: Vec<String> = [site.category, site.op, site.shape]
             .into_iter()
             .flatten()
@@ -74,9 +74,7 @@ pub(super) fn path(names: &Names, site: SiteId, filter: &FrameFilter) -> Vec<Str
             .take(MAX_DEPTH)
             .map(|&f| super::escape::label(&names.frame_label(f)))
             .collect()
-    };
-    labels.truncate(MAX_DEPTH);
-    labels
+    }
 }
 
 impl Tree {

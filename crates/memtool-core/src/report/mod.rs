@@ -126,6 +126,16 @@ impl Cell {
     fn is_numeric(&self) -> bool {
         !matches!(self, Cell::Text(_) | Cell::Empty)
     }
+
+    /// Whether the cell holds no figure: empty, `n/a`, or an undefined
+    /// percentage.
+    fn says_nothing(&self) -> bool {
+        match self {
+            Cell::Empty | Cell::Percent(None) | Cell::Share(None) | Cell::Fraction(None) => true,
+            Cell::Text(text) => text == "n/a",
+            _ => false,
+        }
+    }
 }
 
 /// A titled table.
@@ -180,14 +190,11 @@ impl Table {
     pub fn numeric_columns(&self) -> Vec<bool> {
         (0..self.columns.len())
             .map(|c| {
-                let missing = |cell: &Cell| {
-                    matches!(cell, Cell::Empty) || matches!(cell, Cell::Text(t) if t == "n/a")
-                };
                 self.rows.iter().any(|r| r[c].is_numeric())
                     && self
                         .rows
                         .iter()
-                        .all(|r| r[c].is_numeric() || missing(&r[c]))
+                        .all(|r| r[c].is_numeric() || r[c].says_nothing())
             })
             .collect()
     }

@@ -61,13 +61,8 @@ fn without_empty_columns(
     table: &Table,
     rows: &[Vec<Cell>],
 ) -> (Table, Vec<Vec<Cell>>, Vec<&'static str>, Vec<String>) {
-    let says_nothing = |cell: &Cell| match cell {
-        Cell::Empty | Cell::Percent(None) | Cell::Share(None) | Cell::Fraction(None) => true,
-        Cell::Text(text) => text == "n/a",
-        _ => false,
-    };
     let keep: Vec<bool> = (0..table.columns.len())
-        .map(|c| c == 0 || rows.is_empty() || !rows.iter().all(|r| says_nothing(&r[c])))
+        .map(|c| c == 0 || rows.is_empty() || !rows.iter().all(|r| r[c].says_nothing()))
         .collect();
     let dropped = table
         .columns
@@ -89,7 +84,7 @@ fn without_empty_columns(
     let (rows, empty_rows): (Vec<Vec<Cell>>, Vec<Vec<Cell>>) = rows
         .iter()
         .map(pick)
-        .partition(|row| row.len() < 2 || !row[1..].iter().all(says_nothing));
+        .partition(|row| row.len() < 2 || !row[1..].iter().all(Cell::says_nothing));
     let empty_rows: Vec<String> = empty_rows
         .iter()
         .map(|row| row.first().map(Cell::human).unwrap_or_default())
