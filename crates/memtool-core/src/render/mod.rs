@@ -17,6 +17,7 @@ mod escape;
 mod flame;
 mod folded;
 mod html;
+mod marks;
 mod page;
 mod perfetto;
 mod svg;

@@ -10,6 +10,7 @@ use crate::model::{Memory, Profile};
 use crate::report::units;
 
 use super::escape::xml;
+use super::marks::{phase_marks, relative_label};
 use super::page::PhaseMark;
 use super::timeline::{self, Timeline};
 use super::{Inputs, RenderOptions};
@@ -76,12 +77,11 @@ pub(super) fn panel<'a>(
     let label = |col: Option<usize>| {
         col.and_then(|c| Some((*tl.top_points.get(c)?, tl.x.get(c)?.wrapping_add(tl.x0))))
             .map_or(String::new(), |(i, at)| {
-                super::html::relative_label(memory, at, None)
-                    .unwrap_or_else(|| point_label(memory, i, at))
+                relative_label(memory, at, None).unwrap_or_else(|| point_label(memory, i, at))
             })
     };
-    let peak_label = super::html::relative_label(memory, peak.at, facts.step)
-        .unwrap_or_else(|| facts.label.clone());
+    let peak_label =
+        relative_label(memory, peak.at, facts.step).unwrap_or_else(|| facts.label.clone());
     Panel {
         title: format!(
             "{role}{} — peak {} at {peak_label} (stacked by {})",
@@ -96,7 +96,7 @@ pub(super) fn panel<'a>(
         peak_text: units::bytes(reported.bytes),
         peak_label,
         capacity: memory.capacity,
-        phases: super::html::phase_marks(memory, tl.x0, tl.x.len()),
+        phases: phase_marks(memory, tl.x0, tl.x.len()),
     }
 }
 

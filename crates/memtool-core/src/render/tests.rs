@@ -904,7 +904,7 @@ fn memories_open_biggest_first_and_trivial_ones_are_one_table() {
 
 #[test]
 fn times_read_from_the_start_of_the_recording() {
-    use super::html::relative_time;
+    use super::marks::relative_time;
     assert_eq!(
         relative_time(Axis::TimeUs, 1_025_430, Some(1_000_000)).as_deref(),
         Some("t+25.43 ms")
