@@ -13,6 +13,7 @@ pub mod leaks;
 pub mod oom;
 pub mod peak;
 pub mod peak_facts;
+pub mod ranks;
 pub mod replay;
 pub mod segments;
 pub mod series;
