@@ -87,7 +87,10 @@ pub fn run(args: &RanksArgs) -> Result<Outcome> {
             });
         progress.done();
         summaries.map_err(|error| FailedFile {
-            error: error.strip_prefix(&format!("{file}: ")).unwrap_or(&error).to_string(),
+            error: error
+                .strip_prefix(&format!("{file}: "))
+                .unwrap_or(&error)
+                .to_string(),
             file,
         })
     };
@@ -224,7 +227,11 @@ impl Progress {
         if self.shown {
             let mut err = std::io::stderr().lock();
             // The `\r` ends the line for the supervisor (see inputs.rs).
-            let _ = write!(err, "memtool: ranks: {done} of {} files read…\r", self.total);
+            let _ = write!(
+                err,
+                "memtool: ranks: {done} of {} files read…\r",
+                self.total
+            );
             let _ = err.flush();
             drop(err);
             crate::supervise::stderr_written();

@@ -121,6 +121,10 @@ pub struct OomRank {
     /// The failure's verdict, for a rank that failed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub verdict: Option<crate::analysis::oom::Verdict>,
+    /// What the failing request lacked, for a rank that failed (its
+    /// headroom at its peak, before the request, can be large).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shortfall_bytes: Option<u64>,
 }
 
 /// The highest rank beside the median rank, as `diff` compares two
@@ -153,7 +157,12 @@ pub fn fleet(mut ranks: Vec<RankSummary>, failed: Vec<FailedFile>) -> RanksRepor
     tell_apart(&mut ranks);
     // Ranks by peak, ties in rank order.
     let mut by_peak: Vec<usize> = (0..ranks.len()).collect();
-    by_peak.sort_by(|&a, &b| ranks[a].peak_bytes.cmp(&ranks[b].peak_bytes).then(a.cmp(&b)));
+    by_peak.sort_by(|&a, &b| {
+        ranks[a]
+            .peak_bytes
+            .cmp(&ranks[b].peak_bytes)
+            .then(a.cmp(&b))
+    });
     let median = by_peak.get(by_peak.len().saturating_sub(1) / 2).copied();
     let max = by_peak
         .iter()
@@ -171,7 +180,12 @@ pub fn fleet(mut ranks: Vec<RankSummary>, failed: Vec<FailedFile>) -> RanksRepor
         .copied()
         .filter(|&i| ranks[i].peak_bytes as f64 > median_peak as f64 * (1.0 + OUTLIER_ABOVE_MEDIAN))
         .collect();
-    outliers.sort_by(|&a, &b| ranks[b].peak_bytes.cmp(&ranks[a].peak_bytes).then(a.cmp(&b)));
+    outliers.sort_by(|&a, &b| {
+        ranks[b]
+            .peak_bytes
+            .cmp(&ranks[a].peak_bytes)
+            .then(a.cmp(&b))
+    });
     // Stages are plain when every cluster is one (more than the outlier
     // share of the fleet, at least two ranks).
     let stage_groups = if clusters.len() > 1
@@ -244,9 +258,7 @@ fn clusters(ranks: &[RankSummary], by_peak: &[usize]) -> Vec<Vec<usize>> {
     for &i in by_peak {
         let peak = ranks[i].peak_bytes;
         match (previous, out.last_mut()) {
-            (Some(p), Some(last)) if peak as f64 <= p as f64 * (1.0 + CLUSTER_GAP) => {
-                last.push(i)
-            }
+            (Some(p), Some(last)) if peak as f64 <= p as f64 * (1.0 + CLUSTER_GAP) => last.push(i),
             _ => out.push(vec![i]),
         }
         previous = Some(peak);
@@ -283,7 +295,9 @@ fn highest_vs_median(highest: &RankSummary, median: &RankSummary) -> HighestVsMe
 /// then the others closest to their capacity first. Empty when no rank
 /// failed.
 fn oom_ranks(ranks: &[RankSummary]) -> Vec<OomRank> {
-    let mut failing: Vec<usize> = (0..ranks.len()).filter(|&i| ranks[i].oom.is_some()).collect();
+    let mut failing: Vec<usize> = (0..ranks.len())
+        .filter(|&i| ranks[i].oom.is_some())
+        .collect();
     if failing.is_empty() {
         return Vec::new();
     }
@@ -319,6 +333,7 @@ fn oom_ranks(ranks: &[RankSummary]) -> Vec<OomRank> {
                     .clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64
             }),
             verdict: r.oom.as_ref().map(|o| o.verdict),
+            shortfall_bytes: r.oom.as_ref().map(|o| o.shortfall_bytes),
         }
     };
     let mut out: Vec<OomRank> = failing
@@ -466,6 +481,7 @@ impl RanksReport {
                 "rank",
                 "failed",
                 "verdict",
+                "shortfall_bytes",
                 "peak_bytes",
                 "capacity_bytes",
                 "headroom_bytes",
@@ -481,6 +497,7 @@ impl RanksReport {
                     (false, _) => Cell::Empty,
                 },
                 r.verdict.map_or(Cell::Empty, |v| v.name().into()),
+                r.shortfall_bytes.map_or(Cell::Empty, Cell::Bytes),
                 Cell::Bytes(r.peak_bytes),
                 r.capacity_bytes.map_or(Cell::Empty, Cell::Bytes),
                 r.headroom_bytes.map_or(Cell::Empty, Cell::DeltaBytes),
@@ -542,9 +559,23 @@ impl Report for RanksReport {
         if let Some(first) = self.oom.iter().find(|r| r.failure_order == Some(1)) {
             notes.push(format!("rank {} ran out of memory first", first.rank));
         }
-        if let Some(top) = self.highest_vs_median.as_ref().and_then(|h| {
-            h.rows.first().map(|r| (h, r))
-        }) {
+        let borrowed = self
+            .oom
+            .iter()
+            .filter(|r| r.capacity_from == Some("failing_rank"))
+            .count();
+        if let Some(first) = self.oom.iter().find(|r| r.failed).filter(|_| borrowed > 0) {
+            notes.push(format!(
+                "{borrowed} rank(s) record no capacity: measured against rank {}'s at its \
+                 failure (give the device's with --capacity)",
+                first.rank
+            ));
+        }
+        if let Some(top) = self
+            .highest_vs_median
+            .as_ref()
+            .and_then(|h| h.rows.first().map(|r| (h, r)))
+        {
             let (h, r) = top;
             notes.push(format!(
                 "rank {} holds {} more than rank {} at its peak, most under {}",

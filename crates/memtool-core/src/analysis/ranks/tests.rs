@@ -58,7 +58,10 @@ fn a_few_high_ranks_are_outliers_and_many_are_a_group() {
     let report = fleet(ranks, Vec::new());
     assert!(report.outliers.is_empty(), "{:?}", report.outliers);
     assert_eq!(report.stage_groups.len(), 2);
-    assert_eq!(report.stage_groups[1].ranks, ["0", "1", "2", "3", "4", "5", "6", "7"]);
+    assert_eq!(
+        report.stage_groups[1].ranks,
+        ["0", "1", "2", "3", "4", "5", "6", "7"]
+    );
     // One rank: its own median, no outlier, no comparison.
     let report = fleet(vec![rank(0, 5)], Vec::new());
     assert!(report.outliers.is_empty() && report.highest_vs_median.is_none());
