@@ -351,6 +351,15 @@ fn oom_ranks(ranks: &[RankSummary]) -> Vec<OomRank> {
     out
 }
 
+/// The items of `row` whose index `keep` accepts.
+fn select<T>(row: Vec<T>, keep: impl Fn(usize) -> bool) -> Vec<T> {
+    row.into_iter()
+        .enumerate()
+        .filter(|(i, _)| keep(*i))
+        .map(|(_, x)| x)
+        .collect()
+}
+
 /// Each warning message once, with the files it concerns.
 fn fleet_warnings(ranks: &[RankSummary]) -> Vec<FleetWarning> {
     let mut out: Vec<FleetWarning> = Vec::new();
@@ -369,8 +378,11 @@ fn fleet_warnings(ranks: &[RankSummary]) -> Vec<FleetWarning> {
 }
 
 impl RanksReport {
-    /// Every rank, highest peak first.
-    fn ranks_table(&self) -> Table {
+    /// Every rank, highest peak first. CSV's has every column; the
+    /// terminal's keeps what a rank is told apart by (capacity is in the
+    /// OOM table, final bytes and the file in CSV and JSON, the phase in
+    /// the peak's label), so the rank column is never cut.
+    fn ranks_table(&self, csv: bool) -> Table {
         let mut t = Table::ranked(
             "Ranks (highest peak first)",
             vec![
@@ -387,6 +399,9 @@ impl RanksReport {
                 "file",
             ],
         );
+        // Columns of the terminal's table, by index.
+        const SHOWN: [usize; 6] = [0, 1, 2, 5, 6, 7];
+        let keep = |i: usize| csv || SHOWN.contains(&i);
         let mut order: Vec<&RankSummary> = self.ranks.iter().collect();
         order.sort_by(|a, b| b.peak_bytes.cmp(&a.peak_bytes));
         let opt_bytes = |b: Option<u64>| b.map_or(Cell::Empty, Cell::Bytes);
@@ -410,6 +425,13 @@ impl RanksReport {
                 r.peak_phase.map_or(Cell::Empty, |p| p.name().into()),
                 r.file.clone().into(),
             ]);
+        }
+        if !csv {
+            t.columns = select(std::mem::take(&mut t.columns), keep);
+            t.rows = std::mem::take(&mut t.rows)
+                .into_iter()
+                .map(|row| select(row, keep))
+                .collect();
         }
         t
     }
@@ -535,7 +557,7 @@ impl Report for RanksReport {
     }
 
     fn tables(&self) -> Vec<Table> {
-        let mut tables = vec![self.ranks_table(), self.fleet_table()];
+        let mut tables = vec![self.ranks_table(false), self.fleet_table()];
         tables.extend(self.stages_table());
         tables.extend(self.oom_table());
         tables.extend(self.highest_table());
@@ -543,7 +565,7 @@ impl Report for RanksReport {
     }
 
     fn csv_table(&self) -> Table {
-        self.ranks_table()
+        self.ranks_table(true)
     }
 
     fn notes(&self) -> Vec<String> {

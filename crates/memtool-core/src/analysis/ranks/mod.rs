@@ -31,7 +31,8 @@ pub const SCHEMA: &str = "memtool/ranks/v1";
 #[derive(Clone, Debug, Serialize)]
 pub struct RankSummary {
     /// The rank as shown: the number in the file name (`rank3`, `rank_3`,
-    /// `snapshot-3.pickle`), else the file name; with the memory's id after
+    /// `snapshot-3.pickle`), else the file name without its extensions
+    /// (else the file, where two files would be shown alike); with the memory's id after
     /// a `/` when the file holds several devices.
     pub rank: String,
     /// The number in the file name, when it has one.
@@ -105,6 +106,16 @@ pub struct RankFailure {
     /// The position as a person reads it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub at_label: Option<String>,
+}
+
+/// A file's name without its extensions (`host0` of `host0.xplane.pb`):
+/// how a rank without a number is shown.
+fn file_stem(file: &str) -> String {
+    let name = crate::input::file_name(file);
+    match name.get(1..).and_then(|rest| rest.find('.')) {
+        Some(dot) => name[..dot + 1].to_string(),
+        None => name,
+    }
 }
 
 /// The rank number a file name gives: the digits after `rank` (`rank3`,
@@ -202,7 +213,7 @@ pub fn reduce(profile: &Profile, file: &str, options: &Options) -> Vec<RankSumma
             });
         let base = match number {
             Some(n) => n.to_string(),
-            None => crate::input::file_name(file),
+            None => file_stem(file),
         };
         out.push(RankSummary {
             rank: if several {

@@ -1,6 +1,14 @@
 use super::*;
 
 #[test]
+fn ranks_without_a_number_are_shown_by_their_file_name_without_extensions() {
+    assert_eq!(file_stem("logdir/run/host0.xplane.pb"), "host0");
+    assert_eq!(file_stem("capacity.pickle"), "capacity");
+    assert_eq!(file_stem(".hidden"), ".hidden");
+    assert_eq!(file_stem("noext"), "noext");
+}
+
+#[test]
 fn rank_numbers_come_from_the_file_name() {
     for (file, want) in [
         ("run/rank3.pickle", Some(3)),
