@@ -111,7 +111,7 @@ fn sixty_four_ranks_three_higher_are_the_outliers() {
     let round_up = |n: u64| n.div_ceil(512).max(1) * 512;
     let extra = round_up(base * 3 / 10);
     let jitter = |r: u64| {
-        if r % 8 == 0 {
+        if r.is_multiple_of(8) {
             0
         } else {
             round_up(r % 8 * base / 400)

@@ -403,7 +403,7 @@ impl RanksReport {
         const SHOWN: [usize; 6] = [0, 1, 2, 5, 6, 7];
         let keep = |i: usize| csv || SHOWN.contains(&i);
         let mut order: Vec<&RankSummary> = self.ranks.iter().collect();
-        order.sort_by(|a, b| b.peak_bytes.cmp(&a.peak_bytes));
+        order.sort_by_key(|r| std::cmp::Reverse(r.peak_bytes));
         let opt_bytes = |b: Option<u64>| b.map_or(Cell::Empty, Cell::Bytes);
         for r in order {
             t.rows.push(vec![
