@@ -68,31 +68,35 @@ pub fn run(args: &RanksArgs) -> Result<Outcome> {
     let jobs = args.input.read.jobs.map_or(0, usize::from);
     let replaced = Replaced::of(args.output.output.as_deref());
     let progress = Progress::new(files.len());
-    let read = |file: String| -> std::result::Result<Vec<RankSummary>, FailedFile> {
-        let summaries = inputs::read_source(&file, replaced.as_ref())
-            .map_err(|e| e.to_string())
-            .and_then(|source| {
-                let profile =
-                    memtool_core::load(vec![source], &load_options).map_err(|e| e.to_string())?;
-                // The profile (every event) is dropped here, before the
-                // worker takes its next file.
-                Ok(ranks::reduce(&profile, &file, &options))
+    // A file that cannot be read is left out; running out of memory ends
+    // the command, as in every other (one line, exit 2).
+    let read = |file: String| -> std::result::Result<Vec<RankSummary>, Failure> {
+        let left_out = |error: String| {
+            Failure::LeftOut(FailedFile {
+                error: error
+                    .strip_prefix(&format!("{file}: "))
+                    .unwrap_or(&error)
+                    .to_string(),
+                file: file.clone(),
             })
-            .and_then(|s| {
-                if s.is_empty() {
-                    Err("no memory with a peak in this profile".to_string())
-                } else {
-                    Ok(s)
-                }
-            });
+        };
+        let result = match inputs::read_source(&file, replaced.as_ref()) {
+            Err(e) => Err(left_out(e.to_string())),
+            Ok(source) => match memtool_core::load(vec![source], &load_options) {
+                Err(e @ memtool_core::Error::OutOfMemory { .. }) => Err(Failure::Fatal(e)),
+                Err(e) => Err(left_out(e.to_string())),
+                // The profile (every event) is dropped at the end of this
+                // arm, before the worker takes its next file.
+                Ok(profile) => match ranks::reduce(&profile, &file, &options) {
+                    s if s.is_empty() => Err(left_out(
+                        "no memory with a peak in this profile".to_string(),
+                    )),
+                    s => Ok(s),
+                },
+            },
+        };
         progress.done();
-        summaries.map_err(|error| FailedFile {
-            error: error
-                .strip_prefix(&format!("{file}: "))
-                .unwrap_or(&error)
-                .to_string(),
-            file,
-        })
+        result
     };
     let results = memtool_core::timings::time("read and reduce", || {
         memtool_core::parallel::map_bounded(files, jobs, read)
@@ -103,7 +107,8 @@ pub fn run(args: &RanksArgs) -> Result<Outcome> {
     for result in results {
         match result {
             Ok(s) => summaries.extend(s),
-            Err(f) => failed.push(f),
+            Err(Failure::LeftOut(f)) => failed.push(f),
+            Err(Failure::Fatal(e)) => return Err(e.into()),
         }
     }
     if let Some(first) = failed.first().filter(|_| args.strict) {
@@ -130,6 +135,14 @@ pub fn run(args: &RanksArgs) -> Result<Outcome> {
     output::write(&report, &args.output, &args.analysis)?;
     inputs::free_at_exit(report);
     Ok(Outcome::Success)
+}
+
+/// Why a rank file gave no rank.
+enum Failure {
+    /// The file cannot be read: it is named and left out of the report.
+    LeftOut(FailedFile),
+    /// Out of memory: the command fails.
+    Fatal(memtool_core::Error),
 }
 
 /// The files a command-line path stands for: a run directory or logdir's
