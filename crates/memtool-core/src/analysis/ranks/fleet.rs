@@ -15,7 +15,8 @@ use crate::model::Axis;
 use crate::report::{units, Cell, Report, Table};
 
 /// A rank is an outlier when its peak is more than this share above the
-/// median rank's peak ...
+/// median rank's peak, the median rank's cluster ([`CLUSTER_GAP`]) holds at
+/// least half of the ranks ...
 pub const OUTLIER_ABOVE_MEDIAN: f64 = 0.10;
 /// ... and the ranks whose peaks cluster with it ([`CLUSTER_GAP`]) are at
 /// most this share of the fleet (at least one rank): a larger set of high
@@ -46,6 +47,9 @@ pub struct RanksReport {
     pub max_rank: Option<String>,
     /// `max_peak_bytes / median_peak_bytes` (`null` when the median is 0).
     pub imbalance: Option<f64>,
+    /// The ranks in the median rank's cluster ([`CLUSTER_GAP`]): outliers
+    /// are named only when they are at least half of the ranks.
+    pub median_cluster_ranks: usize,
     /// The outlier ranks, highest peak first (rule: [`OUTLIER_ABOVE_MEDIAN`],
     /// [`OUTLIER_SHARE`], [`CLUSTER_GAP`]; docs/json/ranks.md).
     pub outliers: Vec<String>,
@@ -135,7 +139,7 @@ pub struct HighestVsMedian {
     pub highest: String,
     /// The median rank (diff's base side).
     pub median: String,
-    /// What rows are keyed by: `user_frame`, else `op` for ranks whose
+    /// What rows are keyed by: `user_frame`, else `op` when either rank's
     /// allocations carry no stacks.
     pub by: GroupBy,
     /// The groups the highest rank holds more of, most first (diff's rows
@@ -173,9 +177,16 @@ pub fn fleet(mut ranks: Vec<RankSummary>, failed: Vec<FailedFile>) -> RanksRepor
     let max_peak = max.map_or(0, |i| ranks[i].peak_bytes);
     let clusters = clusters(&ranks, &by_peak);
     let largest_outlier_set = ((ranks.len() as f64 * OUTLIER_SHARE).floor() as usize).max(1);
+    // A rank stands out only from a bulk: the median rank's cluster must
+    // hold at least half the ranks. Peaks spread with no bulk (ranks of
+    // unrelated runs) have no outlier.
+    let bulk = median
+        .and_then(|m| clusters.iter().find(|c| c.contains(&m)))
+        .map_or(0, Vec::len);
+    let has_bulk = bulk * 2 >= ranks.len();
     let mut outliers: Vec<usize> = clusters
         .iter()
-        .filter(|c| c.len() <= largest_outlier_set)
+        .filter(|c| has_bulk && c.len() <= largest_outlier_set)
         .flatten()
         .copied()
         .filter(|&i| ranks[i].peak_bytes as f64 > median_peak as f64 * (1.0 + OUTLIER_ABOVE_MEDIAN))
@@ -216,6 +227,7 @@ pub fn fleet(mut ranks: Vec<RankSummary>, failed: Vec<FailedFile>) -> RanksRepor
     };
     RanksReport {
         schema: SCHEMA,
+        median_cluster_ranks: bulk,
         oom: oom_ranks(&ranks),
         warnings: fleet_warnings(&ranks),
         median_rank: median.map(|i| ranks[i].rank.clone()),
@@ -232,22 +244,30 @@ pub fn fleet(mut ranks: Vec<RankSummary>, failed: Vec<FailedFile>) -> RanksRepor
     }
 }
 
-/// Ranks two files give the same label (the same number in two folders)
-/// are shown by file instead.
+/// Ranks two files give the same label (the same number in two folders,
+/// or a number that is no rank's) are shown by file name without
+/// extensions instead, and by the file as given where those collide too.
 fn tell_apart(ranks: &mut [RankSummary]) {
-    let mut seen: BTreeMap<String, usize> = BTreeMap::new();
-    for r in ranks.iter() {
-        *seen.entry(r.rank.clone()).or_default() += 1;
-    }
-    for r in ranks.iter_mut() {
-        if seen.get(&r.rank).is_some_and(|&n| n > 1) {
-            r.rank = if r.rank.contains('/') {
-                format!("{}/{}", r.file, crate::analysis::display_id(&r.memory))
-            } else {
-                r.file.clone()
-            };
+    let device = |r: &RankSummary, base: String| {
+        if r.rank.contains('/') {
+            format!("{base}/{}", crate::analysis::display_id(&r.memory))
+        } else {
+            base
         }
-    }
+    };
+    let relabel = |ranks: &mut [RankSummary], name: &dyn Fn(&RankSummary) -> String| {
+        let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+        for r in ranks.iter() {
+            *seen.entry(r.rank.clone()).or_default() += 1;
+        }
+        for r in ranks.iter_mut() {
+            if seen.get(&r.rank).is_some_and(|&n| n > 1) {
+                r.rank = device(r, name(r));
+            }
+        }
+    };
+    relabel(ranks, &|r| super::file_stem(&r.file));
+    relabel(ranks, &|r| r.file.clone());
 }
 
 /// The ranks (indices, `by_peak` sorted by peak) cut into clusters wherever
@@ -267,10 +287,13 @@ fn clusters(ranks: &[RankSummary], by_peak: &[usize]) -> Vec<Vec<usize>> {
 }
 
 /// The highest rank's live groups at its peak beside the median rank's: by
-/// user frame where either has stacks, else by op.
+/// user frame where both have frames of the program's, else by op.
 fn highest_vs_median(highest: &RankSummary, median: &RankSummary) -> HighestVsMedian {
-    let has_frames = |g: &BTreeMap<String, Totals>| g.keys().any(|k| k != NO_STACK_LABEL);
-    let by = if has_frames(&highest.by_user_frame) || has_frames(&median.by_user_frame) {
+    // Placeholders (`<no stack>`, `<before recording: still live>`) are no
+    // frame of the program's.
+    let has_frames =
+        |g: &BTreeMap<String, Totals>| g.keys().any(|k| k != NO_STACK_LABEL && !k.starts_with('<'));
+    let by = if has_frames(&highest.by_user_frame) && has_frames(&median.by_user_frame) {
         GroupBy::UserFrame
     } else {
         GroupBy::Op
@@ -576,6 +599,14 @@ impl Report for RanksReport {
                 self.outliers.join(", "),
                 OUTLIER_ABOVE_MEDIAN * 100.0,
                 units::bytes(self.median_peak_bytes)
+            ));
+        } else if self.median_cluster_ranks * 2 < self.ranks.len() {
+            notes.push(format!(
+                "no outlier named: only {} of the {} ranks peak within {:.0}% steps of the median \
+                 rank, so there is no bulk for a rank to stand out from",
+                self.median_cluster_ranks,
+                self.ranks.len(),
+                CLUSTER_GAP * 100.0
             ));
         }
         if let Some(first) = self.oom.iter().find(|r| r.failure_order == Some(1)) {

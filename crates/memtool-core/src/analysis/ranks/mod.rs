@@ -110,7 +110,7 @@ pub struct RankFailure {
 
 /// A file's name without its extensions (`host0` of `host0.xplane.pb`):
 /// how a rank without a number is shown.
-fn file_stem(file: &str) -> String {
+pub(crate) fn file_stem(file: &str) -> String {
     let name = crate::input::file_name(file);
     match name.get(1..).and_then(|rest| rest.find('.')) {
         Some(dot) => name[..dot + 1].to_string(),

@@ -70,6 +70,14 @@ fn a_few_high_ranks_are_outliers_and_many_are_a_group() {
         report.stage_groups[1].ranks,
         ["0", "1", "2", "3", "4", "5", "6", "7"]
     );
+    // Peaks spread with no bulk around the median: no outlier.
+    let ranks: Vec<RankSummary> = (0..20).map(|n| rank(n, 1000 << n)).collect();
+    let report = fleet(ranks, Vec::new());
+    assert!(report.outliers.is_empty(), "{:?}", report.outliers);
+    assert_eq!(report.median_cluster_ranks, 1);
+    // Two ranks, one 30% higher: that one.
+    let report = fleet(vec![rank(0, 1000), rank(1, 1300)], Vec::new());
+    assert_eq!(report.outliers, ["1"]);
     // One rank: its own median, no outlier, no comparison.
     let report = fleet(vec![rank(0, 5)], Vec::new());
     assert!(report.outliers.is_empty() && report.highest_vs_median.is_none());
