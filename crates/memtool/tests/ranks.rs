@@ -298,3 +298,39 @@ fn sixty_four_files_take_about_the_memory_of_two() {
         "ranks over 64 files: {all} B of RSS; one file: {one} B"
     );
 }
+
+#[test]
+fn the_hosts_of_a_run_give_the_same_bytes_whatever_the_jobs() {
+    // Six hosts of one run, read by a pool of one thread and of three: the
+    // pool changes which host is read when, never the profile.
+    let dir = TempDir::new("hosts");
+    let host = common::shared_fixture("xspace/tf_cnn.xplane.pb");
+    for i in 0..6 {
+        std::fs::copy(&host, dir.0.join(format!("host{i}.xplane.pb"))).unwrap();
+    }
+    let run = |jobs: &str| {
+        let out = common::memtool()
+            .args(["summary", dir.0.to_str().unwrap(), "--format", "json"])
+            .args(["--jobs", jobs])
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        out.stdout
+    };
+    let one = run("1");
+    assert_eq!(one, run("3"));
+    let doc: Value = serde_json::from_slice(&one).unwrap();
+    assert_eq!(doc["inputs"].as_array().unwrap().len(), 6);
+    // And `ranks` takes each host as a rank, named by its file.
+    let doc = common::json(&["ranks", dir.0.to_str().unwrap(), "--jobs", "2"]);
+    let ranks: Vec<&str> = doc["ranks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["rank"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        ranks,
+        ["host0", "host1", "host2", "host3", "host4", "host5"]
+    );
+}
