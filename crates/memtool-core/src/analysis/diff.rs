@@ -192,6 +192,15 @@ pub fn compare_groups(
     rows
 }
 
+/// Each memory's peak by id (the first entry of an id), hashed.
+fn peaks_by_id(list: &[PeakBytes]) -> std::collections::HashMap<&str, u64> {
+    let mut map = std::collections::HashMap::new();
+    for (id, _, bytes) in list {
+        map.entry(id.as_str()).or_insert(*bytes);
+    }
+    map
+}
+
 /// Compares the peaks of `base` and `new`, per memory and per call stack.
 pub fn diff(
     base: &Profile,
@@ -215,20 +224,22 @@ pub fn diff_by(
     let (new_groups, new_memories) = peak_groups(new, options, by);
     let rows = compare_groups(&base_groups, &new_groups);
 
-    let mut memory_ids: Vec<(String, crate::model::MemoryKind)> = Vec::new();
-    for (id, kind, _) in base_memories.iter().chain(&new_memories) {
-        if !memory_ids.iter().any(|(i, _)| i == id) {
-            memory_ids.push((id.clone(), *kind));
-        }
-    }
-    let bytes_of =
-        |list: &[PeakBytes], id: &str| list.iter().find(|(i, _, _)| i == id).map_or(0, |m| m.2);
-    let memories: Vec<MemoryDelta> = memory_ids
-        .into_iter()
-        .map(|(id, kind)| MemoryDelta {
-            totals: DeltaTotals::new(bytes_of(&base_memories, &id), bytes_of(&new_memories, &id)),
-            id,
-            kind,
+    // Each memory once, in first-seen order (base, then new), with the
+    // peak of its first entry on each side: hashed, so 10^5 devices are not
+    // 10^10 comparisons.
+    let (base_peaks, new_peaks) = (peaks_by_id(&base_memories), peaks_by_id(&new_memories));
+    let mut seen = std::collections::HashSet::new();
+    let memories: Vec<MemoryDelta> = base_memories
+        .iter()
+        .chain(&new_memories)
+        .filter(|(id, _, _)| seen.insert(id.as_str()))
+        .map(|(id, kind, _)| MemoryDelta {
+            totals: DeltaTotals::new(
+                base_peaks.get(id.as_str()).copied().unwrap_or(0),
+                new_peaks.get(id.as_str()).copied().unwrap_or(0),
+            ),
+            id: id.clone(),
+            kind: *kind,
         })
         .collect();
     let total = DeltaTotals::new(
