@@ -21,4 +21,15 @@ pub mod report;
 pub mod timings;
 
 pub use error::{Error, Result};
-pub use input::{load, ByteSource, LoadOptions, Source};
+pub use input::{ByteSource, LoadOptions, Source};
+
+/// Reads one or more inputs into one profile (see [`LoadOptions`]). Several
+/// inputs form a series (pprof snapshots in command-line order) and must
+/// share a format. The readers fill the model; then the profile's figures
+/// are checked against each other, a warning for each contradiction, by
+/// the analyses (the loader itself imports none of them).
+pub fn load(sources: Vec<Source>, options: &LoadOptions) -> Result<model::Profile> {
+    let mut profile = input::load(sources, options)?;
+    analysis::consistency::warn_of_inconsistent_figures(&mut profile);
+    Ok(profile)
+}

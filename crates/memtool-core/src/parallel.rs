@@ -1,6 +1,72 @@
 //! Running independent pieces of work (one input file each) on threads of
 //! their own, with results in the order the work was given, so output never
-//! depends on which thread finished first.
+//! depends on which thread finished first: [`map_in_order`], a thread per
+//! item, for a few items (the two sides of a diff); [`map_bounded`], a pool of
+//! at most `jobs` threads, for many (the hosts of a logdir, the ranks of a
+//! job), so a thousand inputs never mean a thousand threads and their
+//! memory at once.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+/// The number of threads a pool runs when the caller does not say: every
+/// core the process may use (1 where that is not known).
+pub fn default_jobs() -> usize {
+    std::thread::available_parallelism().map_or(1, usize::from)
+}
+
+/// `f` applied to each item by a pool of at most `jobs` threads (0: as many
+/// as [`default_jobs`]), results in item order. Each thread takes the next
+/// item when it is done with one, so at most `jobs` items are being worked
+/// on at any moment: what `f` holds while it works (a whole profile) is
+/// there `jobs` times at most, and what it returns (a summary) is all that
+/// stays. The calling thread is one of the workers, so a pool whose threads
+/// cannot be started (no memory left for their stacks) still finishes. A
+/// panic in a worker resumes in the caller.
+pub fn map_bounded<T: Send, R: Send>(
+    items: Vec<T>,
+    jobs: usize,
+    f: impl Fn(T) -> R + Sync,
+) -> Vec<R> {
+    let jobs = if jobs == 0 { default_jobs() } else { jobs };
+    let count = items.len();
+    if count <= 1 || jobs <= 1 {
+        return items.into_iter().map(f).collect();
+    }
+    let slots: Vec<Mutex<Option<T>>> = items.into_iter().map(|i| Mutex::new(Some(i))).collect();
+    let results: Vec<Mutex<Option<R>>> = (0..count).map(|_| Mutex::new(None)).collect();
+    let next = AtomicUsize::new(0);
+    let work = || loop {
+        let i = next.fetch_add(1, Ordering::Relaxed);
+        let Some(slot) = slots.get(i) else {
+            break;
+        };
+        let item = slot.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(item) = item {
+            let result = f(item);
+            *results[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(result);
+        }
+    };
+    std::thread::scope(|scope| {
+        let helpers: Vec<_> = (1..jobs.min(count))
+            .filter_map(|_| std::thread::Builder::new().spawn_scoped(scope, work).ok())
+            .collect();
+        work();
+        for helper in helpers {
+            if let Err(panic) = helper.join() {
+                std::panic::resume_unwind(panic);
+            }
+        }
+    });
+    results
+        .into_iter()
+        .map(|r| {
+            r.into_inner()
+                .unwrap_or_else(|e| e.into_inner())
+                .expect("every item was taken by a worker, which stored its result")
+        })
+        .collect()
+}
 
 /// `f` applied to each item, one scoped thread per item, results in item
 /// order. A panic in a worker resumes in the caller. An item whose thread
@@ -50,5 +116,24 @@ mod tests {
             i * 10
         });
         assert_eq!(out, (0..8u64).map(|i| i * 10).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn a_bounded_pool_keeps_item_order_and_never_runs_more_than_jobs_at_once() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let (running, most) = (AtomicUsize::new(0), AtomicUsize::new(0));
+        let out = super::map_bounded((0..40u64).collect(), 3, |i| {
+            let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+            most.fetch_max(now, Ordering::SeqCst);
+            std::thread::sleep(std::time::Duration::from_millis(2 + (i % 3)));
+            running.fetch_sub(1, Ordering::SeqCst);
+            i * 10
+        });
+        assert_eq!(out, (0..40u64).map(|i| i * 10).collect::<Vec<_>>());
+        let most = most.load(Ordering::SeqCst);
+        assert!((2..=3).contains(&most), "{most} items at once with 3 jobs");
+        // One job, and no items, need no thread.
+        assert_eq!(super::map_bounded(vec![1, 2], 1, |i| i + 1), vec![2, 3]);
+        assert!(super::map_bounded(Vec::<u8>::new(), 4, |i| i).is_empty());
     }
 }

@@ -89,6 +89,10 @@ enum Command {
         samples: u64,
         #[arg(long, value_name = "K", default_value_t = 1)]
         snapshots: u64,
+        /// Deal the samples round-robin to D devices (`dev:0`…), for
+        /// profiles of many memories; 0 keeps the pattern's devices.
+        #[arg(long, value_name = "D", default_value_t = 0)]
+        devices: u64,
         /// Pattern pprof (gzipped or not).
         #[arg(long, value_name = "FILE")]
         from: Option<PathBuf>,
@@ -174,11 +178,12 @@ fn run(cli: Cli) -> Result<()> {
         Command::Pprof {
             samples,
             snapshots,
+            devices,
             from,
             output,
         } => {
             let pattern = read_pattern(&from, "pprof/sharded.prof")?;
-            let paths = pprof::generate_series(&pattern, samples, snapshots, &output)?;
+            let paths = pprof::generate_series(&pattern, samples, snapshots, devices, &output)?;
             eprintln!(
                 "{}: {} snapshot(s) of {samples} samples",
                 output.display(),

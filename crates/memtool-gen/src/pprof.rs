@@ -70,9 +70,26 @@ pub fn read_pattern(bytes: &[u8]) -> Result<Pattern> {
 }
 
 /// Writes one snapshot with `n` buffer samples; `leak` adds that many
-/// copies' worth of the growing stack (0 for none).
-pub fn write_snapshot(pattern: &Pattern, n: u64, leak: u64, out: &mut dyn Write) -> Result<()> {
+/// copies' worth of the growing stack (0 for none). With `devices` > 0 the
+/// buffers are dealt round-robin to that many devices (`device` labels
+/// `dev:0`, `dev:1`…) in place of the pattern's, for profiles of many
+/// memories.
+pub fn write_snapshot(
+    pattern: &Pattern,
+    n: u64,
+    leak: u64,
+    devices: u64,
+    out: &mut dyn Write,
+) -> Result<()> {
     let mut head = pattern.profile.clone();
+    let device_key = add_string(&mut head, "device");
+    // Pushed, not looked up: 10^5 names would make the lookup quadratic.
+    let device_names: Vec<i64> = (0..devices)
+        .map(|d| {
+            head.string_table.push(format!("dev:{d}").into_bytes());
+            head.string_table.len() as i64 - 1
+        })
+        .collect();
     let per = pattern.buffers.len() as u64;
     // Two levels of `fan` callers give per × fan² distinct stacks ≥ n.
     let fan = ((n as f64 / per as f64).sqrt().ceil() as u64).max(1);
@@ -116,7 +133,8 @@ pub fn write_snapshot(pattern: &Pattern, n: u64, leak: u64, out: &mut dyn Write)
     let mut sample = |gz: &mut GzEncoder<&mut dyn Write>,
                       base: &pprof::Sample,
                       extra: &[u64],
-                      count_times: i64|
+                      count_times: i64,
+                      device: Option<i64>|
      -> Result<()> {
         buf.clear();
         let mut body = Vec::new();
@@ -139,16 +157,25 @@ pub fn write_snapshot(pattern: &Pattern, n: u64, leak: u64, out: &mut dyn Write)
                 .iter()
                 .map(|&v| v.saturating_mul(count_times) as u64),
         );
-        for l in &base.label {
+        let put_label = |body: &mut Vec<u8>, key: i64, str: i64, num: i64| {
             let mut label = Vec::new();
-            put_varint_field(&mut label, 1, l.key as u64);
-            if l.str != 0 {
-                put_varint_field(&mut label, 2, l.str as u64);
+            put_varint_field(&mut label, 1, key as u64);
+            if str != 0 {
+                put_varint_field(&mut label, 2, str as u64);
             }
-            if l.num != 0 {
-                put_varint_field(&mut label, 3, l.num as u64);
+            if num != 0 {
+                put_varint_field(&mut label, 3, num as u64);
             }
-            memtool_proto::wire::writer::put_bytes_field(&mut body, 3, &label);
+            memtool_proto::wire::writer::put_bytes_field(body, 3, &label);
+        };
+        for l in &base.label {
+            if device.is_some() && l.key == device_key {
+                continue;
+            }
+            put_label(&mut body, l.key, l.str, l.num);
+        }
+        if let Some(device) = device {
+            put_label(&mut body, device_key, device, 0);
         }
         put_len_prefix(&mut buf, 2, body.len() as u64);
         buf.extend_from_slice(&body);
@@ -162,13 +189,21 @@ pub fn write_snapshot(pattern: &Pattern, n: u64, leak: u64, out: &mut dyn Write)
             layers[(copy % fan) as usize],
             blocks[((copy / fan) % fan) as usize],
         ];
-        sample(&mut gz, base, &extra, 1)?;
+        let device = (devices > 0).then(|| device_names[(i % devices) as usize]);
+        sample(&mut gz, base, &extra, 1, device)?;
     }
     if leak > 0 {
-        sample(&mut gz, &pattern.buffers[0], &[leak_frame], leak as i64)?;
+        let device = device_names.first().copied();
+        sample(
+            &mut gz,
+            &pattern.buffers[0],
+            &[leak_frame],
+            leak as i64,
+            device,
+        )?;
     }
     for e in &pattern.executables {
-        sample(&mut gz, e, &[], 1)?;
+        sample(&mut gz, e, &[], 1, None)?;
     }
     gz.finish()?.flush()?;
     Ok(())
@@ -188,6 +223,7 @@ pub fn generate_series(
     pattern: &[u8],
     n: u64,
     k: u64,
+    devices: u64,
     dir: &Path,
 ) -> Result<Vec<std::path::PathBuf>> {
     let pattern = read_pattern(pattern)?;
@@ -199,7 +235,7 @@ pub fn generate_series(
             .with_context(|| format!("{}: cannot create", path.display()))?;
         let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
         let leak = if k > 1 { s } else { 0 };
-        write_snapshot(&pattern, n, leak, &mut out)?;
+        write_snapshot(&pattern, n, leak, devices, &mut out)?;
         out.flush()?;
         paths.push(path);
     }

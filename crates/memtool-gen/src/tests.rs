@@ -232,7 +232,7 @@ fn pprof_series_is_read_back_by_memtool() {
         return;
     };
     let dir = std::env::temp_dir().join(format!("memtool-gen-pprof-{}", std::process::id()));
-    let paths = pprof::generate_series(&p, 1000, 3, &dir).unwrap();
+    let paths = pprof::generate_series(&p, 1000, 3, 0, &dir).unwrap();
     let sources = paths
         .iter()
         .map(|path| {
@@ -298,4 +298,32 @@ fn hlo_module_repeats_its_heap_trace_with_the_same_peak() {
         .warnings
         .iter()
         .all(|w| !w.message.contains("left out")));
+}
+
+#[test]
+fn pprof_samples_dealt_to_many_devices_are_that_many_memories() {
+    let Some(p) = pattern("pprof/sharded.prof") else {
+        return;
+    };
+    let mut out = Vec::new();
+    let pattern = pprof::read_pattern(&p).unwrap();
+    pprof::write_snapshot(&pattern, 700, 0, 7, &mut out).unwrap();
+    let source = memtool_core::Source::from_bytes("many.prof", out);
+    let profile = memtool_core::load(vec![source], &Default::default()).unwrap();
+    let mut ids: Vec<&str> = profile.memories.iter().map(|m| m.id.as_str()).collect();
+    ids.sort_unstable();
+    assert_eq!(
+        ids,
+        ["dev:0", "dev:1", "dev:2", "dev:3", "dev:4", "dev:5", "dev:6"]
+    );
+    let per = pattern.buffer_bytes();
+    let expected: u64 = (0..700).map(|i| per[i % per.len()]).sum();
+    let total: u64 = profile
+        .memories
+        .iter()
+        .flat_map(|m| &m.allocations)
+        .map(|a| a.bytes * a.count.max(1))
+        .sum();
+    assert_eq!(total, expected);
+    assert!(profile.memories.iter().all(|m| m.allocations.len() == 100));
 }

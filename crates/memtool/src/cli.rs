@@ -123,6 +123,21 @@ pub struct ReadArgs {
     /// List the runs of each TensorBoard logdir given, newest last, and exit.
     #[arg(long)]
     pub list_runs: bool,
+    /// Files read at once (the hosts of a logdir, the ranks of `ranks`), each
+    /// on a thread with its events in memory (default: every core).
+    #[arg(long, short = 'j', value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    pub jobs: Option<u16>,
+}
+
+impl ReadArgs {
+    /// How the core reads each input: `--max-decompressed` and `--jobs`.
+    pub fn load_options(&self) -> memtool_core::LoadOptions {
+        memtool_core::LoadOptions {
+            max_decompressed: self.max_decompressed,
+            jobs: self.jobs.map_or(0, usize::from),
+            ..memtool_core::LoadOptions::default()
+        }
+    }
 }
 
 #[derive(Args, Debug)]

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use memtool_core::model::Profile;
-use memtool_core::{LoadOptions, Source};
+use memtool_core::Source;
 
 use crate::cli::{check_selection, AnalysisArgs, InputArgs, ReadArgs};
 use crate::output::Replaced;
@@ -123,10 +123,7 @@ pub fn load_several(
         sources.push(group);
     }
     drop(read);
-    let options = LoadOptions {
-        max_decompressed: args.max_decompressed,
-        ..LoadOptions::default()
-    };
+    let options = args.load_options();
     let total: u64 = sources.iter().flatten().map(|s| s.data.len()).sum();
     let files = sources.iter().map(Vec::len).sum();
     let progress = Progress::start(total, files);

@@ -41,6 +41,7 @@ Examples:
   memtool oom oom_snapshot.pickle --capacity 80GiB
   memtool render memory.prof -o report.html
   memtool export runs/*/memory.prof -o allocations.parquet
+  memtool ranks snapshots/ --jobs 8
 
 Exit codes: 0 success, 1 a CI gate failed, 2 unreadable input or bad usage."
 )]
@@ -59,6 +60,7 @@ enum Command {
     Oom(commands::oom::OomArgs),
     Render(commands::render::RenderArgs),
     Export(commands::export::ExportArgs),
+    Ranks(commands::ranks::RanksArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
     Completions(commands::shell::CompletionsArgs),
     /// Print memtool's manual page, or a command's, in roff (for `man -l -`)
@@ -77,6 +79,7 @@ impl Command {
             Command::Oom(a) => Some(&a.input),
             Command::Render(a) => Some(&a.input),
             Command::Export(a) => Some(&a.input),
+            Command::Ranks(a) => Some(&a.input),
             Command::Completions(_) | Command::Man(_) => None,
         }
     }
@@ -91,6 +94,7 @@ impl Command {
             Command::Diff(a) => &a.output,
             Command::Frag(a) => &a.output,
             Command::Oom(a) => &a.output,
+            Command::Ranks(a) => &a.output,
             _ => return false,
         };
         matches!(output.format, cli::FormatArg::Pprof)
@@ -160,6 +164,7 @@ fn run(command: &Command) -> anyhow::Result<Outcome> {
         Command::Oom(a) => commands::oom::run(a),
         Command::Render(a) => commands::render::run(a),
         Command::Export(a) => commands::export::run(a),
+        Command::Ranks(a) => commands::ranks::run(a),
         Command::Completions(a) => commands::shell::completions(a),
         Command::Man(a) => commands::shell::man(a),
     }

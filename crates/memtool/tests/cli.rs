@@ -795,6 +795,7 @@ fn manual_pages_render_with_man() {
             "memtool-man.1",
             "memtool-oom.1",
             "memtool-peak.1",
+            "memtool-ranks.1",
             "memtool-render.1",
             "memtool-summary.1",
             "memtool.1"
@@ -1019,12 +1020,16 @@ fn large_timeline(n: usize) -> String {
 fn running_out_of_memory_anywhere_is_one_line_for_every_command_and_format() {
     // The smallest address space memtool runs in (its binary, libraries
     // and what it sets up, read to the end of an empty file), in steps of
-    // 128 KiB: below it, too little is left for any input.
+    // 128 KiB: below it, too little is left for any input. What it sets up
+    // includes its arguments, parsed before anything is supervised: the
+    // empty file is given as many times as the longest command line below.
     let empty = repo_fixture("broken/empty.prof").display().to_string();
+    let mut empties = vec!["summary"];
+    empties.extend(std::iter::repeat_n(empty.as_str(), 60));
     let start = (4096..32768)
         .step_by(128)
         .find(|&kib| {
-            let out = under_ulimit(kib, &["summary", &empty]);
+            let out = under_ulimit(kib, &empties);
             String::from_utf8_lossy(&out.stderr).contains("file is empty")
         })
         .expect("memtool runs in 32 MiB");
@@ -1049,9 +1054,11 @@ fn running_out_of_memory_anywhere_is_one_line_for_every_command_and_format() {
         vec![trace],
         vec![timeline],
     ];
-    let commands = ["summary", "peak", "leaks", "frag", "diff", "render", "oom"];
+    let commands = [
+        "summary", "peak", "leaks", "frag", "diff", "render", "oom", "ranks",
+    ];
     let mut limits_failed = 0;
-    let mut by_command = [0; 7];
+    let mut by_command = [0; 8];
     for files in &inputs {
         let mut for_input = 0;
         for (c, command) in commands.iter().enumerate() {

@@ -122,3 +122,28 @@ fn diff() {
         &["diff", "tests/torch/snapshot.p2.pickle", SNAPSHOT],
     );
 }
+
+#[test]
+fn ranks() {
+    // Three derived OOM snapshots as three ranks (each failed), by pattern.
+    pin(
+        "ranks_oom",
+        &[
+            "ranks",
+            "crates/memtool/tests/data/oom/*.pickle",
+            "--capacity",
+            "64MiB",
+        ],
+    );
+    // Processes of one pprof each, one of them of four devices.
+    pin(
+        "ranks_pprof",
+        &[
+            "ranks",
+            "tests/pprof/cache1.prof",
+            "tests/pprof/cache2.prof",
+            "tests/pprof/cache3.prof",
+            "tests/pprof/sharded.prof",
+        ],
+    );
+}

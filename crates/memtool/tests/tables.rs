@@ -371,3 +371,13 @@ fn shown_keys_tell_rows_apart_on_every_shared_fixture() {
     assert!(too_wide.is_empty(), "{}", too_wide.join("\n"));
     assert!(checked_rows > 1000, "only {checked_rows} rows were checked");
 }
+
+#[test]
+fn ranks_table() {
+    insta::assert_snapshot!(run(&[
+        "ranks",
+        "crates/memtool/tests/data/oom/*.pickle",
+        "--capacity",
+        "64MiB",
+    ]));
+}

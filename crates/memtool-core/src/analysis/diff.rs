@@ -121,25 +121,84 @@ fn peak_groups(
     let mut groups: BTreeMap<String, Totals> = BTreeMap::new();
     let mut memories = Vec::new();
     for memory in options.selected(profile) {
-        let Some(peak) = replay::reported_peak(memory, options.ties) else {
+        let Some(peak) = memory_peak_groups(profile, memory, options, by, &mut groups) else {
             continue;
         };
-        let live = replay::live_at(memory, peak.point.index);
-        let by_site = group::totals_by_site(memory, &live);
-        for (site, totals) in by_site.iter() {
-            groups
-                .entry(if by == GroupBy::Stack {
-                    // Stackless sites (XSpace allocations) by op and shape.
-                    group::stack_or_op_shape(&profile.names, site, &options.frames)
-                } else {
-                    group::label(&profile.names, site, by, &options.frames)
-                })
-                .or_default()
-                .add(totals);
-        }
-        memories.push((memory.id.clone(), memory.kind, peak.bytes));
+        memories.push((memory.id.clone(), memory.kind, peak));
     }
     (groups, memories)
+}
+
+/// Adds the live bytes per group at `memory`'s peak to `groups` (what
+/// `diff` compares, and `ranks` between two ranks); the peak's bytes, or
+/// `None` for a memory with no peak.
+pub fn memory_peak_groups(
+    profile: &Profile,
+    memory: &crate::model::Memory,
+    options: &Options,
+    by: GroupBy,
+    groups: &mut BTreeMap<String, Totals>,
+) -> Option<u64> {
+    let peak = replay::reported_peak(memory, options.ties)?;
+    let live = replay::live_at(memory, peak.point.index);
+    let by_site = group::totals_by_site(memory, &live);
+    for (site, totals) in by_site.iter() {
+        groups
+            .entry(if by == GroupBy::Stack {
+                // Stackless sites (XSpace allocations) by op and shape.
+                group::stack_or_op_shape(&profile.names, site, &options.frames)
+            } else {
+                group::label(&profile.names, site, by, &options.frames)
+            })
+            .or_default()
+            .add(totals);
+    }
+    Some(peak.bytes)
+}
+
+/// The change of each group from `base` to `new`, largest change first
+/// (growth before shrinkage of the same size, then by key).
+pub fn compare_groups(
+    base: &BTreeMap<String, Totals>,
+    new: &BTreeMap<String, Totals>,
+) -> Vec<DiffRow> {
+    let mut keys: Vec<&String> = base.keys().chain(new.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    let mut rows: Vec<DiffRow> = keys
+        .into_iter()
+        .map(|key| {
+            let b = base.get(key).copied().unwrap_or_default();
+            let n = new.get(key).copied().unwrap_or_default();
+            let delta = delta(n.bytes, b.bytes);
+            DiffRow {
+                key: key.clone(),
+                base_bytes: b.bytes,
+                base_count: b.count,
+                new_bytes: n.bytes,
+                new_count: n.count,
+                delta_bytes: delta,
+                delta_percent: percent(delta, b.bytes),
+            }
+        })
+        .collect();
+    rows.sort_by(|a, b| {
+        b.delta_bytes
+            .unsigned_abs()
+            .cmp(&a.delta_bytes.unsigned_abs())
+            .then(b.delta_bytes.cmp(&a.delta_bytes))
+            .then_with(|| a.key.cmp(&b.key))
+    });
+    rows
+}
+
+/// Each memory's peak by id (the first entry of an id), hashed.
+fn peaks_by_id(list: &[PeakBytes]) -> std::collections::HashMap<&str, u64> {
+    let mut map = std::collections::HashMap::new();
+    for (id, _, bytes) in list {
+        map.entry(id.as_str()).or_insert(*bytes);
+    }
+    map
 }
 
 /// Compares the peaks of `base` and `new`, per memory and per call stack.
@@ -163,48 +222,24 @@ pub fn diff_by(
 ) -> DiffReport {
     let (base_groups, base_memories) = peak_groups(base, options, by);
     let (new_groups, new_memories) = peak_groups(new, options, by);
-    let mut keys: Vec<&String> = base_groups.keys().chain(new_groups.keys()).collect();
-    keys.sort();
-    keys.dedup();
-    let mut rows: Vec<DiffRow> = keys
-        .into_iter()
-        .map(|key| {
-            let b = base_groups.get(key).copied().unwrap_or_default();
-            let n = new_groups.get(key).copied().unwrap_or_default();
-            let delta = delta(n.bytes, b.bytes);
-            DiffRow {
-                key: key.clone(),
-                base_bytes: b.bytes,
-                base_count: b.count,
-                new_bytes: n.bytes,
-                new_count: n.count,
-                delta_bytes: delta,
-                delta_percent: percent(delta, b.bytes),
-            }
-        })
-        .collect();
-    rows.sort_by(|a, b| {
-        b.delta_bytes
-            .unsigned_abs()
-            .cmp(&a.delta_bytes.unsigned_abs())
-            .then(b.delta_bytes.cmp(&a.delta_bytes))
-            .then_with(|| a.key.cmp(&b.key))
-    });
+    let rows = compare_groups(&base_groups, &new_groups);
 
-    let mut memory_ids: Vec<(String, crate::model::MemoryKind)> = Vec::new();
-    for (id, kind, _) in base_memories.iter().chain(&new_memories) {
-        if !memory_ids.iter().any(|(i, _)| i == id) {
-            memory_ids.push((id.clone(), *kind));
-        }
-    }
-    let bytes_of =
-        |list: &[PeakBytes], id: &str| list.iter().find(|(i, _, _)| i == id).map_or(0, |m| m.2);
-    let memories: Vec<MemoryDelta> = memory_ids
-        .into_iter()
-        .map(|(id, kind)| MemoryDelta {
-            totals: DeltaTotals::new(bytes_of(&base_memories, &id), bytes_of(&new_memories, &id)),
-            id,
-            kind,
+    // Each memory once, in first-seen order (base, then new), with the
+    // peak of its first entry on each side: hashed, so 10^5 devices are not
+    // 10^10 comparisons.
+    let (base_peaks, new_peaks) = (peaks_by_id(&base_memories), peaks_by_id(&new_memories));
+    let mut seen = std::collections::HashSet::new();
+    let memories: Vec<MemoryDelta> = base_memories
+        .iter()
+        .chain(&new_memories)
+        .filter(|(id, _, _)| seen.insert(id.as_str()))
+        .map(|(id, kind, _)| MemoryDelta {
+            totals: DeltaTotals::new(
+                base_peaks.get(id.as_str()).copied().unwrap_or(0),
+                new_peaks.get(id.as_str()).copied().unwrap_or(0),
+            ),
+            id: id.clone(),
+            kind: *kind,
         })
         .collect();
     let total = DeltaTotals::new(

@@ -2,6 +2,7 @@
 //! returns a report value that the exporters in [`crate::report`] can write.
 //! Analyses see only the model: no format-specific code lives here.
 
+pub(crate) mod consistency;
 pub mod diff;
 pub mod export;
 pub mod frag;
@@ -12,6 +13,7 @@ pub mod leaks;
 pub mod oom;
 pub mod peak;
 pub mod peak_facts;
+pub mod ranks;
 pub mod replay;
 pub mod segments;
 pub mod series;

@@ -65,11 +65,18 @@ pub struct LoadOptions {
     /// target that check both paths give one profile.
     #[doc(hidden)]
     pub force_general_path: bool,
+    /// Threads that read the hosts of one run at once (each host's reader
+    /// also builds on a second thread); 0 for every core
+    /// ([`crate::parallel::default_jobs`]). A run of 64 hosts read with 2
+    /// jobs holds two hosts' events at a time, not 64.
+    pub jobs: usize,
 }
 
 /// Reads one or more inputs into one profile. Several inputs form a series
-/// (pprof snapshots in command-line order) and must share a format.
-pub fn load(sources: Vec<Source>, options: &LoadOptions) -> Result<Profile> {
+/// (pprof snapshots in command-line order) and must share a format. The
+/// loader only reads: [`crate::load`] adds the warnings that need an
+/// analysis of what was read (figures that contradict each other).
+pub(crate) fn load(sources: Vec<Source>, options: &LoadOptions) -> Result<Profile> {
     let mut profile = if sources.len() > 1 && sources.iter().all(is_plain_xspace) {
         load_hosts(sources, options)?
     } else {
@@ -87,66 +94,7 @@ pub fn load(sources: Vec<Source>, options: &LoadOptions) -> Result<Profile> {
         memory.find_phases(names);
     }
     warn_of_impossible_sizes(&mut profile);
-    warn_of_inconsistent_figures(&mut profile);
     Ok(profile)
-}
-
-/// Warns, per memory, when the profile's own figures contradict each other:
-/// more in use than the allocator reserved, or a peak above the capacity
-/// the file declares. Every figure memtool derives from them (fragmentation
-/// above all) is then suspect, and the user should know before reading it.
-/// Memories without a reserved figure or a declared capacity cost nothing.
-fn warn_of_inconsistent_figures(profile: &mut Profile) {
-    use crate::analysis::{point_label, replay, segments};
-    use crate::report::units::bytes;
-    let Some(path) = profile.inputs.first().map(|i| i.path.clone()) else {
-        return;
-    };
-    let mut found = Vec::new();
-    for memory in &profile.memories {
-        let id = &memory.id;
-        let (mut over, mut first) = (0u64, None);
-        segments::for_each_reserved_point(memory, |r| {
-            if r.in_use_bytes > r.reserved_bytes {
-                over += 1;
-                first.get_or_insert(r);
-            }
-        });
-        if let Some(r) = first {
-            found.push(format!(
-                "{id}: more in use than the allocator reserved at {over} points (first at {}: \
-                 {} in use, {} reserved); the file's figures disagree, so fragmentation \
-                 figures there are not reliable",
-                point_label(memory, r.point.index, r.point.at),
-                bytes(r.in_use_bytes),
-                bytes(r.reserved_bytes)
-            ));
-        }
-        let Some(capacity) = memory.capacity else {
-            continue;
-        };
-        if let Some(peak) = replay::reported_peak(memory, replay::Ties::First) {
-            if peak.bytes > capacity {
-                found.push(format!(
-                    "{id}: the peak, {} at {}, is above the device's capacity of {}; the \
-                     file's figures disagree",
-                    bytes(peak.bytes),
-                    point_label(memory, peak.point.index, peak.point.at),
-                    bytes(capacity)
-                ));
-            }
-        }
-        if let Some(lifetime) = memory.allocator_peak_bytes.filter(|&p| p > capacity) {
-            found.push(format!(
-                "{id}: the allocator's lifetime peak, {}, is above the device's capacity of {}",
-                bytes(lifetime),
-                bytes(capacity)
-            ));
-        }
-    }
-    for message in found {
-        profile.warn(&path, message);
-    }
 }
 
 /// Warns, per memory, when the sizes the file claims add up to more than 64
@@ -212,7 +160,7 @@ fn is_plain_xspace(source: &Source) -> bool {
 }
 
 /// The hosts of one run (an XSpace each) hold nothing in common: each is read
-/// on a thread of its own into a profile of its own, and the profiles are
+/// by a pool of `options.jobs` threads into a profile of its own, and the profiles are
 /// appended in argument order, which gives the profile reading them one after
 /// another would. The first error in argument order is the one reported.
 fn load_hosts(sources: Vec<Source>, options: &LoadOptions) -> Result<Profile> {
@@ -220,7 +168,7 @@ fn load_hosts(sources: Vec<Source>, options: &LoadOptions) -> Result<Profile> {
         let mut profile = Profile::default();
         load_into(&mut profile, source, options).map(|()| profile)
     };
-    let hosts = crate::parallel::map_in_order(sources, read);
+    let hosts = crate::parallel::map_bounded(sources, options.jobs, read);
     let mut profile = Profile::default();
     for host in hosts {
         xspace::append_host(&mut profile, host?);

@@ -6,6 +6,7 @@ pub mod frag;
 pub mod leaks;
 pub mod oom;
 pub mod peak;
+pub mod ranks;
 pub mod render;
 pub mod shell;
 pub mod summary;
