@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use memtool_core::model::Profile;
+use memtool_core::report::visible;
 use memtool_core::{LoadOptions, Source};
 
 use crate::cli::{check_selection, AnalysisArgs, InputArgs, ReadArgs};
@@ -201,7 +202,9 @@ pub fn expand(path: &str, args: &ReadArgs) -> Result<Vec<String>> {
                 runs.len()
             ));
         }
-        eprintln!("{note}");
+        // Run and folder names come from the logdir: shown as the tables
+        // show names, escapes neutralised.
+        eprintln!("{}", visible(&note));
         crate::supervise::stderr_written();
         chosen.dir.clone()
     };
@@ -347,13 +350,20 @@ pub fn list_runs(input: &InputArgs) -> Result<crate::Outcome> {
             } else {
                 "holds no runs"
             };
-            text.push_str(&format!("{path}: {what}\n"));
+            text.push_str(&format!("{}: {what}\n", visible(path)));
             continue;
         }
-        text.push_str(&format!("{path}: {} run(s), newest last\n", runs.len()));
+        text.push_str(&format!(
+            "{}: {} run(s), newest last\n",
+            visible(path),
+            runs.len()
+        ));
         for run in &runs {
             let hosts: Vec<String> = xspace_files(&run.dir).iter().map(|f| host_of(f)).collect();
-            text.push_str(&format!("  {}  hosts: {}\n", run.name, hosts.join(", ")));
+            // Run and host names are folder and file names: escapes in them
+            // are shown, not sent to the terminal.
+            let line = format!("{}  hosts: {}", run.name, hosts.join(", "));
+            text.push_str(&format!("  {}\n", visible(&line)));
         }
     }
     crate::output::write_to(None, |out| out.write_all(text.as_bytes()))?;
