@@ -21,4 +21,4 @@ pub mod report;
 pub mod timings;
 
 pub use error::{Error, Result};
-pub use input::{load, ByteSource, LoadOptions, Source};
+pub use input::{check_stream_head, load, ByteSource, LoadOptions, Source, STREAM_HEAD_BYTES};

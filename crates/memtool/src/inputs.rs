@@ -15,9 +15,9 @@ use crate::output::Replaced;
 
 /// Opens one input: a file path, or `-` for standard input. Files are not
 /// read here: the core pulls what it needs, so a gigabyte profile is never
-/// copied into memory whole. Standard input is read whole (no seeking).
-/// `replaced` is the file `-o` would replace: an input that is that file is
-/// refused before anything is read.
+/// copied into memory whole. A stream (standard input, a FIFO, a device)
+/// is read as [`read_stream`] says. `replaced` is the file `-o` would
+/// replace: an input that is that file is refused before anything is read.
 pub fn read_source(path: &str, replaced: Option<&Replaced>) -> Result<Source> {
     if path == "-" {
         if let Some(replaced) = replaced {
@@ -25,12 +25,7 @@ pub fn read_source(path: &str, replaced: Option<&Replaced>) -> Result<Source> {
                 .map_err(|e| anyhow::anyhow!("<stdin>: cannot read standard input: {e}"))?;
             replaced.check("<stdin>", stat.st_dev, stat.st_ino)?;
         }
-        let mut bytes = Vec::new();
-        std::io::stdin()
-            .lock()
-            .read_to_end(&mut bytes)
-            .context("<stdin>: cannot read standard input")?;
-        return Ok(Source::from_bytes("<stdin>", bytes));
+        return read_stream("<stdin>", std::io::stdin().lock());
     }
     let p = Path::new(path);
     if p.is_dir() {
@@ -45,12 +40,49 @@ pub fn read_source(path: &str, replaced: Option<&Replaced>) -> Result<Source> {
         replaced.check(path, meta.dev(), meta.ino())?;
     }
     if !meta.is_file() {
-        // A FIFO or device has no size and no random access: read it whole.
-        let mut bytes = Vec::new();
-        let mut file = file;
-        file.read_to_end(&mut bytes)
-            .map_err(|e| anyhow::anyhow!("{path}: {}", describe_io(&e)))?;
-        return Ok(Source::from_bytes(path, bytes));
+        return read_stream(path, file);
+    }
+    Ok(Source::new(path, file))
+}
+
+/// A stream has no size and no random access, and may have no end
+/// (`/dev/zero`, `yes`): its head, what format detection looks at, is read
+/// first and judged by the core, so bytes that are no profile are refused
+/// at once ("not a memory profile"), whatever follows. A stream that ends
+/// within its head is that head, in memory; a longer one is spooled to an
+/// anonymous temporary file and read from there as a file is, so a profile
+/// piped in takes the memory it takes from a file.
+fn read_stream(path: &str, mut stream: impl Read) -> Result<Source> {
+    let cannot_read = |e: std::io::Error| anyhow::anyhow!("{path}: {}", describe_io(&e));
+    let head_len = memtool_core::STREAM_HEAD_BYTES;
+    let mut head = Vec::with_capacity(head_len);
+    (&mut stream)
+        .take(head_len as u64)
+        .read_to_end(&mut head)
+        .map_err(cannot_read)?;
+    if head.len() < head_len {
+        return Ok(Source::from_bytes(path, head));
+    }
+    memtool_core::check_stream_head(path, &head)?;
+    let dir = std::env::temp_dir();
+    let cannot_spool = |e: std::io::Error| {
+        anyhow::anyhow!(
+            "{path}: cannot keep the stream in a temporary file in {} (TMPDIR): {e}",
+            dir.display()
+        )
+    };
+    let mut file = crate::output::temporary_file(&dir).map_err(cannot_spool)?;
+    file.write_all(&head).map_err(cannot_spool)?;
+    let mut chunk = head;
+    chunk.resize(head_len, 0);
+    loop {
+        let n = match stream.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(cannot_read(e)),
+        };
+        file.write_all(&chunk[..n]).map_err(cannot_spool)?;
     }
     Ok(Source::new(path, file))
 }

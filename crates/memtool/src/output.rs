@@ -4,7 +4,7 @@
 use std::fs;
 use std::io::{self, BufWriter, IsTerminal, Seek, Write};
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, Once};
 
@@ -135,13 +135,17 @@ pub fn write_to(
     };
     // A symlink is written through, as `cp` and editors do: its target
     // is replaced, the link stays.
-    let target = follow_links(path)
-        .with_context(|| format!("{}: cannot write output", path.display()))?;
+    let target =
+        follow_links(path).with_context(|| format!("{}: cannot write output", path.display()))?;
     match fs::metadata(&target) {
         Ok(meta) if meta.is_dir() => bail!(
             "{}: is a directory{}; give -o a file name",
             path.display(),
-            if target != path { " (through a symlink)" } else { "" }
+            if target != path {
+                " (through a symlink)"
+            } else {
+                ""
+            }
         ),
         Ok(meta) if is_special(&meta.file_type()) => write_in_place(&target, fill),
         Ok(meta) => write_atomically(&target, Some(&meta), fill),
@@ -344,6 +348,34 @@ fn anonymous_file(dir: &Path) -> io::Result<fs::File> {
         Mode::from_raw_mode(0o666),
     )?;
     Ok(fs::File::from(fd))
+}
+
+/// A file in `dir` that no name reaches, for bytes kept only while memtool
+/// runs (a stream spooled to be read as a file): anonymous where the
+/// filesystem allows, else created under a fresh name and unlinked at once.
+pub fn temporary_file(dir: &Path) -> io::Result<fs::File> {
+    if let Ok(file) = anonymous_file(dir) {
+        return Ok(file);
+    }
+    let pid = std::process::id();
+    for attempt in 0..100u32 {
+        let name = dir.join(format!(".memtool-{pid}-{attempt}.spool"));
+        match fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&name)
+        {
+            Ok(file) => {
+                fs::remove_file(&name)?;
+                return Ok(file);
+            }
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Err(io::Error::other("no free temporary name"))
 }
 
 /// Gives the anonymous, complete `file` the name `path` when nothing has

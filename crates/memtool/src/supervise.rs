@@ -29,8 +29,8 @@ use std::io::{self, IsTerminal, Read, Write};
 use std::os::fd::AsFd;
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::ExitStatusExt;
-use std::process::{Command, ExitCode, ExitStatus, Stdio};
 use std::path::Path;
+use std::process::{Command, ExitCode, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -241,7 +241,8 @@ fn remove_temporary_names(outputs: &[&Path]) {
             continue;
         }
         if let Ok(target) = crate::output::follow_links(output) {
-            let _ = std::fs::remove_file(crate::output::temporary_name(&target, std::process::id()));
+            let _ =
+                std::fs::remove_file(crate::output::temporary_name(&target, std::process::id()));
         }
     }
 }

@@ -4,17 +4,16 @@
 
 mod common;
 
+use std::io::Write;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 
 use common::{memtool, repo_fixture};
 
 fn temp_dir(tag: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!(
-        "memtool-reliability-{tag}-{}",
-        std::process::id()
-    ));
+    let dir =
+        std::env::temp_dir().join(format!("memtool-reliability-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     dir
@@ -60,7 +59,11 @@ fn output_over_a_private_file_keeps_its_mode_and_owner() {
         .arg(&report)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let after = std::fs::metadata(&report).unwrap();
     assert_ne!(after.ino(), before.ino(), "replaced, not written in place");
     assert_eq!(after.mode() & 0o7777, 0o600);
@@ -73,7 +76,11 @@ fn output_over_a_private_file_keeps_its_mode_and_owner() {
 /// The user id the tests run as (`id -u`).
 fn rustix_uid() -> u32 {
     let out = Command::new("id").arg("-u").output().unwrap();
-    String::from_utf8(out.stdout).unwrap().trim().parse().unwrap()
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
 }
 
 #[test]
@@ -117,14 +124,25 @@ fn output_through_a_symlink_writes_its_target_and_refuses_a_directory() {
             .args(["summary", &profile(), "-o", link])
             .output()
             .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let meta = std::fs::symlink_metadata(dir.join(link)).unwrap();
         assert!(meta.file_type().is_symlink(), "{link} is still a link");
         assert_eq!(std::fs::read(dir.join(target)).unwrap(), summary_text());
     }
     assert_eq!(
         listing(&dir),
-        ["dangling", "folder", "new.txt", "target.txt", "to-file", "to-folder"]
+        [
+            "dangling",
+            "folder",
+            "new.txt",
+            "target.txt",
+            "to-file",
+            "to-folder"
+        ]
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -160,7 +178,11 @@ fn a_worker_killed_mid_write_leaves_no_temporary_file() {
         let tmp = dir.join(format!(".big.html.memtool-{}.tmp", supervisor.id()));
         let start = std::time::Instant::now();
         while !tmp.exists() {
-            assert!(start.elapsed().as_secs() < 30, "no temporary file: {:?}", listing(&dir));
+            assert!(
+                start.elapsed().as_secs() < 30,
+                "no temporary file: {:?}",
+                listing(&dir)
+            );
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
         let workers = children(supervisor.id());
@@ -171,7 +193,11 @@ fn a_worker_killed_mid_write_leaves_no_temporary_file() {
             .unwrap();
         assert!(killed.success());
         let status = supervisor.wait().unwrap();
-        assert_eq!(status.signal(), Some(9), "dies as its worker did: {status:?}");
+        assert_eq!(
+            status.signal(),
+            Some(9),
+            "dies as its worker did: {status:?}"
+        );
         assert!(start.elapsed().as_secs() < 15, "not after the pause");
         let expected: Vec<String> = old.iter().map(|_| "big.html".to_string()).collect();
         assert_eq!(listing(&dir), expected, "replacing {old:?}");
@@ -179,5 +205,264 @@ fn a_worker_killed_mid_write_leaves_no_temporary_file() {
             assert_eq!(std::fs::read_to_string(&target).unwrap(), old);
         }
     }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Runs memtool `args` with `feed` writing its standard input on a thread
+/// until memtool stops reading (a broken pipe) or `feed` ends; returns the
+/// output and how many bytes memtool took. Fails the test after 60 s.
+fn run_fed(
+    args: &[&str],
+    mut feed: impl FnMut(&mut dyn Write) -> std::io::Result<()> + Send + 'static,
+) -> (std::process::Output, u64) {
+    let mut child = Command::new(assert_cmd::cargo::cargo_bin("memtool"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdin = child.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || {
+        let mut counted = Counted { inner: stdin, n: 0 };
+        let _ = feed(&mut counted);
+        counted.n
+    });
+    let start = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed().as_secs() > 60 {
+            let _ = child.kill();
+            panic!("memtool {args:?} still reading after 60 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let output = child.wait_with_output().unwrap();
+    (output, writer.join().unwrap())
+}
+
+/// A writer that counts what went through.
+struct Counted<W> {
+    inner: W,
+    n: u64,
+}
+
+impl<W: Write> Write for Counted<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.n += n as u64;
+        Ok(n)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// Writes `chunk` again and again, `limit` bytes at most.
+fn repeat(chunk: Vec<u8>, limit: u64) -> impl FnMut(&mut dyn Write) -> std::io::Result<()> + Send {
+    move |out| {
+        let mut sent = 0;
+        while sent < limit {
+            out.write_all(&chunk)?;
+            sent += chunk.len() as u64;
+        }
+        Ok(())
+    }
+}
+
+/// Pseudo-random bytes (xorshift), the same on every run.
+fn random_bytes(n: usize, mut state: u64) -> Vec<u8> {
+    (0..n)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 24) as u8
+        })
+        .collect()
+}
+
+const NOT_A_PROFILE: &str = "<stdin>: not a memory profile memtool can read";
+
+/// Endless or huge input that is no profile is refused after its head:
+/// memtool stops reading at once (the writer's pipe breaks), whatever
+/// follows, and says what the bytes are not.
+#[test]
+fn a_stream_that_is_no_profile_is_refused_after_its_head() {
+    let endless = u64::MAX;
+    let cases: Vec<(
+        &str,
+        Box<dyn FnMut(&mut dyn Write) -> std::io::Result<()> + Send>,
+    )> = vec![
+        (
+            "zeros (cat /dev/zero)",
+            Box::new(repeat(vec![0; 1 << 16], endless)),
+        ),
+        ("yes", Box::new(repeat(b"y\n".repeat(1 << 15), endless))),
+        // 300 MB of random bytes, as `head -c 300M /dev/urandom`.
+        (
+            "random bytes",
+            Box::new(repeat(random_bytes(1 << 20, 27), 300 << 20)),
+        ),
+        // A gzip stream of zeros: refused on its inflated head.
+        ("gzip'd zeros", Box::new(repeat_gzip_of_zeros())),
+    ];
+    for (what, feed) in cases {
+        let start = std::time::Instant::now();
+        let (out, taken) = run_fed(&["summary", "-"], feed);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{what}: {stderr}");
+        assert!(
+            stderr.starts_with(&format!("memtool: {NOT_A_PROFILE}")),
+            "{what}: {stderr}"
+        );
+        assert_eq!(stderr.lines().count(), 1, "{what}: {stderr}");
+        // The head (64 KiB), what the pipe and the writer held when it
+        // broke: a few MB at most, never the stream.
+        assert!(taken < 4 << 20, "{what}: {taken} bytes read");
+        // Within a second on an idle machine; the tests share loaded cores.
+        assert!(
+            start.elapsed().as_secs() < 20,
+            "{what}: {:?}",
+            start.elapsed()
+        );
+    }
+}
+
+/// A gzip stream of zeros, 1 GiB inflated, written as it is compressed.
+fn repeat_gzip_of_zeros() -> impl FnMut(&mut dyn Write) -> std::io::Result<()> + Send {
+    |out| {
+        let mut gz = flate2::write::GzEncoder::new(out, flate2::Compression::fast());
+        let zeros = vec![0u8; 1 << 20];
+        for _ in 0..1024 {
+            gz.write_all(&zeros)?;
+        }
+        gz.finish().map(|_| ())
+    }
+}
+
+/// A character device is a stream too: `memtool summary /dev/zero` stops.
+#[test]
+fn a_device_that_is_no_profile_is_refused_after_its_head() {
+    let start = std::time::Instant::now();
+    let out = memtool()
+        .args(["summary", "/dev/zero"])
+        .timeout(std::time::Duration::from_secs(60))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "memtool: /dev/zero: not a memory profile memtool can read (expected pprof, XSpace \
+         .xplane.pb, a PyTorch snapshot pickle, or a PyTorch trace JSON)\n"
+    );
+    assert!(start.elapsed().as_secs() < 20, "{:?}", start.elapsed());
+}
+
+/// The test snapshot gzip'd, then 32 MiB of NUL padding (which gzip readers
+/// take as the end), so that reading the stream whole would show in the
+/// memory.
+fn padded_gzip_snapshot() -> Vec<u8> {
+    let snapshot = std::fs::read(repo_fixture("torch/snapshot.p2.pickle")).unwrap();
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all(&snapshot).unwrap();
+    let mut bytes = gz.finish().unwrap();
+    bytes.resize(bytes.len() + (32 << 20), 0);
+    bytes
+}
+
+/// Peak RSS in MiB at the end of a `MEMTOOL_TIMINGS` phase.
+fn phase_rss_mib(timings: &str, phase: &str) -> f64 {
+    let line = timings
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(phase))
+        .unwrap_or_else(|| panic!("no phase {phase} in {timings}"));
+    let fields: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(fields[fields.len() - 1], "MiB", "{line}");
+    fields[fields.len() - 2].parse().unwrap()
+}
+
+/// A profile on standard input or a FIFO reads as from a file: the same
+/// report, and the same memory (the stream is spooled to a temporary
+/// file, not held).
+#[test]
+fn a_gzipped_snapshot_piped_in_reads_as_from_a_file() {
+    let dir = temp_dir("piped");
+    let bytes = padded_gzip_snapshot();
+    let file = dir.join("snapshot.pickle.gz");
+    std::fs::write(&file, &bytes).unwrap();
+    let from_file = memtool()
+        .args(["summary", "--format", "json"])
+        .arg(&file)
+        .env("MEMTOOL_TIMINGS", "1")
+        .output()
+        .unwrap();
+    assert!(
+        from_file.status.success(),
+        "{}",
+        String::from_utf8_lossy(&from_file.stderr)
+    );
+    let file_timings = String::from_utf8_lossy(&from_file.stderr).into_owned();
+    let report = |out: &[u8], path: &str| -> serde_json::Value {
+        let text = String::from_utf8_lossy(out).replace(path, "INPUT");
+        serde_json::from_str(&text).unwrap()
+    };
+    let expected = report(&from_file.stdout, &file.display().to_string());
+
+    let fed = bytes.clone();
+    let (piped, taken) = run_fed(&["summary", "--format", "json", "-"], move |out| {
+        out.write_all(&fed)
+    });
+    assert!(
+        piped.status.success(),
+        "{}",
+        String::from_utf8_lossy(&piped.stderr)
+    );
+    assert_eq!(taken, bytes.len() as u64);
+    assert_eq!(report(&piped.stdout, "<stdin>"), expected);
+
+    // The same through a FIFO, with the timings.
+    let fifo = dir.join("fifo");
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let writer = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::fs::write(fifo, &bytes))
+    };
+    let through_fifo = memtool()
+        .args(["summary", "--format", "json"])
+        .arg(&fifo)
+        .env("MEMTOOL_TIMINGS", "1")
+        .timeout(std::time::Duration::from_secs(120))
+        .output()
+        .unwrap();
+    writer.join().unwrap().unwrap();
+    assert!(
+        through_fifo.status.success(),
+        "{}",
+        String::from_utf8_lossy(&through_fifo.stderr)
+    );
+    assert_eq!(
+        report(&through_fifo.stdout, &fifo.display().to_string()),
+        expected
+    );
+    let fifo_timings = String::from_utf8_lossy(&through_fifo.stderr).into_owned();
+    // Read whole, the 32 MiB stream would be in memory when the files are
+    // read; spooled, it is not.
+    let read = phase_rss_mib(&fifo_timings, "read");
+    assert!(
+        read < 24.0,
+        "{read} MiB after reading the FIFO:\n{fifo_timings}"
+    );
+    let (file_total, fifo_total) = (
+        phase_rss_mib(&file_timings, "total"),
+        phase_rss_mib(&fifo_timings, "total"),
+    );
+    assert!(
+        fifo_total <= file_total * 1.1 + 2.0,
+        "{fifo_total} MiB from the FIFO, {file_total} MiB from the file"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
