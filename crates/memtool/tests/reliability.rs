@@ -466,3 +466,192 @@ fn a_gzipped_snapshot_piped_in_reads_as_from_a_file() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A name that drives a terminal when printed raw: it sets the window title
+/// (OSC … BEL), clears the screen (ESC [2J), starts a C1 CSI (U+009B),
+/// reverses the text that follows (U+202E) and starts a line of its own.
+const HOSTILE: &str = "dev\u{1b}]0;pwned\u{7}\u{1b}[2J\u{9b}31m\u{202e}evil\nmemtool: FAKE";
+
+/// Fails when `text` holds any of [`HOSTILE`]'s controls raw.
+fn assert_neutral(what: &str, text: &[u8]) {
+    let text = String::from_utf8_lossy(text);
+    for raw in ['\u{1b}', '\u{7}', '\u{9b}', '\u{202e}'] {
+        assert!(!text.contains(raw), "{what}: raw {raw:?} in {text}");
+    }
+    assert!(
+        !text.lines().any(|l| l.starts_with("memtool: FAKE")),
+        "{what}: a name's newline split the line: {text}"
+    );
+}
+
+/// A protobuf varint.
+fn varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push(v as u8 | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// A length-delimited protobuf field.
+fn field(out: &mut Vec<u8>, number: u64, bytes: &[u8]) {
+    varint(out, number << 3 | 2);
+    varint(out, bytes.len() as u64);
+    out.extend_from_slice(bytes);
+}
+
+/// A JAX device memory profile (pprof) of one 1 KiB buffer on each of
+/// `devices`, the device labels as given.
+fn pprof_with_devices(devices: &[&str]) -> Vec<u8> {
+    let strings = [
+        "",
+        "allocations",
+        "count",
+        "space",
+        "bytes",
+        "device",
+        "kind",
+        "buffer",
+    ];
+    let mut profile = Vec::new();
+    for (kind, unit) in [(1, 2), (3, 4)] {
+        let mut value_type = Vec::new();
+        for (number, v) in [(1, kind), (2, unit)] {
+            varint(&mut value_type, number << 3);
+            varint(&mut value_type, v);
+        }
+        field(&mut profile, 1, &value_type);
+    }
+    for d in 0..devices.len() as u64 {
+        let mut sample = Vec::new();
+        let mut values = Vec::new();
+        varint(&mut values, 1);
+        varint(&mut values, 1024);
+        field(&mut sample, 2, &values);
+        for (key, value) in [(5, strings.len() as u64 + d), (6, 7)] {
+            let mut label = Vec::new();
+            for (number, v) in [(1, key), (2, value)] {
+                varint(&mut label, number << 3);
+                varint(&mut label, v);
+            }
+            field(&mut sample, 3, &label);
+        }
+        field(&mut profile, 2, &sample);
+    }
+    for s in strings.iter().chain(devices) {
+        field(&mut profile, 6, s.as_bytes());
+    }
+    profile
+}
+
+/// Names from a profile, a file name or a logdir's folders reach the output
+/// only neutralised (`\u{1b}`, as the tables show them): every error,
+/// status and listing path, with a name holding ESC, BEL, U+009B, U+202E
+/// and a newline.
+#[test]
+fn hostile_names_never_reach_the_terminal_raw() {
+    let dir = temp_dir("names");
+    let profile = dir.join("memory.prof");
+    std::fs::write(&profile, pprof_with_devices(&[HOSTILE, "TPU_1"])).unwrap();
+    let profile = profile.display().to_string();
+    // The same profile under a hostile file name.
+    let named = dir.join(format!("{HOSTILE}.prof"));
+    std::fs::copy(&profile, &named).unwrap();
+    let named = named.display().to_string();
+    // A logdir whose run and host are hostile names.
+    let logdir = dir.join("logdir");
+    let run = logdir.join("plugins/profile").join(HOSTILE);
+    std::fs::create_dir_all(&run).unwrap();
+    std::fs::copy(
+        repo_fixture("xspace/jax_mlp.xplane.pb"),
+        run.join(format!("{HOSTILE}.xplane.pb")),
+    )
+    .unwrap();
+    let older = logdir.join("plugins/profile/2020_01_01_00_00_00");
+    std::fs::create_dir_all(&older).unwrap();
+    std::fs::copy(
+        repo_fixture("xspace/jax_mlp.xplane.pb"),
+        older.join("host.xplane.pb"),
+    )
+    .unwrap();
+    let logdir = logdir.display().to_string();
+    let missing = dir.join(HOSTILE).display().to_string();
+    let folder = dir.join(format!("{HOSTILE}.d"));
+    std::fs::create_dir(&folder).unwrap();
+    let folder = folder.display().to_string();
+
+    let runs: Vec<(&str, Vec<&str>, Option<i32>)> = vec![
+        // The memory names in the tables (the tables' own path).
+        ("tables", vec!["summary", &profile], Some(0)),
+        ("peak table", vec!["peak", &profile], Some(0)),
+        // `--memory` / `--module`: "no memory named … (there are: …)".
+        (
+            "--memory",
+            vec!["summary", &profile, "--memory", "nope"],
+            Some(2),
+        ),
+        (
+            "--module",
+            vec!["peak", &profile, "--module", "nope"],
+            Some(2),
+        ),
+        // A gate's line on stderr names the memory.
+        ("gate", vec!["peak", &profile, "--budget", "1B"], Some(1)),
+        // A file name in warnings, errors and reports.
+        ("file name", vec!["summary", &named], Some(0)),
+        ("no such file", vec!["summary", &missing], Some(2)),
+        (
+            "-o a folder",
+            vec!["summary", &profile, "-o", &folder],
+            Some(2),
+        ),
+        // The logdir's "reading run …" line, its listing, and its errors.
+        (
+            "reading run",
+            vec!["summary", &logdir, "--run", HOSTILE],
+            Some(0),
+        ),
+        (
+            "--list-runs",
+            vec!["summary", &logdir, "--list-runs"],
+            Some(0),
+        ),
+        (
+            "--host",
+            vec!["summary", &logdir, "--run", HOSTILE, "--host", "nope"],
+            Some(2),
+        ),
+        ("--run", vec!["summary", &logdir, "--run", "nope"], Some(2)),
+        (
+            "render",
+            vec!["render", &named, "--format", "folded"],
+            Some(0),
+        ),
+    ];
+    for (what, args, code) in runs {
+        let out = memtool().args(&args).output().unwrap();
+        if let Some(code) = code {
+            assert_eq!(
+                out.status.code(),
+                Some(code),
+                "{what}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        assert_neutral(&format!("{what} stdout"), &out.stdout);
+        assert_neutral(&format!("{what} stderr"), &out.stderr);
+        // The name is shown, neutralised, where the message names it.
+        let both = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        if what != "render" {
+            assert!(
+                both.contains("\\u{1b}"),
+                "{what}: the name is not shown: {both}"
+            );
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
