@@ -655,3 +655,36 @@ fn hostile_names_never_reach_the_terminal_raw() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A bare pickle list of a million references to one segment (2 MB) was a
+/// million segments (5.5 GB for 20 MB, issue 27): refused at the second,
+/// in memory of the order of the file's size.
+#[test]
+fn a_million_references_to_one_segment_cost_what_the_file_does() {
+    let dir = temp_dir("segments");
+    let pickle = dir.join("segments.pickle");
+    let mut bytes = vec![0x80, 4, b']', 0x94, b'(', b'}', 0x94];
+    bytes.extend(b"h\x01".repeat(1_000_000));
+    bytes.extend(b"e.");
+    std::fs::write(&pickle, &bytes).unwrap();
+    for command in ["frag", "render"] {
+        let out = memtool()
+            .args([command])
+            .arg(&pickle)
+            .args(["-o", "-"])
+            .env("MEMTOOL_TIMINGS", "1")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(
+            stderr.contains("memo entry 1, a segment already read, is listed again"),
+            "{stderr}"
+        );
+        // About 8 MiB of program, the 2 MB file, and the decoder's stack
+        // of references (a value each) before the list is handed over.
+        let peak = phase_rss_mib(&stderr, "total");
+        assert!(peak < 64.0, "{command}: {peak} MiB for a 2 MB pickle");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
