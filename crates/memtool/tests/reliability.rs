@@ -208,6 +208,9 @@ fn a_worker_killed_mid_write_leaves_no_temporary_file() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// What writes a test's standard input.
+type Feed = Box<dyn FnMut(&mut dyn Write) -> std::io::Result<()> + Send>;
+
 /// Runs memtool `args` with `feed` writing its standard input on a thread
 /// until memtool stops reading (a broken pipe) or `feed` ends; returns the
 /// output and how many bytes memtool took. Fails the test after 60 s.
@@ -289,10 +292,7 @@ const NOT_A_PROFILE: &str = "<stdin>: not a memory profile memtool can read";
 #[test]
 fn a_stream_that_is_no_profile_is_refused_after_its_head() {
     let endless = u64::MAX;
-    let cases: Vec<(
-        &str,
-        Box<dyn FnMut(&mut dyn Write) -> std::io::Result<()> + Send>,
-    )> = vec![
+    let cases: Vec<(&str, Feed)> = vec![
         (
             "zeros (cat /dev/zero)",
             Box::new(repeat(vec![0; 1 << 16], endless)),
