@@ -36,9 +36,12 @@ const CPU_ALLOWANCE: Duration = Duration::from_millis(500);
 /// [`OUTPUT_ALLOWANCE`]. Each thing the input holds is shown a bounded
 /// number of times (a row per exporter, a block or a label on the page,
 /// names cut at 4 KiB), so output grows with the input by a constant
-/// factor; a name of a few bytes shown in several views of the page is
-/// the densest honest case.
-const OUTPUT_PER_BYTE: usize = 256;
+/// factor. The densest honest case is a memory of a dozen bytes (a
+/// snapshot device trace of one entry whose keys are memo references)
+/// with its own view on the page, about 5 KB with the diff page's two
+/// sides: some 400 bytes per byte. A fixed 600 × 200 address grid per
+/// memory (120 KB, before it was run-length coded) was 3,500.
+const OUTPUT_PER_BYTE: usize = 1024;
 /// What an output may hold whatever the input: the page's template, script
 /// and style (about 150 KB), a report's headings.
 const OUTPUT_ALLOWANCE: usize = 1 << 20;
