@@ -126,10 +126,9 @@ pub(super) fn address_view(
         }
         budget -= cells;
         for r in r0..=r1 {
-            let row = &mut grid[r * cols..(r + 1) * cols];
-            for cell in &mut row[c0..=c1] {
-                *cell = code;
-            }
+            // One fill per row (a memset), not a store per cell: a block
+            // can cover the whole grid, and a page has a grid per memory.
+            grid[r * cols + c0..=r * cols + c1].fill(code);
         }
     });
     let mut segments: Vec<[u64; 4]> = merged
@@ -162,7 +161,15 @@ fn run_length(cells: &[u8]) -> String {
     let mut out = String::new();
     let mut rest = cells;
     while let Some(&code) = rest.first() {
-        let n = rest.iter().take_while(|&&c| c == code).count();
+        // Eight cells at a time: grids are mostly long runs, and a page has
+        // one per memory.
+        let word = u64::from_ne_bytes([code; 8]);
+        let whole = rest
+            .chunks_exact(8)
+            .take_while(|&c| c.try_into().map(u64::from_ne_bytes).ok() == Some(word))
+            .count()
+            * 8;
+        let n = whole + rest[whole..].iter().take_while(|&&c| c == code).count();
         if n > 1 {
             out.push_str(&n.to_string());
         }
