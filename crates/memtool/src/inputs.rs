@@ -18,14 +18,14 @@ use crate::output::Replaced;
 /// copied into memory whole. A stream (standard input, a FIFO, a device)
 /// is read as [`read_stream`] says. `replaced` is the file `-o` would
 /// replace: an input that is that file is refused before anything is read.
-pub fn read_source(path: &str, replaced: Option<&Replaced>) -> Result<Source> {
+pub fn read_source(path: &str, replaced: Option<&Replaced>, limit: u64) -> Result<Source> {
     if path == "-" {
         if let Some(replaced) = replaced {
             let stat = rustix::fs::fstat(std::io::stdin())
                 .map_err(|e| anyhow::anyhow!("<stdin>: cannot read standard input: {e}"))?;
             replaced.check("<stdin>", stat.st_dev, stat.st_ino)?;
         }
-        return read_stream("<stdin>", std::io::stdin().lock());
+        return read_stream("<stdin>", std::io::stdin().lock(), limit);
     }
     let p = Path::new(path);
     if p.is_dir() {
@@ -40,7 +40,7 @@ pub fn read_source(path: &str, replaced: Option<&Replaced>) -> Result<Source> {
         replaced.check(path, meta.dev(), meta.ino())?;
     }
     if !meta.is_file() {
-        return read_stream(path, file);
+        return read_stream(path, file, limit);
     }
     Ok(Source::new(path, file))
 }
@@ -51,8 +51,10 @@ pub fn read_source(path: &str, replaced: Option<&Replaced>) -> Result<Source> {
 /// at once ("not a memory profile"), whatever follows. A stream that ends
 /// within its head is that head, in memory; a longer one is spooled to an
 /// anonymous temporary file and read from there as a file is, so a profile
-/// piped in takes the memory it takes from a file.
-fn read_stream(path: &str, mut stream: impl Read) -> Result<Source> {
+/// piped in takes the memory it takes from a file. A stream longer than
+/// `limit` (`--max-decompressed`) is refused: one that starts as a profile
+/// and never ends stops there, not when the disk is full.
+fn read_stream(path: &str, mut stream: impl Read, limit: u64) -> Result<Source> {
     let cannot_read = |e: std::io::Error| anyhow::anyhow!("{path}: {}", describe_io(&e));
     let head_len = memtool_core::STREAM_HEAD_BYTES;
     let mut head = Vec::with_capacity(head_len);
@@ -75,6 +77,7 @@ fn read_stream(path: &str, mut stream: impl Read) -> Result<Source> {
     file.write_all(&head).map_err(cannot_spool)?;
     let mut chunk = head;
     chunk.resize(head_len, 0);
+    let mut spooled = head_len as u64;
     loop {
         let n = match stream.read(&mut chunk) {
             Ok(0) => break,
@@ -82,6 +85,14 @@ fn read_stream(path: &str, mut stream: impl Read) -> Result<Source> {
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(cannot_read(e)),
         };
+        spooled += n as u64;
+        if spooled > limit {
+            bail!(
+                "{path}: the stream is longer than the limit of {} (--max-decompressed); \
+                 raise it with --max-decompressed BYTES if the input is trusted",
+                memtool_core::report::units::bytes(limit)
+            );
+        }
         file.write_all(&chunk[..n]).map_err(cannot_spool)?;
     }
     Ok(Source::new(path, file))
@@ -142,6 +153,10 @@ pub fn load_several(
     if stdin_uses > 1 {
         bail!("standard input (-) can be given only once");
     }
+    let options = LoadOptions {
+        max_decompressed: args.max_decompressed,
+        ..LoadOptions::default()
+    };
     let read = memtool_core::timings::span("read files");
     let mut sources = Vec::new();
     for paths in groups {
@@ -151,15 +166,11 @@ pub fn load_several(
         }
         let group = files
             .iter()
-            .map(|p| read_source(p, replaced.as_ref()))
+            .map(|p| read_source(p, replaced.as_ref(), options.decompressed_limit()))
             .collect::<Result<Vec<_>>>()?;
         sources.push(group);
     }
     drop(read);
-    let options = LoadOptions {
-        max_decompressed: args.max_decompressed,
-        ..LoadOptions::default()
-    };
     let total: u64 = sources.iter().flatten().map(|s| s.data.len()).sum();
     let files = sources.iter().map(Vec::len).sum();
     let progress = Progress::start(total, files);

@@ -688,3 +688,23 @@ fn a_million_references_to_one_segment_cost_what_the_file_does() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A stream that starts as a profile and never ends (a pickle header, then
+/// zeros) stops at `--max-decompressed`, not when the disk is full.
+#[test]
+fn an_endless_stream_that_starts_as_a_profile_stops_at_the_cap() {
+    let feed: Feed = Box::new(|out| {
+        out.write_all(&[0x80, 4])?;
+        repeat(vec![0; 1 << 16], u64::MAX)(out)
+    });
+    let (out, taken) = run_fed(&["summary", "-", "--max-decompressed", "8MiB"], feed);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(
+        stderr,
+        "memtool: <stdin>: the stream is longer than the limit of 8.00 MiB \
+         (--max-decompressed); raise it with --max-decompressed BYTES if the input is \
+         trusted\n"
+    );
+    assert!(taken < 16 << 20, "{taken} bytes read");
+}

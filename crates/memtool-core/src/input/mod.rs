@@ -117,6 +117,15 @@ pub struct LoadOptions {
     pub force_general_path: bool,
 }
 
+impl LoadOptions {
+    /// The cap on an input's decompressed size: `max_decompressed`, else
+    /// the default (4 GiB). The binary holds a stream (standard input, a
+    /// FIFO) to it too, so one that never ends stops there.
+    pub fn decompressed_limit(&self) -> u64 {
+        self.max_decompressed.unwrap_or(decompress::DEFAULT_LIMIT)
+    }
+}
+
 /// Reads one or more inputs into one profile. Several inputs form a series
 /// (pprof snapshots in command-line order) and must share a format.
 pub fn load(sources: Vec<Source>, options: &LoadOptions) -> Result<Profile> {
@@ -378,9 +387,7 @@ fn load_into(profile: &mut Profile, source: Source, options: &LoadOptions) -> Re
     let mut data: Box<dyn ByteSource> = if decompress::is_gzip(&head) {
         let compressed = source::read_all(&*data).map_err(|e| read_error(&path, &e))?;
         let _span = crate::timings::span("gunzip");
-        let limit = options
-            .max_decompressed
-            .unwrap_or(decompress::DEFAULT_LIMIT);
+        let limit = options.decompressed_limit();
         // A head that decides the input is no profile ends the inflating.
         let judge = |head: &[u8]| judge_head(&path, head);
         let gunzipped = decompress::gunzip(&path, &compressed, limit, SNIFF_BYTES, &judge)?;
