@@ -3,9 +3,14 @@
 //! peak, leaks, frag, diff and render), and memory and time stay
 //! proportional to the input: the model holds at most [`ITEMS_PER_BYTE`]
 //! items per input byte (after gunzip), and reading plus every output costs
-//! at most [`CPU_PER_BYTE`] of CPU per byte over a fixed allowance, so
+//! at most [`CPU_PER_BYTE`] of CPU per byte (and [`CPU_PER_MEMORY`] per
+//! memory) over a fixed allowance, so
 //! hostile sharing (one list referenced thousands of times) or a quadratic
-//! walk is a finding, not a slow run.
+//! walk is a finding, not a slow run. Every output (each exporter of each
+//! report, the page, the SVG, the folded stacks, the Perfetto trace, the
+//! pprof) is at most [`OUTPUT_PER_BYTE`] bytes per input byte over
+//! [`OUTPUT_ALLOWANCE`], so a page that grows with what the input claims
+//! (a size, a count) rather than with what it holds is a finding too.
 
 use std::io::Read;
 use std::time::Duration;
@@ -28,6 +33,36 @@ const ITEMS_PER_BYTE: usize = 16;
 /// any reader's speed, so only work superlinear in the input exceeds it.
 const CPU_PER_BYTE: Duration = Duration::from_micros(20);
 const CPU_ALLOWANCE: Duration = Duration::from_millis(500);
+/// CPU time per memory on top of the rest: the page gives each memory views
+/// of a fixed size whatever it holds (a timeline of 1,000 columns, a static
+/// SVG, an address grid of 600 × 200 cells), twice with the diff page, and
+/// a memory can be a dozen bytes of input (a snapshot device trace of one
+/// entry, a pprof device label): 370 memories of 30 bytes took 0.8 s
+/// under AddressSanitizer where 0.7 s were allowed. Work that grows with a
+/// memory's content is still measured by the bytes.
+const CPU_PER_MEMORY: Duration = Duration::from_millis(4);
+/// Output bytes per input byte (after gunzip), on top of
+/// [`OUTPUT_ALLOWANCE`]. Each thing the input holds is shown a bounded
+/// number of times (a row per exporter, a block or a label on the page,
+/// names cut at 4 KiB), so output grows with the input by a constant
+/// factor. The densest honest case is a memory of a dozen bytes (a
+/// snapshot device trace of one entry whose keys are memo references)
+/// with its own view on the page, about 5 KB with the diff page's two
+/// sides: some 400 bytes per byte. A fixed 600 × 200 address grid per
+/// memory (120 KB, before it was run-length coded) was 3,500.
+const OUTPUT_PER_BYTE: usize = 1024;
+/// What an output may hold whatever the input: the page's template, script
+/// and style (about 150 KB), a report's headings.
+const OUTPUT_ALLOWANCE: usize = 1 << 20;
+
+/// Checks one output's size against the input's (see [`OUTPUT_PER_BYTE`]).
+fn check_output(what: &str, output_len: usize, input_len: usize) {
+    let allowed = OUTPUT_ALLOWANCE + OUTPUT_PER_BYTE * input_len;
+    assert!(
+        output_len <= allowed,
+        "{what}: {output_len} output bytes from {input_len} input bytes (allowed {allowed})"
+    );
+}
 
 pub fn analyses(data: &[u8]) {
     let options = LoadOptions {
@@ -72,17 +107,18 @@ pub fn analyses(data: &[u8]) {
     ];
     let r = memtool_core::render::RenderOptions::default();
     let one = memtool_core::render::Inputs::One(&profile);
-    let _ = memtool_core::render::html(one, &r);
-    let _ = memtool_core::render::svg(one, &r);
-    let _ = memtool_core::render::folded(one, &r);
-    let _ = memtool_core::render::perfetto(one, &r);
-    let _ = memtool_core::report::pprof::peak_pprof(&profile, &o);
+    let check = |what: &str, len: usize| check_output(what, len, input_len);
+    check("page", memtool_core::render::html(one, &r).len());
+    check("svg", memtool_core::render::svg(one, &r).len());
+    check("folded", memtool_core::render::folded(one, &r).len());
+    check("perfetto", memtool_core::render::perfetto(one, &r).len());
+    check("pprof", memtool_core::report::pprof::peak_pprof(&profile, &o).len());
     let both = memtool_core::render::Inputs::Diff {
         base: &profile,
         new: &profile,
     };
-    let _ = memtool_core::render::html(both, &r);
-    let _ = memtool_core::render::perfetto(both, &r);
+    check("diff page", memtool_core::render::html(both, &r).len());
+    check("diff perfetto", memtool_core::render::perfetto(both, &r).len());
     for report in &reports {
         for format in [
             OutputFormat::Table,
@@ -94,11 +130,15 @@ pub fn analyses(data: &[u8]) {
             exporter(format, Presentation { top: 10, width: None })
                 .export(report.as_ref(), &mut out)
                 .expect("writing to memory");
+            check(&format!("{format:?} report"), out.len());
         }
     }
     if let (Some(started), Some(ended)) = (started, cpu_time()) {
         let spent = ended.saturating_sub(started);
-        let allowed = CPU_ALLOWANCE + CPU_PER_BYTE * input_len as u32;
+        let memories = u32::try_from(profile.memories.len()).unwrap_or(u32::MAX);
+        let allowed = CPU_ALLOWANCE
+            + CPU_PER_BYTE * input_len as u32
+            + CPU_PER_MEMORY.saturating_mul(memories);
         assert!(
             spent <= allowed,
             "{spent:?} of CPU for {input_len} input bytes (allowed {allowed:?})"

@@ -640,9 +640,23 @@
   }
 
   // ---- address × time grid ----------------------------------------------
+  // The grid comes run-length coded (`120000.` for an empty one, `2A4.2B`):
+  // a count before a cell code repeats it, so a memory with little in it
+  // does not cost the page its 600 × 200 cells.
+  function expandRuns(coded) {
+    var parts = [], n = 0;
+    for (var i = 0; i < coded.length; i++) {
+      var c = coded.charCodeAt(i);
+      if (c >= 48 && c <= 57) { n = n * 10 + (c - 48); continue; }
+      parts.push(n > 1 ? coded.charAt(i).repeat(n) : coded.charAt(i));
+      n = 0;
+    }
+    return parts.join('');
+  }
   function addrView(container, m) {
     var a = m.addr;
     if (!a) { return; }
+    var grid = expandRuns(a.grid);
     var colors = m.timeline.bands.map(function (b) { return b.color; });
     var canvas = htmlEl('canvas', 'addrgrid');
     canvas.width = a.cols; canvas.height = a.rows;
@@ -670,7 +684,7 @@
       painted = 0;
       for (var r = 0; r < a.rows; r++) {
         for (var c = 0; c < a.cols; c++) {
-          var b = bandIndex(a.grid.charAt(r * a.cols + c));
+          var b = bandIndex(grid.charAt(r * a.cols + c));
           if (b < 0) { continue; }
           painted++;
           var col = rgbs[Math.min(b, rgbs.length - 1)] || grey, o = (r * a.cols + c) * 4;
@@ -733,7 +747,7 @@
       if (c < 0 || r < 0 || c >= a.cols || r >= a.rows) { tip.hide(); return; }
       var x = a.x[0] + (a.x[1] - a.x[0]) * c / Math.max(1, a.cols - 1);
       var addr = addressOf(r);
-      var b = bandIndex(a.grid.charAt(r * a.cols + c));
+      var b = bandIndex(grid.charAt(r * a.cols + c));
       var lines = [fmtX(m, x) + (addr !== null ? ' · 0x' + Math.floor(addr).toString(16) : '')];
       var k = blockAt(addr, x);
       if (k >= 0) {

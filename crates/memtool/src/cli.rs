@@ -108,7 +108,8 @@ pub struct OutputArgs {
 #[derive(Args, Debug)]
 pub struct ReadArgs {
     /// Refuse to decompress an input past this size (default: 4 GiB, whatever
-    /// the file's size). Accepts units: 8GiB, 500MB.
+    /// the file's size), or to read a stream (stdin, a FIFO) past it.
+    /// Accepts units: 8GiB, 500MB.
     #[arg(long, value_name = "BYTES", value_parser = parse_size)]
     pub max_decompressed: Option<u64>,
     /// For a run directory or logdir holding several hosts' `.xplane.pb`:

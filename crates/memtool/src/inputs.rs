@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use memtool_core::model::Profile;
+use memtool_core::report::visible;
 use memtool_core::Source;
 
 use crate::cli::{check_selection, AnalysisArgs, InputArgs, ReadArgs};
@@ -14,22 +15,17 @@ use crate::output::Replaced;
 
 /// Opens one input: a file path, or `-` for standard input. Files are not
 /// read here: the core pulls what it needs, so a gigabyte profile is never
-/// copied into memory whole. Standard input is read whole (no seeking).
-/// `replaced` is the file `-o` would replace: an input that is that file is
-/// refused before anything is read.
-pub fn read_source(path: &str, replaced: Option<&Replaced>) -> Result<Source> {
+/// copied into memory whole. A stream (standard input, a FIFO, a device)
+/// is read as [`read_stream`] says. `replaced` is the file `-o` would
+/// replace: an input that is that file is refused before anything is read.
+pub fn read_source(path: &str, replaced: Option<&Replaced>, limit: u64) -> Result<Source> {
     if path == "-" {
         if let Some(replaced) = replaced {
             let stat = rustix::fs::fstat(std::io::stdin())
                 .map_err(|e| anyhow::anyhow!("<stdin>: cannot read standard input: {e}"))?;
             replaced.check("<stdin>", stat.st_dev, stat.st_ino)?;
         }
-        let mut bytes = Vec::new();
-        std::io::stdin()
-            .lock()
-            .read_to_end(&mut bytes)
-            .context("<stdin>: cannot read standard input")?;
-        return Ok(Source::from_bytes("<stdin>", bytes));
+        return read_stream("<stdin>", std::io::stdin().lock(), limit);
     }
     let p = Path::new(path);
     if p.is_dir() {
@@ -44,12 +40,60 @@ pub fn read_source(path: &str, replaced: Option<&Replaced>) -> Result<Source> {
         replaced.check(path, meta.dev(), meta.ino())?;
     }
     if !meta.is_file() {
-        // A FIFO or device has no size and no random access: read it whole.
-        let mut bytes = Vec::new();
-        let mut file = file;
-        file.read_to_end(&mut bytes)
-            .map_err(|e| anyhow::anyhow!("{path}: {}", describe_io(&e)))?;
-        return Ok(Source::from_bytes(path, bytes));
+        return read_stream(path, file, limit);
+    }
+    Ok(Source::new(path, file))
+}
+
+/// A stream has no size and no random access, and may have no end
+/// (`/dev/zero`, `yes`): its head, what format detection looks at, is read
+/// first and judged by the core, so bytes that are no profile are refused
+/// at once ("not a memory profile"), whatever follows. A stream that ends
+/// within its head is that head, in memory; a longer one is spooled to an
+/// anonymous temporary file and read from there as a file is, so a profile
+/// piped in takes the memory it takes from a file. A stream longer than
+/// `limit` (`--max-decompressed`) is refused: one that starts as a profile
+/// and never ends stops there, not when the disk is full.
+fn read_stream(path: &str, mut stream: impl Read, limit: u64) -> Result<Source> {
+    let cannot_read = |e: std::io::Error| anyhow::anyhow!("{path}: {}", describe_io(&e));
+    let head_len = memtool_core::STREAM_HEAD_BYTES;
+    let mut head = Vec::with_capacity(head_len);
+    (&mut stream)
+        .take(head_len as u64)
+        .read_to_end(&mut head)
+        .map_err(cannot_read)?;
+    if head.len() < head_len {
+        return Ok(Source::from_bytes(path, head));
+    }
+    memtool_core::check_stream_head(path, &head)?;
+    let dir = std::env::temp_dir();
+    let cannot_spool = |e: std::io::Error| {
+        anyhow::anyhow!(
+            "{path}: cannot keep the stream in a temporary file in {} (TMPDIR): {e}",
+            dir.display()
+        )
+    };
+    let mut file = crate::output::temporary_file(&dir).map_err(cannot_spool)?;
+    file.write_all(&head).map_err(cannot_spool)?;
+    let mut chunk = head;
+    chunk.resize(head_len, 0);
+    let mut spooled = head_len as u64;
+    loop {
+        let n = match stream.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(cannot_read(e)),
+        };
+        spooled += n as u64;
+        if spooled > limit {
+            bail!(
+                "{path}: the stream is longer than the limit of {} (--max-decompressed); \
+                 raise it with --max-decompressed BYTES if the input is trusted",
+                memtool_core::report::units::bytes(limit)
+            );
+        }
+        file.write_all(&chunk[..n]).map_err(cannot_spool)?;
     }
     Ok(Source::new(path, file))
 }
@@ -109,6 +153,7 @@ pub fn load_several(
     if stdin_uses > 1 {
         bail!("standard input (-) can be given only once");
     }
+    let options = args.load_options();
     let read = memtool_core::timings::span("read files");
     let mut sources = Vec::new();
     for paths in groups {
@@ -118,12 +163,11 @@ pub fn load_several(
         }
         let group = files
             .iter()
-            .map(|p| read_source(p, replaced.as_ref()))
+            .map(|p| read_source(p, replaced.as_ref(), options.decompressed_limit()))
             .collect::<Result<Vec<_>>>()?;
         sources.push(group);
     }
     drop(read);
-    let options = args.load_options();
     let total: u64 = sources.iter().flatten().map(|s| s.data.len()).sum();
     let files = sources.iter().map(Vec::len).sum();
     let progress = Progress::start(total, files);
@@ -198,7 +242,9 @@ pub fn expand(path: &str, args: &ReadArgs) -> Result<Vec<String>> {
                 runs.len()
             ));
         }
-        eprintln!("{note}");
+        // Run and folder names come from the logdir: shown as the tables
+        // show names, escapes neutralised.
+        eprintln!("{}", visible(&note));
         crate::supervise::stderr_written();
         chosen.dir.clone()
     };
@@ -344,13 +390,20 @@ pub fn list_runs(input: &InputArgs) -> Result<crate::Outcome> {
             } else {
                 "holds no runs"
             };
-            text.push_str(&format!("{path}: {what}\n"));
+            text.push_str(&format!("{}: {what}\n", visible(path)));
             continue;
         }
-        text.push_str(&format!("{path}: {} run(s), newest last\n", runs.len()));
+        text.push_str(&format!(
+            "{}: {} run(s), newest last\n",
+            visible(path),
+            runs.len()
+        ));
         for run in &runs {
             let hosts: Vec<String> = xspace_files(&run.dir).iter().map(|f| host_of(f)).collect();
-            text.push_str(&format!("  {}  hosts: {}\n", run.name, hosts.join(", ")));
+            // Run and host names are folder and file names: escapes in them
+            // are shown, not sent to the terminal.
+            let line = format!("{}  hosts: {}", run.name, hosts.join(", "));
+            text.push_str(&format!("  {}\n", visible(&line)));
         }
     }
     crate::output::write_to(None, |out| out.write_all(text.as_bytes()))?;

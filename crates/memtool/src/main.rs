@@ -86,6 +86,27 @@ impl Command {
 }
 
 impl Command {
+    /// The files `-o` (and `export --memories`) write, for the supervisor
+    /// to clean up after a killed child.
+    fn outputs(&self) -> Vec<&std::path::Path> {
+        fn report(o: &cli::OutputArgs) -> Option<&std::path::Path> {
+            o.output.as_deref()
+        }
+        let paths = match self {
+            Command::Summary(a) => vec![report(&a.output)],
+            Command::Peak(a) => vec![report(&a.output)],
+            Command::Leaks(a) => vec![report(&a.output)],
+            Command::Diff(a) => vec![report(&a.output)],
+            Command::Frag(a) => vec![report(&a.output)],
+            Command::Oom(a) => vec![report(&a.output)],
+            Command::Ranks(a) => vec![report(&a.output)],
+            Command::Render(a) => vec![a.output.as_deref()],
+            Command::Export(a) => vec![a.output.as_deref(), a.memories_file.as_deref()],
+            Command::Completions(_) | Command::Man(_) => vec![],
+        };
+        paths.into_iter().flatten().collect()
+    }
+
     /// Whether `--format pprof` was given to a command whose report has no
     /// live set at a peak to write (refused before any input is read).
     fn refuses_pprof(&self) -> bool {
@@ -116,7 +137,7 @@ fn main() -> ExitCode {
         }
     };
     if let Some(input) = cli.command.input() {
-        if let Some(end) = supervise::supervise(&input.files) {
+        if let Some(end) = supervise::supervise(&input.files, &cli.command.outputs()) {
             return end;
         }
     }
@@ -170,7 +191,10 @@ fn run(command: &Command) -> anyhow::Result<Outcome> {
     }
 }
 
-/// The error and its causes on one line, each said once.
+/// The error and its causes on one line, each said once. Names from files
+/// and file names (a memory, a run folder, a path) may hold terminal
+/// escapes: they are shown as `\u{1b}`, as the tables show them, so no
+/// profile or logdir can drive the terminal through an error.
 fn one_line(e: &anyhow::Error) -> String {
     let mut parts: Vec<String> = Vec::new();
     for cause in e.chain() {
@@ -179,5 +203,5 @@ fn one_line(e: &anyhow::Error) -> String {
             parts.push(text);
         }
     }
-    parts.join(": ").replace('\n', " ")
+    memtool_core::report::visible(&parts.join(": ")).into_owned()
 }

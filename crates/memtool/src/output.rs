@@ -4,7 +4,7 @@
 use std::fs;
 use std::io::{self, BufWriter, IsTerminal, Seek, Write};
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, Once};
 
@@ -92,7 +92,8 @@ pub fn warn(lines: &[String]) {
 /// a Markdown summary). The report's JSON carries the same result.
 pub fn gate_line(gate: Option<&memtool_core::analysis::gate::GateResult>) {
     if let Some(gate) = gate {
-        eprintln!("memtool: {}", gate.message);
+        // The message names memories, which come from the file.
+        eprintln!("memtool: {}", memtool_core::report::visible(&gate.message));
         crate::supervise::stderr_written();
     }
 }
@@ -132,11 +133,64 @@ pub fn write_to(
         out.flush()?;
         return Ok(());
     };
-    match fs::metadata(path) {
-        Ok(meta) if is_special(&meta.file_type()) => write_in_place(path, fill),
-        _ => write_atomically(path, fill),
+    // A symlink is written through, as `cp` and editors do: its target
+    // is replaced, the link stays.
+    let target =
+        follow_links(path).with_context(|| format!("{}: cannot write output", path.display()))?;
+    match fs::metadata(&target) {
+        Ok(meta) if meta.is_dir() => bail!(
+            "{}: is a directory{}; give -o a file name",
+            path.display(),
+            if target != path {
+                " (through a symlink)"
+            } else {
+                ""
+            }
+        ),
+        Ok(meta) if is_special(&meta.file_type()) => write_in_place(&target, fill),
+        Ok(meta) => write_atomically(&target, Some(&meta), fill),
+        Err(_) => write_atomically(&target, None, fill),
     }
     .with_context(|| format!("{}: cannot write output", path.display()))
+}
+
+/// The file `path` names once its symlinks are followed (each link's target
+/// read relative to the link's folder), or `path` when it is no symlink. A
+/// dangling link gives the path it points to, where the output is created,
+/// as a shell's `>` does.
+pub fn follow_links(path: &Path) -> io::Result<PathBuf> {
+    let mut path = path.to_path_buf();
+    // Linux's own limit on links followed in one lookup.
+    for _ in 0..40 {
+        match fs::symlink_metadata(&path) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                let to = fs::read_link(&path)?;
+                path = match path.parent() {
+                    Some(dir) => dir.join(to),
+                    None => to,
+                };
+            }
+            _ => return Ok(path),
+        }
+    }
+    Err(io::Error::other("too many levels of symbolic links"))
+}
+
+/// The name of the temporary file [`write_atomically`] gives the output for
+/// `path` (followed through its symlinks) while it renames it into place:
+/// `.NAME.memtool-PID.tmp` beside it, PID the one the caller sees
+/// ([`crate::supervise::visible_pid`]), so the supervisor can remove it
+/// when the process writing it is killed.
+pub fn temporary_name(path: &Path, pid: u32) -> PathBuf {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    dir.join(format!(".{name}.memtool-{pid}.tmp"))
 }
 
 fn is_special(kind: &fs::FileType) -> bool {
@@ -199,22 +253,20 @@ const NAMED_TEMP_ENV: &str = "MEMTOOL_TEST_NAMED_TEMP_MS";
 /// last write to the rename (not at all when `path` does not exist yet: the
 /// file is then linked there whole); a named temporary file is removed on
 /// SIGINT or SIGTERM.
+///
+/// `replaced` is the file at `path` now, if any: the new file takes its
+/// mode and, where this process may give them, its owner and group, before
+/// a byte is written, so a private report stays private.
 pub fn write_atomically(
     path: &Path,
+    replaced: Option<&fs::Metadata>,
     fill: impl FnOnce(&mut dyn Write) -> io::Result<()>,
 ) -> io::Result<()> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = dir.join(format!(
-        ".{name}.memtool-{}.tmp",
-        crate::supervise::visible_pid()
-    ));
+    let tmp = temporary_name(path, crate::supervise::visible_pid());
     let result = (|| -> io::Result<()> {
         let named_pause = std::env::var(NAMED_TEMP_ENV)
             .ok()
@@ -225,6 +277,7 @@ pub fn write_atomically(
         };
         let file = match anonymous {
             Some(file) => {
+                keep_mode_and_owner(&file, replaced)?;
                 let file = fill_and_sync(file, fill)?;
                 if link_whole(&file, path) {
                     return Ok(());
@@ -234,6 +287,7 @@ pub fn write_atomically(
             }
             None => {
                 let file = create_named(&tmp)?;
+                keep_mode_and_owner(&file, replaced)?;
                 if let Some(pause) = named_pause {
                     std::thread::sleep(pause);
                 }
@@ -253,6 +307,24 @@ pub fn write_atomically(
         }
     }
     result
+}
+
+/// Gives `file` the owner, group and mode of `replaced` (the file it is to
+/// replace). The owner and group only where allowed (root, or a group this
+/// user is in): a report written over someone else's file is then this
+/// user's, as with any editor. The mode after, as a change of owner may
+/// clear set-id bits.
+fn keep_mode_and_owner(file: &fs::File, replaced: Option<&fs::Metadata>) -> io::Result<()> {
+    let Some(replaced) = replaced else {
+        return Ok(());
+    };
+    let owner = rustix::process::Uid::from_raw(replaced.uid());
+    let group = rustix::process::Gid::from_raw(replaced.gid());
+    if rustix::fs::fchown(file, Some(owner), Some(group)).is_err() {
+        let _ = rustix::fs::fchown(file, None, Some(group));
+    }
+    rustix::fs::fchmod(file, Mode::from_raw_mode(replaced.mode() & 0o7777))?;
+    Ok(())
 }
 
 fn fill_and_sync(
@@ -276,6 +348,34 @@ fn anonymous_file(dir: &Path) -> io::Result<fs::File> {
         Mode::from_raw_mode(0o666),
     )?;
     Ok(fs::File::from(fd))
+}
+
+/// A file in `dir` that no name reaches, for bytes kept only while memtool
+/// runs (a stream spooled to be read as a file): anonymous where the
+/// filesystem allows, else created under a fresh name and unlinked at once.
+pub fn temporary_file(dir: &Path) -> io::Result<fs::File> {
+    if let Ok(file) = anonymous_file(dir) {
+        return Ok(file);
+    }
+    let pid = std::process::id();
+    for attempt in 0..100u32 {
+        let name = dir.join(format!(".memtool-{pid}-{attempt}.spool"));
+        match fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&name)
+        {
+            Ok(file) => {
+                fs::remove_file(&name)?;
+                return Ok(file);
+            }
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Err(io::Error::other("no free temporary name"))
 }
 
 /// Gives the anonymous, complete `file` the name `path` when nothing has

@@ -29,6 +29,7 @@ use std::io::{self, IsTerminal, Read, Write};
 use std::os::fd::AsFd;
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
 use std::process::{Command, ExitCode, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -130,8 +131,10 @@ pub fn visible_pid() -> u32 {
 /// Runs the command in a supervised child and returns how this process
 /// ends, or `None` when this process is to run it: it is the child, or no
 /// child could be started (then memtool runs unsupervised, as it can).
-/// `inputs` name the profiles in the out-of-memory line.
-pub fn supervise(inputs: &[String]) -> Option<ExitCode> {
+/// `inputs` name the profiles in the out-of-memory line; `outputs` are the
+/// files the command writes, whose temporary names a child killed by a
+/// signal leaves behind where the filesystem has no anonymous files.
+pub fn supervise(inputs: &[String], outputs: &[&Path]) -> Option<ExitCode> {
     if let Some(mark) = mark() {
         if let Some(pid) = mark.supervisor {
             // A supervisor killed outright (SIGKILL) takes the child along.
@@ -214,6 +217,9 @@ pub fn supervise(inputs: &[String]) -> Option<ExitCode> {
         }
     };
     drop(reserve);
+    if status.signal().is_some() {
+        remove_temporary_names(outputs);
+    }
     Some(end(
         status,
         killed_after_message,
@@ -222,6 +228,23 @@ pub fn supervise(inputs: &[String]) -> Option<ExitCode> {
         stderr_terminal,
         inputs,
     ))
+}
+
+/// Removes the temporary names a child killed by a signal (SIGKILL from the
+/// OOM killer, say) may have left: on a filesystem without `O_TMPFILE`
+/// (NFS, CIFS, vfat) the output is written under its temporary name
+/// throughout, and on any filesystem it has one between its link and its
+/// rename. The names carry this process's id, so none is another run's.
+fn remove_temporary_names(outputs: &[&Path]) {
+    for output in outputs {
+        if crate::output::is_stdout(Some(output)) {
+            continue;
+        }
+        if let Ok(target) = crate::output::follow_links(output) {
+            let _ =
+                std::fs::remove_file(crate::output::temporary_name(&target, std::process::id()));
+        }
+    }
 }
 
 /// The signals caught for the child: a flag each, and a socket that wakes
@@ -454,10 +477,12 @@ enum Failed {
 /// The out-of-memory line: the inputs, the allocation that failed (when
 /// known), and the limit that made it fail where there is one.
 fn out_of_memory(inputs: &[String], failed: Failed) -> String {
+    // File names may hold terminal escapes: shown as every message shows them.
+    let visible = memtool_core::report::visible;
     let names = match inputs {
         [] => String::new(),
-        [one] => format!("{one}: "),
-        [first, rest @ ..] => format!("{first} and {} more: ", rest.len()),
+        [one] => format!("{}: ", visible(one)),
+        [first, rest @ ..] => format!("{} and {} more: ", visible(first), rest.len()),
     };
     let limit = rustix::process::getrlimit(rustix::process::Resource::As).current;
     let why = match limit {

@@ -52,6 +52,56 @@ impl std::fmt::Debug for Source {
 /// How much of an input format detection looks at.
 const SNIFF_BYTES: u64 = 64 << 10;
 
+/// How many bytes of a stream (standard input, a FIFO, a device) a caller
+/// reads before it asks [`check_stream_head`] whether the stream can be a
+/// profile: what detection looks at.
+pub const STREAM_HEAD_BYTES: usize = SNIFF_BYTES as usize;
+
+/// Whether a stream whose first [`STREAM_HEAD_BYTES`] bytes are `head` (and
+/// which goes on past them) can be a profile: the error [`load`] would give
+/// for an input that starts so, when the head alone decides it is none. A
+/// caller reading a stream that has no end (`/dev/zero`, `yes`) or no
+/// profile in it (random bytes) stops at once on this, rather than
+/// reading it all first. A gzip'd head is inflated up to what detection
+/// needs (what the compressed head holds of it); a head that cannot decide
+/// (a protobuf whose first field runs past it, a gzip stream corrupt this
+/// early, which [`load`] reports in full) passes.
+pub fn check_stream_head(path: &str, head: &[u8]) -> Result<()> {
+    if !decompress::is_gzip(head) {
+        return judge_head(path, head);
+    }
+    let mut inflated = Vec::new();
+    let mut decoder = flate2::bufread::MultiGzDecoder::new(head);
+    let mut chunk = [0u8; 8 << 10];
+    while (inflated.len() as u64) < SNIFF_BYTES {
+        match std::io::Read::read(&mut decoder, &mut chunk) {
+            Ok(0) => break,
+            Ok(n) => inflated.extend_from_slice(&chunk[..n]),
+            // The compressed head ends mid-stream: judge what it held.
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
+            Err(_) => return Ok(()),
+        }
+    }
+    inflated.truncate(SNIFF_BYTES as usize);
+    if inflated.is_empty() {
+        // Only the gzip header so far: nothing to judge.
+        return Ok(());
+    }
+    judge_head(path, &inflated)
+}
+
+/// The refusal of an input whose (decompressed) first bytes are `head`,
+/// unless the head cannot decide: a protobuf whose first fields run past
+/// it may still be a profile. The one judgement for gzip'd heads and
+/// streams.
+fn judge_head(path: &str, head: &[u8]) -> Result<()> {
+    let sniffed = detect::sniff(head);
+    if sniffed == Sniffed::Unknown && detect::runs_past(head) {
+        return Ok(());
+    }
+    refusal(path, sniffed).map_or(Ok(()), Err)
+}
+
 /// Limits and choices for reading inputs.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct LoadOptions {
@@ -70,6 +120,15 @@ pub struct LoadOptions {
     /// ([`crate::parallel::default_jobs`]). A run of 64 hosts read with 2
     /// jobs holds two hosts' events at a time, not 64.
     pub jobs: usize,
+}
+
+impl LoadOptions {
+    /// The cap on an input's decompressed size: `max_decompressed`, else
+    /// the default (4 GiB). The binary holds a stream (standard input, a
+    /// FIFO) to it too, so one that never ends stops there.
+    pub fn decompressed_limit(&self) -> u64 {
+        self.max_decompressed.unwrap_or(decompress::DEFAULT_LIMIT)
+    }
 }
 
 /// Reads one or more inputs into one profile. Several inputs form a series
@@ -276,18 +335,10 @@ fn load_into(profile: &mut Profile, source: Source, options: &LoadOptions) -> Re
     let mut data: Box<dyn ByteSource> = if decompress::is_gzip(&head) {
         let compressed = source::read_all(&*data).map_err(|e| read_error(&path, &e))?;
         let _span = crate::timings::span("gunzip");
-        let limit = options
-            .max_decompressed
-            .unwrap_or(decompress::DEFAULT_LIMIT);
+        let limit = options.decompressed_limit();
         // A head that decides the input is no profile ends the inflating.
-        let judge_head = |head: &[u8]| {
-            let sniffed = detect::sniff(head);
-            if sniffed == Sniffed::Unknown && detect::runs_past(head) {
-                return Ok(());
-            }
-            refusal(&path, sniffed).map_or(Ok(()), Err)
-        };
-        let gunzipped = decompress::gunzip(&path, &compressed, limit, SNIFF_BYTES, &judge_head)?;
+        let judge = |head: &[u8]| judge_head(&path, head);
+        let gunzipped = decompress::gunzip(&path, &compressed, limit, SNIFF_BYTES, &judge)?;
         drop(compressed);
         if let Some(warning) = gunzipped.warning {
             profile.warn(&path, warning);

@@ -19,7 +19,9 @@ const CODES: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
 pub(super) struct AddressView {
     pub cols: usize,
     pub rows: usize,
-    /// Row-major, top row = lowest address; `.` is free, `A` the first band.
+    /// Row-major, top row = lowest address; `.` is free, `A` the first band;
+    /// run-length coded ([`run_length`]): the grid is 600 × 200 cells
+    /// whatever the memory holds, and most of them are runs.
     pub grid: String,
     /// Position of the first and last column (relative to the timeline's x0).
     pub x: [i64; 2],
@@ -124,10 +126,9 @@ pub(super) fn address_view(
         }
         budget -= cells;
         for r in r0..=r1 {
-            let row = &mut grid[r * cols..(r + 1) * cols];
-            for cell in &mut row[c0..=c1] {
-                *cell = code;
-            }
+            // One fill per row (a memset), not a store per cell: a block
+            // can cover the whole grid, and a page has a grid per memory.
+            grid[r * cols + c0..=r * cols + c1].fill(code);
         }
     });
     let mut segments: Vec<[u64; 4]> = merged
@@ -146,12 +147,37 @@ pub(super) fn address_view(
     Some(AddressView {
         cols,
         rows,
-        // Every byte is ASCII.
-        grid: String::from_utf8_lossy(&grid).into_owned(),
+        grid: run_length(&grid),
         x: [t_first.wrapping_sub(x0), t_last.wrapping_sub(x0)],
         segments,
         span,
     })
+}
+
+/// The cells as runs: a run of `n` > 1 equal cells is `n` then the code
+/// (`AA....BB` is `2A4.2B`), a single cell its code alone, so the text is
+/// never longer than the cells and an empty grid is `120000.`.
+fn run_length(cells: &[u8]) -> String {
+    let mut out = String::new();
+    let mut rest = cells;
+    while let Some(&code) = rest.first() {
+        // Eight cells at a time: grids are mostly long runs, and a page has
+        // one per memory.
+        let word = u64::from_ne_bytes([code; 8]);
+        let whole = rest
+            .chunks_exact(8)
+            .take_while(|&c| c.try_into().map(u64::from_ne_bytes).ok() == Some(word))
+            .count()
+            * 8;
+        let n = whole + rest[whole..].iter().take_while(|&&c| c == code).count();
+        if n > 1 {
+            out.push_str(&n.to_string());
+        }
+        // Every code is ASCII.
+        out.push(char::from(code));
+        rest = &rest[n..];
+    }
+    out
 }
 
 #[cfg(test)]
@@ -193,12 +219,22 @@ mod tests {
             ]
         );
         // Row 0 (first range) live in columns 0..=1, row 1 in columns 2..=3.
-        assert_eq!(v.grid, "AA....BB");
+        assert_eq!(v.grid, "2A4.2B");
 
         // Known only as live at the start: both fill the width.
         m.events.clear();
         m.live_at_start = vec![AllocId(0), AllocId(1)];
         let v = address_view(&m, 0, 4, 2, |s| s.index()).unwrap();
-        assert_eq!(v.grid, "AAAABBBB");
+        assert_eq!(v.grid, "4A4B");
+    }
+
+    #[test]
+    fn runs_are_coded_only_where_they_are_shorter() {
+        assert_eq!(run_length(b""), "");
+        assert_eq!(run_length(b"A"), "A");
+        assert_eq!(run_length(b"AB.."), "AB2.");
+        assert_eq!(run_length(&[EMPTY; 120_000]), "120000.");
+        let mixed = b"ABABABAB".repeat(100);
+        assert_eq!(run_length(&mixed).len(), mixed.len());
     }
 }

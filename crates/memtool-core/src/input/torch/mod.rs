@@ -4,6 +4,8 @@
 pub(crate) mod memory_timeline;
 mod phase;
 pub(crate) mod pickle;
+#[cfg(test)]
+mod shared_records;
 pub(crate) mod snapshot;
 pub(crate) mod trace;
 

@@ -391,7 +391,7 @@ impl Visitor for SnapshotVisitor<'_> {
     ) -> std::result::Result<bool, String> {
         match route {
             ROUTE_SEGMENTS => {
-                self.segment(item, memo);
+                self.segment(item, memo)?;
                 Ok(true)
             }
             ROUTE_TRACES => {
@@ -586,15 +586,7 @@ impl SnapshotVisitor<'_> {
         v: &Value,
         memo: &mut Memo,
     ) -> std::result::Result<(), String> {
-        // A reference to an entry already read is refused when it is read
-        // (`Memo::forget`); one that was on the stack before its entry was
-        // read (`MARK BINGET BINGET ... APPENDS`) arrives here again.
-        if let Some(slot) = v.memo_id().filter(|&slot| memo.is_forgotten(slot)) {
-            return Err(format!(
-                "memo entry {slot}, a trace entry already read, is listed again (shared \
-                 records are not expected there)"
-            ));
-        }
+        refuse_read_again(v, memo, "a trace entry")?;
         let pairs = v.pairs();
         let items = pairs.iter().flat_map(|p| p.iter()).map(|(k, v)| (k, v));
         self.entry_pairs(device, items, memo);
@@ -661,7 +653,8 @@ impl SnapshotVisitor<'_> {
         self.traces[device].add(action, action_name, addr, size, time_us, stack, category);
     }
 
-    fn segment(&mut self, v: &Value, memo: &mut Memo) {
+    fn segment(&mut self, v: &Value, memo: &mut Memo) -> std::result::Result<(), String> {
+        refuse_read_again(v, memo, "a segment")?;
         let device = self.int(v.get("device").as_ref()).unwrap_or(0);
         let device = usize::try_from(device)
             .ok()
@@ -687,6 +680,7 @@ impl SnapshotVisitor<'_> {
             }
         }
         for b in blocks_value.and_then(|b| b.items()).unwrap_or_default() {
+            refuse_read_again(&b, memo, "a block")?;
             let size = self.size(b.get("size").as_ref());
             // Old snapshots give no block address: blocks tile the segment in order.
             let address = self
@@ -738,6 +732,9 @@ impl SnapshotVisitor<'_> {
                 state,
             });
             block_stacks.push(stack);
+            if let Some(slot) = b.memo_id() {
+                memo.forget(slot);
+            }
         }
         if let Some(slot) = v.memo_id() {
             memo.forget(slot);
@@ -753,6 +750,23 @@ impl SnapshotVisitor<'_> {
             },
             block_stacks,
         });
+        Ok(())
+    }
+}
+
+/// Refuses a record the snapshot gives one owner (a segment, a block, a trace
+/// entry) when it was read already: each is forgotten from the memo once
+/// read, so a reference to it later is refused where it is met, and one
+/// taken before it was read (`MARK BINGET BINGET ... APPENDS`) arrives
+/// here again. Read again, a record referenced a million times in a pickle
+/// of two bytes per reference would be a million records.
+fn refuse_read_again(v: &Value, memo: &Memo, what: &str) -> std::result::Result<(), String> {
+    match v.memo_id().filter(|&slot| memo.is_forgotten(slot)) {
+        Some(slot) => Err(format!(
+            "memo entry {slot}, {what} already read, is listed again (shared records are \
+             not expected there)"
+        )),
+        None => Ok(()),
     }
 }
 
