@@ -4,6 +4,7 @@
 
 pub mod diff;
 pub mod export;
+pub mod failure_state;
 pub mod frag;
 pub mod frames;
 pub mod gate;

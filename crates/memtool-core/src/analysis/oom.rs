@@ -22,10 +22,12 @@ use std::io::Write;
 
 use serde::Serialize;
 
-use crate::model::{AllocId, BlockState, EventKind, Memory, OutOfMemory, Profile};
+use crate::model::{AllocId, EventKind, Memory, OutOfMemory, Profile};
 use crate::report::units::bytes as size;
 use crate::report::{Cell, Report, Table};
 
+use super::failure_state::{self, AllocatorState};
+pub use super::failure_state::{PoolFree, StateAtFailure};
 use super::group::{self, GroupBy, Totals};
 use super::peak::BufferAtPeak;
 use super::{display_id, point_label, replay, MemoryHeader, Options, PeakFacts, Provenance};
@@ -155,10 +157,16 @@ pub struct AllocatorFailure {
     pub pool: Option<String>,
     /// Free device memory the driver reported at the failure.
     pub device_free_bytes: Option<u64>,
-    /// Bytes the allocator held from the device (its segments).
+    /// Bytes the allocator held from the device (its segments) at the
+    /// failure.
     pub reserved_bytes: u64,
-    /// Bytes of blocks handed out (the allocator's rounded sizes).
+    /// Bytes of blocks handed out at the failure, as the allocator rounds
+    /// them (a block's size, not the request: see `live_bytes`).
     pub allocated_bytes: u64,
+    /// Bytes the program asked for and held at the failure (the replayed
+    /// live set): the figure `summary` and `peak` call live, and what
+    /// `live_by_user_frame` adds up to.
+    pub live_bytes: u64,
     /// Bytes of blocks freed but waiting for stream work.
     pub pending_free_bytes: u64,
     /// Bytes of free blocks inside the reserved segments.
@@ -166,9 +174,17 @@ pub struct AllocatorFailure {
     /// The capacity less reserved and device free: memory held outside the
     /// allocator (0 without a capacity).
     pub outside_bytes: u64,
-    /// Whether the segments are the allocator's state at the failure (no
-    /// event follows it), rather than at the end of a longer trace.
+    /// Whether the recorded segments are the allocator's state at the
+    /// failure (no event follows it), rather than a later one.
     pub segments_at_failure: bool,
+    /// Where the figures at the failure come from: `segments` (recorded
+    /// then), `replayed` (events follow the failure, so the segments were
+    /// replayed back to it), `unknown` (events follow it and the file does
+    /// not record the segments' ranges: free memory inside them is unknown
+    /// and counted as none).
+    pub state_at_failure: StateAtFailure,
+    /// Events recorded after the failure.
+    pub events_after_failure: usize,
     /// Free memory per pool and stream, most free first.
     pub pools: Vec<PoolFree>,
     /// For fragmentation: the allocator settings that address it, each with
@@ -182,25 +198,6 @@ pub struct AllocatorFailure {
     pub user_frame: Option<String>,
     /// The last allocations before the failure, latest first.
     pub recent_allocations: Vec<RecentAllocation>,
-}
-
-/// Free memory inside the reserved segments of one pool and stream.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct PoolFree {
-    /// The pool (`large`, `small`), when recorded.
-    pub pool: Option<String>,
-    /// The stream, when recorded.
-    pub stream: Option<i64>,
-    /// Segments of this pool and stream.
-    pub segments: usize,
-    /// Their bytes.
-    pub reserved_bytes: u64,
-    /// Bytes of their free blocks.
-    pub free_bytes: u64,
-    /// How many free blocks.
-    pub free_blocks: usize,
-    /// The largest free block.
-    pub largest_free_block_bytes: u64,
 }
 
 /// One allocator setting (`PYTORCH_CUDA_ALLOC_CONF`) and what it would change here.
@@ -310,60 +307,21 @@ fn allocator_post_mortem(
     let device_free = failure.device_free_bytes.unwrap_or(0);
     let request_pool = request_pool(profile, memory, request);
 
-    let (mut reserved, mut allocated, mut pending, mut free) = (0u64, 0u64, 0u64, 0u64);
-    let mut pools: Vec<PoolFree> = Vec::new();
-    for s in &memory.segments {
-        reserved = reserved.saturating_add(s.bytes);
-        let pool = s.pool.map(|p| names.str(p).to_string());
-        let i = match pools
-            .iter()
-            .position(|p| p.pool == pool && p.stream == s.stream)
-        {
-            Some(i) => i,
-            None => {
-                pools.push(PoolFree {
-                    pool,
-                    stream: s.stream,
-                    segments: 0,
-                    reserved_bytes: 0,
-                    free_bytes: 0,
-                    free_blocks: 0,
-                    largest_free_block_bytes: 0,
-                });
-                pools.len() - 1
-            }
-        };
-        let row = &mut pools[i];
-        row.segments += 1;
-        row.reserved_bytes = row.reserved_bytes.saturating_add(s.bytes);
-        for b in &s.blocks {
-            match b.state {
-                BlockState::Allocated => allocated = allocated.saturating_add(b.bytes),
-                BlockState::PendingFree => pending = pending.saturating_add(b.bytes),
-                BlockState::Free => {
-                    free = free.saturating_add(b.bytes);
-                    row.free_bytes = row.free_bytes.saturating_add(b.bytes);
-                    row.free_blocks += 1;
-                    row.largest_free_block_bytes = row.largest_free_block_bytes.max(b.bytes);
-                }
-            }
-        }
-    }
-    pools.sort_by(|a, b| {
-        b.free_bytes
-            .cmp(&a.free_bytes)
-            .then_with(|| a.pool.cmp(&b.pool))
-            .then(a.stream.cmp(&b.stream))
-    });
-
     let live = replay::live_at(memory, failure.events_before);
-    if memory.segments.is_empty() {
-        // No layout: the replayed live set is all that is known in use.
-        allocated = live
-            .iter()
-            .fold(0u64, |t, &id| t.saturating_add(memory.allocation(id).bytes));
-        reserved = allocated;
-    }
+    let live_bytes = live
+        .iter()
+        .fold(0u64, |t, &id| t.saturating_add(memory.allocation(id).bytes));
+    let state = failure_state::at_failure(memory, failure, &live, |p| names.str(p).to_string());
+    let AllocatorState {
+        source: state_source,
+        reserved,
+        allocated,
+        pending,
+        free,
+        ref pools,
+        events_after,
+        ..
+    } = state;
     let reachable = reserved.saturating_add(device_free);
     let (capacity, capacity_source) = match given_capacity.or(memory.capacity) {
         Some(c) if c >= reachable => (
@@ -484,8 +442,26 @@ fn allocator_post_mortem(
             size(request)
         ),
     };
+    let explanation = match state_source {
+        StateAtFailure::Segments => explanation,
+        StateAtFailure::Replayed => format!(
+            "{explanation} (figures at the failure, replayed from the trace: {} events follow \
+             it, and the segments recorded are a later state)",
+            events_after
+        ),
+        StateAtFailure::Unknown if events_after > 0 => format!(
+            "{explanation} (the file does not say which segments the allocator held at the \
+             failure, and {} events follow it: free memory inside them is unknown and counted \
+             as none)",
+            events_after
+        ),
+        StateAtFailure::Unknown => format!(
+            "{explanation} (the file records no segments: free memory inside them is unknown \
+             and counted as none)"
+        ),
+    };
     let settings = if verdict == Verdict::Fragmentation {
-        setting_advice(memory, request, free, device_free, own_pool)
+        setting_advice(memory, &state, request, device_free, own_pool)
     } else {
         Vec::new()
     };
@@ -537,11 +513,14 @@ fn allocator_post_mortem(
             device_free_bytes: failure.device_free_bytes,
             reserved_bytes: reserved,
             allocated_bytes: allocated,
+            live_bytes,
             pending_free_bytes: pending,
             free_in_reserved_bytes: free,
             outside_bytes: outside,
-            segments_at_failure: failure.events_before >= memory.events.len(),
-            pools,
+            segments_at_failure: events_after == 0,
+            state_at_failure: state_source,
+            events_after_failure: events_after,
+            pools: state.pools.clone(),
             settings,
             stack: shown,
             user_frame,
@@ -590,39 +569,37 @@ fn removal(groups: &[group::Group], needed: u64) -> Vec<RemovalCandidate> {
     out
 }
 
-/// The three allocator settings that address fragmentation, each with the
-/// figure of this snapshot it changes.
+/// The allocator settings that address fragmentation, each with the figure
+/// of the state at the failure it changes: none the file shows already on,
+/// none that would recover nothing.
 fn setting_advice(
     memory: &Memory,
+    state: &AllocatorState,
     request: u64,
-    free: u64,
     device_free: u64,
     own_pool: Option<&PoolFree>,
 ) -> Vec<SettingAdvice> {
-    let pool_free = own_pool.map_or(free, |p| p.free_bytes);
+    let pool_free = own_pool.map_or(state.free, |p| p.free_bytes);
     let largest = own_pool.map_or(0, |p| p.largest_free_block_bytes);
     let growable = pool_free.saturating_add(device_free);
     // Segments at least as large as the request that smaller allocations
     // split: each could have held the request whole.
     let (mut split_segments, mut split_free) = (0usize, 0u64);
     let mut wholly_free = 0u64;
-    for s in &memory.segments {
-        let live = s.blocks.iter().any(|b| b.state != BlockState::Free);
-        let free_here = s
-            .blocks
-            .iter()
-            .filter(|b| b.state == BlockState::Free)
-            .fold(0u64, |t, b| t.saturating_add(b.bytes));
-        if !live {
+    for s in &state.segments {
+        if !s.holds_live {
             wholly_free = wholly_free.saturating_add(s.bytes);
-        } else if s.bytes >= request && free_here > 0 {
+        } else if s.bytes >= request && s.free_bytes > 0 {
             split_segments += 1;
-            split_free = split_free.saturating_add(free_here);
+            split_free = split_free.saturating_add(s.free_bytes);
         }
     }
     let mib = |b: u64| b.div_ceil(1 << 20);
-    vec![
-        SettingAdvice {
+    let split_mb = mib(request).max(1);
+    let on = AllocatorSettingsOn::of(memory);
+    let mut advice = Vec::new();
+    if !on.expandable_segments && growable > largest {
+        advice.push(SettingAdvice {
             setting: "expandable_segments:True".to_string(),
             effect: format!(
                 "segments grow in place instead of being made in fixed sizes, and free pages \
@@ -633,35 +610,83 @@ fn setting_advice(
                 size(growable)
             ),
             bytes: growable,
-        },
-        SettingAdvice {
-            setting: format!("max_split_size_mb:{}", mib(request).max(1)),
+        });
+    }
+    if on.max_split_size_mb.is_none_or(|set| set > split_mb) {
+        advice.push(SettingAdvice {
+            setting: format!("max_split_size_mb:{split_mb}"),
             effect: format!(
                 "smaller allocations no longer split free blocks of this size or more: {} free \
-                 in {} segments at least as large as the request is memory split by smaller \
+                 in {} segment{} at least as large as the request is memory split by smaller \
                  allocations",
                 size(split_free),
-                split_segments
+                split_segments,
+                if split_segments == 1 { "" } else { "s" }
             ),
             bytes: split_free,
-        },
-        SettingAdvice {
+        });
+    }
+    if !on.garbage_collection {
+        advice.push(SettingAdvice {
             setting: "garbage_collection_threshold:0.8".to_string(),
-            effect: if wholly_free > 0 {
-                format!(
-                    "cached free segments are released before the limit instead of at it: {} \
-                     is in segments with no live block",
-                    size(wholly_free)
-                )
-            } else {
-                "cached free segments are released before the limit instead of at it; here no \
-                 segment is wholly free (the allocator released those before failing), so it \
-                 would not have helped this request"
-                    .to_string()
-            },
+            effect: format!(
+                "cached free segments are released before the limit instead of at it: {} is in \
+                 segments with no live block",
+                size(wholly_free)
+            ),
             bytes: wholly_free,
-        },
-    ]
+        });
+    }
+    advice.retain(|a| a.bytes > 0);
+    advice
+}
+
+/// Which of the settings `oom` could advise the file shows on: its
+/// `allocator_settings` fields, else their spelling in
+/// `PYTORCH_CUDA_ALLOC_CONF`.
+#[derive(Debug, Default)]
+struct AllocatorSettingsOn {
+    expandable_segments: bool,
+    /// The split limit already set, in MiB.
+    max_split_size_mb: Option<u64>,
+    garbage_collection: bool,
+}
+
+impl AllocatorSettingsOn {
+    fn of(memory: &Memory) -> AllocatorSettingsOn {
+        let settings = &memory.allocator_settings;
+        let conf = settings
+            .get("PYTORCH_CUDA_ALLOC_CONF")
+            .map_or("", String::as_str);
+        let conf_value = |key: &str| {
+            conf.split(',')
+                .filter_map(|kv| kv.split_once(':'))
+                .find(|(k, _)| k.trim() == key)
+                .map(|(_, v)| v.trim().to_string())
+        };
+        let truthy = |v: &str| matches!(v, "True" | "true" | "1");
+        let expandable_segments = settings
+            .get("expandable_segments")
+            .is_some_and(|v| truthy(v))
+            || conf_value("expandable_segments").is_some_and(|v| truthy(&v));
+        // The snapshot records max_split_size in bytes (-1 or SIZE_MAX: unset).
+        let max_split_size_mb = settings
+            .get("max_split_size")
+            .and_then(|v| v.parse::<u64>().ok())
+            .filter(|&b| b > 0 && b < u64::MAX / 2)
+            .map(|b| b >> 20)
+            .or_else(|| conf_value("max_split_size_mb").and_then(|v| v.parse().ok()));
+        let positive = |v: &str| v.parse::<f64>().is_ok_and(|f| f > 0.0);
+        let garbage_collection = settings
+            .get("garbage_collection_threshold")
+            .is_some_and(|v| positive(v))
+            || conf_value("garbage_collection_threshold").is_some_and(|v| positive(&v));
+        AllocatorSettingsOn {
+            expandable_segments,
+            max_split_size_mb,
+            garbage_collection,
+        }
+    }
 }
 
 /// The post-mortem of a compiled program whose peak exceeds `capacity`;
@@ -800,8 +825,14 @@ impl PostMortem {
             Some(self.capacity_bytes),
         );
         if let Some(a) = &self.allocator {
-            row("reserved", Some(a.reserved_bytes));
-            row("allocated (live)", Some(a.allocated_bytes));
+            let reserved = match a.state_at_failure {
+                StateAtFailure::Segments => "reserved",
+                StateAtFailure::Replayed => "reserved (replayed to the failure)",
+                StateAtFailure::Unknown => "reserved (unknown: live blocks only)",
+            };
+            row(reserved, Some(a.reserved_bytes));
+            row("allocated (blocks, rounded)", Some(a.allocated_bytes));
+            row("live (requested)", Some(a.live_bytes));
             if a.pending_free_bytes > 0 {
                 row("pending free", Some(a.pending_free_bytes));
             }

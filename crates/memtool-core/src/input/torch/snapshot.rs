@@ -823,6 +823,7 @@ pub(crate) fn read(
         segments_by_device.entry(s.device).or_default().push(s);
     }
     let steps = annotated_steps(&root);
+    let settings = allocator_settings(&root);
     let mut traces = traces;
     for device in devices {
         let trace = traces
@@ -842,9 +843,33 @@ pub(crate) fn read(
         // build_memory always adds the memory last.
         if let Some(m) = profile.memories.last_mut() {
             m.steps = device_steps;
+            m.allocator_settings = settings.clone();
         }
     }
     Ok(())
+}
+
+/// The snapshot's `allocator_settings` (`{expandable_segments: True, ...}`,
+/// one for every device), scalars written as Python prints them; nested
+/// values (`roundup_power2_divisions`) are left out.
+fn allocator_settings(root: &Value) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let Some(Value::Dict(d)) = root.get("allocator_settings") else {
+        return out;
+    };
+    for (k, v) in d.items.borrow().iter() {
+        let Some(key) = k.as_str() else { continue };
+        let text = match v {
+            Value::Bool(true) => "True".to_string(),
+            Value::Bool(false) => "False".to_string(),
+            Value::Int(i) => i.to_string(),
+            Value::Float(f) => format!("{f:?}"),
+            Value::Str(s) => s.to_string(),
+            _ => continue,
+        };
+        out.insert(key.to_string(), text);
+    }
+    out
 }
 
 /// `ProfilerStep#N` spans among the snapshot's `external_annotations`
