@@ -253,7 +253,7 @@ def replay(source, stop, visit=None):
     return alloc
 
 
-BEFORE_RECORDING = "<before recording: still live>"
+BEFORE_RECORDING = "<allocated before recording, still live>"
 
 
 def user_frame(frames):

@@ -263,15 +263,15 @@ fn the_ring_buffer_and_its_end_state_are_explained() {
         [
             (
                 100_000,
-                "<before recording: freed>".to_string(),
+                "<allocated before recording, freed later>".to_string(),
                 "backward /venv/lib/python3.12/site-packages/torch/_tensor.py:581 \
-                 <- train_step train.py:22 <- <module> train.py:40 <- <before recording: freed>"
+                 <- train_step train.py:22 <- <module> train.py:40 <- <allocated before recording, freed later>"
                     .to_string()
             ),
             (
                 1_000_000,
-                "<before recording: still live>".to_string(),
-                "__init__ model.py:10 <- <module> train.py:40 <- <before recording: still live>"
+                "<allocated before recording, still live>".to_string(),
+                "__init__ model.py:10 <- <module> train.py:40 <- <allocated before recording, still live>"
                     .to_string()
             ),
         ]
@@ -729,4 +729,44 @@ fn phases_and_python_stacks_match_an_independent_reading() {
         .filter(|p| *p == "optimizer")
         .count();
     assert_eq!(optimizer_phases, 3);
+}
+
+/// Blocks allocated before the recording and freed during it carry the
+/// free's stack (the file recorded nothing else): no table lists that stack
+/// as where they were allocated. `peak --by stack` and `--by user-frame`
+/// give them one name and the same bytes, and the page marks their sites so
+/// its drill-down heads the stack as the free's.
+#[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
+fn the_stack_of_a_free_is_never_shown_as_an_allocation_s() {
+    const FREED: &str = "<allocated before recording, freed later>";
+    let path = common::shared_fixture("torch/bcrafton_memory_snapshot.pickle");
+    let file = path.to_str().unwrap();
+    let groups = |by: &str| {
+        let doc = common::json(&["peak", file, "--by", by]);
+        common::bytes_by_key(&doc["memories"][0]["breakdowns"][0]["groups"])
+    };
+    let by_stack = groups("stack");
+    let by_user_frame = groups("user-frame");
+    // Independently: MemoryViz's rule, frees without a recorded allocation
+    // live from the start, at the free's size. 222 such blocks are live at
+    // the peak, 1,523,681,280 B (optimizer.py:71 and :72's frees, and
+    // benchmarking_script.py:54's).
+    assert_eq!(by_stack[FREED], 1_523_681_280);
+    assert_eq!(by_user_frame[FREED], by_stack[FREED]);
+    for key in by_stack.keys() {
+        assert!(
+            key == FREED || !key.contains(FREED),
+            "a free's stack listed as an allocation's: {key}"
+        );
+    }
+    assert!(
+        !by_stack.keys().any(|k| k.contains("optimizer.py:71")),
+        "{by_stack:?}"
+    );
+    // The page's drill-down knows which sites these are.
+    let out = common::memtool().args(["render", file]).output().unwrap();
+    let page = String::from_utf8(out.stdout).unwrap();
+    assert!(page.contains("\"before\":\"freed\""));
+    assert!(page.contains("allocation not recorded; stack of the free"));
 }

@@ -21,8 +21,8 @@ const WITH_ALLOCATOR_EVENTS: [&str; 6] = [
     "xprof_gpu_multi_worker",
 ];
 
-const BEFORE_START_OP: &str = "<before recording: still live>";
-const FREED_BEFORE_START_OP: &str = "<before recording: freed>";
+const BEFORE_START_OP: &str = "<allocated before recording, still live>";
+const FREED_BEFORE_START_OP: &str = "<allocated before recording, freed later>";
 const UNEXPLAINED_OP: &str = "<in use by the allocator's count, not in any recorded event>";
 
 struct Fixture {

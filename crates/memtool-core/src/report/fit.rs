@@ -536,11 +536,11 @@ mod tests {
     fn stack_rows_of_a_real_snapshot_keep_every_leaf_function() {
         let d = "/home/brian/Desktop/assignment2-systems";
         let rows = [
-            "<before recording: still live>".to_string(),
-            format!("step {d}/cs336_basics/optimizer.py:71 <- fake_train {d}/benchmarking_script.py:54 <- <module> {d}/benchmarking_script.py:67 <- <before recording: freed>"),
-            format!("step {d}/cs336_basics/optimizer.py:72 <- fake_train {d}/benchmarking_script.py:54 <- <module> {d}/benchmarking_script.py:67 <- <before recording: freed>"),
+            "<allocated before recording, still live>".to_string(),
+            format!("step {d}/cs336_basics/optimizer.py:71 <- fake_train {d}/benchmarking_script.py:54 <- <module> {d}/benchmarking_script.py:67 <- <allocated before recording, freed later>"),
+            format!("step {d}/cs336_basics/optimizer.py:72 <- fake_train {d}/benchmarking_script.py:54 <- <module> {d}/benchmarking_script.py:67 <- <allocated before recording, freed later>"),
             format!("step {d}/cs336_basics/optimizer.py:78 <- fake_train {d}/benchmarking_script.py:54 <- <module> {d}/benchmarking_script.py:67"),
-            format!("fake_train {d}/benchmarking_script.py:54 <- <module> {d}/benchmarking_script.py:67 <- <before recording: freed>"),
+            format!("fake_train {d}/benchmarking_script.py:54 <- <module> {d}/benchmarking_script.py:67 <- <allocated before recording, freed later>"),
             format!("call /tmp/torchinductor_brian/hw/chwq7ux2iggyu22lv3vwzoxwfp5jw7w3gandpny7kmdlqdksiuib.py:53 <- forward {d}/cs336_basics/model.py:41 <- fake_train {d}/benchmarking_script.py:51"),
             format!("fake_train {d}/benchmarking_script.py:49 <- <module> {d}/benchmarking_script.py:67"),
         ];
