@@ -21,4 +21,5 @@ pub mod report;
 pub mod timings;
 
 pub use error::{Error, Result};
+pub use input::series_order::natural_cmp;
 pub use input::{load, ByteSource, LoadOptions, Source};

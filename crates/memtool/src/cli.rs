@@ -123,6 +123,18 @@ pub struct ReadArgs {
     /// List the runs of each TensorBoard logdir given, newest last, and exit.
     #[arg(long)]
     pub list_runs: bool,
+    /// Order the files before reading them: `natural` by the numbers in
+    /// their names (memory2 before memory10, where a shell glob puts
+    /// memory10 first); by default, the order given.
+    #[arg(long, value_enum, value_name = "ORDER")]
+    pub sort: Option<SortArg>,
+}
+
+/// How `--sort` orders the files given.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SortArg {
+    /// By the numbers in their names, the rest as text.
+    Natural,
 }
 
 #[derive(Args, Debug)]
