@@ -770,3 +770,80 @@ fn the_stack_of_a_free_is_never_shown_as_an_allocation_s() {
     assert!(page.contains("\"before\":\"freed\""));
     assert!(page.contains("allocation not recorded; stack of the free"));
 }
+
+/// The traces `scripts/make_torch_trace_fixtures.py` writes, and the figures
+/// it computed from their events alone.
+fn trace_data(file: &str) -> String {
+    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/torch_trace")
+        .join(file)
+        .display()
+        .to_string()
+}
+
+fn trace_expected() -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(trace_data("expected.json")).unwrap()).unwrap()
+}
+
+/// Recent PyTorch annotates each step twice, on the CPU and as a GPU copy
+/// that ends before the step's last CPU-side events: steps are the CPU's
+/// spans, so those events (the activations' frees) fall in their step.
+#[test]
+fn trace_steps_are_the_cpu_annotation_not_its_gpu_copy() {
+    let want = trace_expected();
+    let doc = common::json(&["summary", &trace_data("steps_cpu_gpu.pt.trace.json")]);
+    let steps = doc["memories"][0]["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 2);
+    for (got, want) in steps.iter().zip(want["steps"].as_array().unwrap()) {
+        for field in [
+            "step",
+            "start",
+            "end",
+            "allocations",
+            "deallocations",
+            "end_bytes",
+        ] {
+            assert_eq!(got[field], want[field], "{field}: {got}");
+        }
+    }
+    // The GPU copy ends before the frees: had it been the step, step 0
+    // would have ended with its activations live and no free.
+    let gpu_end = want["gpu_steps"][0]["end"].as_f64().unwrap();
+    assert!(gpu_end < want["steps"][0]["end"].as_f64().unwrap());
+    assert_eq!(want["steps"][0]["deallocations"], 4);
+}
+
+/// PyTorch on ROCm records `Device Type: 6` (HIP): the GPU is `cuda:N`, as
+/// PyTorch names it there, with its reserved bytes and capacity; every
+/// memory of a trace, the CPU's included, is of kind `device`.
+#[test]
+fn rocm_traces_are_gpus_with_reserved_and_capacity() {
+    let want = trace_expected();
+    let file = trace_data("rocm.pt.trace.json");
+    let doc = common::json(&["summary", &file]);
+    let memories = doc["memories"].as_array().unwrap();
+    let gpu = memories
+        .iter()
+        .find(|m| m["id"] == "cuda:0")
+        .expect("cuda:0");
+    assert_eq!(gpu["kind"], "device");
+    assert_eq!(gpu["capacity_bytes"], want["capacity_bytes"]);
+    assert_eq!(gpu["reserved_bytes"], want["reserved_bytes"]);
+    assert_eq!(gpu["peak_bytes"], want["peak_bytes"]);
+    let cpu = memories.iter().find(|m| m["id"] == "cpu").expect("cpu");
+    assert_eq!(cpu["kind"], "device");
+    // frag has its figure, as for a CUDA trace.
+    let frag = common::json(&["frag", &file]);
+    let row = frag["memories"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["id"] == "cuda:0")
+        .unwrap()
+        .clone();
+    assert_eq!(row["at_peak"]["reserved_bytes"], want["reserved_bytes"]);
+    assert_eq!(
+        row["at_peak"]["unused_reserved_bytes"].as_u64().unwrap(),
+        want["reserved_bytes"].as_u64().unwrap() - want["peak_bytes"].as_u64().unwrap()
+    );
+}
