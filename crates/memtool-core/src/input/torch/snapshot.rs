@@ -1108,13 +1108,29 @@ fn build_memory(
                  blocks live at the end are known"
             ),
         );
-    } else if freed_before_window > 0 || blocks_before_window > 0 {
+    } else if freed_before_window > 0 {
+        // Frees of allocations the trace never saw: it starts after the
+        // program did — the recording began mid-run, or its ring buffer
+        // (`max_entries`) dropped the oldest entries; the file cannot tell
+        // which.
         profile.warn(
             path,
             format!(
-                "{id}: the trace is a ring buffer that starts after the program did: \
-                 {freed_before_window} frees and {blocks_before_window} live blocks belong to \
-                 allocations made before the window; they are counted as live at the start"
+                "{id}: the trace starts after the program did (recording began mid-run, or its \
+                 ring buffer dropped the oldest entries): {freed_before_window} frees and \
+                 {blocks_before_window} live blocks belong to allocations made before it; they \
+                 are counted as live at the start"
+            ),
+        );
+    } else if blocks_before_window > 0 {
+        // Every free has its allocation: nothing was lost, the blocks were
+        // simply live when recording began.
+        profile.warn(
+            path,
+            format!(
+                "{id}: {blocks_before_window} blocks live at the end were allocated before \
+                 recording began (every free in the trace has its allocation, so no entry was \
+                 lost); they are counted as live at the start"
             ),
         );
     }
@@ -1183,9 +1199,25 @@ fn build_memory(
 
     // A second snapshot of the same device (several files) stays apart: it
     // joins the first as a part of one series.
+    // Every part is labelled with its file, the first included (it was
+    // bare until a second file recorded the same device), by the file's
+    // name, or its path where two files share a name.
     let device_id = id.to_string();
-    let id = if profile.memories.iter().any(|m| m.id == id) {
-        format!("{id} ({path})")
+    let file = crate::input::file_name(path);
+    let recorded =
+        |m: &crate::model::Memory| m.id == id || m.series.as_ref().is_some_and(|p| p.device == id);
+    let id = if profile.memories.iter().any(recorded) {
+        for first in profile.memories.iter_mut().filter(|m| m.id == id) {
+            if let Some(part) = &first.series {
+                first.id = format!("{id} ({})", part.file);
+            }
+        }
+        let named = format!("{id} ({file})");
+        if profile.memories.iter().any(|m| m.id == named) {
+            format!("{id} ({path})")
+        } else {
+            named
+        }
     } else {
         id.to_string()
     };
