@@ -431,7 +431,7 @@
       if (chosen(bl, k) && liveAt(bl, x, k)) { ks.push(k); listed += bl.bytes[k]; }
     }
     ks.sort(function (a, c) { return bl.bytes[c] - bl.bytes[a] || bl.start[a] - bl.start[c]; });
-    var note = ks.length + ' block(s) live here, ' + fmtBytes(listed) + ', largest first';
+    var note = ks.length + (ks.length === 1 ? ' block' : ' blocks') + ' live here, ' + fmtBytes(listed) + ', largest first';
     if (ks.length > DRILL_ROWS) { note += ' (the first ' + DRILL_ROWS + ' shown)'; }
     if (listed < expected) { note += '; ' + fmtBytes(expected - listed) + ' in blocks the page does not list (it keeps the ' + bl.bytes.length + ' largest of ' + bl.total + ' blocks ' + keptHow + ')'; }
     panel.appendChild(htmlEl('p', 'hint', note + '. Click a row for its stack.'));

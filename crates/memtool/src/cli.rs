@@ -234,6 +234,22 @@ impl XprofArgs {
     }
 }
 
+/// Warns when a CI gate's limit is under 100 bytes: a bare number is
+/// bytes, so `--fail-on-growth 5` fails on 5 bytes, seldom what was meant.
+pub fn warn_of_tiny_limit(flag: &str, bytes: u64) {
+    if bytes < 100 {
+        crate::output::warn(&[format!(
+            "warning: {flag} {bytes} is {bytes} bytes (a bare number is bytes): give a unit \
+             (5MiB){}",
+            if flag == "--fail-on-growth" {
+                " or a percentage (5%)"
+            } else {
+                ""
+            }
+        )]);
+    }
+}
+
 pub fn parse_size(text: &str) -> Result<u64, String> {
     memtool_core::report::units::parse_bytes(text)
         .ok_or_else(|| format!("`{text}` is not a size (examples: 1000, 64KiB, 2GiB, 500MB)"))

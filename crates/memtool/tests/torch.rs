@@ -290,12 +290,12 @@ fn the_ring_buffer_and_its_end_state_are_explained() {
     assert_eq!(reserved, vec![2 << 20, 3 << 20, 3 << 20]);
     let warnings = summary["warnings"].to_string();
     assert!(
-        warnings.contains("1 frees and 1 live blocks belong to allocations made before"),
+        warnings.contains("1 free and 1 live block belong to allocations made before"),
         "{warnings}"
     );
     assert!(
         warnings
-            .contains("1 out-of-memory events in the trace: 8.00 MiB requested with 3.00 MiB free"),
+            .contains("1 out-of-memory event in the trace: 8.00 MiB requested with 3.00 MiB free"),
         "{warnings}"
     );
     // ProfilerStep annotations are the steps; other annotations are not.

@@ -395,6 +395,29 @@ fn clashes(texts: &[&str], shown: &[String]) -> Vec<Vec<usize>> {
         .collect()
 }
 
+/// Columns whose text is never shortened, only wrapped: a cut shape reads
+/// as another shape, a cut memory id as no memory.
+const UNBROKEN_COLUMNS: [&str; 2] = ["shape", "memory"];
+
+/// `text` whole, in lines of at most `width` characters: broken after a
+/// comma or a space where one falls in the line, else at the width.
+fn wrap_unbroken(text: &str, width: usize) -> String {
+    let width = width.max(1);
+    let mut lines: Vec<String> = Vec::new();
+    let mut rest: Vec<char> = text.chars().collect();
+    while rest.len() > width {
+        let cut = rest[..width]
+            .iter()
+            .rposition(|&c| c == ',' || c == ' ')
+            .map_or(width, |i| i + 1);
+        let line: String = rest[..cut].iter().collect();
+        lines.push(line.trim_end().to_string());
+        rest.drain(..cut);
+    }
+    lines.push(rest.into_iter().collect());
+    lines.join("\n")
+}
+
 /// A table laid out for a width: its header lines and the text of each cell.
 pub(super) struct Fitted {
     /// Column headings, words split over lines where the table must narrow.
@@ -463,13 +486,27 @@ pub(super) fn fit(table: &Table, rows: &[Vec<Cell>], width: Option<usize>) -> Fi
         }
     }
     let natural = natural(&headers);
+    // A shape or a memory id is never cut (`f32[1…4,1024]` reads as a
+    // range): it keeps its width, up to half the table's, and wraps past it.
+    let unbroken: Vec<bool> = (0..columns)
+        .map(|c| !numeric[c] && UNBROKEN_COLUMNS.contains(&table.columns[c]))
+        .collect();
+    let mut budgets = natural.clone();
     let mut left = width;
     for c in 0..columns {
-        let fixed = if numeric[c] { natural[c] } else { 0 };
+        let fixed = if numeric[c] {
+            natural[c]
+        } else if unbroken[c] {
+            budgets[c] = natural[c].min((width / 2).max(longest_word(c)));
+            budgets[c]
+        } else {
+            0
+        };
         left = left.saturating_sub(COLUMN_OVERHEAD + fixed);
     }
-    let mut budgets = natural.clone();
-    let mut open: Vec<usize> = (0..columns).filter(|&c| !numeric[c]).collect();
+    let mut open: Vec<usize> = (0..columns)
+        .filter(|&c| !numeric[c] && !unbroken[c])
+        .collect();
     open.sort_by_key(|&c| natural[c]);
     while let Some(&c) = open.first() {
         let share = left / open.len();
@@ -485,7 +522,15 @@ pub(super) fn fit(table: &Table, rows: &[Vec<Cell>], width: Option<usize>) -> Fi
         }
     }
     let mut cells = text;
-    for c in (0..columns).filter(|&c| !numeric[c]) {
+    for c in (0..columns).filter(|&c| unbroken[c]) {
+        if natural[c] > budgets[c] {
+            headers[c] = wrap(&headers[c].replace('\n', " "), budgets[c]);
+            for row in &mut cells {
+                row[c] = wrap_unbroken(&row[c], budgets[c]);
+            }
+        }
+    }
+    for c in (0..columns).filter(|&c| !numeric[c] && !unbroken[c]) {
         let column: Vec<&str> = cells.iter().map(|r| r[c].as_str()).collect();
         let fitted = fit_column(&column, budgets[c]);
         for (row, shown) in cells.iter_mut().zip(fitted) {

@@ -1117,9 +1117,10 @@ fn build_memory(
             path,
             format!(
                 "{id}: the trace starts after the program did (recording began mid-run, or its \
-                 ring buffer dropped the oldest entries): {freed_before_window} frees and \
-                 {blocks_before_window} live blocks belong to allocations made before it; they \
-                 are counted as live at the start"
+                 ring buffer dropped the oldest entries): {} and {} belong to allocations made \
+                 before it; they are counted as live at the start",
+                crate::report::units::count(freed_before_window, "free", "frees"),
+                crate::report::units::count(blocks_before_window, "live block", "live blocks"),
             ),
         );
     } else if blocks_before_window > 0 {
@@ -1128,9 +1129,15 @@ fn build_memory(
         profile.warn(
             path,
             format!(
-                "{id}: {blocks_before_window} blocks live at the end were allocated before \
-                 recording began (every free in the trace has its allocation, so no entry was \
-                 lost); they are counted as live at the start"
+                "{id}: {} live at the end {} allocated before recording began (every free in \
+                 the trace has its allocation, so no entry was lost); counted as live at the \
+                 start",
+                crate::report::units::count(blocks_before_window, "block", "blocks"),
+                if blocks_before_window == 1 {
+                    "was"
+                } else {
+                    "were"
+                }
             ),
         );
     }
@@ -1185,8 +1192,12 @@ fn build_memory(
         profile.warn(
             path,
             format!(
-                "{id}: {} out-of-memory events in the trace: {}{}",
-                out_of_memory.len(),
+                "{id}: {} in the trace: {}{}",
+                crate::report::units::count(
+                    out_of_memory.len() as u64,
+                    "out-of-memory event",
+                    "out-of-memory events"
+                ),
                 shown.join("; "),
                 if out_of_memory.len() > shown.len() {
                     "; ..."
