@@ -492,17 +492,48 @@ pub(super) fn fit(table: &Table, rows: &[Vec<Cell>], width: Option<usize>) -> Fi
         .map(|c| !numeric[c] && UNBROKEN_COLUMNS.contains(&table.columns[c]))
         .collect();
     let mut budgets = natural.clone();
+    // Positions with long labels (`#4 (broadcast_add_fusion.3)`) are
+    // figures, never cut: where the figures alone pass the width, the
+    // widest of them wrap at their spaces.
+    let figures: Vec<bool> = (0..columns)
+        .map(|c| numeric[c] && rows.iter().any(|r| matches!(r[c], Cell::Figure { .. })))
+        .collect();
+    let min_text = |c: usize| longest_word(c).max(3);
+    let others: usize = (0..columns)
+        .map(|c| COLUMN_OVERHEAD + if numeric[c] { natural[c] } else { min_text(c) })
+        .sum();
+    let mut over = others.saturating_sub(width);
+    while over > 0 {
+        let Some(c) = (0..columns)
+            .filter(|&c| figures[c] && budgets[c] > longest_word(c).max(8))
+            .max_by_key(|&c| budgets[c])
+        else {
+            break;
+        };
+        let cut = over.min(budgets[c] - longest_word(c).max(8));
+        budgets[c] -= cut;
+        over -= cut;
+    }
     let mut left = width;
     for c in 0..columns {
-        let fixed = if numeric[c] {
-            natural[c]
-        } else if unbroken[c] {
-            budgets[c] = natural[c].min((width / 2).max(longest_word(c)));
-            budgets[c]
-        } else {
-            0
-        };
-        left = left.saturating_sub(COLUMN_OVERHEAD + fixed);
+        if numeric[c] {
+            left = left.saturating_sub(COLUMN_OVERHEAD + budgets[c]);
+        }
+    }
+    // What the text columns other than shapes and ids need at least.
+    let unbroken_count = unbroken.iter().filter(|&&u| u).count().max(1);
+    let others_min: usize = (0..columns)
+        .filter(|&c| !numeric[c] && !unbroken[c])
+        .map(|c| COLUMN_OVERHEAD + min_text(c))
+        .sum();
+    let room = left.saturating_sub(others_min + COLUMN_OVERHEAD * unbroken_count) / unbroken_count;
+    for c in 0..columns {
+        if unbroken[c] {
+            budgets[c] = natural[c].min(room.max(longest_word(c)).max(1));
+            left = left.saturating_sub(COLUMN_OVERHEAD + budgets[c]);
+        } else if !numeric[c] {
+            left = left.saturating_sub(COLUMN_OVERHEAD);
+        }
     }
     let mut open: Vec<usize> = (0..columns)
         .filter(|&c| !numeric[c] && !unbroken[c])
@@ -521,7 +552,26 @@ pub(super) fn fit(table: &Table, rows: &[Vec<Cell>], width: Option<usize>) -> Fi
             break;
         }
     }
+    // Whatever the shares left over, shapes and ids give it back, wrapping.
+    let mut over = (budgets.iter().sum::<usize>() + COLUMN_OVERHEAD * columns).saturating_sub(width);
+    while over > 0 {
+        let Some(c) = (0..columns)
+            .filter(|&c| unbroken[c] && budgets[c] > longest_word(c).max(1))
+            .max_by_key(|&c| budgets[c])
+        else {
+            break;
+        };
+        let cut = over.min(budgets[c] - longest_word(c).max(1));
+        budgets[c] -= cut;
+        over -= cut;
+    }
     let mut cells = text;
+    for c in (0..columns).filter(|&c| figures[c] && natural[c] > budgets[c]) {
+        headers[c] = wrap(&headers[c].replace('\n', " "), budgets[c]);
+        for row in &mut cells {
+            row[c] = wrap_unbroken(&row[c], budgets[c]);
+        }
+    }
     for c in (0..columns).filter(|&c| unbroken[c]) {
         if natural[c] > budgets[c] {
             headers[c] = wrap(&headers[c].replace('\n', " "), budgets[c]);

@@ -64,12 +64,6 @@ struct LeftOut {
     repeated: Vec<String>,
 }
 
-impl LeftOut {
-    fn is_empty(&self) -> bool {
-        self.empty.is_empty() && self.constant.is_empty() && self.repeated.is_empty()
-    }
-}
-
 /// Whether a cell shows nothing: no figure, or a placeholder.
 fn blank(cell: &Cell) -> bool {
     cell.says_nothing() || matches!(cell, Cell::Text(t) if t.is_empty() || t == "-")
@@ -110,9 +104,15 @@ fn without_empty_columns(
         let name = table.columns[c].replace('_', " ");
         // A constant figure is often the answer (a total equal to its only
         // part): only text columns that repeat one value are left out.
-        if !numeric[c] && (1..rows.len()).all(|r| text(r, c) == text(0, c)) {
+        // Blank cells (a folded row of small memories) do not break it; a
+        // position (`peak at`) counts as text.
+        let texty = !numeric[c] || rows.iter().any(|r| matches!(r[c], Cell::Figure { .. }));
+        let shown: Vec<usize> = (0..rows.len()).filter(|&r| !blank(&rows[r][c])).collect();
+        if texty && shown.len() >= 2 && shown.iter().all(|&r| text(r, c) == text(shown[0], c)) {
             keep[c] = false;
-            left_out.constant.push(format!("{name} {}", text(0, c)));
+            left_out
+                .constant
+                .push(format!("{name} {}", text(shown[0], c)));
             continue;
         }
         // A variant of the bytes column (requested, unpadded) equal to it
@@ -193,6 +193,17 @@ fn paragraph(text: &str, width: usize) -> Vec<String> {
     lines
 }
 
+/// A line of prose (a note, what a table left out) wrapped at `width`, its
+/// lines after the first indented by one space.
+fn aside(out: &mut dyn Write, text: &str, width: usize) -> io::Result<()> {
+    let text = super::visible(text);
+    for (i, line) in paragraph(&text, width).iter().enumerate() {
+        let prefix = if i == 0 { " - " } else { "  " };
+        writeln!(out, "{}", line.strip_prefix(prefix).unwrap_or(line))?;
+    }
+    Ok(())
+}
+
 impl Exporter for TerminalExporter {
     fn export(&self, report: &dyn Report, out: &mut dyn Write) -> io::Result<()> {
         for (i, table) in report.tables().iter().enumerate() {
@@ -230,14 +241,13 @@ impl Exporter for TerminalExporter {
                     "… {omitted} more rows (raise --top, or use --format json)"
                 )?;
             }
-            if !left_out.empty.is_empty() {
-                writeln!(
-                    out,
-                    "(left out, n/a for every row: {}; --format json has every field)",
-                    left_out.empty.join(", ").replace('_', " ")
-                )?;
-            }
             let mut said: Vec<String> = Vec::new();
+            if !left_out.empty.is_empty() {
+                said.push(format!(
+                    "n/a for every row: {}; --format json has every field",
+                    left_out.empty.join(", ").replace('_', " ")
+                ));
+            }
             if !left_out.constant.is_empty() {
                 said.push(format!(
                     "the same in every row: {}",
@@ -247,20 +257,12 @@ impl Exporter for TerminalExporter {
             if !left_out.repeated.is_empty() {
                 said.push(left_out.repeated.join(", "));
             }
-            if !said.is_empty() && !left_out.is_empty() {
-                let said = format!("(left out, {})", said.join("; "));
-                let text = super::visible(&said);
-                for (i, line) in paragraph(&text, self.width).iter().enumerate() {
-                    let prefix = if i == 0 { " - " } else { "  " };
-                    writeln!(out, "{}", line.strip_prefix(prefix).unwrap_or(line))?;
-                }
+            if !said.is_empty() {
+                aside(out, &format!("(left out, {})", said.join("; ")), self.width)?;
             }
             if !empty_rows.is_empty() {
-                writeln!(
-                    out,
-                    "(left out, n/a in every column: {})",
-                    super::visible(&empty_rows.join(", "))
-                )?;
+                let said = format!("(left out, n/a in every column: {})", empty_rows.join(", "));
+                aside(out, &said, self.width)?;
             }
             for note in &table.notes {
                 for line in paragraph(&super::visible(note), self.width) {
@@ -275,8 +277,10 @@ impl Exporter for TerminalExporter {
         if !notes.is_empty() {
             writeln!(out)?;
         }
+        // A note is prose: wrapped at the width, its lines after the first
+        // indented, so no line of a CI log runs past it.
         for note in notes {
-            writeln!(out, "{}", super::visible(&note))?;
+            aside(out, &note, self.width)?;
         }
         Ok(())
     }
