@@ -16,6 +16,7 @@ pub mod peak_facts;
 pub mod replay;
 pub mod segments;
 pub mod series;
+mod setting_advice;
 pub mod steps;
 pub mod summary;
 

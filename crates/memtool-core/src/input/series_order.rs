@@ -11,7 +11,7 @@
 use std::cmp::Ordering;
 use std::collections::HashSet;
 
-use crate::model::{Profile, StackId};
+use crate::model::{Format, Profile, StackId};
 
 use super::file_name;
 
@@ -56,7 +56,10 @@ pub fn natural_cmp(a: &str, b: &str) -> Ordering {
 /// names, and when one of them shares no call stack with the others (a file
 /// of another program).
 pub(super) fn warn_of_misordered_series(profile: &mut Profile) {
-    if profile.inputs.len() < 2 {
+    // Only files that each record one point of a series: pprof snapshots
+    // and PyTorch snapshot pickles (several XSpace files are hosts of a run).
+    let series = |f: Format| matches!(f, Format::Pprof | Format::TorchSnapshot);
+    if profile.inputs.len() < 2 || !profile.inputs.iter().all(|i| series(i.format)) {
         return;
     }
     let names: Vec<String> = profile.inputs.iter().map(|i| file_name(&i.path)).collect();
@@ -84,6 +87,8 @@ pub(super) fn warn_of_misordered_series(profile: &mut Profile) {
 
 /// A name as (text before its last number, the number, text after it).
 fn numbered(name: &str) -> Option<(&str, &str, &str)> {
+    // `memory3.prof.gz` is numbered like `memory2.prof`.
+    let name = name.strip_suffix(".gz").unwrap_or(name);
     let end = name.rfind(|c: char| c.is_ascii_digit())? + 1;
     let start = name[..end]
         .rfind(|c: char| !c.is_ascii_digit())

@@ -553,7 +553,8 @@ pub(super) fn fit(table: &Table, rows: &[Vec<Cell>], width: Option<usize>) -> Fi
         }
     }
     // Whatever the shares left over, shapes and ids give it back, wrapping.
-    let mut over = (budgets.iter().sum::<usize>() + COLUMN_OVERHEAD * columns).saturating_sub(width);
+    let mut over =
+        (budgets.iter().sum::<usize>() + COLUMN_OVERHEAD * columns).saturating_sub(width);
     while over > 0 {
         let Some(c) = (0..columns)
             .filter(|&c| unbroken[c] && budgets[c] > longest_word(c).max(1))

@@ -271,7 +271,9 @@ mod tests {
             ids(&copies),
             ["GPU_0_bfc (vm)", "GPU_0_bfc (b)", "GPU_0_bfc (c)"]
         );
-        assert_eq!(copies.memories[1].host.as_deref(), Some("vm"));
+        // Each one's host is the label its id carries, so the two agree.
+        assert_eq!(copies.memories[0].host.as_deref(), Some("vm"));
+        assert_eq!(copies.memories[1].host.as_deref(), Some("b"));
 
         let run = read_run(vec![
             host("run/w0.xplane.pb", "worker-0", "MatMul"),
