@@ -29,19 +29,27 @@ Frames are made what a CUDA snapshot records: the profiler's
 files under site-packages; its `nn.Module:` and `<built-in ...>` entries,
 which a CUDA snapshot does not record, are dropped.
 
-The three snapshots:
+The snapshots:
 - capacity.pickle: at the run's peak, a request larger than the whole device
   (given as --capacity in the tests) less what is live;
 - fragmentation.pickle: a request that the free memory inside reserved
   segments plus the device's free memory could hold, but no free block can;
 - outside_pytorch.pickle: a request that fails with little reserved and
-  little free on a device of 80 GiB: the rest is held outside PyTorch.
+  little free on a device of 80 GiB: the rest is held outside PyTorch;
+- fragmentation_expandable.pickle: fragmentation.pickle with
+  `expandable_segments:True` in its allocator settings;
+- after_failure.pickle: the capacity failure on an allocator with
+  expandable segments on, after which the program caught the error and
+  freed its largest tensors before dumping: the trace goes on after the
+  `oom` entry and the segments are the (mostly free) end state. Its
+  expected figures are the allocator's at the failure.
 
 usage: python3 scripts/make_torch_oom_fixtures.py [SOURCE]
   (from the repository root; SOURCE defaults to
    ../shared/fixtures/torch/torch_cpu_transformer.snapshot.pickle)
 """
 import collections
+import copy
 import json
 import os
 import pickle
@@ -63,6 +71,8 @@ T0 = 1_760_000_000_000_000
 # Entries the trace keeps (`_record_memory_history(max_entries=...)`): a ring
 # buffer, so the snapshot also holds blocks allocated before its window.
 MAX_ENTRIES = 300
+# Tensors the program of after_failure.pickle frees after catching the error.
+AFTER_FAILURE_FREES = 40
 SITE_PACKAGES = "/opt/venv/lib/python3.12/site-packages/"
 PROFILER_FRAME = re.compile(r"^(.*\.py)\((\d+)\): (.*)$")
 
@@ -186,10 +196,19 @@ class Allocator:
     def reserved(self):
         return sum(s["size"] for s in self.segments)
 
-    def snapshot(self, request, device_free, frames):
+    def fail(self, request, device_free, frames):
+        """The allocator gives up on `request`: cached segments released
+        first, then the `oom` entry."""
         self.release_cached(frames)
         self.trace.append({"action": "oom", "device_free": device_free, "size": round_size(request),
                            "stream": 0, "time_us": T0 + len(self.trace), "frames": frames})
+
+    def snapshot(self, request, device_free, frames):
+        self.fail(request, device_free, frames)
+        return self.dump()
+
+    def dump(self, expandable=False):
+        """`torch.cuda.memory._snapshot()` of the allocator as it is now."""
         segments = []
         for seg in self.segments:
             blocks = [{"address": b[0], "size": b[1], "requested_size": b[2], "state": b[3], "frames": b[4]}
@@ -201,14 +220,15 @@ class Allocator:
                 "active_size": sum(b["size"] for b in active),
                 "requested_size": sum(b["requested_size"] for b in active),
                 "stream": 0, "segment_type": seg["pool"], "segment_pool_id": (0, 0),
-                "is_expandable": False, "frames": seg["frames"], "blocks": blocks,
+                "is_expandable": expandable, "frames": seg["frames"], "blocks": blocks,
             })
         return {
             "segments": segments,
             "device_traces": [self.trace[-MAX_ENTRIES:]],
             "allocator_settings": {
-                "PYTORCH_CUDA_ALLOC_CONF": "", "max_split_size": -1, "garbage_collection_threshold": 0.0,
-                "expandable_segments": False, "pinned_num_register_threads": 1,
+                "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True" if expandable else "",
+                "max_split_size": -1, "garbage_collection_threshold": 0.0,
+                "expandable_segments": expandable, "pinned_num_register_threads": 1,
                 "release_lock_on_cudamalloc": False, "pinned_use_cuda_host_register": False,
                 "roundup_power2_divisions": {str(1 << i): 0 for i in range(16)},
             },
@@ -233,7 +253,7 @@ def replay(source, stop, visit=None):
     return alloc
 
 
-BEFORE_RECORDING = "<before recording: still live>"
+BEFORE_RECORDING = "<allocated before recording, still live>"
 
 
 def user_frame(frames):
@@ -251,7 +271,7 @@ def user_frame(frames):
 def figures(snap, capacity):
     """What the file says, computed from the dicts alone."""
     trace = snap["device_traces"][0]
-    oom = trace[-1]
+    oom = next(e for e in reversed(trace) if e["action"] == "oom")
     live = {}
     for e in trace:
         if e["action"] == "alloc":
@@ -331,6 +351,25 @@ def main():
     write("capacity", snap)
     expected["capacity"] = figures(snap, capacity)
 
+    # After the failure: the capacity failure again, on a device whose
+    # allocator has expandable segments on, but the program caught the error
+    # and freed its tensors before the snapshot was dumped: the segments are
+    # the end state, mostly free, and the trace goes on after the `oom`
+    # entry. The figures at the failure are those of the allocator then.
+    alloc = replay(source, peak_at)
+    alloc.fail(request, capacity - reserved_after, oom_frames(source, peak_at))
+    at_failure = alloc.dump(expandable=True)
+    # The largest tensors go first (the smallest stay, as a model's would),
+    # few enough that the window still holds the `oom` entry.
+    live = sorted(alloc.live.items(), key=lambda kv: -next(b[1] for b in kv[1]["blocks"] if b[0] == kv[0]))
+    for address, _ in live[:AFTER_FAILURE_FREES]:
+        alloc.free(address, [])
+    snap = alloc.dump(expandable=True)
+    assert any(e["action"] == "oom" for e in snap["device_traces"][0])
+    write("after_failure", snap)
+    expected["after_failure"] = figures(at_failure, capacity)
+    expected["after_failure"]["end_free_in_reserved_bytes"] = figures(snap, capacity)["free_in_reserved_bytes"]
+
     # Fragmentation: the point with the most free bytes stranded in the
     # reserved segments that hold live blocks; a request larger than any free
     # block but smaller than those free bytes, on a device with less free than
@@ -356,6 +395,13 @@ def main():
     snap = alloc.snapshot(request, device_free, oom_frames(source, stop))
     write("fragmentation", snap)
     expected["fragmentation"] = figures(snap, alloc.reserved() + device_free)
+    # The same failure on an allocator with expandable segments already on:
+    # the advice must not recommend them again.
+    snap = copy.deepcopy(snap)
+    snap["allocator_settings"]["expandable_segments"] = True
+    snap["allocator_settings"]["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
+    write("fragmentation_expandable", snap)
+    expected["fragmentation_expandable"] = expected["fragmentation"]
 
     # Outside PyTorch: early in the run, little reserved, a 512 MiB request,
     # and 300 MiB free on an 80 GiB device: the rest is someone else's.

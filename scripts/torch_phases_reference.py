@@ -151,8 +151,8 @@ def snapshot(path):
         by_phase = collections.Counter()
         for size, p in best[1].values():
             by_phase[p or "<none>"] += size
-        by_phase["<before recording: freed>"] += best[2]
-        by_phase["<before recording: still live>"] += still_live
+        by_phase["<allocated before recording, freed later>"] += best[2]
+        by_phase["<allocated before recording, still live>"] += still_live
         result[str(device)] = {
             "peak_bytes": best[0],
             "by_phase": {k: v for k, v in sorted(by_phase.items()) if v},

@@ -21,6 +21,7 @@ pub mod report;
 pub mod timings;
 
 pub use error::{Error, Result};
+pub use input::series_order::natural_cmp;
 pub use input::{check_stream_head, ByteSource, LoadOptions, Source, STREAM_HEAD_BYTES};
 
 /// Reads one or more inputs into one profile (see [`LoadOptions`]). Several

@@ -366,12 +366,19 @@
     if (!bl.base || bl.addr[k] < 0) { return ''; }
     try { return '0x' + (BigInt(bl.base) + BigInt(bl.addr[k])).toString(16); } catch (e) { return ''; }
   }
+  // When a block was allocated: a time, or for memory allocated before the
+  // recording (which the page's blocks start at the recording's start) that.
+  function madeText(m, bl, k) {
+    var s = bl.site[k] >= 0 ? bl.sites[bl.site[k]] : null;
+    if (s && s.before) { return 'allocated before the recording' + (s.before === 'freed' ? ', freed later' : ''); }
+    return 'allocated at ' + fmtX(m, bl.start[k]);
+  }
   function showStack(panel, m, k) {
     var bl = m.blocks, old = panel.querySelector('.stackview');
     if (old) { panel.removeChild(old); }
     var box = htmlEl('div', 'stackview');
     var s = bl.site[k] >= 0 ? bl.sites[bl.site[k]] : null;
-    var head = fmtBytes(bl.bytes[k]) + ' allocated at ' + fmtX(m, bl.start[k]) + (hexAddr(bl, k) ? ' at ' + hexAddr(bl, k) : '');
+    var head = fmtBytes(bl.bytes[k]) + ' ' + madeText(m, bl, k) + (hexAddr(bl, k) ? ' at ' + hexAddr(bl, k) : '');
     box.appendChild(htmlEl('div', 'verdict', head));
     if (!s) { box.appendChild(htmlEl('p', 'omitted', 'stack not kept: the page keeps the stacks of ' + bl.sites.length + ' of ' + bl.total_sites + ' sites')); panel.appendChild(box); return; }
     var facts = [];
@@ -380,6 +387,8 @@
     if (s.category) { facts.push('category ' + s.category); }
     if (facts.length) { box.appendChild(htmlEl('div', null, facts.join(' · '))); }
     if (s.stack.length === 0) { box.appendChild(htmlEl('p', 'omitted', 'no stack recorded')); }
+    // The allocation of such a block was not recorded: the stack is its free's (MemoryViz: "alloc not recorded, stack trace for free").
+    else if (s.before === 'freed') { box.appendChild(htmlEl('div', 'hint', 'allocation not recorded; stack of the free:')); }
     var ol = htmlEl('ol', 'stack');
     s.stack.forEach(function (f) {
       var fr = bl.frames[f];
@@ -422,7 +431,7 @@
       if (chosen(bl, k) && liveAt(bl, x, k)) { ks.push(k); listed += bl.bytes[k]; }
     }
     ks.sort(function (a, c) { return bl.bytes[c] - bl.bytes[a] || bl.start[a] - bl.start[c]; });
-    var note = ks.length + ' block(s) live here, ' + fmtBytes(listed) + ', largest first';
+    var note = ks.length + (ks.length === 1 ? ' block' : ' blocks') + ' live here, ' + fmtBytes(listed) + ', largest first';
     if (ks.length > DRILL_ROWS) { note += ' (the first ' + DRILL_ROWS + ' shown)'; }
     if (listed < expected) { note += '; ' + fmtBytes(expected - listed) + ' in blocks the page does not list (it keeps the ' + bl.bytes.length + ' largest of ' + bl.total + ' blocks ' + keptHow + ')'; }
     panel.appendChild(htmlEl('p', 'hint', note + '. Click a row for its stack.'));
@@ -436,7 +445,9 @@
       var s = bl.site[k] >= 0 ? bl.sites[bl.site[k]] : null;
       var age = x - bl.start[k];
       var ageText = m.axis === 'time_ps' ? fmtSeconds(age / 1e12) : m.axis === 'time_us' ? fmtSeconds(age / 1e6) : age + ' events';
-      [fmtBytes(bl.bytes[k]), fmtBytes(bl.requested[k]), fmtX(m, bl.start[k]), ageText, hexAddr(bl, k), s ? s.op : ''].forEach(function (v, i) {
+      // Allocated before the recording: when is unknown, its age at least this.
+      var before = s && s.before;
+      [fmtBytes(bl.bytes[k]), fmtBytes(bl.requested[k]), before ? 'before recording' : fmtX(m, bl.start[k]), (before ? '≥ ' : '') + ageText, hexAddr(bl, k), s ? s.op : ''].forEach(function (v, i) {
         tr.appendChild(htmlEl('td', i < 2 || i === 3 ? 'num' : null, v));
       });
       tr.addEventListener('click', function () {
@@ -507,7 +518,7 @@
         k = +k;
         var s = bl.site[k] >= 0 ? bl.sites[bl.site[k]] : null;
         var band = t.bands[bl.band[k]];
-        tip.show([fmtBytes(bl.bytes[k]) + ' at ' + hexAddr(bl, k), (band ? band.key : ''), 'allocated at ' + fmtX(m, bl.start[k]) + (s && s.op ? ' · ' + s.op : ''), 'click for its stack'], ev);
+        tip.show([fmtBytes(bl.bytes[k]) + ' at ' + hexAddr(bl, k), (band ? band.key : ''), madeText(m, bl, k) + (s && s.op ? ' · ' + s.op : ''), 'click for its stack'], ev);
       });
       svg.addEventListener('mouseleave', function () { tip.hide(); });
       svg.addEventListener('click', function (ev) {
@@ -752,7 +763,7 @@
       var k = blockAt(addr, x);
       if (k >= 0) {
         var site = bl.site[k] >= 0 ? bl.sites[bl.site[k]] : null;
-        lines.push(fmtBytes(bl.bytes[k]) + ' block at ' + hexAddr(bl, k) + ', allocated at ' + fmtX(m, bl.start[k]));
+        lines.push(fmtBytes(bl.bytes[k]) + ' block at ' + hexAddr(bl, k) + ', ' + madeText(m, bl, k));
         var bk = m.timeline.bands[bl.band[k]];
         lines.push(bk ? bk.key : 'in use');
         if (site && site.op) { lines.push('op ' + site.op); }

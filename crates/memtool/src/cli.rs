@@ -128,6 +128,11 @@ pub struct ReadArgs {
     /// on a thread with its events in memory (default: every core).
     #[arg(long, short = 'j', value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
     pub jobs: Option<u16>,
+    /// Order the files before reading them: `natural` by the numbers in
+    /// their names (memory2 before memory10, where a shell glob puts
+    /// memory10 first); by default, the order given.
+    #[arg(long, value_enum, value_name = "ORDER")]
+    pub sort: Option<SortArg>,
 }
 
 impl ReadArgs {
@@ -139,6 +144,13 @@ impl ReadArgs {
             ..memtool_core::LoadOptions::default()
         }
     }
+}
+
+/// How `--sort` orders the files given.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SortArg {
+    /// By the numbers in their names, the rest as text.
+    Natural,
 }
 
 #[derive(Args, Debug)]
@@ -235,6 +247,22 @@ impl XprofArgs {
         if self.xprof_compat {
             options.ties = Ties::Last;
         }
+    }
+}
+
+/// Warns when a CI gate's limit is under 100 bytes: a bare number is
+/// bytes, so `--fail-on-growth 5` fails on 5 bytes, seldom what was meant.
+pub fn warn_of_tiny_limit(flag: &str, bytes: u64) {
+    if bytes < 100 {
+        crate::output::warn(&[format!(
+            "warning: {flag} {bytes} is {bytes} bytes (a bare number is bytes): give a unit \
+             (5MiB){}",
+            if flag == "--fail-on-growth" {
+                " or a percentage (5%)"
+            } else {
+                ""
+            }
+        )]);
     }
 }
 

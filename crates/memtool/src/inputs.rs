@@ -161,6 +161,9 @@ pub fn load_several(
         for path in paths.iter() {
             files.extend(expand(path, args)?);
         }
+        if args.sort == Some(crate::cli::SortArg::Natural) {
+            files.sort_by(|a, b| memtool_core::natural_cmp(a, b));
+        }
         let group = files
             .iter()
             .map(|p| read_source(p, replaced.as_ref(), options.decompressed_limit()))

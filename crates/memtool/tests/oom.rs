@@ -1,5 +1,5 @@
 //! The out-of-memory post-mortem (`memtool oom`, and `summary` opening with
-//! it) on the three snapshots `scripts/make_torch_oom_fixtures.py` derives,
+//! it) on the snapshots `scripts/make_torch_oom_fixtures.py` derives,
 //! against the figures that script computed from the pickled dicts alone
 //! (`crates/memtool/tests/data/oom/expected.json`); and on compiled programs over a
 //! capacity, given or recorded in the XSpace.
@@ -152,14 +152,86 @@ fn free_memory_in_pieces_is_a_fragmentation_failure_with_the_settings_that_help(
         .map(|s| s["setting"].as_str().unwrap())
         .collect();
     assert_eq!(settings[0], "expandable_segments:True");
-    assert!(settings[1].starts_with("max_split_size_mb:"));
-    assert!(settings[2].starts_with("garbage_collection_threshold:"));
     // expandable segments: the large pool's free bytes and the device's.
     assert_eq!(
         u(&pm["settings"][0]["bytes"]),
         u(&want["free_by_pool"]["large/0"]) + u(&want["device_free_bytes"])
     );
+    // The allocator released every wholly free segment before it gave up,
+    // so a garbage collection threshold would recover nothing: not listed,
+    // nor is any other setting that would recover 0 B.
+    assert!(
+        !settings
+            .iter()
+            .any(|s| s.starts_with("garbage_collection_threshold:")),
+        "{settings:?}"
+    );
+    for s in pm["settings"].as_array().unwrap() {
+        assert!(u(&s["bytes"]) > 0, "{s}");
+    }
     assert!(pm["remove_to_fit"].is_null());
+    assert_eq!(pm["state_at_failure"], "segments");
+    assert_eq!(pm["events_after_failure"], 0);
+
+    // The same failure with expandable segments already on: the verdict and
+    // figures are the same, and the advice does not recommend them again.
+    let on = post_mortem("fragmentation_expandable", &[]);
+    assert_eq!(on["verdict"], "fragmentation");
+    assert_eq!(on["shortfall_bytes"], pm["shortfall_bytes"]);
+    let advised: Vec<&str> = on["settings"]
+        .as_array()
+        .map(|a| a.iter().map(|s| s["setting"].as_str().unwrap()).collect())
+        .unwrap_or_default();
+    assert!(
+        !advised.iter().any(|s| s.starts_with("expandable_segments")),
+        "{advised:?}"
+    );
+    assert_eq!(advised, settings[1..].to_vec());
+}
+
+#[test]
+fn a_failure_followed_by_more_events_is_judged_at_the_failure() {
+    // The program caught the error and freed its largest tensors before the
+    // snapshot was dumped: at the end the segments are mostly free, and a
+    // verdict from them would be fragmentation.
+    let want = expected("after_failure");
+    let request = u(&want["request_bytes"]);
+    assert!(u(&want["end_free_in_reserved_bytes"]) + u(&want["device_free_bytes"]) >= request);
+    assert!(u(&want["free_in_reserved_bytes"]) + u(&want["device_free_bytes"]) < request);
+
+    let file = fixture("after_failure");
+    let doc = common::json(&["oom", &file]);
+    let pm = &doc["oom"][0];
+    assert_eq!(pm["verdict"], "capacity", "{pm}");
+    assert_eq!(pm["state_at_failure"], "replayed");
+    assert_eq!(pm["segments_at_failure"], false);
+    assert!(u(&pm["events_after_failure"]) > 0);
+    for field in [
+        "request_bytes",
+        "device_free_bytes",
+        "reserved_bytes",
+        "live_bytes",
+    ] {
+        assert_eq!(pm[field], want[field], "{field}");
+    }
+    // Replayed blocks take their request rounded to 512 B; the allocator's
+    // blocks can be larger (a remainder it did not split), so the replayed
+    // allocated bytes are at most the allocator's, and its free bytes at least.
+    assert!(u(&pm["allocated_bytes"]) <= u(&want["allocated_bytes"]));
+    assert!(u(&pm["allocated_bytes"]) >= u(&want["live_bytes"]));
+    assert!(u(&pm["free_in_reserved_bytes"]) >= u(&want["free_in_reserved_bytes"]));
+    assert_eq!(
+        u(&pm["allocated_bytes"]) + u(&pm["free_in_reserved_bytes"]),
+        u(&pm["reserved_bytes"])
+    );
+    // Every figure is the failure's: the live table adds up to live_bytes.
+    let live: u64 = common::bytes_by_key(&pm["live_by_user_frame"])
+        .values()
+        .sum();
+    assert_eq!(live, u(&want["live_bytes"]));
+    let text = pm["explanation"].as_str().unwrap();
+    assert!(text.contains("replayed from the trace"), "{text}");
+    assert!(pm["settings"].is_null(), "no setting advice for capacity");
 }
 
 #[test]

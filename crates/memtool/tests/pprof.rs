@@ -408,3 +408,103 @@ fn every_profile_works_with_every_command_and_format() {
         }
     }
 }
+
+/// `memtool leaks ARGS` in `dir`: its stderr and the series' point labels.
+fn leaks_in(dir: &std::path::Path, args: &[&str]) -> (String, Vec<String>) {
+    let out = common::memtool()
+        .current_dir(dir)
+        .arg("leaks")
+        .args(args)
+        .args(["--format", "json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let labels = doc["memories"][0]["points"]
+        .as_array()
+        .map(|p| {
+            p.iter()
+                .map(|p| p.as_str().unwrap_or_default().to_string())
+                .collect()
+        })
+        .unwrap_or_default();
+    (String::from_utf8(out.stderr).unwrap(), labels)
+}
+
+/// The JAX documentation's folder as `memory*.prof` expands it: `memory.prof`
+/// (the first example's snapshot) before the leak series. memtool warns
+/// that it is outside the series' numbering; the series alone gets no such
+/// warning.
+#[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
+fn a_file_outside_the_series_numbering_is_warned_of() {
+    let dir = shared_fixture("pprof");
+    let mut glob: Vec<String> = (1..=9).map(|i| format!("memory{i}.prof")).collect();
+    glob.insert(0, "memory.prof".to_string());
+    let args: Vec<&str> = glob.iter().map(String::as_str).collect();
+    let (stderr, _) = leaks_in(&dir, &args);
+    assert!(
+        stderr.contains(
+            "memory.prof is not numbered like the other files of the series \
+                         (memory1.prof … memory9.prof)"
+        ),
+        "{stderr}"
+    );
+    let (stderr, _) = leaks_in(&dir, &args[1..]);
+    assert!(!stderr.contains("warning"), "{stderr}");
+    // A file of another program (sharded.prof: four devices, no stack in
+    // common) is named as such too.
+    let (stderr, _) = leaks_in(
+        &dir,
+        &[
+            "memory1.prof",
+            "memory2.prof",
+            "memory3.prof",
+            "sharded.prof",
+        ],
+    );
+    assert!(
+        stderr.contains("sharded.prof holds 0.0% of its bytes at call stacks the other files"),
+        "{stderr}"
+    );
+}
+
+/// Ten or more numbered files in a shell glob's order (`m10` before `m2`)
+/// are warned of, and `--sort natural` reads them in the numbers' order.
+#[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
+fn numbered_files_out_of_order_are_warned_of_and_sorted_naturally() {
+    let dir = std::env::temp_dir().join(format!("memtool-natural-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for i in 1..=10 {
+        let source = path(&format!("memory{}.prof", i.min(9)));
+        std::fs::copy(source, dir.join(format!("m{i}.prof"))).unwrap();
+    }
+    // The shell's order: names sorted as text.
+    let mut glob: Vec<String> = (1..=10).map(|i| format!("m{i}.prof")).collect();
+    glob.sort();
+    assert_eq!(glob[1], "m10.prof");
+    let args: Vec<&str> = glob.iter().map(String::as_str).collect();
+    let (stderr, labels) = leaks_in(&dir, &args);
+    assert!(
+        stderr.contains(
+            "the files are not in the order of the numbers in their names \
+                         (m10.prof is given before m2.prof)"
+        ),
+        "{stderr}"
+    );
+    assert!(stderr.contains("--sort natural"), "{stderr}");
+    assert_eq!(labels[1], "m10.prof");
+    let mut sorted = args.clone();
+    sorted.push("--sort");
+    sorted.push("natural");
+    let (stderr, labels) = leaks_in(&dir, &sorted);
+    assert!(!stderr.contains("warning"), "{stderr}");
+    let want: Vec<String> = (1..=10).map(|i| format!("m{i}.prof")).collect();
+    assert_eq!(labels, want);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

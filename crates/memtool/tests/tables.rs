@@ -240,15 +240,9 @@ fn output_of(args: &[&str], env: Option<(&str, &str)>) -> Option<String> {
     }
 }
 
-/// Every command's tables (every breakdown of `diff`, the post-mortems
-/// of `oom`, `peak --budget`) narrowed to `WIDTH` columns, the default: no two rows whose keys
-/// differ are shown alike (Markdown given the width shortens labels as the
-/// terminal does; without one it shows them whole), and every terminal
-/// table line fits (`$COLUMNS` sets the width).
-#[test]
-#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
-fn shown_keys_tell_rows_apart_on_every_shared_fixture() {
-    const WIDTH: &str = "100";
+/// Every command on every shared fixture (and the derived ones beside the
+/// tests), with the series, the post-mortems and the diffs by every key.
+fn every_command_on_every_fixture() -> Vec<Vec<String>> {
     let files = shared_fixtures();
     let mut runs: Vec<Vec<String>> = Vec::new();
     for file in &files {
@@ -278,7 +272,13 @@ fn shown_keys_tell_rows_apart_on_every_shared_fixture() {
     runs.push([vec!["peak".to_string()], series.clone()].concat());
     runs.push([vec!["summary".to_string()], series.clone()].concat());
     // The post-mortems of the committed out-of-memory snapshots.
-    for oom in ["capacity", "fragmentation", "outside_pytorch"] {
+    for oom in [
+        "capacity",
+        "fragmentation",
+        "outside_pytorch",
+        "after_failure",
+        "fragmentation_expandable",
+    ] {
         let file = common::repo()
             .join("crates/memtool/tests/data/oom")
             .join(format!("{oom}.pickle"));
@@ -320,6 +320,27 @@ fn shown_keys_tell_rows_apart_on_every_shared_fixture() {
             );
         }
     }
+    for trace in ["steps_cpu_gpu", "rocm"] {
+        let file = common::repo()
+            .join("crates/memtool/tests/data/torch_trace")
+            .join(format!("{trace}.pt.trace.json"));
+        for command in ["summary", "peak", "frag", "leaks"] {
+            runs.push(vec![command.to_string(), file.display().to_string()]);
+        }
+    }
+    runs
+}
+
+/// Every command's tables (every breakdown of `diff`, the post-mortems
+/// of `oom`, `peak --budget`) narrowed to `WIDTH` columns, the default: no two rows whose keys
+/// differ are shown alike (Markdown given the width shortens labels as the
+/// terminal does; without one it shows them whole), and every terminal
+/// table line fits (`$COLUMNS` sets the width).
+#[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
+fn shown_keys_tell_rows_apart_on_every_shared_fixture() {
+    const WIDTH: &str = "100";
+    let runs = every_command_on_every_fixture();
     let mut checked_rows = 0;
     let mut too_wide = Vec::new();
     for args in &runs {
@@ -380,4 +401,170 @@ fn ranks_table() {
         "--capacity",
         "64MiB",
     ]));
+}
+
+/// A terminal table as printed: its title, column headings and rows, the
+/// cells found by the runs of 3+ spaces that run down every line of it
+/// (cells hold single spaces only). Rows that continue a wrapped cell (their
+/// first cell blank) are left out.
+struct PrintedTable {
+    title: String,
+    headings: Vec<String>,
+    rows: Vec<Vec<String>>,
+}
+
+fn printed_tables(text: &str) -> Vec<PrintedTable> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < lines.len() {
+        // A rule line closes the header; the header runs up from it to the
+        // title (the first line after a blank one).
+        let Some(rule) = (i..lines.len()).find(|&j| {
+            let t = lines[j].trim();
+            !t.is_empty() && t.chars().all(|c| c == '─')
+        }) else {
+            break;
+        };
+        let title = (0..rule)
+            .rev()
+            .find(|&j| j == 0 || lines[j - 1].trim().is_empty())
+            .unwrap_or(0);
+        let header: Vec<&str> = lines[title + 1..rule].to_vec();
+        let mut end = rule + 1;
+        while end < lines.len()
+            && !lines[end].trim().is_empty()
+            && lines[end].starts_with(' ')
+            && !lines[end].starts_with(" - ")
+        {
+            end += 1;
+        }
+        let body: Vec<&str> = lines[rule + 1..end].to_vec();
+        i = end;
+        if body.is_empty() {
+            continue;
+        }
+        let chars: Vec<Vec<char>> = header
+            .iter()
+            .chain(&body)
+            .map(|l| l.chars().collect())
+            .collect();
+        let width = chars.iter().map(Vec::len).max().unwrap_or(0);
+        let blank: Vec<bool> = (0..width)
+            .map(|p| chars.iter().all(|l| l.get(p).is_none_or(|c| *c == ' ')))
+            .collect();
+        let mut spans: Vec<(usize, usize)> = Vec::new();
+        let mut p = 0;
+        while p < width {
+            if blank[p] {
+                p += 1;
+                continue;
+            }
+            let start = p;
+            loop {
+                while p < width && !blank[p] {
+                    p += 1;
+                }
+                // A gap of 1 or 2 spaces is inside a cell.
+                let gap = (p..width).take_while(|&q| blank[q]).count();
+                if p < width && gap < 3 && p + gap < width {
+                    p += gap;
+                } else {
+                    break;
+                }
+            }
+            spans.push((start, p));
+        }
+        let cell = |l: &[char], (a, b): (usize, usize)| -> String {
+            l.get(a..b.min(l.len())).map_or(String::new(), |s| {
+                s.iter().collect::<String>().trim().to_string()
+            })
+        };
+        let headings: Vec<String> = spans
+            .iter()
+            .map(|&s| {
+                chars[..header.len()]
+                    .iter()
+                    .map(|l| cell(l, s))
+                    .filter(|c| !c.is_empty())
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+            .collect();
+        let rows: Vec<Vec<String>> = chars[header.len()..]
+            .iter()
+            .map(|l| spans.iter().map(|&s| cell(l, s)).collect::<Vec<_>>())
+            .filter(|r: &Vec<String>| !r[0].is_empty())
+            .collect();
+        out.push(PrintedTable {
+            title: lines[title].to_string(),
+            headings,
+            rows,
+        });
+    }
+    out
+}
+
+/// Whether a printed cell is a figure (bytes, a count, a share, a position).
+fn is_figure(cell: &str) -> bool {
+    cell == "n/a"
+        || cell.starts_with(|c: char| c.is_ascii_digit() || "+-#>≥".contains(c))
+        || cell.starts_with("t+")
+}
+
+/// Every command on every fixture, as a terminal 100 columns wide shows it:
+/// no line runs past the width, no shape or memory id is shortened (they
+/// wrap), and no text column says nothing — empty, or one value in every
+/// row of a table of two rows or more.
+#[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
+fn tables_never_cut_the_answer_at_100_columns() {
+    const WIDTH: usize = 100;
+    let mut faults: Vec<String> = Vec::new();
+    let mut tables_checked = 0;
+    for args in every_command_on_every_fixture() {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let Some(text) = output_of(&args, Some(("COLUMNS", "100"))) else {
+            continue;
+        };
+        // Deep native stacks shown whole (`--all-frames`) are told apart
+        // wider than the width; the other checks hold for them too.
+        if !args.contains(&"--all-frames") {
+            for line in text.lines() {
+                if line.chars().count() > WIDTH {
+                    faults.push(format!(
+                        "{args:?}: {} columns: {line}",
+                        line.chars().count()
+                    ));
+                }
+            }
+        }
+        for t in printed_tables(&text) {
+            tables_checked += 1;
+            for (c, heading) in t.headings.iter().enumerate() {
+                let column: Vec<&str> = t.rows.iter().map(|r| r[c].as_str()).collect();
+                if ["shape", "memory"].contains(&heading.as_str()) {
+                    for cell in column.iter().filter(|cell| cell.contains('…')) {
+                        faults.push(format!("{args:?}: {}: {heading} cut: {cell}", t.title));
+                    }
+                }
+                if c == 0 || column.len() < 2 {
+                    continue;
+                }
+                if column.iter().all(|cell| cell.is_empty()) {
+                    faults.push(format!("{args:?}: {}: column {heading} is empty", t.title));
+                } else if column.iter().all(|cell| *cell == column[0]) && !is_figure(column[0]) {
+                    faults.push(format!(
+                        "{args:?}: {}: column {heading} is {} in every row",
+                        t.title, column[0]
+                    ));
+                }
+            }
+        }
+    }
+    assert!(
+        tables_checked > 500,
+        "only {tables_checked} tables were read"
+    );
+    assert!(faults.is_empty(), "{}", faults.join("\n"));
 }

@@ -21,8 +21,8 @@ const WITH_ALLOCATOR_EVENTS: [&str; 6] = [
     "xprof_gpu_multi_worker",
 ];
 
-const BEFORE_START_OP: &str = "<before recording: still live>";
-const FREED_BEFORE_START_OP: &str = "<before recording: freed>";
+const BEFORE_START_OP: &str = "<allocated before recording, still live>";
+const FREED_BEFORE_START_OP: &str = "<allocated before recording, freed later>";
 const UNEXPLAINED_OP: &str = "<in use by the allocator's count, not in any recorded event>";
 
 struct Fixture {
@@ -628,7 +628,7 @@ fn reads_keras_logdirs_chooses_runs_and_labels_hosts() {
     // --run picks another, by its folder's name or its full name; both
     // hosts of one allocator name are labelled, the first too. The two files
     // record one host name (`synth`), so the second's file name tells it
-    // apart.
+    // apart, in its id and its host alike.
     for name in ["2026_03_02_10_00_00", "train/2026_03_02_10_00_00"] {
         let doc = json(&["summary", logdir_arg, "--run", name]);
         let ids: Vec<(&str, &str)> = doc["memories"]
@@ -641,7 +641,7 @@ fn reads_keras_logdirs_chooses_runs_and_labels_hosts() {
             ids,
             [
                 ("GPU_0_bfc (synth)", "synth"),
-                ("GPU_0_bfc (worker1)", "synth")
+                ("GPU_0_bfc (worker1)", "worker1")
             ]
         );
     }

@@ -224,6 +224,34 @@ pub fn address_fragmentation(memory: &Memory, live: &[AllocId], held: &HeldRange
     }
 }
 
+/// The worst point of each distinct episode of fragmentation: a run of
+/// consecutive samples above the series' mean, so ten samples 80 µs apart
+/// in one episode are one row, not ten. A series never above its mean (a
+/// constant figure) is one episode.
+fn worst_episodes(figures: &[(usize, f64)]) -> Vec<(usize, f64)> {
+    if figures.is_empty() {
+        return Vec::new();
+    }
+    let mean = figures.iter().map(|&(_, f)| f).sum::<f64>() / figures.len() as f64;
+    let mut out: Vec<(usize, f64)> = Vec::new();
+    let mut run: Option<(usize, f64)> = None;
+    for &(i, f) in figures {
+        if f > mean {
+            run = Some(match run {
+                Some(best) if best.1 >= f => best,
+                _ => (i, f),
+            });
+        } else if let Some(best) = run.take() {
+            out.push(best);
+        }
+    }
+    out.extend(run);
+    if out.is_empty() {
+        out.extend(figures.first().copied());
+    }
+    out
+}
+
 /// Fragmentation per memory of `profile`: the allocator's figure over time, its worst points with what was live there, reserved memory not in use, and address gaps.
 pub fn frag(profile: &Profile, options: &Options) -> FragReport {
     let mut memories = Vec::new();
@@ -239,7 +267,7 @@ pub fn frag(profile: &Profile, options: &Options) -> FragReport {
             .filter_map(|(i, s)| sample_fragmentation(s).map(|f| (i, f)))
             .collect();
         let allocator = series_stats(&figures);
-        let mut worst: Vec<(usize, f64)> = figures.clone();
+        let mut worst = worst_episodes(&figures);
         // Worst first; the earlier point first among equals.
         worst.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
         worst.truncate(options.top);
@@ -402,6 +430,21 @@ fn percent(f: Option<f64>) -> Cell {
     Cell::Fraction(f)
 }
 
+impl FragReport {
+    /// The memories biggest peak first (ties by id), as the Memories table
+    /// of `summary` and `peak` list them.
+    fn biggest_first(&self) -> Vec<&MemoryFrag> {
+        let mut all: Vec<&MemoryFrag> = self.memories.iter().collect();
+        let peak = |m: &MemoryFrag| m.at_peak.as_ref().map_or(0, |p| p.in_use_bytes);
+        all.sort_by(|a, b| {
+            peak(b)
+                .cmp(&peak(a))
+                .then_with(|| a.header.id.cmp(&b.header.id))
+        });
+        all
+    }
+}
+
 impl Report for FragReport {
     fn write_json(&self, out: &mut dyn Write) -> serde_json::Result<()> {
         serde_json::to_writer_pretty(out, self)
@@ -409,7 +452,7 @@ impl Report for FragReport {
 
     fn tables(&self) -> Vec<Table> {
         let mut tables = vec![self.csv_table()];
-        for m in &self.memories {
+        for m in self.biggest_first() {
             let Some(layout) = &m.layout else { continue };
             let mut t = Table::ranked(
                 format!(
@@ -459,7 +502,7 @@ impl Report for FragReport {
             }
             tables.push(t);
         }
-        for m in &self.memories {
+        for m in self.biggest_first() {
             let mut t = Table::ranked(
                 format!(
                     "Worst fragmentation reported by the allocator — {}",
@@ -523,7 +566,7 @@ impl Report for FragReport {
             ],
         );
         let bytes = |b: Option<u64>| b.map_or(Cell::Text("n/a".into()), Cell::Bytes);
-        for m in &self.memories {
+        for m in self.biggest_first() {
             let peak = m.at_peak.as_ref();
             t.rows.push(vec![
                 display_id(&m.header.id).into(),

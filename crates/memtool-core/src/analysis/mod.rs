@@ -5,6 +5,7 @@
 pub(crate) mod consistency;
 pub mod diff;
 pub mod export;
+pub mod failure_state;
 pub mod frag;
 pub mod frames;
 pub mod gate;
@@ -17,6 +18,7 @@ pub mod ranks;
 pub mod replay;
 pub mod segments;
 pub mod series;
+mod setting_advice;
 pub mod steps;
 pub mod summary;
 

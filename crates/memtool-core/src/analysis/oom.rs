@@ -22,12 +22,15 @@ use std::io::Write;
 
 use serde::Serialize;
 
-use crate::model::{AllocId, BlockState, EventKind, Memory, OutOfMemory, Profile};
+use crate::model::{AllocId, EventKind, Memory, OutOfMemory, Profile};
 use crate::report::units::bytes as size;
 use crate::report::{Cell, Report, Table};
 
+use super::failure_state::{self, AllocatorState};
+pub use super::failure_state::{PoolFree, StateAtFailure};
 use super::group::{self, GroupBy, Totals};
 use super::peak::BufferAtPeak;
+pub use super::setting_advice::SettingAdvice;
 use super::{display_id, point_label, replay, MemoryHeader, Options, PeakFacts, Provenance};
 
 /// The JSON schema name and version of `oom`'s document.
@@ -155,10 +158,16 @@ pub struct AllocatorFailure {
     pub pool: Option<String>,
     /// Free device memory the driver reported at the failure.
     pub device_free_bytes: Option<u64>,
-    /// Bytes the allocator held from the device (its segments).
+    /// Bytes the allocator held from the device (its segments) at the
+    /// failure.
     pub reserved_bytes: u64,
-    /// Bytes of blocks handed out (the allocator's rounded sizes).
+    /// Bytes of blocks handed out at the failure, as the allocator rounds
+    /// them (a block's size, not the request: see `live_bytes`).
     pub allocated_bytes: u64,
+    /// Bytes the program asked for and held at the failure (the replayed
+    /// live set): the figure `summary` and `peak` call live, and what
+    /// `live_by_user_frame` adds up to.
+    pub live_bytes: u64,
     /// Bytes of blocks freed but waiting for stream work.
     pub pending_free_bytes: u64,
     /// Bytes of free blocks inside the reserved segments.
@@ -166,9 +175,17 @@ pub struct AllocatorFailure {
     /// The capacity less reserved and device free: memory held outside the
     /// allocator (0 without a capacity).
     pub outside_bytes: u64,
-    /// Whether the segments are the allocator's state at the failure (no
-    /// event follows it), rather than at the end of a longer trace.
+    /// Whether the recorded segments are the allocator's state at the
+    /// failure (no event follows it), rather than a later one.
     pub segments_at_failure: bool,
+    /// Where the figures at the failure come from: `segments` (recorded
+    /// then), `replayed` (events follow the failure, so the segments were
+    /// replayed back to it), `unknown` (events follow it and the file does
+    /// not record the segments' ranges: free memory inside them is unknown
+    /// and counted as none).
+    pub state_at_failure: StateAtFailure,
+    /// Events recorded after the failure.
+    pub events_after_failure: usize,
     /// Free memory per pool and stream, most free first.
     pub pools: Vec<PoolFree>,
     /// For fragmentation: the allocator settings that address it, each with
@@ -182,36 +199,6 @@ pub struct AllocatorFailure {
     pub user_frame: Option<String>,
     /// The last allocations before the failure, latest first.
     pub recent_allocations: Vec<RecentAllocation>,
-}
-
-/// Free memory inside the reserved segments of one pool and stream.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct PoolFree {
-    /// The pool (`large`, `small`), when recorded.
-    pub pool: Option<String>,
-    /// The stream, when recorded.
-    pub stream: Option<i64>,
-    /// Segments of this pool and stream.
-    pub segments: usize,
-    /// Their bytes.
-    pub reserved_bytes: u64,
-    /// Bytes of their free blocks.
-    pub free_bytes: u64,
-    /// How many free blocks.
-    pub free_blocks: usize,
-    /// The largest free block.
-    pub largest_free_block_bytes: u64,
-}
-
-/// One allocator setting (`PYTORCH_CUDA_ALLOC_CONF`) and what it would change here.
-#[derive(Debug, Serialize)]
-pub struct SettingAdvice {
-    /// The setting as it is written in `PYTORCH_CUDA_ALLOC_CONF`.
-    pub setting: String,
-    /// What it changes, with this snapshot's figure.
-    pub effect: String,
-    /// The figure.
-    pub bytes: u64,
 }
 
 /// One allocation from the last moments before a failure.
@@ -310,60 +297,21 @@ fn allocator_post_mortem(
     let device_free = failure.device_free_bytes.unwrap_or(0);
     let request_pool = request_pool(profile, memory, request);
 
-    let (mut reserved, mut allocated, mut pending, mut free) = (0u64, 0u64, 0u64, 0u64);
-    let mut pools: Vec<PoolFree> = Vec::new();
-    for s in &memory.segments {
-        reserved = reserved.saturating_add(s.bytes);
-        let pool = s.pool.map(|p| names.str(p).to_string());
-        let i = match pools
-            .iter()
-            .position(|p| p.pool == pool && p.stream == s.stream)
-        {
-            Some(i) => i,
-            None => {
-                pools.push(PoolFree {
-                    pool,
-                    stream: s.stream,
-                    segments: 0,
-                    reserved_bytes: 0,
-                    free_bytes: 0,
-                    free_blocks: 0,
-                    largest_free_block_bytes: 0,
-                });
-                pools.len() - 1
-            }
-        };
-        let row = &mut pools[i];
-        row.segments += 1;
-        row.reserved_bytes = row.reserved_bytes.saturating_add(s.bytes);
-        for b in &s.blocks {
-            match b.state {
-                BlockState::Allocated => allocated = allocated.saturating_add(b.bytes),
-                BlockState::PendingFree => pending = pending.saturating_add(b.bytes),
-                BlockState::Free => {
-                    free = free.saturating_add(b.bytes);
-                    row.free_bytes = row.free_bytes.saturating_add(b.bytes);
-                    row.free_blocks += 1;
-                    row.largest_free_block_bytes = row.largest_free_block_bytes.max(b.bytes);
-                }
-            }
-        }
-    }
-    pools.sort_by(|a, b| {
-        b.free_bytes
-            .cmp(&a.free_bytes)
-            .then_with(|| a.pool.cmp(&b.pool))
-            .then(a.stream.cmp(&b.stream))
-    });
-
     let live = replay::live_at(memory, failure.events_before);
-    if memory.segments.is_empty() {
-        // No layout: the replayed live set is all that is known in use.
-        allocated = live
-            .iter()
-            .fold(0u64, |t, &id| t.saturating_add(memory.allocation(id).bytes));
-        reserved = allocated;
-    }
+    let live_bytes = live
+        .iter()
+        .fold(0u64, |t, &id| t.saturating_add(memory.allocation(id).bytes));
+    let state = failure_state::at_failure(memory, failure, &live, |p| names.str(p).to_string());
+    let AllocatorState {
+        source: state_source,
+        reserved,
+        allocated,
+        pending,
+        free,
+        ref pools,
+        events_after,
+        ..
+    } = state;
     let reachable = reserved.saturating_add(device_free);
     let (capacity, capacity_source) = match given_capacity.or(memory.capacity) {
         Some(c) if c >= reachable => (
@@ -484,8 +432,26 @@ fn allocator_post_mortem(
             size(request)
         ),
     };
+    let explanation = match state_source {
+        StateAtFailure::Segments => explanation,
+        StateAtFailure::Replayed => format!(
+            "{explanation} (figures at the failure, replayed from the trace: {} events follow \
+             it, and the segments recorded are a later state)",
+            events_after
+        ),
+        StateAtFailure::Unknown if events_after > 0 => format!(
+            "{explanation} (the file does not say which segments the allocator held at the \
+             failure, and {} events follow it: free memory inside them is unknown and counted \
+             as none)",
+            events_after
+        ),
+        StateAtFailure::Unknown => format!(
+            "{explanation} (the file records no segments: free memory inside them is unknown \
+             and counted as none)"
+        ),
+    };
     let settings = if verdict == Verdict::Fragmentation {
-        setting_advice(memory, request, free, device_free, own_pool)
+        super::setting_advice::advise(memory, &state, request, device_free, own_pool)
     } else {
         Vec::new()
     };
@@ -537,11 +503,14 @@ fn allocator_post_mortem(
             device_free_bytes: failure.device_free_bytes,
             reserved_bytes: reserved,
             allocated_bytes: allocated,
+            live_bytes,
             pending_free_bytes: pending,
             free_in_reserved_bytes: free,
             outside_bytes: outside,
-            segments_at_failure: failure.events_before >= memory.events.len(),
-            pools,
+            segments_at_failure: events_after == 0,
+            state_at_failure: state_source,
+            events_after_failure: events_after,
+            pools: state.pools.clone(),
             settings,
             stack: shown,
             user_frame,
@@ -588,80 +557,6 @@ fn removal(groups: &[group::Group], needed: u64) -> Vec<RemovalCandidate> {
         });
     }
     out
-}
-
-/// The three allocator settings that address fragmentation, each with the
-/// figure of this snapshot it changes.
-fn setting_advice(
-    memory: &Memory,
-    request: u64,
-    free: u64,
-    device_free: u64,
-    own_pool: Option<&PoolFree>,
-) -> Vec<SettingAdvice> {
-    let pool_free = own_pool.map_or(free, |p| p.free_bytes);
-    let largest = own_pool.map_or(0, |p| p.largest_free_block_bytes);
-    let growable = pool_free.saturating_add(device_free);
-    // Segments at least as large as the request that smaller allocations
-    // split: each could have held the request whole.
-    let (mut split_segments, mut split_free) = (0usize, 0u64);
-    let mut wholly_free = 0u64;
-    for s in &memory.segments {
-        let live = s.blocks.iter().any(|b| b.state != BlockState::Free);
-        let free_here = s
-            .blocks
-            .iter()
-            .filter(|b| b.state == BlockState::Free)
-            .fold(0u64, |t, b| t.saturating_add(b.bytes));
-        if !live {
-            wholly_free = wholly_free.saturating_add(s.bytes);
-        } else if s.bytes >= request && free_here > 0 {
-            split_segments += 1;
-            split_free = split_free.saturating_add(free_here);
-        }
-    }
-    let mib = |b: u64| b.div_ceil(1 << 20);
-    vec![
-        SettingAdvice {
-            setting: "expandable_segments:True".to_string(),
-            effect: format!(
-                "segments grow in place instead of being made in fixed sizes, and free pages \
-                 are unmapped and mapped again where they are needed: the largest request that \
-                 could be served goes from {} (the largest free block) to about {} (free in \
-                 the pool plus free on the device)",
-                size(largest),
-                size(growable)
-            ),
-            bytes: growable,
-        },
-        SettingAdvice {
-            setting: format!("max_split_size_mb:{}", mib(request).max(1)),
-            effect: format!(
-                "smaller allocations no longer split free blocks of this size or more: {} free \
-                 in {} segments at least as large as the request is memory split by smaller \
-                 allocations",
-                size(split_free),
-                split_segments
-            ),
-            bytes: split_free,
-        },
-        SettingAdvice {
-            setting: "garbage_collection_threshold:0.8".to_string(),
-            effect: if wholly_free > 0 {
-                format!(
-                    "cached free segments are released before the limit instead of at it: {} \
-                     is in segments with no live block",
-                    size(wholly_free)
-                )
-            } else {
-                "cached free segments are released before the limit instead of at it; here no \
-                 segment is wholly free (the allocator released those before failing), so it \
-                 would not have helped this request"
-                    .to_string()
-            },
-            bytes: wholly_free,
-        },
-    ]
 }
 
 /// The post-mortem of a compiled program whose peak exceeds `capacity`;
@@ -800,8 +695,14 @@ impl PostMortem {
             Some(self.capacity_bytes),
         );
         if let Some(a) = &self.allocator {
-            row("reserved", Some(a.reserved_bytes));
-            row("allocated (live)", Some(a.allocated_bytes));
+            let reserved = match a.state_at_failure {
+                StateAtFailure::Segments => "reserved",
+                StateAtFailure::Replayed => "reserved (replayed to the failure)",
+                StateAtFailure::Unknown => "reserved (unknown: live blocks only)",
+            };
+            row(reserved, Some(a.reserved_bytes));
+            row("allocated (blocks, rounded)", Some(a.allocated_bytes));
+            row("live (requested)", Some(a.live_bytes));
             if a.pending_free_bytes > 0 {
                 row("pending free", Some(a.pending_free_bytes));
             }

@@ -971,6 +971,16 @@ impl Report for PeakReport {
                 Cell::Empty,
             ]);
         }
+        for m in &self.memories {
+            if let Some(n) = m.peak.peak_moments {
+                t.notes.push(format!(
+                    "{}: the peak is tied — {n} separate moments reach {}; the table shows \
+                     the first (with --xprof-compat, the last, as XProf does)",
+                    display_id(&m.header.id),
+                    crate::report::units::bytes(m.peak.peak_bytes),
+                ));
+            }
+        }
         tables.push(t);
         let shown: Vec<&MemoryPeak> = order
             .all()
@@ -1073,6 +1083,24 @@ impl Report for PeakReport {
                     t.rows.push(row);
                 }
                 t.omitted = b.omitted;
+                // A breakdown of the live allocations misses what the
+                // allocator counts but no recorded event explains: say so
+                // where the shares are read.
+                let listed = b
+                    .groups
+                    .iter()
+                    .fold(0u64, |s, g| s.saturating_add(g.group.totals.bytes));
+                if b.omitted == 0 && listed < m.peak.peak_bytes && m.peak.peak_bytes > 0 {
+                    t.notes.push(format!(
+                        "these rows add up to {:.1}% of the {} peak: the other {} are in use by \
+                         the allocator's count but in no recorded allocation (the row `{}` of \
+                         the combined table)",
+                        listed as f64 * 100.0 / m.peak.peak_bytes as f64,
+                        crate::report::units::bytes(m.peak.peak_bytes),
+                        crate::report::units::bytes(m.peak.peak_bytes - listed),
+                        UNEXPLAINED_OP
+                    ));
+                }
                 tables.push(t);
             }
         }

@@ -27,6 +27,8 @@ pub struct PeakFacts {
     pub step: Option<i64>,
     /// The training phase the peak falls in, when the profile tells.
     pub phase: Option<Phase>,
+    /// How many separate moments reach the peak (1 unless it is tied).
+    pub moments: usize,
 }
 
 /// The figures every report's JSON gives for a memory's peak, in this order
@@ -47,6 +49,11 @@ pub struct PeakFigures {
     /// `optimizer`...), when the profile tells.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub peak_phase: Option<Phase>,
+    /// How many separate moments reach `peak_bytes`, when more than one
+    /// (a tied peak: `peak_at` is the first, or the last with
+    /// `--xprof-compat`); absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peak_moments: Option<usize>,
 }
 
 impl PeakFigures {
@@ -70,6 +77,7 @@ impl PeakFacts {
         let mut header = MemoryHeader::of(memory);
         header.capacity_bytes = state.capacity_bytes.or(header.capacity_bytes);
         Some(PeakFacts {
+            moments: replay::peak_moments(memory, &peak),
             peak,
             state,
             header,
@@ -97,6 +105,7 @@ impl PeakFacts {
             peak_at: self.peak.point.at,
             peak_label: self.label.clone(),
             peak_phase: self.phase,
+            peak_moments: (self.moments > 1).then_some(self.moments),
         }
     }
 }

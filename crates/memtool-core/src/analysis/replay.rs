@@ -321,6 +321,31 @@ pub fn reported_peak(memory: &Memory, ties: Ties) -> Option<Peak> {
     }
 }
 
+/// How many separate moments reach `peak`'s bytes: runs of points (or, where
+/// the allocator's own figure decides the peak, of samples) at that figure,
+/// each after a lower one. More than 1 when the peak is tied.
+pub fn peak_moments(memory: &Memory, peak: &Peak) -> usize {
+    let mut runs = 0usize;
+    let mut at_peak = false;
+    let mut count = |bytes: u64| {
+        let here = bytes == peak.bytes;
+        if here && !at_peak {
+            runs += 1;
+        }
+        at_peak = here;
+    };
+    if peak.sample.is_some() {
+        for s in &memory.allocator_samples {
+            if let Some(bytes) = s.allocated_bytes() {
+                count(bytes);
+            }
+        }
+    } else {
+        for_each_point(memory, |p| count(p.bytes));
+    }
+    runs.max(1)
+}
+
 /// The timeline point an allocator sample describes: right after its event
 /// when there is one sample per event, else after the last event at or
 /// before the sample's position.

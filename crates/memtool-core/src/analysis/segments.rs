@@ -234,6 +234,25 @@ pub fn held_at(memory: &Memory, index: usize) -> Option<HeldRanges> {
     Some(held)
 }
 
+/// The ranges `memory`'s allocator held at a moment between two events: after
+/// `events_before` events, at position `at` on its axis (an out-of-memory
+/// failure's). Of the changes made in that gap, those at or before `at` are
+/// in (an allocator gives its cached segments back before it gives up), the
+/// later ones undone. `None` when the profile does not say which ranges the
+/// allocator holds.
+pub fn held_between_events(memory: &Memory, events_before: usize, at: i64) -> Option<HeldRanges> {
+    if memory.held.is_empty() {
+        return None;
+    }
+    let mut held = HeldRanges::of(&memory.held);
+    for change in memory.held_changes.iter().rev().take_while(|c| {
+        c.events_before > events_before || (c.events_before == events_before && c.at > at)
+    }) {
+        held.apply(change, false);
+    }
+    Some(held)
+}
+
 /// Reserved and in-use bytes at one point of a memory's timeline.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ReservedUse {

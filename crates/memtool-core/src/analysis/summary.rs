@@ -220,6 +220,19 @@ pub fn summarize(profile: &Profile, options: &Options) -> SummaryReport {
 }
 
 impl SummaryReport {
+    /// The memories biggest peak first (ties by id), as the tables of
+    /// every memory list them, like the Memories table.
+    fn biggest_first(&self) -> Vec<&MemorySummary> {
+        let mut all: Vec<&MemorySummary> = self.memories.iter().collect();
+        all.sort_by(|a, b| {
+            b.peak
+                .peak_bytes
+                .cmp(&a.peak.peak_bytes)
+                .then_with(|| a.header.id.cmp(&b.header.id))
+        });
+        all
+    }
+
     /// The memories biggest peak first, those trivial beside the largest
     /// apart ([`super::order_by_peak`]).
     fn order(&self) -> super::PeakOrder {
@@ -363,7 +376,7 @@ impl Report for SummaryReport {
                 "Allocator (as the profile records it)",
                 vec!["memory", "reserved", "allocated", "events by kind"],
             );
-            for m in &self.memories {
+            for m in self.biggest_first() {
                 let events: Vec<String> = m
                     .events_by_action
                     .iter()
@@ -380,8 +393,8 @@ impl Report for SummaryReport {
             tables.push(t);
         }
         let allocators: Vec<&MemorySummary> = self
-            .memories
-            .iter()
+            .biggest_first()
+            .into_iter()
             // A compiled program's memory space has events (its heap
             // simulator trace) but no allocator: its figures are in the
             // programs table.
@@ -420,7 +433,11 @@ impl Report for SummaryReport {
             }
             tables.push(t);
         }
-        for m in self.memories.iter().filter(|m| !m.steps.is_empty()) {
+        for m in self
+            .biggest_first()
+            .into_iter()
+            .filter(|m| !m.steps.is_empty())
+        {
             let mut t = Table::ranked(
                 format!("Steps — {}", display_id(&m.header.id)),
                 vec![

@@ -91,8 +91,8 @@ impl BeforeRecording {
     /// their stacks.
     pub const fn name(self) -> &'static str {
         match self {
-            BeforeRecording::StillLive => "<before recording: still live>",
-            BeforeRecording::Freed => "<before recording: freed>",
+            BeforeRecording::StillLive => "<allocated before recording, still live>",
+            BeforeRecording::Freed => "<allocated before recording, freed later>",
         }
     }
 

@@ -266,6 +266,12 @@ pub struct Memory {
     /// Allocations the allocator failed to make (PyTorch `oom` trace
     /// entries), in axis order. The input of the OOM post-mortem.
     pub out_of_memory: Vec<OutOfMemory>,
+    /// The allocator's settings as the file records them (a PyTorch
+    /// snapshot's `allocator_settings`: `expandable_segments` → `True`,
+    /// `PYTORCH_CUDA_ALLOC_CONF` → its text), values written as Python
+    /// prints them; empty when the file records none. `oom` recommends no
+    /// setting that is already on.
+    pub allocator_settings: BTreeMap<String, String>,
     /// On a µs axis, where the recording of the whole input starts, when
     /// the reader knows (a PyTorch trace's first event, whichever memory it
     /// belongs to): the memories of one trace then count their times from
@@ -618,6 +624,7 @@ impl Memory {
             held_changes: Vec::new(),
             series: None,
             out_of_memory: Vec::new(),
+            allocator_settings: BTreeMap::new(),
             recording_origin: None,
         }
     }

@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use crate::analysis::frames::FrameFilter;
 use crate::analysis::replay;
-use crate::model::{AllocId, Memory, Names, SiteId};
+use crate::model::{AllocId, BeforeRecording, Memory, Names, SiteId};
 
 use super::escape;
 
@@ -85,6 +85,11 @@ pub(super) struct SiteInfo {
     /// `frames`: a click on a node of the tree lists the blocks whose
     /// path passes through it.
     pub tree: Vec<u32>,
+    /// For memory allocated before the recording, which (`still_live`,
+    /// `freed`: its stack is then the free's, and its start the
+    /// recording's, so its age is a lower bound); empty otherwise.
+    #[serde(skip_serializing_if = "str::is_empty")]
+    pub before: &'static str,
 }
 
 /// The labels the listed sites use, each once, and their bytes.
@@ -249,6 +254,11 @@ pub(super) fn blocks(
                 category,
                 stack: stack.into_iter().map(|l| labels.index(l)).collect(),
                 tree: tree.into_iter().map(|l| labels.index(l)).collect(),
+                before: match names.before_recording_op(s.op) {
+                    Some(BeforeRecording::StillLive) => "still_live",
+                    Some(BeforeRecording::Freed) => "freed",
+                    None => "",
+                },
             });
             out.sites.len() as i64 - 1
         });

@@ -395,6 +395,29 @@ fn clashes(texts: &[&str], shown: &[String]) -> Vec<Vec<usize>> {
         .collect()
 }
 
+/// Columns whose text is never shortened, only wrapped: a cut shape reads
+/// as another shape, a cut memory id as no memory.
+const UNBROKEN_COLUMNS: [&str; 2] = ["shape", "memory"];
+
+/// `text` whole, in lines of at most `width` characters: broken after a
+/// comma or a space where one falls in the line, else at the width.
+fn wrap_unbroken(text: &str, width: usize) -> String {
+    let width = width.max(1);
+    let mut lines: Vec<String> = Vec::new();
+    let mut rest: Vec<char> = text.chars().collect();
+    while rest.len() > width {
+        let cut = rest[..width]
+            .iter()
+            .rposition(|&c| c == ',' || c == ' ')
+            .map_or(width, |i| i + 1);
+        let line: String = rest[..cut].iter().collect();
+        lines.push(line.trim_end().to_string());
+        rest.drain(..cut);
+    }
+    lines.push(rest.into_iter().collect());
+    lines.join("\n")
+}
+
 /// A table laid out for a width: its header lines and the text of each cell.
 pub(super) struct Fitted {
     /// Column headings, words split over lines where the table must narrow.
@@ -463,13 +486,58 @@ pub(super) fn fit(table: &Table, rows: &[Vec<Cell>], width: Option<usize>) -> Fi
         }
     }
     let natural = natural(&headers);
+    // A shape or a memory id is never cut (`f32[1…4,1024]` reads as a
+    // range): it keeps its width, up to half the table's, and wraps past it.
+    let unbroken: Vec<bool> = (0..columns)
+        .map(|c| !numeric[c] && UNBROKEN_COLUMNS.contains(&table.columns[c]))
+        .collect();
+    let mut budgets = natural.clone();
+    // Positions with long labels (`#4 (broadcast_add_fusion.3)`) are
+    // figures, never cut: where the figures alone pass the width, the
+    // widest of them wrap at their spaces.
+    let figures: Vec<bool> = (0..columns)
+        .map(|c| numeric[c] && rows.iter().any(|r| matches!(r[c], Cell::Figure { .. })))
+        .collect();
+    let min_text = |c: usize| longest_word(c).max(3);
+    let others: usize = (0..columns)
+        .map(|c| COLUMN_OVERHEAD + if numeric[c] { natural[c] } else { min_text(c) })
+        .sum();
+    let mut over = others.saturating_sub(width);
+    while over > 0 {
+        let Some(c) = (0..columns)
+            .filter(|&c| figures[c] && budgets[c] > longest_word(c).max(8))
+            .max_by_key(|&c| budgets[c])
+        else {
+            break;
+        };
+        let cut = over.min(budgets[c] - longest_word(c).max(8));
+        budgets[c] -= cut;
+        over -= cut;
+    }
     let mut left = width;
     for c in 0..columns {
-        let fixed = if numeric[c] { natural[c] } else { 0 };
-        left = left.saturating_sub(COLUMN_OVERHEAD + fixed);
+        if numeric[c] {
+            left = left.saturating_sub(COLUMN_OVERHEAD + budgets[c]);
+        }
     }
-    let mut budgets = natural.clone();
-    let mut open: Vec<usize> = (0..columns).filter(|&c| !numeric[c]).collect();
+    // What the text columns other than shapes and ids need at least.
+    let unbroken_count = unbroken.iter().filter(|&&u| u).count().max(1);
+    let others_min: usize = (0..columns)
+        .filter(|&c| !numeric[c] && !unbroken[c])
+        .map(|c| COLUMN_OVERHEAD + min_text(c))
+        .sum();
+    let room = left.saturating_sub(others_min + COLUMN_OVERHEAD * unbroken_count) / unbroken_count;
+    for c in 0..columns {
+        if unbroken[c] {
+            budgets[c] = natural[c].min(room.max(longest_word(c)).max(1));
+            left = left.saturating_sub(COLUMN_OVERHEAD + budgets[c]);
+        } else if !numeric[c] {
+            left = left.saturating_sub(COLUMN_OVERHEAD);
+        }
+    }
+    let mut open: Vec<usize> = (0..columns)
+        .filter(|&c| !numeric[c] && !unbroken[c])
+        .collect();
     open.sort_by_key(|&c| natural[c]);
     while let Some(&c) = open.first() {
         let share = left / open.len();
@@ -484,8 +552,36 @@ pub(super) fn fit(table: &Table, rows: &[Vec<Cell>], width: Option<usize>) -> Fi
             break;
         }
     }
+    // Whatever the shares left over, shapes and ids give it back, wrapping.
+    let mut over =
+        (budgets.iter().sum::<usize>() + COLUMN_OVERHEAD * columns).saturating_sub(width);
+    while over > 0 {
+        let Some(c) = (0..columns)
+            .filter(|&c| unbroken[c] && budgets[c] > longest_word(c).max(1))
+            .max_by_key(|&c| budgets[c])
+        else {
+            break;
+        };
+        let cut = over.min(budgets[c] - longest_word(c).max(1));
+        budgets[c] -= cut;
+        over -= cut;
+    }
     let mut cells = text;
-    for c in (0..columns).filter(|&c| !numeric[c]) {
+    for c in (0..columns).filter(|&c| figures[c] && natural[c] > budgets[c]) {
+        headers[c] = wrap(&headers[c].replace('\n', " "), budgets[c]);
+        for row in &mut cells {
+            row[c] = wrap_unbroken(&row[c], budgets[c]);
+        }
+    }
+    for c in (0..columns).filter(|&c| unbroken[c]) {
+        if natural[c] > budgets[c] {
+            headers[c] = wrap(&headers[c].replace('\n', " "), budgets[c]);
+            for row in &mut cells {
+                row[c] = wrap_unbroken(&row[c], budgets[c]);
+            }
+        }
+    }
+    for c in (0..columns).filter(|&c| !numeric[c] && !unbroken[c]) {
         let column: Vec<&str> = cells.iter().map(|r| r[c].as_str()).collect();
         let fitted = fit_column(&column, budgets[c]);
         for (row, shown) in cells.iter_mut().zip(fitted) {
@@ -536,11 +632,11 @@ mod tests {
     fn stack_rows_of_a_real_snapshot_keep_every_leaf_function() {
         let d = "/home/brian/Desktop/assignment2-systems";
         let rows = [
-            "<before recording: still live>".to_string(),
-            format!("step {d}/cs336_basics/optimizer.py:71 <- fake_train {d}/benchmarking_script.py:54 <- <module> {d}/benchmarking_script.py:67 <- <before recording: freed>"),
-            format!("step {d}/cs336_basics/optimizer.py:72 <- fake_train {d}/benchmarking_script.py:54 <- <module> {d}/benchmarking_script.py:67 <- <before recording: freed>"),
+            "<allocated before recording, still live>".to_string(),
+            format!("step {d}/cs336_basics/optimizer.py:71 <- fake_train {d}/benchmarking_script.py:54 <- <module> {d}/benchmarking_script.py:67 <- <allocated before recording, freed later>"),
+            format!("step {d}/cs336_basics/optimizer.py:72 <- fake_train {d}/benchmarking_script.py:54 <- <module> {d}/benchmarking_script.py:67 <- <allocated before recording, freed later>"),
             format!("step {d}/cs336_basics/optimizer.py:78 <- fake_train {d}/benchmarking_script.py:54 <- <module> {d}/benchmarking_script.py:67"),
-            format!("fake_train {d}/benchmarking_script.py:54 <- <module> {d}/benchmarking_script.py:67 <- <before recording: freed>"),
+            format!("fake_train {d}/benchmarking_script.py:54 <- <module> {d}/benchmarking_script.py:67 <- <allocated before recording, freed later>"),
             format!("call /tmp/torchinductor_brian/hw/chwq7ux2iggyu22lv3vwzoxwfp5jw7w3gandpny7kmdlqdksiuib.py:53 <- forward {d}/cs336_basics/model.py:41 <- fake_train {d}/benchmarking_script.py:51"),
             format!("fake_train {d}/benchmarking_script.py:49 <- <module> {d}/benchmarking_script.py:67"),
         ];

@@ -52,25 +52,95 @@ fn render(table: &Table, rows: &[Vec<Cell>], width: usize) -> String {
     t.to_string()
 }
 
-/// `table` without the columns that say nothing for any of `rows` (every
-/// cell `n/a` or empty), so the columns that do say something fit the
-/// width; the first column (what a row is) always stays. Returns the
-/// remaining table, its rows, the names of the columns left out, and the
-/// first cells of the rows left out for having no figure at all.
+/// The columns of a table left out of its text because they say nothing,
+/// each named under it.
+#[derive(Default)]
+struct LeftOut {
+    /// `n/a` or empty in every row.
+    empty: Vec<&'static str>,
+    /// One value in every row: `stream 0`.
+    constant: Vec<String>,
+    /// Equal to an earlier column in every row: `requested (as bytes)`.
+    repeated: Vec<String>,
+}
+
+/// Whether a cell shows nothing: no figure, or a placeholder.
+fn blank(cell: &Cell) -> bool {
+    cell.says_nothing() || matches!(cell, Cell::Text(t) if t.is_empty() || t == "-")
+}
+
+/// `table` without the columns that say nothing for `rows`, so the columns
+/// that do say something fit the width: columns empty (`n/a`, blank, `-`)
+/// in every row; with two rows or more, text columns of one value in every
+/// row (named with it under the table), a requested or unpadded size equal
+/// to an earlier column in every row (`unpadded bytes` = `bytes`), and
+/// `dtype` where every row's
+/// shape already spells it (`f32[1024,1024]`). The first column (what a
+/// row is) always stays. Returns the remaining table, its rows, what was
+/// left out, and the first cell of each row left out because it says
+/// nothing in any kept column.
 fn without_empty_columns(
     table: &Table,
     rows: &[Vec<Cell>],
-) -> (Table, Vec<Vec<Cell>>, Vec<&'static str>, Vec<String>) {
-    let keep: Vec<bool> = (0..table.columns.len())
-        .map(|c| c == 0 || rows.is_empty() || !rows.iter().all(|r| r[c].says_nothing()))
-        .collect();
-    let dropped = table
-        .columns
-        .iter()
-        .zip(&keep)
-        .filter(|(_, keep)| !**keep)
-        .map(|(name, _)| *name)
-        .collect();
+) -> (Table, Vec<Vec<Cell>>, LeftOut, Vec<String>) {
+    let columns = table.columns.len();
+    let numeric = table.numeric_columns();
+    let text = |r: usize, c: usize| rows[r][c].human();
+    let mut keep = vec![true; columns];
+    let mut left_out = LeftOut::default();
+    let shape = table.columns.iter().position(|&c| c == "shape");
+    for c in 1..columns {
+        if rows.is_empty() {
+            break;
+        }
+        if rows.iter().all(|r| blank(&r[c])) {
+            keep[c] = false;
+            left_out.empty.push(table.columns[c]);
+            continue;
+        }
+        if rows.len() < 2 {
+            continue;
+        }
+        let name = table.columns[c].replace('_', " ");
+        // A constant figure is often the answer (a total equal to its only
+        // part): only text columns that repeat one value are left out.
+        // Blank cells (a folded row of small memories) do not break it; a
+        // position (`peak at`) counts as text.
+        let texty = !numeric[c] || rows.iter().any(|r| matches!(r[c], Cell::Figure { .. }));
+        let shown: Vec<usize> = (0..rows.len()).filter(|&r| !blank(&rows[r][c])).collect();
+        if texty && shown.len() >= 2 && shown.iter().all(|&r| text(r, c) == text(shown[0], c)) {
+            keep[c] = false;
+            left_out
+                .constant
+                .push(format!("{name} {}", text(shown[0], c)));
+            continue;
+        }
+        // A variant of the bytes column (requested, unpadded) equal to it
+        // in every row says nothing more; other figures equal by chance do.
+        let variant = ["requested", "unpadded"]
+            .iter()
+            .any(|v| table.columns[c].starts_with(v));
+        if let Some(d) = (0..c)
+            .find(|&d| variant && keep[d] && (0..rows.len()).all(|r| text(r, c) == text(r, d)))
+        {
+            keep[c] = false;
+            left_out.repeated.push(format!(
+                "{name} (as {})",
+                table.columns[d].replace('_', " ")
+            ));
+            continue;
+        }
+        if let (true, Some(s)) = (table.columns[c] == "dtype", shape) {
+            let spelt = (0..rows.len()).all(|r| {
+                let dtype = text(r, c);
+                dtype.is_empty() || text(r, s).contains(dtype.as_str())
+            });
+            if spelt {
+                keep[c] = false;
+                left_out.repeated.push("dtype (in the shape)".to_string());
+            }
+        }
+    }
     let pick = |row: &Vec<Cell>| -> Vec<Cell> {
         row.iter()
             .zip(&keep)
@@ -104,7 +174,7 @@ fn without_empty_columns(
         leading_rows: table.leading_rows,
         notes: table.notes.clone(),
     };
-    (informative, rows, dropped, empty_rows)
+    (informative, rows, left_out, empty_rows)
 }
 
 /// `text` as lines of at most `width` columns (a longer word takes a line
@@ -123,6 +193,17 @@ fn paragraph(text: &str, width: usize) -> Vec<String> {
     lines
 }
 
+/// A line of prose (a note, what a table left out) wrapped at `width`, its
+/// lines after the first indented by one space.
+fn aside(out: &mut dyn Write, text: &str, width: usize) -> io::Result<()> {
+    let text = super::visible(text);
+    for (i, line) in paragraph(&text, width).iter().enumerate() {
+        let prefix = if i == 0 { " - " } else { "  " };
+        writeln!(out, "{}", line.strip_prefix(prefix).unwrap_or(line))?;
+    }
+    Ok(())
+}
+
 impl Exporter for TerminalExporter {
     fn export(&self, report: &dyn Report, out: &mut dyn Write) -> io::Result<()> {
         for (i, table) in report.tables().iter().enumerate() {
@@ -135,8 +216,8 @@ impl Exporter for TerminalExporter {
                 continue;
             }
             let (rows, omitted) = table.shown_rows(self.top);
-            let (informative, rows, dropped, empty_rows) = without_empty_columns(table, rows);
-            if (informative.columns.len() == 1 && !dropped.is_empty()) || rows.is_empty() {
+            let (informative, rows, left_out, empty_rows) = without_empty_columns(table, rows);
+            if (informative.columns.len() == 1 && !left_out.empty.is_empty()) || rows.is_empty() {
                 writeln!(
                     out,
                     "  (no figure for any row; --format json has every field)"
@@ -160,19 +241,28 @@ impl Exporter for TerminalExporter {
                     "… {omitted} more rows (raise --top, or use --format json)"
                 )?;
             }
-            if !dropped.is_empty() {
-                writeln!(
-                    out,
-                    "(left out, n/a for every row: {}; --format json has every field)",
-                    dropped.join(", ").replace('_', " ")
-                )?;
+            let mut said: Vec<String> = Vec::new();
+            if !left_out.empty.is_empty() {
+                said.push(format!(
+                    "n/a for every row: {}; --format json has every field",
+                    left_out.empty.join(", ").replace('_', " ")
+                ));
+            }
+            if !left_out.constant.is_empty() {
+                said.push(format!(
+                    "the same in every row: {}",
+                    left_out.constant.join(", ")
+                ));
+            }
+            if !left_out.repeated.is_empty() {
+                said.push(left_out.repeated.join(", "));
+            }
+            if !said.is_empty() {
+                aside(out, &format!("(left out, {})", said.join("; ")), self.width)?;
             }
             if !empty_rows.is_empty() {
-                writeln!(
-                    out,
-                    "(left out, n/a in every column: {})",
-                    super::visible(&empty_rows.join(", "))
-                )?;
+                let said = format!("(left out, n/a in every column: {})", empty_rows.join(", "));
+                aside(out, &said, self.width)?;
             }
             for note in &table.notes {
                 for line in paragraph(&super::visible(note), self.width) {
@@ -187,8 +277,10 @@ impl Exporter for TerminalExporter {
         if !notes.is_empty() {
             writeln!(out)?;
         }
+        // A note is prose: wrapped at the width, its lines after the first
+        // indented, so no line of a CI log runs past it.
         for note in notes {
-            writeln!(out, "{}", super::visible(&note))?;
+            aside(out, &note, self.width)?;
         }
         Ok(())
     }

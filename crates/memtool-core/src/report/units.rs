@@ -142,6 +142,12 @@ pub fn parse_bytes(text: &str) -> Option<u64> {
     (value.is_finite() && value >= 0.0 && value < u64::MAX as f64).then(|| value.round() as u64)
 }
 
+/// `n` things, the noun agreeing with the number: `1 free`, `2 frees`.
+pub fn count(n: impl Into<u64>, one: &str, many: &str) -> String {
+    let n = n.into();
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

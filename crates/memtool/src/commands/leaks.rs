@@ -9,7 +9,7 @@ use crate::{inputs, output, Outcome};
 #[derive(Args, Debug)]
 #[command(after_help = "Examples:
   memtool leaks memory1.prof memory2.prof memory3.prof memory4.prof
-  memtool leaks memory*.prof          # shell order: memory10 sorts before memory2!
+  memtool leaks memory*.prof --sort natural   # memory2 before memory10 (a glob sorts as text)
   memtool leaks memory{1..9}.prof --format json | jq '.memories[].findings[0]'
   memtool leaks step1.pickle step2.pickle step3.pickle   # torch _dump_snapshot once per step
   memtool leaks trace.xplane.pb --fail-on-leak           # compares the ends of the steps")]

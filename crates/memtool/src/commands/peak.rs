@@ -40,6 +40,9 @@ pub struct PeakArgs {
 }
 
 pub fn run(args: &PeakArgs) -> Result<Outcome> {
+    if let Some(b) = args.budget {
+        crate::cli::warn_of_tiny_limit("--budget", b);
+    }
     output::check_pprof_destination("peak", &args.output)?;
     let profile = inputs::load(&args.input, &args.analysis, args.output.output.as_deref())?;
     let mut options = args.analysis.report_options(args.output.format);

@@ -80,6 +80,10 @@ pub fn label(names: &Names, site: SiteId, by: GroupBy, filter: &FrameFilter) -> 
         None => NONE_LABEL.to_string(),
     };
     match by {
+        GroupBy::Stack if names.before_recording_op(site.op) == Some(BeforeRecording::Freed) => {
+            // The free's stack is no allocation's: the name alone.
+            BeforeRecording::Freed.name().to_string()
+        }
         GroupBy::Stack => {
             let frames = filter.frames(names, site.stack);
             if frames.is_empty() {
@@ -755,7 +759,19 @@ impl<'a> Grouper<'a> {
         let site = *self.names.site_of(site);
         let string = |s: Option<crate::model::StrId>| s.map_or(0, |id| id.0 + 1);
         match by {
-            GroupBy::Stack => self.shown_node(site.stack),
+            GroupBy::Stack => match self.names.before_recording_op(site.op) {
+                // The stack of memory freed during the recording but
+                // allocated before it is the free's: grouped under its
+                // name alone, never as an allocation's stack.
+                Some(BeforeRecording::Freed) => self
+                    .filter
+                    .user_frame(self.names, site.stack)
+                    .map_or(0, |root| {
+                        let text = self.text_id(root);
+                        self.node(text, 0)
+                    }),
+                _ => self.shown_node(site.stack),
+            },
             GroupBy::UserFrame => {
                 let names = self.names;
                 let user = if names.before_recording_op(site.op).is_some() {

@@ -837,6 +837,7 @@ pub(crate) fn read(
         segments_by_device.entry(s.device).or_default().push(s);
     }
     let steps = annotated_steps(&root);
+    let settings = allocator_settings(&root);
     let mut traces = traces;
     for device in devices {
         let trace = traces
@@ -856,9 +857,33 @@ pub(crate) fn read(
         // build_memory always adds the memory last.
         if let Some(m) = profile.memories.last_mut() {
             m.steps = device_steps;
+            m.allocator_settings = settings.clone();
         }
     }
     Ok(())
+}
+
+/// The snapshot's `allocator_settings` (`{expandable_segments: True, ...}`,
+/// one for every device), scalars written as Python prints them; nested
+/// values (`roundup_power2_divisions`) are left out.
+fn allocator_settings(root: &Value) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let Some(Value::Dict(d)) = root.get("allocator_settings") else {
+        return out;
+    };
+    for (k, v) in d.items.borrow().iter() {
+        let Some(key) = k.as_str() else { continue };
+        let text = match v {
+            Value::Bool(true) => "True".to_string(),
+            Value::Bool(false) => "False".to_string(),
+            Value::Int(i) => i.to_string(),
+            Value::Float(f) => format!("{f:?}"),
+            Value::Str(s) => s.to_string(),
+            _ => continue,
+        };
+        out.insert(key.to_string(), text);
+    }
+    out
 }
 
 /// `ProfilerStep#N` spans among the snapshot's `external_annotations`
@@ -1097,13 +1122,36 @@ fn build_memory(
                  blocks live at the end are known"
             ),
         );
-    } else if freed_before_window > 0 || blocks_before_window > 0 {
+    } else if freed_before_window > 0 {
+        // Frees of allocations the trace never saw: it starts after the
+        // program did — the recording began mid-run, or its ring buffer
+        // (`max_entries`) dropped the oldest entries; the file cannot tell
+        // which.
         profile.warn(
             path,
             format!(
-                "{id}: the trace is a ring buffer that starts after the program did: \
-                 {freed_before_window} frees and {blocks_before_window} live blocks belong to \
-                 allocations made before the window; they are counted as live at the start"
+                "{id}: the trace starts after the program did (recording began mid-run, or its \
+                 ring buffer dropped the oldest entries): {} and {} belong to allocations made \
+                 before it; they are counted as live at the start",
+                crate::report::units::count(freed_before_window, "free", "frees"),
+                crate::report::units::count(blocks_before_window, "live block", "live blocks"),
+            ),
+        );
+    } else if blocks_before_window > 0 {
+        // Every free has its allocation: nothing was lost, the blocks were
+        // simply live when recording began.
+        profile.warn(
+            path,
+            format!(
+                "{id}: {} live at the end {} allocated before recording began (every free in \
+                 the trace has its allocation, so no entry was lost); counted as live at the \
+                 start",
+                crate::report::units::count(blocks_before_window, "block", "blocks"),
+                if blocks_before_window == 1 {
+                    "was"
+                } else {
+                    "were"
+                }
             ),
         );
     }
@@ -1158,8 +1206,12 @@ fn build_memory(
         profile.warn(
             path,
             format!(
-                "{id}: {} out-of-memory events in the trace: {}{}",
-                out_of_memory.len(),
+                "{id}: {} in the trace: {}{}",
+                crate::report::units::count(
+                    out_of_memory.len() as u64,
+                    "out-of-memory event",
+                    "out-of-memory events"
+                ),
                 shown.join("; "),
                 if out_of_memory.len() > shown.len() {
                     "; ..."
@@ -1172,9 +1224,25 @@ fn build_memory(
 
     // A second snapshot of the same device (several files) stays apart: it
     // joins the first as a part of one series.
+    // Every part is labelled with its file, the first included (it was
+    // bare until a second file recorded the same device), by the file's
+    // name, or its path where two files share a name.
     let device_id = id.to_string();
-    let id = if profile.memories.iter().any(|m| m.id == id) {
-        format!("{id} ({path})")
+    let file = crate::input::file_name(path);
+    let recorded =
+        |m: &crate::model::Memory| m.id == id || m.series.as_ref().is_some_and(|p| p.device == id);
+    let id = if profile.memories.iter().any(recorded) {
+        for first in profile.memories.iter_mut().filter(|m| m.id == id) {
+            if let Some(part) = &first.series {
+                first.id = format!("{id} ({})", part.file);
+            }
+        }
+        let named = format!("{id} ({file})");
+        if profile.memories.iter().any(|m| m.id == named) {
+            format!("{id} ({path})")
+        } else {
+            named
+        }
     } else {
         id.to_string()
     };

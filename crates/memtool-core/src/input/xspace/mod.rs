@@ -55,9 +55,26 @@ pub(crate) fn read(
         note_no_allocator_events(profile, path, has_programs);
     }
     for memory in &mut profile.memories[first..] {
-        memory.host = Some(host.clone());
+        memory.host = Some(host_of(memory, &host));
     }
     Ok(())
+}
+
+/// The host a memory is shown with: the recorded host, or where its id was
+/// told apart from another file's of the same host name (two processes of
+/// one machine, a Keras logdir's `train/` and `validation/` runs), the
+/// label that tells it apart — so `host` and `id` never disagree.
+fn host_of(memory: &crate::model::Memory, recorded: &str) -> String {
+    let label = (memory.kind == MemoryKind::Allocator)
+        .then(|| {
+            memory
+                .id
+                .strip_suffix(')')?
+                .rsplit_once(" (")
+                .map(|(_, h)| h)
+        })
+        .flatten();
+    label.unwrap_or(recorded).to_string()
 }
 
 /// The host an XSpace was recorded on: the first of its `hostnames`, else
@@ -117,6 +134,7 @@ pub(crate) fn append_host(profile: &mut Profile, host: Profile) {
             if id != memory.id {
                 relabel(&mut warnings, &memory.id, &id);
                 memory.id = id;
+                memory.host = Some(host_of(&memory, &host));
             }
         }
         profile.memories.push(memory);
@@ -152,12 +170,29 @@ pub(super) fn allocator_id(profile: &mut Profile, name: &str, host: &str, path: 
     if !taken {
         return name.to_string();
     }
-    let label = format!("{name} ({host})");
-    if profile.memories.iter().any(|m| m.id == label) {
-        format!("{name} ({})", file_host(path))
-    } else {
-        label
-    }
+    // The host's name, else the file's, else the Keras tag folder it is
+    // under with it (`validation/vm` of `logs/validation/plugins/profile/
+    // <run>/vm.xplane.pb`), else its path: the first no other memory has.
+    let path_host = path.strip_suffix(".gz").unwrap_or(path);
+    let path_host = path_host.strip_suffix(".xplane.pb").unwrap_or(path_host);
+    let tagged = path
+        .replace('\\', "/")
+        .split_once("/plugins/profile/")
+        .map(|(before, _)| {
+            let tag = before.rsplit('/').next().unwrap_or(before);
+            format!("{tag}/{}", file_host(path))
+        });
+    [
+        Some(host.to_string()),
+        Some(file_host(path).to_string()),
+        tagged,
+        Some(path_host.to_string()),
+    ]
+    .into_iter()
+    .flatten()
+    .map(|h| format!("{name} ({h})"))
+    .find(|label| !profile.memories.iter().any(|m| &m.id == label))
+    .unwrap_or_else(|| format!("{name} ({path})"))
 }
 
 /// Warnings about memory `id` name it `label` instead.
@@ -236,7 +271,9 @@ mod tests {
             ids(&copies),
             ["GPU_0_bfc (vm)", "GPU_0_bfc (b)", "GPU_0_bfc (c)"]
         );
-        assert_eq!(copies.memories[1].host.as_deref(), Some("vm"));
+        // Each one's host is the label its id carries, so the two agree.
+        assert_eq!(copies.memories[0].host.as_deref(), Some("vm"));
+        assert_eq!(copies.memories[1].host.as_deref(), Some("b"));
 
         let run = read_run(vec![
             host("run/w0.xplane.pb", "worker-0", "MatMul"),

@@ -11,7 +11,7 @@
 mod deserialize;
 pub(super) mod window;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::BufReader;
 
 use serde::de;
@@ -145,8 +145,12 @@ struct TraceState {
     ranges: Vec<RangeRecord>,
     /// `enumerate(DataLoader)#…` spans: loading data, no phase of a step.
     data_loading: Vec<(f64, f64)>,
-    /// `ProfilerStep#N` spans: (N, start µs, end µs).
+    /// `ProfilerStep#N` spans: (N, start µs, end µs), from the CPU's
+    /// annotation.
     steps: Vec<Step>,
+    /// The GPU's copies of those spans (`gpu_user_annotation`), used only
+    /// for steps the CPU did not annotate.
+    gpu_steps: Vec<Step>,
     device_properties: Vec<DeviceProperty>,
     /// `[memory]` events skipped because their `Bytes` or `ts` is not a
     /// number in range (an integer byte count, a finite time).
@@ -212,19 +216,28 @@ impl TraceState {
         if ph != "X" {
             return Ok(());
         }
+        let cat = e.cat.get().unwrap_or("");
         if let Some(number) = name.strip_prefix("ProfilerStep#") {
             if let (Some(id), Some(start), Some(dur)) =
                 (number.trim().parse().ok(), e.ts.float(), e.dur.float())
             {
-                self.steps.push(Step {
+                let step = Step {
                     id,
                     start: start.round() as i64,
                     end: (start + dur.max(0.0)).round() as i64,
-                });
+                };
+                // Recent PyTorch records each step twice: the CPU's
+                // annotation and the GPU's copy of it, which spans the
+                // step's kernels. Memory events carry CPU times, so the
+                // CPU's span is the step.
+                if cat == "gpu_user_annotation" {
+                    self.gpu_steps.push(step);
+                } else {
+                    self.steps.push(step);
+                }
             }
             return Ok(());
         }
-        let cat = e.cat.get().unwrap_or("");
         let (Some(start), Some(dur)) = (e.ts.float(), e.dur.float()) else {
             return Ok(());
         };
@@ -321,6 +334,7 @@ pub(crate) fn read(
         mut ranges,
         mut data_loading,
         mut steps,
+        gpu_steps,
         device_properties,
         unreadable_memory,
     } = state;
@@ -331,6 +345,8 @@ pub(crate) fn read(
     for op in &mut ops {
         op.name = op_ids.get(op.name as usize).map_or(0, |id| id.0);
     }
+    let annotated: HashSet<i64> = steps.iter().map(|s| s.id).collect();
+    steps.extend(gpu_steps.into_iter().filter(|s| !annotated.contains(&s.id)));
     steps.sort_by_key(|s| (s.start, s.id));
     steps.dedup();
     profile.inputs.push(InputInfo {
@@ -421,18 +437,28 @@ pub(crate) fn read(
             continue;
         };
         let (device_type, device_id) = devices.key(first.device);
+        // c10::DeviceType: CPU 0, CUDA 1, HIP 6. PyTorch built for ROCm
+        // names its AMD GPUs `cuda` (`torch.device("cuda:0")`, the
+        // `torch.cuda` API), so HIP memory is `cuda:N` too, with the same
+        // figures; only a trace that records both kinds on one id names
+        // the HIP one `hip:N`.
+        let both = device_type == DEVICE_TYPE_HIP
+            && devices
+                .keys
+                .iter()
+                .any(|&(t, i)| t == DEVICE_TYPE_CUDA && i == device_id);
         let id = match device_type {
             0 => "cpu".to_string(),
-            1 => format!("cuda:{device_id}"),
+            DEVICE_TYPE_HIP if both => format!("hip:{device_id}"),
+            DEVICE_TYPE_CUDA | DEVICE_TYPE_HIP => format!("cuda:{device_id}"),
             t => format!("device{t}:{device_id}"),
         };
+        let is_gpu = matches!(device_type, DEVICE_TYPE_CUDA | DEVICE_TYPE_HIP);
         let records = indices.iter().filter_map(|&i| memory.get(i as usize));
-        let cap = (device_type == 1)
-            .then(|| capacity.get(&device_id).copied())
-            .flatten();
+        let cap = is_gpu.then(|| capacity.get(&device_id).copied()).flatten();
         let device = TraceDevice {
             id: &id,
-            is_device: device_type == 1,
+            is_gpu,
             capacity: cap,
             steps: &steps,
             origin,
@@ -630,12 +656,18 @@ fn infer_forward(memory: &mut [MemoryRecord], steps: &[Step], data_loading: &[(f
     }
 }
 
+/// `c10::DeviceType::CUDA`.
+const DEVICE_TYPE_CUDA: i64 = 1;
+/// `c10::DeviceType::HIP`: an AMD GPU under ROCm.
+const DEVICE_TYPE_HIP: i64 = 6;
+
 /// What a trace says of one device beyond its `[memory]` events.
 struct TraceDevice<'a> {
     /// The memory's id (`cpu`, `cuda:0`).
     id: &'a str,
-    /// A CUDA device rather than the CPU's allocator.
-    is_device: bool,
+    /// A GPU (CUDA or HIP), whose events' `Total Reserved` is its caching
+    /// allocator's, rather than the CPU.
+    is_gpu: bool,
     /// Its memory, from the trace's `deviceProperties`.
     capacity: Option<u64>,
     /// The trace's `ProfilerStep#N` spans, in time order.
@@ -652,7 +684,7 @@ fn build_trace_memory<'a>(
 ) {
     let TraceDevice {
         id,
-        is_device,
+        is_gpu,
         capacity,
         steps,
         origin,
@@ -765,7 +797,7 @@ fn build_trace_memory<'a>(
         if m.total_allocated().is_some() || m.total_reserved().is_some() {
             samples.push(
                 AllocatorSample::new(at)
-                    .with_reserved_bytes(m.total_reserved().filter(|_| is_device))
+                    .with_reserved_bytes(m.total_reserved().filter(|_| is_gpu))
                     .with_allocated_bytes(m.total_allocated()),
             );
         }
@@ -827,15 +859,9 @@ fn build_trace_memory<'a>(
         );
     }
     let axis = Axis::TimeUs;
-    let memory = profile.memory_mut(
-        id,
-        if is_device {
-            MemoryKind::Device
-        } else {
-            MemoryKind::Allocator
-        },
-        axis,
-    );
+    // Every memory of a trace is one device's as the profiler saw it, the
+    // CPU's included (docs/json/README.md: the `kind` rule).
+    let memory = profile.memory_mut(id, MemoryKind::Device, axis);
     // The memory is in hand here: finding it again by id per device would
     // make a trace of many devices quadratic.
     memory.steps = steps.to_vec();
