@@ -17,6 +17,7 @@ pub mod segments;
 pub mod series;
 pub mod steps;
 pub mod summary;
+pub mod xla_report;
 
 use serde::Serialize;
 

@@ -7,6 +7,7 @@ pub(crate) mod detect;
 mod pprof;
 pub(crate) mod source;
 pub(crate) mod torch;
+pub(crate) mod xla_report;
 pub(crate) mod xspace;
 
 #[cfg(test)]
@@ -232,7 +233,10 @@ fn load_hosts(sources: Vec<Source>, options: &LoadOptions) -> Result<Profile> {
 /// with what the readers found instead. A pprof snapshot without samples is
 /// the exception: "nothing was live" is a valid answer there.
 fn ensure_memories(profile: &Profile) -> Result<()> {
-    if !profile.memories.is_empty() || profile.inputs.iter().any(|i| i.format == Format::Pprof) {
+    if !profile.memories.is_empty()
+        || !profile.xla_reports.is_empty()
+        || profile.inputs.iter().any(|i| i.format == Format::Pprof)
+    {
         return Ok(());
     }
     let Some(first) = profile.inputs.first() else {
@@ -367,6 +371,7 @@ fn load_into(profile: &mut Profile, source: Source, options: &LoadOptions) -> Re
             data = Box::new(source::Tail::new(data, detect::UTF8_BOM.len() as u64));
             detect::classify(&*data).map_err(|e| read_error(&path, &e))?
         }
+        Sniffed::Text => Format::XlaReport,
         Sniffed::Empty | Sniffed::OldPickle | Sniffed::Unknown | Sniffed::ProtobufGroup => {
             return Err(no_profile(&path, sniffed))
         }
@@ -400,5 +405,6 @@ fn load_into(profile: &mut Profile, source: Source, options: &LoadOptions) -> Re
             torch::trace::read(profile, &path, &*data, options.force_general_path)
         }
         Format::TorchMemoryTimeline => torch::memory_timeline::read(profile, &path, &*data),
+        Format::XlaReport => xla_report::read(profile, &path, &*data),
     }
 }

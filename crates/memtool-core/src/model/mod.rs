@@ -13,12 +13,16 @@
 
 mod intern;
 mod phase;
+mod xla_report;
 
 pub(crate) use intern::IdIndex;
 pub use intern::{
     BeforeRecording, Frame, FrameId, Names, Renames, Site, SiteId, StackFrames, StackId, StrId,
 };
 pub use phase::{Phase, PhaseSpan};
+pub use xla_report::{
+    BfcDump, LayoutSizes, ReportedAllocation, ReportedBytes, UsageLine, XlaOomReport, XlaReportKind,
+};
 
 use std::collections::BTreeMap;
 
@@ -50,6 +54,8 @@ pub enum Format {
     TorchTrace,
     /// PyTorch `export_memory_timeline` output (`.json` or `.raw.json.gz`).
     TorchMemoryTimeline,
+    /// A log or pasted text holding XLA out-of-memory reports.
+    XlaReport,
 }
 
 impl Format {
@@ -61,6 +67,7 @@ impl Format {
             Format::TorchSnapshot => "torch_snapshot",
             Format::TorchTrace => "torch_trace",
             Format::TorchMemoryTimeline => "torch_memory_timeline",
+            Format::XlaReport => "xla_report",
         }
     }
 }
@@ -744,6 +751,9 @@ pub struct Profile {
     pub memories: Vec<Memory>,
     /// What the readers read around instead of failing.
     pub warnings: Vec<Warning>,
+    /// XLA out-of-memory reports read from text (a program that never ran
+    /// has no memory to profile: the report is what there is).
+    pub xla_reports: Vec<XlaOomReport>,
     /// Where [`Profile::memory_mut`] finds a memory by id.
     memory_index: MemoryIndex,
 }

@@ -21,7 +21,7 @@ mod assignment;
 mod phase;
 mod plane;
 mod replay;
-mod shape;
+pub(crate) mod shape;
 
 use std::collections::BTreeSet;
 
