@@ -122,3 +122,14 @@ fn diff() {
         &["diff", "tests/torch/snapshot.p2.pickle", SNAPSHOT],
     );
 }
+
+/// `oom` on a log holding XLA out-of-memory reports: the entries with
+/// `source: "xla_report"` (docs/json/oom.md).
+#[test]
+fn oom_xla_report() {
+    pin(
+        "oom_xla_report_tpu",
+        &["oom", "tests/xla/tpu_compile_oom.log"],
+    );
+    pin("oom_xla_report_gpu", &["oom", "tests/xla/gpu_bfc_oom.log"]);
+}

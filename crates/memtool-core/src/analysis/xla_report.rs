@@ -33,8 +33,9 @@ pub struct XlaReportFacts {
     /// Later lines that repeat it.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub repeated_at_lines: Vec<u64>,
-    /// The memory space (`hbm`) or allocator (`GPU_0_bfc`).
-    pub memory_space: Option<String>,
+    /// The memory space (`hbm`, `vmem`) or allocator (`GPU_0_bfc`) as the
+    /// report names it (`memory_space`, a number, is a profile's).
+    pub space: Option<String>,
     /// What the program needed, as reported (`Used …`).
     pub used_bytes: Option<u64>,
     /// `Total … usage`: reserved, program, arguments, output.
@@ -43,9 +44,6 @@ pub struct XlaReportFacts {
     pub program_requirement: Vec<UsageRow>,
     /// The allocations the report lists, with their layouts.
     pub allocations: Vec<AllocationRow>,
-    /// Bytes of padding: the HLO temp's padded less unpadded size where
-    /// the report states them, else the listed allocations' padding.
-    pub padding_waste_bytes: u64,
     /// What would make it fit, in sentences with the figures.
     pub would_fit: Vec<String>,
     /// The GPU allocator's state, when the log holds its dump.
@@ -113,7 +111,7 @@ fn post_mortem(report: &XlaOomReport, options: &Options) -> PostMortem {
     let listed_padding = allocations
         .iter()
         .fold(0u64, |t, a| t.saturating_add(a.padding_bytes));
-    let padding_waste = hlo_temp_padding(report).unwrap_or(listed_padding);
+    let padding_waste = hlo_temp_padding(report, listed_padding).unwrap_or(listed_padding);
     let space = report.memory_space.clone();
     let space_text = space.as_deref().unwrap_or(match report.kind {
         XlaReportKind::GpuAllocator => "GPU",
@@ -282,12 +280,11 @@ fn post_mortem(report: &XlaOomReport, options: &Options) -> PostMortem {
             report_kind: report.kind,
             line: report.line,
             repeated_at_lines: report.repeated_at_lines.clone(),
-            memory_space: space,
+            space,
             used_bytes: bytes(&report.used),
             usage: report.usage.iter().map(usage_row).collect(),
             program_requirement: report.program.iter().map(usage_row).collect(),
             allocations,
-            padding_waste_bytes: padding_waste,
             would_fit,
             bfc: report.bfc.clone(),
         }),
@@ -295,10 +292,14 @@ fn post_mortem(report: &XlaOomReport, options: &Options) -> PostMortem {
 }
 
 /// The HLO temp's padded less unpadded size, the whole program's padding,
-/// where the report states both.
-fn hlo_temp_padding(report: &XlaOomReport) -> Option<u64> {
+/// where the report states both and it says more than the listed
+/// allocations' exact padding (`listed`): both are rounded to a hundredth of
+/// their unit, so a difference within that rounding says nothing more.
+fn hlo_temp_padding(report: &XlaOomReport, listed: u64) -> Option<u64> {
     let (unpadded, padded) = report.hlo_temp_unpadded_padded.as_ref()?;
-    Some(padded.bytes.saturating_sub(unpadded.bytes))
+    let stated = padded.bytes.saturating_sub(unpadded.bytes);
+    let rounding = padded.rounding.saturating_add(unpadded.rounding);
+    (stated > listed.saturating_add(rounding)).then_some(stated)
 }
 
 fn usage_row(u: &UsageLine) -> UsageRow {
@@ -468,12 +469,11 @@ fn would_fit(
         .max_by_key(|a| a.padding_bytes)
     {
         out.push(format!(
-            "{}: {} of padding in {} ({}); a shape whose minor dimensions fill the tiles \
-             saves it",
+            "{}: {} of its {} is padding; minor dimensions that fill the tiles (or another \
+             dimension order) save it",
             worst.shape.as_deref().unwrap_or("the largest allocation"),
             size(worst.padding_bytes),
             size(worst.bytes),
-            worst.layout.as_deref().unwrap_or("its layout pads it")
         ));
     }
     if let Some(last) = remove_to_fit.last() {
@@ -595,7 +595,11 @@ impl XlaReportFacts {
                     format!("Chunks in use by size — {id}"),
                     vec!["chunk size", "chunks", "bytes"],
                 );
-                let mut rows = b.in_use_by_size.clone();
+                let mut rows: Vec<(u64, u64)> = b
+                    .in_use_by_size
+                    .iter()
+                    .map(|c| (c.chunk_bytes, c.chunks))
+                    .collect();
                 rows.sort_by_key(|&(s, n)| std::cmp::Reverse(s.saturating_mul(n)));
                 for (s, n) in rows.into_iter().take(10) {
                     t.rows.push(vec![

@@ -21,7 +21,8 @@ pub use intern::{
 };
 pub use phase::{Phase, PhaseSpan};
 pub use xla_report::{
-    BfcDump, LayoutSizes, ReportedAllocation, ReportedBytes, UsageLine, XlaOomReport, XlaReportKind,
+    BfcDump, ChunksOfSize, LayoutSizes, ReportedAllocation, ReportedBytes, UsageLine, XlaOomReport,
+    XlaReportKind,
 };
 
 use std::collections::BTreeMap;

@@ -155,8 +155,17 @@ pub struct BfcDump {
     pub free_chunk_bytes: u64,
     /// The largest of them.
     pub largest_free_chunk_bytes: u64,
-    /// `N Chunks of size S totalling …`: (size, count), in the order listed.
-    pub in_use_by_size: Vec<(u64, u64)>,
+    /// `N Chunks of size S totalling …`, in the order listed.
+    pub in_use_by_size: Vec<ChunksOfSize>,
+}
+
+/// Chunks in use of one size, as the BFC allocator's summary lists them.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct ChunksOfSize {
+    /// The chunk size.
+    pub chunk_bytes: u64,
+    /// How many chunks of it are in use.
+    pub chunks: u64,
 }
 
 impl BfcDump {

@@ -9,7 +9,7 @@
 //! in XLA's logs; one that comes after it belongs to it too.
 
 use super::{after, figure};
-use crate::model::{BfcDump, ReportedBytes, XlaOomReport, XlaReportKind};
+use crate::model::{BfcDump, ChunksOfSize, ReportedBytes, XlaOomReport, XlaReportKind};
 
 /// A dump being read, and the failure it began with.
 #[derive(Default)]
@@ -72,7 +72,10 @@ impl Pending {
                 dump.largest_free_chunk_bytes = dump.largest_free_chunk_bytes.max(size.bytes);
             }
         } else if let Some((count, size)) = chunks_line(text) {
-            dump.in_use_by_size.push((size, count));
+            dump.in_use_by_size.push(ChunksOfSize {
+                chunk_bytes: size,
+                chunks: count,
+            });
         } else if let Some(limit) = after(text, "memory_limit_: ") {
             dump.limit_bytes = number_at(limit).or(dump.limit_bytes);
             dump.available_bytes = after(text, "available bytes: ").and_then(number_at);

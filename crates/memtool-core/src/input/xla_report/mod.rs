@@ -103,6 +103,15 @@ pub(crate) fn read(profile: &mut Profile, path: &str, data: &dyn ByteSource) -> 
             }
         }
     }
+    profile.note(
+        path,
+        format!(
+            "{} XLA out-of-memory report{} and no memory timeline: `memtool oom` gives the \
+             post-mortem (`summary` opens with it)",
+            reports.len(),
+            if reports.len() == 1 { "" } else { "s" }
+        ),
+    );
     profile.xla_reports.extend(reports);
     Ok(())
 }
