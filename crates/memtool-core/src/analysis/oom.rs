@@ -27,7 +27,7 @@ use crate::report::units::bytes as size;
 use crate::report::{Cell, Report, Table};
 
 use super::group::{self, GroupBy, Totals};
-use super::peak::BufferAtPeak;
+use super::program_peak::BufferAtPeak;
 use super::{display_id, point_label, replay, MemoryHeader, Options, PeakFacts, Provenance};
 
 /// The JSON schema name and version of `oom`'s document.
@@ -688,7 +688,7 @@ pub fn program_post_mortem(
     }
     let point = facts.point();
     let live: Vec<AllocId> = replay::live_at(memory, point.index);
-    let program = super::peak::program_peak(profile, memory, point, &live, false)?;
+    let program = super::program_peak::program_peak(profile, memory, point, &live, false)?;
     let padding_waste = program.buffers_at_peak.iter().fold(0u64, |t, b| {
         t.saturating_add(b.bytes.saturating_sub(b.unpadded_bytes))
     });

@@ -18,7 +18,7 @@ use crate::report::{Cell, Table};
 
 use super::group::{self, Totals};
 use super::oom::{CapacitySource, PostMortem, ProgramOverCapacity, RemovalCandidate, Verdict};
-use super::peak::BufferAtPeak;
+use super::program_peak::BufferAtPeak;
 use super::{MemoryHeader, Options};
 
 /// What an XLA report's post-mortem adds to an `oom` entry.

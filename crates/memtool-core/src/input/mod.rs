@@ -297,7 +297,7 @@ fn refusal(path: &str, sniffed: Sniffed) -> Option<Error> {
 
 /// The error for an input that detection finds to be empty, a pickle of
 /// protocol 0 or 1, or no profile.
-fn no_profile(path: &str, sniffed: Sniffed) -> Error {
+pub(crate) fn no_profile(path: &str, sniffed: Sniffed) -> Error {
     let path = path.to_string();
     match sniffed {
         Sniffed::Empty => Error::NoData {
@@ -320,7 +320,8 @@ fn no_profile(path: &str, sniffed: Sniffed) -> Error {
         _ => Error::UnknownFormat {
             path,
             reason: "not a memory profile memtool can read (expected pprof, XSpace \
-                     .xplane.pb, a PyTorch snapshot pickle, or a PyTorch trace JSON)"
+                     .xplane.pb, a PyTorch snapshot pickle, a PyTorch trace JSON, or a log \
+                     holding an XLA out-of-memory report)"
                 .into(),
         },
     }

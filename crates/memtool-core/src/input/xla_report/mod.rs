@@ -26,7 +26,7 @@ pub(crate) mod layout;
 
 use std::io::{BufRead, BufReader};
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::input::source::{ByteSource, SourceReader};
 use crate::model::{Format, InputInfo, Profile, ReportedBytes, XlaOomReport, XlaReportKind};
 
@@ -70,14 +70,11 @@ pub(crate) fn read(profile: &mut Profile, path: &str, data: &dyn ByteSource) -> 
     }
     let reports = scanner.finish();
     if reports.is_empty() {
-        return Err(Error::UnknownFormat {
-            path: path.to_string(),
-            reason: "not a memory profile memtool can read (expected pprof, XSpace \
-                     .xplane.pb, a PyTorch snapshot pickle, a PyTorch trace JSON, or text \
-                     holding an XLA out-of-memory report: RESOURCE_EXHAUSTED, `Ran out of \
-                     memory in memory space`, `Out of memory while trying to allocate`)"
-                .into(),
-        });
+        // Text without a report is no input memtool reads, as any other.
+        return Err(crate::input::no_profile(
+            path,
+            crate::input::detect::Sniffed::Unknown,
+        ));
     }
     profile.inputs.push(InputInfo {
         path: path.to_string(),
