@@ -12,6 +12,7 @@ pub mod leaks;
 pub mod oom;
 pub mod peak;
 pub mod peak_facts;
+pub mod program_match;
 pub mod program_peak;
 pub mod replay;
 pub mod segments;

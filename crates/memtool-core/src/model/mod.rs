@@ -360,6 +360,11 @@ pub struct ProgramInfo {
     pub module: String,
     /// The memory space (XLA memory color); 0 is the device's main memory.
     pub memory_space: i64,
+    /// The entry computation's parameter and result shapes (`(f32[8]{0}) ->
+    /// f32[8]{0}`), when the module records them: what tells two compiles
+    /// of one name apart across runs, whatever their compile counters.
+    #[serde(skip)]
+    pub signature: Option<String>,
     /// Sizes of the space's buffer allocations by kind, as XProf counts
     /// them: an allocation can be both a parameter and an output.
     pub parameter_bytes: u64,

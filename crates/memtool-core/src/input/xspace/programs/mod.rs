@@ -157,6 +157,18 @@ struct Module<'h> {
 }
 
 impl<'h> Module<'h> {
+    /// The entry computation's parameter and result shapes, as XLA prints
+    /// them: the module's fingerprint across runs.
+    fn signature(&self) -> Option<String> {
+        let program = self.hlo.module.as_ref()?.host_program_shape.as_ref()?;
+        let parameters: Vec<String> = program.parameters.iter().map(shape::human_string).collect();
+        let result = program
+            .result
+            .as_ref()
+            .map_or_else(String::new, shape::human_string);
+        Some(format!("({}) -> {result}", parameters.join(", ")))
+    }
+
     fn new(hlo: &'h Decoded<'h>, program_id: u64) -> Module<'h> {
         let module = hlo.module.as_ref();
         let name = module.map_or("", |m| m.name.as_str());
