@@ -25,6 +25,8 @@ pub(crate) enum Sniffed {
     /// Protobuf whose first field is a group (wire type 3), which neither
     /// pprof nor XSpace uses and memtool does not read.
     ProtobufGroup,
+    /// An `xla.HloProto` (an XLA dump's `*.hlo.pb`).
+    HloProto,
     /// Text that is none of the above: a log that may hold XLA
     /// out-of-memory reports.
     Text,
@@ -58,6 +60,9 @@ pub(crate) fn sniff(bytes: &[u8]) -> Sniffed {
     // `{` and `[` are also the keys of protobuf groups (fields 15 and 11).
     if starts_with_group(bytes) {
         return Sniffed::ProtobufGroup;
+    }
+    if super::xla_dump::looks_like_hlo_proto(bytes) {
+        return Sniffed::HloProto;
     }
     match sniff_protobuf(bytes) {
         Sniffed::Unknown if super::xla_report::looks_like_text(bytes) => Sniffed::Text,

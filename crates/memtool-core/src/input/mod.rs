@@ -7,6 +7,7 @@ pub(crate) mod detect;
 mod pprof;
 pub(crate) mod source;
 pub(crate) mod torch;
+pub(crate) mod xla_dump;
 pub(crate) mod xla_report;
 pub(crate) mod xspace;
 
@@ -373,6 +374,7 @@ fn load_into(profile: &mut Profile, source: Source, options: &LoadOptions) -> Re
             detect::classify(&*data).map_err(|e| read_error(&path, &e))?
         }
         Sniffed::Text => Format::XlaReport,
+        Sniffed::HloProto => Format::HloProto,
         Sniffed::Empty | Sniffed::OldPickle | Sniffed::Unknown | Sniffed::ProtobufGroup => {
             return Err(no_profile(&path, sniffed))
         }
@@ -407,5 +409,6 @@ fn load_into(profile: &mut Profile, source: Source, options: &LoadOptions) -> Re
         }
         Format::TorchMemoryTimeline => torch::memory_timeline::read(profile, &path, &*data),
         Format::XlaReport => xla_report::read(profile, &path, &*data),
+        Format::HloProto => xla_dump::read(profile, &path, &*data),
     }
 }

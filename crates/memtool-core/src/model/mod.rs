@@ -57,6 +57,9 @@ pub enum Format {
     TorchMemoryTimeline,
     /// A log or pasted text holding XLA out-of-memory reports.
     XlaReport,
+    /// An `xla.HloProto` of an XLA dump (`*.hlo.pb`): a compiled module with
+    /// its buffer assignment.
+    HloProto,
 }
 
 impl Format {
@@ -69,6 +72,7 @@ impl Format {
             Format::TorchTrace => "torch_trace",
             Format::TorchMemoryTimeline => "torch_memory_timeline",
             Format::XlaReport => "xla_report",
+            Format::HloProto => "hlo_proto",
         }
     }
 }

@@ -83,6 +83,20 @@ pub(crate) fn read(profile: &mut Profile, path: &str, source: &dyn ByteSource) -
     Ok(())
 }
 
+/// Adds the memories of one serialized `xla.HloProto` (an XLA dump's
+/// `*.hlo.pb`), read as a module of an XSpace is, under its module id; the
+/// reason it is not a valid one otherwise.
+pub(crate) fn read_hlo_proto(
+    profile: &mut Profile,
+    path: &str,
+    bytes: &[u8],
+) -> std::result::Result<(), String> {
+    let hlo = Decoded::parse(bytes)?;
+    let id = hlo.module.as_ref().map_or(0, |m| m.id);
+    Module::new(&hlo, u64::try_from(id).unwrap_or(0)).read_into(profile, path);
+    Ok(())
+}
+
 /// How XProf names a buffer allocation's role.
 fn category(a: &BufferAllocationProto) -> &'static str {
     if a.is_entry_computation_parameter {
