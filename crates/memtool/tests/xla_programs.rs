@@ -62,3 +62,73 @@ fn diff_pairs_each_program_with_itself_across_compile_counters() {
     }
     assert_eq!(doc["total"]["delta_bytes"], 0);
 }
+
+/// The peak memory of each program, by module name, as `peak` reports it.
+fn peaks(path: &str) -> std::collections::BTreeMap<String, Value> {
+    let doc = common::json(&["peak", path, "--top", "1000"]);
+    doc["memories"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| (m["id"].as_str().unwrap().to_string(), m.clone()))
+        .collect()
+}
+
+/// A dump's `*.hlo.pb` is the program an XSpace of the same script holds:
+/// the same peak, where, and the same buffers at it.
+#[test]
+fn a_dumped_module_reads_as_the_same_program_in_an_xspace() {
+    let traced = peaks(&fixture(RUN1));
+    for module in ["jit_train_step(26)", "jit_oom(28)"] {
+        let name = module.split('(').next().unwrap();
+        let file = fixture(&format!(
+            "xla/dump_proto/module_00{}.{name}.cpu_after_optimizations.hlo.pb",
+            &module[module.len() - 3..module.len() - 1]
+        ));
+        let dumped = peaks(&file);
+        assert_eq!(dumped.len(), 1, "{file}");
+        let (d, t) = (&dumped[module], &traced[module]);
+        for field in [
+            "peak_bytes",
+            "peak_position",
+            "peak_instruction",
+            "buffers_at_peak",
+        ] {
+            assert_eq!(d[field], t[field], "{module}: {field}");
+        }
+        assert!(!d["buffers_at_peak"].as_array().unwrap().is_empty());
+    }
+}
+
+/// A `--xla_dump_to` folder is its optimized modules; their allocations add
+/// up to the `Total bytes` of XLA's own memory usage report.
+#[test]
+fn a_dump_folder_is_its_modules_and_agrees_with_xlas_usage_report() {
+    let doc = common::json(&["summary", &fixture("xla/dump_proto")]);
+    let formats: Vec<&str> = doc["inputs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["format"].as_str().unwrap())
+        .collect();
+    assert_eq!(formats, ["hlo_proto", "hlo_proto"]);
+    let programs = doc["memories"].as_array().unwrap();
+    assert_eq!(programs.len(), 2);
+    for p in programs {
+        let module = p["module"].as_str().unwrap();
+        let name = module.split('(').next().unwrap();
+        let id: u32 = module[name.len() + 1..module.len() - 1].parse().unwrap();
+        let report = std::fs::read_to_string(common::repo_fixture(&format!(
+            "xla/dump_text/module_{id:04}.{name}.cpu_after_optimizations-memory-usage-report.txt"
+        )))
+        .unwrap();
+        let total: u64 = report
+            .lines()
+            .find_map(|l| l.strip_prefix("Total bytes: "))
+            .and_then(|t| t.split_whitespace().next())
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert_eq!(p["total_allocation_bytes"], total, "{module}");
+    }
+}
