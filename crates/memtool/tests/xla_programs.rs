@@ -132,3 +132,24 @@ fn a_dump_folder_is_its_modules_and_agrees_with_xlas_usage_report() {
         assert_eq!(p["total_allocation_bytes"], total, "{module}");
     }
 }
+
+/// The training step's three parameters come back as outputs of their
+/// shapes, both live at its peak: donating them saves their bytes there.
+/// The other programs compute no gradients and get no advice.
+#[test]
+fn a_training_step_is_told_what_donating_its_parameters_saves() {
+    let doc = common::json(&["peak", &fixture(RUN1)]);
+    for m in doc["memories"].as_array().unwrap() {
+        let id = m["id"].as_str().unwrap();
+        if id == "jit_train_step(26)" {
+            // f32[128,256], f32[256,256], f32[256,10].
+            let bytes = (128 * 256 + 256 * 256 + 256 * 10) * 4;
+            assert_eq!(
+                m["donation"],
+                serde_json::json!({"parameters": 3, "bytes": bytes})
+            );
+        } else {
+            assert!(m.get("donation").is_none(), "{id}");
+        }
+    }
+}

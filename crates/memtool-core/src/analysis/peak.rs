@@ -970,6 +970,19 @@ impl Report for PeakReport {
             .map(|&i| peaks[i].0)
             .collect();
         notes.extend(super::trivial_note(&trivial));
+        for m in &self.memories {
+            if let Some(d) = m.program.as_ref().and_then(|p| p.donation.as_ref()) {
+                notes.push(format!(
+                    "{}: {} of parameters ({}) come back as outputs of the same shapes, both \
+                     live at the peak; donating them (jax.jit(..., donate_argnums=...)) would \
+                     save {} there",
+                    display_id(&m.header.id),
+                    crate::report::units::bytes(d.bytes),
+                    d.parameters,
+                    crate::report::units::bytes(d.bytes)
+                ));
+            }
+        }
         if let Some(o) = &self.overall {
             if self.memories.len() > 1 || self.memories.iter().any(|m| m.peak.peak_label != o.label)
             {

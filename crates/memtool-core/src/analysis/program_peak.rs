@@ -33,6 +33,58 @@ pub struct ProgramPeak {
     /// when the program computes no gradients. The phase breakdown's
     /// groups.
     pub phases: Vec<Group>,
+    /// For a training step (a program that computes gradients): parameters
+    /// that come back as outputs of the same shape, both live at the peak in
+    /// buffers of their own (its parameters and optimizer state): donating
+    /// them (`jax.jit(..., donate_argnums=…)`)
+    /// lets the output reuse the parameter's memory. Absent when none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub donation: Option<Donation>,
+}
+
+/// What donating a program's parameters would save at its peak.
+#[derive(Debug, Serialize)]
+pub struct Donation {
+    /// Parameters live at the peak beside an output of their shape.
+    pub parameters: u64,
+    /// Their bytes: what the peak would lose.
+    pub bytes: u64,
+}
+
+/// The parameters live at the peak that an output of the same shape, live
+/// beside them in a buffer of its own, could have reused: each output is
+/// matched to one parameter of its shape (largest first). Parameters XLA
+/// already aliases to an output share its allocation and are not counted.
+fn donation(memory: &Memory, names: &crate::model::Names, live: &[AllocId]) -> Option<Donation> {
+    let mut parameters: Vec<(String, u64)> = Vec::new();
+    let mut outputs: Vec<String> = Vec::new();
+    for &id in live {
+        let a = memory.allocation(id);
+        let site = names.site_of(a.site);
+        let (Some(category), Some(shape)) = (site.category, site.shape) else {
+            continue;
+        };
+        let shape = names.str(shape).to_string();
+        match names.str(category) {
+            "Parameter" => parameters.push((shape, a.bytes)),
+            "Output" => outputs.push(shape),
+            _ => {}
+        }
+    }
+    parameters.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    let mut matched = vec![false; parameters.len()];
+    let (mut count, mut bytes) = (0u64, 0u64);
+    for shape in outputs {
+        if let Some(i) = (0..parameters.len()).find(|&i| !matched[i] && parameters[i].0 == shape) {
+            matched[i] = true;
+            count += 1;
+            bytes = bytes.saturating_add(parameters[i].1);
+        }
+    }
+    (count > 0).then_some(Donation {
+        parameters: count,
+        bytes,
+    })
 }
 
 /// One buffer live at a program's peak.
@@ -163,6 +215,13 @@ pub(crate) fn program_peak(
             source: None,
         });
     }
+    // A training step (one that computes gradients) is the program that
+    // runs again on its own outputs, where donating pays.
+    let donation = if phases.is_empty() {
+        None
+    } else {
+        donation(memory, names, live)
+    };
     Some(ProgramPeak {
         peak_position: if p.index == 0 { 0 } else { p.at },
         peak_instruction: point_step(memory, p.index).map(str::to_string),
@@ -170,5 +229,6 @@ pub(crate) fn program_peak(
         heap_timeline_requested_bytes,
         buffers_at_peak,
         phases,
+        donation,
     })
 }
