@@ -231,13 +231,36 @@ impl XlaOomReport {
         }
     }
 
-    /// Whether `other` says the same thing (the same failure logged twice).
+    /// Whether `other` says the same thing (the same failure logged twice):
+    /// equal but where it is.
     pub fn same_failure(&self, other: &XlaOomReport) -> bool {
-        let strip = |r: &XlaOomReport| XlaOomReport {
-            line: 0,
-            repeated_at_lines: Vec::new(),
-            ..r.clone()
-        };
-        strip(self) == strip(other)
+        let XlaOomReport {
+            kind,
+            line: _,
+            repeated_at_lines: _,
+            memory_space,
+            used,
+            capacity,
+            over,
+            request,
+            usage,
+            program,
+            hlo_temp_unpadded_padded,
+            allocations,
+            bfc,
+            instruction,
+        } = self;
+        *kind == other.kind
+            && *memory_space == other.memory_space
+            && *used == other.used
+            && *capacity == other.capacity
+            && *over == other.over
+            && *request == other.request
+            && *usage == other.usage
+            && *program == other.program
+            && *hlo_temp_unpadded_padded == other.hlo_temp_unpadded_padded
+            && *allocations == other.allocations
+            && *bfc == other.bfc
+            && *instruction == other.instruction
     }
 }

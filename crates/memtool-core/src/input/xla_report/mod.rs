@@ -140,6 +140,9 @@ fn read_line(reader: &mut impl BufRead, line: &mut Vec<u8>) -> std::io::Result<u
 #[derive(Default)]
 struct Scanner {
     reports: Vec<XlaOomReport>,
+    /// The reports by [`repeat_key`], so a repeat is found without a scan
+    /// over every report (a log may hold thousands).
+    by_key: rustc_hash::FxHashMap<String, Vec<usize>>,
     compile: Option<compile::Open>,
     gpu: gpu::Pending,
 }
@@ -176,14 +179,24 @@ impl Scanner {
 
     /// Adds `report`, or notes it as a repeat of an earlier one.
     fn push(&mut self, report: XlaOomReport) {
-        match self.reports.iter_mut().find(|r| repeats(r, &report)) {
-            Some(earlier) => {
+        let key = repeat_key(&report);
+        let candidates = self.by_key.entry(key).or_default();
+        let earlier = candidates
+            .iter()
+            .copied()
+            .find(|&i| repeats(&self.reports[i], &report));
+        match earlier {
+            Some(i) => {
+                let earlier = &mut self.reports[i];
                 earlier.repeated_at_lines.push(report.line);
                 if earlier.bfc.is_none() {
                     earlier.bfc = report.bfc;
                 }
             }
-            None => self.reports.push(report),
+            None => {
+                candidates.push(self.reports.len());
+                self.reports.push(report);
+            }
         }
     }
 
@@ -200,6 +213,22 @@ impl Scanner {
         }
         self.reports.sort_by_key(|r| r.line);
         self.reports
+    }
+}
+
+/// What a report and its repeats share: the GPU's request (a repeat may
+/// lack the allocator's dump), else the whole report but where it is.
+fn repeat_key(report: &XlaOomReport) -> String {
+    match report.kind {
+        XlaReportKind::GpuAllocator => format!("gpu {:?}", report.request),
+        _ => format!(
+            "{:?}",
+            XlaOomReport {
+                line: 0,
+                repeated_at_lines: Vec::new(),
+                ..report.clone()
+            }
+        ),
     }
 }
 
@@ -264,7 +293,7 @@ fn figure(text: &str) -> Option<(ReportedBytes, &str)> {
     };
     let mantissa: u128 = format!("{whole}{fraction}").parse().ok()?;
     let scale = 10u128.pow(fraction.len() as u32);
-    let bytes = (mantissa * unit + scale / 2) / scale;
+    let bytes = mantissa.checked_mul(unit)?.checked_add(scale / 2)? / scale;
     let rounding = if unit == 1 && fraction.is_empty() {
         0
     } else {

@@ -254,6 +254,25 @@ fn any_text_is_read_without_panicking() {
     }
 }
 
+/// Thousands of distinct reports cost time in proportion, and a report
+/// logged again anywhere is one.
+#[test]
+fn many_reports_are_read_in_linear_time() {
+    let mut text = String::new();
+    for i in 0..20_000u64 {
+        text.push_str(&format!(
+            "RESOURCE_EXHAUSTED: Out of memory while trying to allocate {} bytes.\n",
+            1000 + i
+        ));
+    }
+    text.push_str("RESOURCE_EXHAUSTED: Out of memory while trying to allocate 1000 bytes.\n");
+    let start = std::time::Instant::now();
+    let all = reports(&text);
+    assert_eq!(all.len(), 20_000);
+    assert_eq!(all[0].repeated_at_lines, [20_001]);
+    assert!(start.elapsed().as_secs() < 20, "{:?}", start.elapsed());
+}
+
 #[test]
 fn lines_are_cut_at_the_limit() {
     let mut long = vec![b'x'; MAX_LINE * 3];
