@@ -233,8 +233,10 @@ impl CapacityArgs {
 /// `--xprof-compat`, for the commands whose figures XProf's UI shows.
 #[derive(Args, Debug)]
 pub struct XprofArgs {
-    /// Report as XProf does, to check memtool against its UI: of several
-    /// equal peaks the last, not the first; in `peak`, a compiled program's
+    /// Report as XProf does, to check memtool against its UI: of an
+    /// allocator's equal peaks the last, not the first, at the allocator's
+    /// own figure (a compiled program's stays the first, as XProf's Memory
+    /// Viewer takes it); in `peak`, a compiled program's
     /// buffers at the peak in allocation order, buffers under 16 KiB summed
     /// into one row (see docs/xprof-differences.md).
     #[arg(long)]

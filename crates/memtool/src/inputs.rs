@@ -221,13 +221,23 @@ const XSPACE_SUFFIX: &str = ".xplane.pb";
 
 /// The profile files a command-line path stands for: the path itself, or for
 /// a directory the `.xplane.pb` files of a run directory, or of one run of a
-/// TensorBoard logdir (see [`runs`]): the newest, or the one `--run` names.
+/// TensorBoard logdir (see [`runs`]): the newest, or the one `--run` names;
+/// or the `*after_optimizations.hlo.pb` modules of an XLA dump folder
+/// (`--xla_dump_to` with `--xla_dump_hlo_as_proto`).
 /// The run chosen from a logdir is said on stderr. `--host` keeps only that
 /// host's file.
 pub fn expand(path: &str, args: &ReadArgs) -> Result<Vec<String>> {
     let dir = Path::new(path);
     if path == "-" || !dir.is_dir() {
         return Ok(vec![path.to_string()]);
+    }
+    let dumped = files_ending(dir, HLO_DUMP_SUFFIX);
+    if !dumped.is_empty() && !has_xspace(dir) {
+        // An XLA dump folder: its optimized modules, each a program.
+        return Ok(dumped
+            .into_iter()
+            .map(|f| f.to_string_lossy().into_owned())
+            .collect());
     }
     let run = if has_xspace(dir) {
         dir.to_path_buf()
@@ -426,16 +436,26 @@ fn subdirs(dir: &Path) -> Vec<PathBuf> {
 }
 
 fn xspace_files(dir: &Path) -> Vec<PathBuf> {
+    files_ending(dir, XSPACE_SUFFIX)
+}
+
+/// The files of `dir` whose names end in `suffix`, in name order.
+fn files_ending(dir: &Path, suffix: &str) -> Vec<PathBuf> {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Vec::new();
     };
     let mut files: Vec<PathBuf> = entries
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.is_file() && p.to_string_lossy().ends_with(XSPACE_SUFFIX))
+        .filter(|p| p.is_file() && p.to_string_lossy().ends_with(suffix))
         .collect();
     files.sort();
     files
 }
+
+/// What XLA names a compiled module in a `--xla_dump_to` folder dumped with
+/// `--xla_dump_hlo_as_proto` (`module_0004.jit_f.cpu_after_optimizations.hlo.pb`):
+/// the modules with their buffer assignment.
+const HLO_DUMP_SUFFIX: &str = "after_optimizations.hlo.pb";
 
 fn has_xspace(dir: &Path) -> bool {
     !xspace_files(dir).is_empty()

@@ -147,3 +147,14 @@ fn ranks() {
         ],
     );
 }
+
+/// `oom` on a log holding XLA out-of-memory reports: the entries with
+/// `source: "xla_report"` (docs/json/oom.md).
+#[test]
+fn oom_xla_report() {
+    pin(
+        "oom_xla_report_tpu",
+        &["oom", "tests/xla/tpu_compile_oom.log"],
+    );
+    pin("oom_xla_report_gpu", &["oom", "tests/xla/gpu_bfc_oom.log"]);
+}

@@ -77,8 +77,17 @@ fn percent(delta: i64, base: u64) -> Option<f64> {
 /// One memory's peak in both profiles.
 #[derive(Debug, Serialize)]
 pub struct MemoryDelta {
-    /// The memory's id.
+    /// The memory's id; for a compiled program, its name without the
+    /// compile counter (`jit_train_step`, `#2` for a second module of the
+    /// name), which names it alike in every run (`program_match`).
     pub id: String,
+    /// The memory's id in the base profile, where it differs from `id`
+    /// (`jit_train_step(26)`); absent for a memory the base lacks.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub base_id: Option<String>,
+    /// The same in the new profile.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub new_id: Option<String>,
     /// Device, allocator or program memory space.
     pub kind: crate::model::MemoryKind,
     /// Its live bytes at the peak on each side.
@@ -109,22 +118,22 @@ pub struct DiffRow {
 /// exceeded. `SteadyGroups` is not one `diff` takes.
 pub use super::gate::Limit as GrowthLimit;
 
-/// A memory's id, kind and live bytes at its peak.
-type PeakBytes = (String, crate::model::MemoryKind, u64);
+/// A memory and its live bytes at its peak.
+type PeakBytes<'a> = (&'a crate::model::Memory, u64);
 
 /// Live bytes per group at the peak of each memory of a profile.
-fn peak_groups(
-    profile: &Profile,
-    options: &Options,
+fn peak_groups<'a>(
+    profile: &'a Profile,
+    options: &'a Options,
     by: GroupBy,
-) -> (BTreeMap<String, Totals>, Vec<PeakBytes>) {
+) -> (BTreeMap<String, Totals>, Vec<PeakBytes<'a>>) {
     let mut groups: BTreeMap<String, Totals> = BTreeMap::new();
     let mut memories = Vec::new();
     for memory in options.selected(profile) {
         let Some(peak) = memory_peak_groups(profile, memory, options, by, &mut groups) else {
             continue;
         };
-        memories.push((memory.id.clone(), memory.kind, peak));
+        memories.push((memory, peak));
     }
     (groups, memories)
 }
@@ -192,15 +201,6 @@ pub fn compare_groups(
     rows
 }
 
-/// Each memory's peak by id (the first entry of an id), hashed.
-fn peaks_by_id(list: &[PeakBytes]) -> std::collections::HashMap<&str, u64> {
-    let mut map = std::collections::HashMap::new();
-    for (id, _, bytes) in list {
-        map.entry(id.as_str()).or_insert(*bytes);
-    }
-    map
-}
-
 /// Compares the peaks of `base` and `new`, per memory and per call stack.
 pub fn diff(
     base: &Profile,
@@ -224,22 +224,43 @@ pub fn diff_by(
     let (new_groups, new_memories) = peak_groups(new, options, by);
     let rows = compare_groups(&base_groups, &new_groups);
 
-    // Each memory once, in first-seen order (base, then new), with the
-    // peak of its first entry on each side: hashed, so 10^5 devices are not
-    // 10^10 comparisons.
-    let (base_peaks, new_peaks) = (peaks_by_id(&base_memories), peaks_by_id(&new_memories));
-    let mut seen = std::collections::HashSet::new();
-    let memories: Vec<MemoryDelta> = base_memories
-        .iter()
-        .chain(&new_memories)
-        .filter(|(id, _, _)| seen.insert(id.as_str()))
-        .map(|(id, kind, _)| MemoryDelta {
-            totals: DeltaTotals::new(
-                base_peaks.get(id.as_str()).copied().unwrap_or(0),
-                new_peaks.get(id.as_str()).copied().unwrap_or(0),
-            ),
-            id: id.clone(),
-            kind: *kind,
+    // Programs pair by what they are, not by their compile counters.
+    let base_sides: Vec<&crate::model::Memory> = base_memories.iter().map(|m| m.0).collect();
+    let new_sides: Vec<&crate::model::Memory> = new_memories.iter().map(|m| m.0).collect();
+    // Each memory's peak found by its address, hashed, so 10^5 devices are
+    // not 10^10 comparisons.
+    let peaks_of =
+        |list: &[PeakBytes<'_>]| -> std::collections::HashMap<*const crate::model::Memory, u64> {
+            list.iter()
+                .map(|(m, bytes)| (std::ptr::from_ref(*m), *bytes))
+                .collect()
+        };
+    let (base_peaks, new_peaks) = (peaks_of(&base_memories), peaks_of(&new_memories));
+    let bytes_of = |peaks: &std::collections::HashMap<*const crate::model::Memory, u64>,
+                    memory: Option<&crate::model::Memory>| {
+        memory.map_or(0, |m| {
+            peaks.get(&std::ptr::from_ref(m)).copied().unwrap_or(0)
+        })
+    };
+    let memories: Vec<MemoryDelta> = super::program_match::pair(&base_sides, &new_sides)
+        .into_iter()
+        .map(|p| {
+            let id_if_other = |m: Option<&crate::model::Memory>| {
+                m.map(|m| m.id.clone()).filter(|id| *id != p.key)
+            };
+            MemoryDelta {
+                totals: DeltaTotals::new(
+                    bytes_of(&base_peaks, p.base),
+                    bytes_of(&new_peaks, p.new),
+                ),
+                kind: p
+                    .base
+                    .or(p.new)
+                    .map_or(crate::model::MemoryKind::Device, |m| m.kind),
+                base_id: id_if_other(p.base),
+                new_id: id_if_other(p.new),
+                id: p.key,
+            }
         })
         .collect();
     let total = DeltaTotals::new(
@@ -358,6 +379,33 @@ impl DiffReport {
     }
 }
 
+impl MemoryDelta {
+    /// The memory as the table names it: its id, with the ids it has in
+    /// each profile where they differ (`jit_train_step (26 → 30)`: the
+    /// compile counters, shown though never used to pair).
+    pub fn label(&self) -> String {
+        let id = display_id(&self.id);
+        let counter = |other: &Option<String>| {
+            other.as_deref().map(|o| {
+                let o = display_id(o);
+                match o.strip_prefix(self.id.split('#').next().unwrap_or(&self.id)) {
+                    Some(rest) if !rest.is_empty() => rest
+                        .trim_start_matches('(')
+                        .trim_end_matches(')')
+                        .to_string(),
+                    _ => o,
+                }
+            })
+        };
+        match (counter(&self.base_id), counter(&self.new_id)) {
+            (None, None) => id,
+            (Some(b), Some(n)) => format!("{id} ({b} → {n})"),
+            (Some(b), None) => format!("{id} ({b})"),
+            (None, Some(n)) => format!("{id} ({n})"),
+        }
+    }
+}
+
 impl Report for DiffReport {
     fn write_json(&self, out: &mut dyn Write) -> serde_json::Result<()> {
         serde_json::to_writer_pretty(out, self)
@@ -376,7 +424,7 @@ impl Report for DiffReport {
         );
         for m in &self.memories {
             totals.rows.push(vec![
-                display_id(&m.id).into(),
+                m.label().into(),
                 Cell::Bytes(m.totals.base_bytes),
                 Cell::Bytes(m.totals.new_bytes),
                 Cell::DeltaBytes(m.totals.delta_bytes),

@@ -14,6 +14,8 @@ pub mod leaks;
 pub mod oom;
 pub mod peak;
 pub mod peak_facts;
+pub mod program_match;
+pub mod program_peak;
 pub mod ranks;
 pub mod replay;
 pub mod segments;
@@ -21,6 +23,7 @@ pub mod series;
 mod setting_advice;
 pub mod steps;
 pub mod summary;
+pub mod xla_report;
 
 use serde::Serialize;
 

@@ -29,7 +29,7 @@ use crate::report::{Cell, Report, Table};
 use super::failure_state::{self, AllocatorState};
 pub use super::failure_state::{PoolFree, StateAtFailure};
 use super::group::{self, GroupBy, Totals};
-use super::peak::BufferAtPeak;
+use super::program_peak::BufferAtPeak;
 pub use super::setting_advice::SettingAdvice;
 use super::{display_id, point_label, replay, MemoryHeader, Options, PeakFacts, Provenance};
 
@@ -97,6 +97,9 @@ pub enum CapacitySource {
     /// Not known: reserved plus the device's free memory, all the allocator
     /// could reach.
     ReservedPlusFree,
+    /// Not known at all (an XLA report that does not state it): the
+    /// post-mortem's `capacity_bytes` is 0.
+    Unknown,
 }
 
 /// One failure explained.
@@ -127,6 +130,9 @@ pub struct PostMortem {
     /// The program over capacity, when this is one.
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub program: Option<ProgramOverCapacity>,
+    /// The XLA report this post-mortem reads, when it is one.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub xla_report: Option<super::xla_report::XlaReportFacts>,
     /// What was live by user frame, largest first.
     pub live_by_user_frame: Vec<group::Group>,
     /// What was live by op, largest first (empty when no allocation names one).
@@ -282,6 +288,7 @@ pub fn post_mortems(profile: &Profile, options: &Options) -> Vec<PostMortem> {
             }
         }
     }
+    out.extend(super::xla_report::post_mortems(profile, options));
     out
 }
 
@@ -517,6 +524,7 @@ fn allocator_post_mortem(
             recent_allocations,
         }),
         program: None,
+        xla_report: None,
         live_by_user_frame: listed(by_user_frame),
         live_by_op: listed(live_by_op),
         live_by_category: listed(live_by_category),
@@ -542,7 +550,7 @@ fn request_pool(profile: &Profile, memory: &Memory, request: u64) -> Option<Stri
 }
 
 /// The largest groups, largest first, until together they cover `needed`.
-fn removal(groups: &[group::Group], needed: u64) -> Vec<RemovalCandidate> {
+pub(super) fn removal(groups: &[group::Group], needed: u64) -> Vec<RemovalCandidate> {
     let mut out = Vec::new();
     let mut cumulative = 0u64;
     for g in groups {
@@ -575,7 +583,7 @@ pub fn program_post_mortem(
     }
     let point = facts.point();
     let live: Vec<AllocId> = replay::live_at(memory, point.index);
-    let program = super::peak::program_peak(profile, memory, point, &live, false)?;
+    let program = super::program_peak::program_peak(profile, memory, point, &live, false)?;
     let padding_waste = program.buffers_at_peak.iter().fold(0u64, |t, b| {
         t.saturating_add(b.bytes.saturating_sub(b.unpadded_bytes))
     });
@@ -657,6 +665,7 @@ pub fn program_post_mortem(
             by_source,
             buffers,
         }),
+        xla_report: None,
         live_by_user_frame: by_user_frame,
         live_by_op: Vec::new(),
         live_by_category: phases,
@@ -691,6 +700,7 @@ impl PostMortem {
                 CapacitySource::ReservedPlusFree => "capacity (reserved + device free)",
                 CapacitySource::Given => "capacity (given)",
                 CapacitySource::Profile => "capacity (from the profile)",
+                CapacitySource::Unknown => "capacity (unknown: give --capacity)",
             },
             Some(self.capacity_bytes),
         );
@@ -720,6 +730,9 @@ impl PostMortem {
         }
         row("shortfall", Some(self.shortfall_bytes));
         tables.push(figures);
+        if let Some(x) = &self.xla_report {
+            tables.extend(x.tables(&id));
+        }
 
         if let Some(a) = &self.allocator {
             if !a.pools.is_empty() {

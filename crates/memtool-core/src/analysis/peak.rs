@@ -11,9 +11,9 @@ use crate::report::{units, Cell, Report, Table};
 
 use super::gate::{GateResult, Limit as GateLimit};
 use super::group::{self, Group, GroupBy, Grouper, DESCRIPTIVE_FIELDS};
-use super::{
-    display_id, point_step, replay, MemoryHeader, Options, PeakFacts, PeakFigures, Provenance,
-};
+use super::program_peak::{program_peak, sorted_by_size};
+pub use super::program_peak::{BufferAtPeak, ProgramPeak, XPROF_SMALL_BUFFER_BYTES};
+use super::{display_id, replay, MemoryHeader, Options, PeakFacts, PeakFigures, Provenance};
 
 /// The JSON schema name and version of `peak`'s document.
 pub const SCHEMA: &str = "memtool/peak/v1";
@@ -105,51 +105,6 @@ pub struct MemoryPeak {
     /// With `--budget`: whether the peak fits, and what would have to shrink.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub budget: Option<BudgetCheck>,
-}
-
-/// The peak of a compiled program's memory space, buffer by buffer.
-#[derive(Debug, Serialize)]
-pub struct ProgramPeak {
-    /// Index of the event that causes the peak (0 when nothing is allocated
-    /// past the start), as XProf's `peakHeapSizePosition`.
-    pub peak_position: i64,
-    /// The instruction being executed at the peak.
-    pub peak_instruction: Option<String>,
-    /// Live bytes before each event and after the last (n + 1 points).
-    pub heap_timeline_bytes: Vec<u64>,
-    /// The same without padding.
-    pub heap_timeline_requested_bytes: Vec<u64>,
-    /// Every buffer live at the peak, largest first (with `--xprof-compat`:
-    /// in XProf's order, buffers under 16 KiB in one last row).
-    pub buffers_at_peak: Vec<BufferAtPeak>,
-    /// Bytes at the peak per training phase (`forward`, `backward`,
-    /// `optimizer`; `<none>` for buffers without one), largest first; empty
-    /// when the program computes no gradients. The phase breakdown's
-    /// groups.
-    pub phases: Vec<Group>,
-}
-
-/// One buffer live at a program's peak.
-#[derive(Debug, Serialize)]
-pub struct BufferAtPeak {
-    /// The instruction that defines it (with its tuple index, `fusion{1}`).
-    pub instruction: String,
-    /// What the instruction does (`fusion`, `dot`, `parameter`).
-    pub opcode: Option<String>,
-    /// Its shape as XLA prints it.
-    pub shape: Option<String>,
-    /// Bytes the buffer takes, with padding.
-    pub bytes: u64,
-    /// Bytes without layout padding.
-    pub unpadded_bytes: u64,
-    /// The framework op (`jit(step)/transpose(jvp())/dot_general`).
-    pub op_name: Option<String>,
-    /// Parameter, Output, Thread-local, Constant or Temporary.
-    pub category: Option<String>,
-    /// forward, backward or optimizer, when the op name tells.
-    pub phase: Option<String>,
-    /// The innermost source line, `file:line`.
-    pub source: Option<String>,
 }
 
 /// How a memory's peak compares with a budget.
@@ -298,9 +253,6 @@ pub struct PeakSettings {
     /// profile has data for.
     pub by: Option<GroupBy>,
 }
-
-/// XProf's Memory Viewer sums buffers under this size into one row.
-pub const XPROF_SMALL_BUFFER_BYTES: u64 = 16384;
 
 /// [`peak`] with the command's settings.
 pub fn peak_with(profile: &Profile, options: &Options, settings: &PeakSettings) -> PeakReport {
@@ -590,121 +542,6 @@ fn at_peak_rows(
             .then_with(|| fields(a).cmp(&fields(b)))
     });
     rows
-}
-
-fn sorted_by_size(memory: &Memory, live: &[AllocId]) -> Vec<AllocId> {
-    let mut ids = live.to_vec();
-    ids.sort_by(|a, b| {
-        memory
-            .allocation(*b)
-            .bytes
-            .cmp(&memory.allocation(*a).bytes)
-            .then(a.cmp(b))
-    });
-    ids
-}
-
-pub(crate) fn program_peak(
-    profile: &Profile,
-    memory: &Memory,
-    p: replay::Point,
-    live: &[AllocId],
-    xprof_compat: bool,
-) -> Option<ProgramPeak> {
-    let program = memory.program.as_ref()?;
-    let names = &profile.names;
-    let text = |id: Option<crate::model::StrId>| id.map(|s| names.str(s).to_string());
-    let mut heap_timeline_bytes = Vec::new();
-    let mut heap_timeline_requested_bytes = Vec::new();
-    replay::for_each_point(memory, |point| {
-        heap_timeline_bytes.push(point.bytes);
-        heap_timeline_requested_bytes.push(point.requested);
-    });
-    let order = if xprof_compat {
-        // Whole-program buffers first, then the heap's in the order they
-        // were allocated: XProf's `maxHeap` order.
-        live.to_vec()
-    } else {
-        sorted_by_size(memory, live)
-    };
-    // XProf shows each buffer's own size, and in memory spaces other than 0
-    // leaves out the buffers that live through the whole program.
-    let shown = |id: AllocId| {
-        let a = memory.allocation(id);
-        match program.buffer(id).filter(|_| xprof_compat) {
-            Some(b) => (b.own_bytes, b.own_unpadded_bytes),
-            None => (a.bytes, a.requested),
-        }
-    };
-    let mut small = 0u64;
-    let mut buffers_at_peak: Vec<BufferAtPeak> = order
-        .into_iter()
-        .filter(|id| {
-            !(xprof_compat && program.memory_space != 0 && memory.live_at_start.contains(id))
-        })
-        .filter(|&id| {
-            let bytes = shown(id).0;
-            let lumped = xprof_compat && bytes < XPROF_SMALL_BUFFER_BYTES;
-            if lumped {
-                small = small.saturating_add(bytes);
-            }
-            !lumped
-        })
-        .map(|id| {
-            let a = memory.allocation(id);
-            let (bytes, unpadded_bytes) = shown(id);
-            let site = names.site_of(a.site);
-            let buffer = program.buffer(id);
-            BufferAtPeak {
-                instruction: buffer.map_or_else(String::new, |b| names.str(b.name).to_string()),
-                opcode: text(buffer.and_then(|b| b.opcode)),
-                shape: text(site.shape),
-                bytes,
-                unpadded_bytes,
-                op_name: text(site.op),
-                category: text(site.category),
-                phase: site.phase.map(|p| p.name().to_string()),
-                source: names.leaf(site.stack).map(|f| {
-                    let frame = names.frame_of(f);
-                    format!("{}:{}", names.str(frame.file), frame.line)
-                }),
-            }
-        })
-        .collect();
-    // The same groups as the phase breakdown, kept where programs always
-    // gave them.
-    let by_site = group::totals_by_site(memory, live);
-    let phases = if group::has_values(names, &by_site, GroupBy::Phase) {
-        group::breakdown(
-            names,
-            &by_site,
-            GroupBy::Phase,
-            &super::FrameFilter::default(),
-        )
-    } else {
-        Vec::new()
-    };
-    if small > 0 {
-        buffers_at_peak.push(BufferAtPeak {
-            instruction: format!("small (<{XPROF_SMALL_BUFFER_BYTES} bytes)"),
-            opcode: None,
-            shape: None,
-            bytes: small,
-            unpadded_bytes: 0,
-            op_name: None,
-            category: None,
-            phase: None,
-            source: None,
-        });
-    }
-    Some(ProgramPeak {
-        peak_position: if p.index == 0 { 0 } else { p.at },
-        peak_instruction: point_step(memory, p.index).map(str::to_string),
-        heap_timeline_bytes,
-        heap_timeline_requested_bytes,
-        buffers_at_peak,
-        phases,
-    })
 }
 
 /// Zero rows for the phases the recording has that hold nothing at the
@@ -1161,6 +998,19 @@ impl Report for PeakReport {
             .map(|&i| peaks[i].0)
             .collect();
         notes.extend(super::trivial_note(&trivial));
+        for m in &self.memories {
+            if let Some(d) = m.program.as_ref().and_then(|p| p.donation.as_ref()) {
+                notes.push(format!(
+                    "{}: {} of parameters ({}) come back as outputs of the same shapes, both \
+                     live at the peak; donating them (jax.jit(..., donate_argnums=...)) would \
+                     save {} there",
+                    display_id(&m.header.id),
+                    crate::report::units::bytes(d.bytes),
+                    d.parameters,
+                    crate::report::units::bytes(d.bytes)
+                ));
+            }
+        }
         if let Some(o) = &self.overall {
             if self.memories.len() > 1 || self.memories.iter().any(|m| m.peak.peak_label != o.label)
             {

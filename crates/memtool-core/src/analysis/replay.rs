@@ -241,7 +241,9 @@ pub enum Ties {
     /// The first (memtool's default: when the peak was first reached).
     #[default]
     First,
-    /// The last (what XProf reports).
+    /// The last (what XProf reports), with XProf's other rules for the
+    /// peak: the allocator's own figure as it reports it, and a compiled
+    /// program's first peak all the same.
     Last,
 }
 
@@ -263,6 +265,13 @@ pub struct Peak {
 
 /// The peak as outputs report it: the allocator's in-use figure at the first (or with `Ties::Last`, the last) of its highest samples when it reports one at every event, else the replayed peak.
 pub fn reported_peak(memory: &Memory, ties: Ties) -> Option<Peak> {
+    // A compiled program's peak is the first position its heap reaches it:
+    // XProf's Memory Viewer (`peakHeapSizePosition`) and memtool alike.
+    let ties = if memory.program.is_some() {
+        Ties::First
+    } else {
+        ties
+    };
     let mut best: Option<(usize, u64)> = None;
     // Only an allocator that reports its state at every event (XSpace) has a
     // peak of its own; sparse samples (PyTorch segment events) would miss it.
@@ -295,7 +304,12 @@ pub fn reported_peak(memory: &Memory, ties: Ties) -> Option<Peak> {
             // live set adds up to it.
             Some(Peak {
                 point,
-                bytes: bytes.max(point.bytes),
+                // XProf reports the allocator's figure as it is (with
+                // `Ties::Last`, its rules).
+                bytes: match ties {
+                    Ties::First => bytes.max(point.bytes),
+                    Ties::Last => bytes,
+                },
                 sample: Some(sample),
             })
         }
@@ -564,6 +578,41 @@ pub fn for_each_lifetime(memory: &Memory, mut visit: impl FnMut(AllocId, i64, i6
 mod tests {
     use super::*;
     use crate::model::{Allocation, Axis, Event, Instant, MemoryKind, SiteId};
+
+    /// A compiled program's heap reaching its peak twice: the first is its
+    /// peak in both modes (XProf's `peakHeapSizePosition`); an allocator's
+    /// ties go to the last with XProf's rules.
+    #[test]
+    fn a_programs_tied_peak_is_the_first_in_both_modes() {
+        let mut m = Memory::new("jit_f(1)", MemoryKind::ProgramSpace, Axis::ProgramOrder);
+        for _ in 0..2 {
+            m.push_allocation(Allocation {
+                bytes: 64,
+                requested: 64,
+                count: 1,
+                address: None,
+                site: SiteId(0),
+            });
+        }
+        let ev = |at, kind, a| Event {
+            at,
+            kind,
+            alloc: AllocId(a),
+        };
+        m.events = vec![
+            ev(0, EventKind::Alloc, 0),
+            ev(1, EventKind::Free, 0),
+            ev(2, EventKind::Alloc, 1),
+            ev(3, EventKind::Free, 1),
+        ];
+        m.program = Some(Box::default());
+        for ties in [Ties::First, Ties::Last] {
+            let peak = reported_peak(&m, ties).unwrap();
+            assert_eq!((peak.bytes, peak.point.index), (64, 1), "{ties:?}");
+        }
+        m.program = None;
+        assert_eq!(reported_peak(&m, Ties::Last).unwrap().point.index, 3);
+    }
 
     fn memory() -> Memory {
         let mut m = Memory::new("m", MemoryKind::Allocator, Axis::EventIndex);

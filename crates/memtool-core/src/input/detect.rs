@@ -25,6 +25,11 @@ pub(crate) enum Sniffed {
     /// Protobuf whose first field is a group (wire type 3), which neither
     /// pprof nor XSpace uses and memtool does not read.
     ProtobufGroup,
+    /// An `xla.HloProto` (an XLA dump's `*.hlo.pb`).
+    HloProto,
+    /// Text that is none of the above: a log that may hold XLA
+    /// out-of-memory reports.
+    Text,
     Empty,
     Unknown,
 }
@@ -56,7 +61,13 @@ pub(crate) fn sniff(bytes: &[u8]) -> Sniffed {
     if starts_with_group(bytes) {
         return Sniffed::ProtobufGroup;
     }
-    sniff_protobuf(bytes)
+    if super::xla_dump::looks_like_hlo_proto(bytes) {
+        return Sniffed::HloProto;
+    }
+    match sniff_protobuf(bytes) {
+        Sniffed::Unknown if super::xla_report::looks_like_text(bytes) => Sniffed::Text,
+        sniffed => sniffed,
+    }
 }
 
 /// Whether the bytes start with a protobuf group: a key of wire type 3,
@@ -304,8 +315,11 @@ mod tests {
         let mut xspace = vec![0x0a, 0x0d, 0x08, 0x01, 0x12, 0x09];
         xspace.extend_from_slice(b"/host:CPU");
         assert_eq!(sniff(&xspace), Sniffed::XSpace);
-        assert_eq!(sniff(b"hello world, not a profile"), Sniffed::Unknown);
-        assert_eq!(sniff(b"hello, I am not a profile\n"), Sniffed::Unknown);
+        // Text is left to the XLA report reader, which refuses it when it
+        // holds no report.
+        assert_eq!(sniff(b"hello world, not a profile"), Sniffed::Text);
+        assert_eq!(sniff(b"hello, I am not a profile\n"), Sniffed::Text);
+        assert_eq!(sniff(b"hello\x00world"), Sniffed::Unknown);
         // pickle.dumps({'segments': []}, protocol=0) and protocol=1
         assert_eq!(sniff(b"(dp0\nVsegments\np1\n(lp2\ns."), Sniffed::OldPickle);
         assert_eq!(
@@ -391,8 +405,8 @@ mod tests {
         // `[` as field 11's group, empty.
         assert_eq!(sniff(&[0x5b, 0x5c, 0x0a, 0x00]), Sniffed::ProtobufGroup);
         // Text that starts with a byte of wire type 3 is still no profile.
-        assert_eq!(sniff(b"# notes\nnothing here"), Sniffed::Unknown);
-        assert_eq!(sniff(b"{not json"), Sniffed::Unknown);
+        assert_eq!(sniff(b"# notes\nnothing here"), Sniffed::Text);
+        assert_eq!(sniff(b"{not json"), Sniffed::Text);
         assert_eq!(sniff(b"[ 1, 2 ]"), Sniffed::Json);
         assert_eq!(sniff(b"{ }"), Sniffed::Json);
     }

@@ -8,6 +8,8 @@ mod pprof;
 pub(crate) mod series_order;
 pub(crate) mod source;
 pub(crate) mod torch;
+pub(crate) mod xla_dump;
+pub(crate) mod xla_report;
 pub(crate) mod xspace;
 
 #[cfg(test)]
@@ -241,7 +243,10 @@ fn load_hosts(sources: Vec<Source>, options: &LoadOptions) -> Result<Profile> {
 /// with what the readers found instead. A pprof snapshot without samples is
 /// the exception: "nothing was live" is a valid answer there.
 fn ensure_memories(profile: &Profile) -> Result<()> {
-    if !profile.memories.is_empty() || profile.inputs.iter().any(|i| i.format == Format::Pprof) {
+    if !profile.memories.is_empty()
+        || !profile.xla_reports.is_empty()
+        || profile.inputs.iter().any(|i| i.format == Format::Pprof)
+    {
         return Ok(());
     }
     let Some(first) = profile.inputs.first() else {
@@ -302,7 +307,7 @@ fn refusal(path: &str, sniffed: Sniffed) -> Option<Error> {
 
 /// The error for an input that detection finds to be empty, a pickle of
 /// protocol 0 or 1, or no profile.
-fn no_profile(path: &str, sniffed: Sniffed) -> Error {
+pub(crate) fn no_profile(path: &str, sniffed: Sniffed) -> Error {
     let path = path.to_string();
     match sniffed {
         Sniffed::Empty => Error::NoData {
@@ -325,7 +330,8 @@ fn no_profile(path: &str, sniffed: Sniffed) -> Error {
         _ => Error::UnknownFormat {
             path,
             reason: "not a memory profile memtool can read (expected pprof, XSpace \
-                     .xplane.pb, a PyTorch snapshot pickle, or a PyTorch trace JSON)"
+                     .xplane.pb, a PyTorch snapshot pickle, a PyTorch trace JSON, or a log \
+                     holding an XLA out-of-memory report)"
                 .into(),
         },
     }
@@ -368,6 +374,8 @@ fn load_into(profile: &mut Profile, source: Source, options: &LoadOptions) -> Re
             data = Box::new(source::Tail::new(data, detect::UTF8_BOM.len() as u64));
             detect::classify(&*data).map_err(|e| read_error(&path, &e))?
         }
+        Sniffed::Text => Format::XlaReport,
+        Sniffed::HloProto => Format::HloProto,
         Sniffed::Empty | Sniffed::OldPickle | Sniffed::Unknown | Sniffed::ProtobufGroup => {
             return Err(no_profile(&path, sniffed))
         }
@@ -401,5 +409,7 @@ fn load_into(profile: &mut Profile, source: Source, options: &LoadOptions) -> Re
             torch::trace::read(profile, &path, &*data, options.force_general_path)
         }
         Format::TorchMemoryTimeline => torch::memory_timeline::read(profile, &path, &*data),
+        Format::XlaReport => xla_report::read(profile, &path, &*data),
+        Format::HloProto => xla_dump::read(profile, &path, &*data),
     }
 }

@@ -13,12 +13,17 @@
 
 mod intern;
 mod phase;
+mod xla_report;
 
 pub(crate) use intern::IdIndex;
 pub use intern::{
     BeforeRecording, Frame, FrameId, Names, Renames, Site, SiteId, StackFrames, StackId, StrId,
 };
 pub use phase::{Phase, PhaseSpan};
+pub use xla_report::{
+    BfcDump, ChunksOfSize, LayoutSizes, ReportedAllocation, ReportedBytes, UsageLine, XlaOomReport,
+    XlaReportKind,
+};
 
 use std::collections::BTreeMap;
 
@@ -50,6 +55,11 @@ pub enum Format {
     TorchTrace,
     /// PyTorch `export_memory_timeline` output (`.json` or `.raw.json.gz`).
     TorchMemoryTimeline,
+    /// A log or pasted text holding XLA out-of-memory reports.
+    XlaReport,
+    /// An `xla.HloProto` of an XLA dump (`*.hlo.pb`): a compiled module with
+    /// its buffer assignment.
+    HloProto,
 }
 
 impl Format {
@@ -61,6 +71,8 @@ impl Format {
             Format::TorchSnapshot => "torch_snapshot",
             Format::TorchTrace => "torch_trace",
             Format::TorchMemoryTimeline => "torch_memory_timeline",
+            Format::XlaReport => "xla_report",
+            Format::HloProto => "hlo_proto",
         }
     }
 }
@@ -358,6 +370,11 @@ pub struct ProgramInfo {
     pub module: String,
     /// The memory space (XLA memory color); 0 is the device's main memory.
     pub memory_space: i64,
+    /// The entry computation's parameter and result shapes (`(f32[8]{0}) ->
+    /// f32[8]{0}`), when the module records them: what tells two compiles
+    /// of one name apart across runs, whatever their compile counters.
+    #[serde(skip)]
+    pub signature: Option<String>,
     /// Sizes of the space's buffer allocations by kind, as XProf counts
     /// them: an allocation can be both a parameter and an output.
     pub parameter_bytes: u64,
@@ -751,6 +768,9 @@ pub struct Profile {
     pub memories: Vec<Memory>,
     /// What the readers read around instead of failing.
     pub warnings: Vec<Warning>,
+    /// XLA out-of-memory reports read from text (a program that never ran
+    /// has no memory to profile: the report is what there is).
+    pub xla_reports: Vec<XlaOomReport>,
     /// Where [`Profile::memory_mut`] finds a memory by id.
     memory_index: MemoryIndex,
 }

@@ -18,13 +18,21 @@ use crate::{inputs, output, Outcome};
 /// the failed allocation's stack and what was allocated just before it.
 /// For each compiled program whose peak exceeds --capacity (or the capacity
 /// the profile records): by how much, what was live at the peak by op, shape
-/// and source line, and the layout padding in it. Exits 0: the failure is
-/// the input, not a gate.
+/// and source line, and the layout padding in it. For a log or pasted text
+/// holding XLA's out-of-memory reports (a program that never ran: the TPU
+/// compiler's `Ran out of memory in memory space hbm` report, the one-line
+/// `RESOURCE_EXHAUSTED: Allocation (size=…) would exceed memory`, the GPU's
+/// `Out of memory while trying to allocate N bytes` with the BFC allocator's
+/// dump): the report's capacity, excess and usage, the largest allocations
+/// with each tiled layout's padding explained, and what would fit. Exits 0:
+/// the failure is the input, not a gate.
 #[derive(Args, Debug)]
 #[command(after_help = "Examples:
   memtool oom oom_snapshot.pickle
   memtool oom oom_snapshot.pickle --capacity 80GiB
   memtool oom trace.xplane.pb --capacity 16GiB
+  memtool oom train.log                      # XLA's RESOURCE_EXHAUSTED report
+  pbpaste | memtool oom -
   memtool oom oom_snapshot.pickle --format json | jq '.oom[] | {verdict, request_bytes}'")]
 pub struct OomArgs {
     #[command(flatten)]

@@ -80,7 +80,11 @@ pub fn run(args: &RanksArgs) -> Result<Outcome> {
                 file: file.clone(),
             })
         };
-        let result = match inputs::read_source(&file, replaced.as_ref(), load_options.decompressed_limit()) {
+        let result = match inputs::read_source(
+            &file,
+            replaced.as_ref(),
+            load_options.decompressed_limit(),
+        ) {
             Err(e) => Err(left_out(e.to_string())),
             Ok(source) => match memtool_core::load(vec![source], &load_options) {
                 Err(e @ memtool_core::Error::OutOfMemory { .. }) => Err(Failure::Fatal(e)),

@@ -17,7 +17,7 @@
 //! [`allocator`]; compiled programs on `/host:metadata`, in [`programs`]).
 
 mod allocator;
-mod programs;
+pub(crate) mod programs;
 mod stream;
 mod walk;
 

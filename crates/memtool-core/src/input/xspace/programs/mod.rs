@@ -21,7 +21,7 @@ mod assignment;
 mod phase;
 mod plane;
 mod replay;
-mod shape;
+pub(crate) mod shape;
 
 use std::collections::BTreeSet;
 
@@ -80,6 +80,20 @@ pub(crate) fn read(profile: &mut Profile, path: &str, source: &dyn ByteSource) -
             }
         }
     }
+    Ok(())
+}
+
+/// Adds the memories of one serialized `xla.HloProto` (an XLA dump's
+/// `*.hlo.pb`), read as a module of an XSpace is, under its module id; the
+/// reason it is not a valid one otherwise.
+pub(crate) fn read_hlo_proto(
+    profile: &mut Profile,
+    path: &str,
+    bytes: &[u8],
+) -> std::result::Result<(), String> {
+    let hlo = Decoded::parse(bytes)?;
+    let id = hlo.module.as_ref().map_or(0, |m| m.id);
+    Module::new(&hlo, u64::try_from(id).unwrap_or(0)).read_into(profile, path);
     Ok(())
 }
 
@@ -157,6 +171,18 @@ struct Module<'h> {
 }
 
 impl<'h> Module<'h> {
+    /// The entry computation's parameter and result shapes, as XLA prints
+    /// them: the module's fingerprint across runs.
+    fn signature(&self) -> Option<String> {
+        let program = self.hlo.module.as_ref()?.host_program_shape.as_ref()?;
+        let parameters: Vec<String> = program.parameters.iter().map(shape::human_string).collect();
+        let result = program
+            .result
+            .as_ref()
+            .map_or_else(String::new, shape::human_string);
+        Some(format!("({}) -> {result}", parameters.join(", ")))
+    }
+
     fn new(hlo: &'h Decoded<'h>, program_id: u64) -> Module<'h> {
         let module = hlo.module.as_ref();
         let name = module.map_or("", |m| m.name.as_str());

@@ -74,6 +74,7 @@ impl<'m, 'h, 'p> SpaceReader<'m, 'h, 'p> {
             info: ProgramInfo {
                 module: module.name.clone(),
                 memory_space: color,
+                signature: module.signature(),
                 ..ProgramInfo::default()
             },
             sites: HashMap::default(),

@@ -53,9 +53,15 @@ pub(super) fn type_name(element_type: i32) -> &'static str {
     }
 }
 
+/// The `PrimitiveType` XLA prints as `name` (`f32` is 11), the inverse of
+/// [`type_name`]; `None` for a name it never prints.
+pub(crate) fn type_named(name: &str) -> Option<i32> {
+    (1..=34).find(|&t| type_name(t) == name)
+}
+
 /// Bytes per element, as `ShapeUtil::ByteSizeOfPrimitiveType` counts them
 /// (sub-byte types take a byte each unless the layout packs them).
-fn element_bytes(element_type: i32) -> u64 {
+pub(crate) fn element_bytes(element_type: i32) -> u64 {
     match element_type {
         3 | 7 | 10 | 16 => 2,
         4 | 8 | 11 => 4,
