@@ -224,6 +224,10 @@ struct Scan<'a> {
     scratch: &'a mut Vec<u32>,
 }
 
+/// The visitor's [`Visitor::record_list`] for a list of handles under a
+/// key (the key's index in its `RECORD_KEYS`).
+type AsHandle<'a> = dyn FnMut(Option<usize>, &[u32]) -> Option<u32> + 'a;
+
 /// What a memo reference inside a record refers to.
 enum Referred<'a> {
     Handle(u32),
@@ -239,7 +243,7 @@ impl Scan<'_> {
     fn record(
         &mut self,
         fields: &mut [Option<Value>],
-        as_handle: &mut dyn FnMut(Option<usize>, &[u32]) -> Option<u32>,
+        as_handle: &mut AsHandle<'_>,
     ) -> Option<(usize, bool)> {
         if self.bytes.get(..2)? != [0x94, b'('] {
             return None;
@@ -327,7 +331,7 @@ impl Scan<'_> {
         out: &mut Option<Value>,
         keep: bool,
         key: Option<usize>,
-        as_handle: &mut dyn FnMut(Option<usize>, &[u32]) -> Option<u32>,
+        as_handle: &mut AsHandle<'_>,
     ) -> Option<bool> {
         let bytes = self.bytes;
         skip_frames(bytes, at);
