@@ -316,7 +316,7 @@ impl Trace {
                 self.reserved_changes.push((index, time_us, self.reserved));
                 self.held_change(index, time_us, addr, size, false);
             }
-            // Recorded by `oom` in `entry_pairs`, which has its free bytes and stream.
+            // Recorded by `oom` in `entry_fields`, which has its free bytes and stream.
             Action::Oom => {}
             Action::FreeRequested | Action::Other => {}
         }

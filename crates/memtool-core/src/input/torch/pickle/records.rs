@@ -69,8 +69,9 @@ impl<V: Visitor> Machine<'_, '_, V> {
     /// being scalars, strings (memoized or not), memo references to values
     /// that are not containers, and lists of memo references to handles.
     /// When the whole dict is in the buffered bytes in that shape, and no
-    /// earlier item of the list waits on the stack, its pairs go straight
-    /// to the visitor, with the memo and the list changed as the ordinary
+    /// earlier item of the list waits on the stack, the values of the keys
+    /// the visitor reads go straight to it ([`Visitor::record`]), with the
+    /// memo and the list changed as the ordinary
     /// loop would (the dict's memo slot forgotten, as the visitor's `item`
     /// does). Otherwise nothing is taken or changed, and the ordinary loop
     /// runs the opcodes.
@@ -181,7 +182,7 @@ impl<V: Visitor> Machine<'_, '_, V> {
         self.append_items(&list, std::iter::once(record))
     }
 
-    /// [`scan_record`] over the buffered bytes, the visitor offered the
+    /// [`Scan::record`] over the buffered bytes, the visitor offered the
     /// record's lists; `None` when the memo could not number every value
     /// the bytes might memoize.
     fn scan_record(
