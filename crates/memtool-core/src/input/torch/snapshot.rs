@@ -44,6 +44,20 @@ const ROUTE_SEGMENTS: u32 = 1;
 const ROUTE_TRACES: u32 = 2;
 /// `ROUTE_TRACE0 + i` is the trace of device `i`.
 const ROUTE_TRACE0: u32 = 3;
+/// The keys of a trace entry that memtool reads, in the order
+/// [`SnapshotVisitor::entry_fields`] takes their values.
+const ENTRY_KEYS: [&str; 8] = [
+    "action",
+    "addr",
+    "device_free",
+    "size",
+    "time_us",
+    "frames",
+    "category",
+    "stream",
+];
+/// The index of `frames` in [`ENTRY_KEYS`].
+const FRAMES: usize = 5;
 /// Device indices above this are not believed (a CUDA machine has a few).
 const MAX_DEVICES: usize = 4096;
 
@@ -302,7 +316,7 @@ impl Trace {
                 self.reserved_changes.push((index, time_us, self.reserved));
                 self.held_change(index, time_us, addr, size, false);
             }
-            // Recorded by `oom` in `entry_pairs`, which has its free bytes and stream.
+            // Recorded by `oom` in `entry_fields`, which has its free bytes and stream.
             Action::Oom => {}
             Action::FreeRequested | Action::Other => {}
         }
@@ -339,8 +353,12 @@ struct SnapshotVisitor<'p> {
     segments: Vec<RawSegment>,
     traces: Vec<Trace>,
     /// Frames lists seen, by their frames: most lists are new objects (one
-    /// per allocation) repeating a stack seen before.
-    stacks_by_frames: FxHashMap<Box<[FrameId]>, StackId>,
+    /// per allocation) repeating a stack seen before. Keyed by the frames' handles (see [`FRAME_HANDLE`]), as a trace
+    /// entry's `frames` list hands them over, so a list met before is found
+    /// without its frames being converted.
+    stacks_by_frames: FxHashMap<Box<[u32]>, StackId>,
+    /// Scratch space for the handles of one list's frames.
+    frame_handles: Vec<u32>,
     /// Scratch space for the frames of one list.
     frames: Vec<FrameId>,
     /// Memo slots of blocks lists already read.
@@ -428,34 +446,30 @@ impl Visitor for SnapshotVisitor<'_> {
         route >= ROUTE_TRACE0
     }
 
+    const RECORD_KEYS: &'static [&'static str] = &ENTRY_KEYS;
+
     /// A trace entry's new `frames` list of frames met before (the common
     /// case: one list per entry, its frames shared) becomes its stack's
     /// handle without the list being built, as [`SnapshotVisitor::stack`]
     /// would convert it.
-    fn record_list(&mut self, _route: u32, key: &Value, handles: &[u32]) -> Option<u32> {
-        if key.as_str() != Some("frames") {
+    fn record_list(&mut self, _route: u32, key: Option<usize>, handles: &[u32]) -> Option<u32> {
+        if key != Some(FRAMES) {
             return None;
         }
-        let mut frames = std::mem::take(&mut self.frames);
-        frames.clear();
-        frames.extend(
-            handles
-                .iter()
-                .map_while(|&h| (h & FRAME_HANDLE != 0).then_some(FrameId(h & !FRAME_HANDLE))),
-        );
-        let stack = (frames.len() == handles.len()).then(|| self.stack_of_frames(&frames));
-        self.frames = frames;
-        stack.map(|s| s.0).filter(|&s| s < FRAME_HANDLE)
+        if !handles.iter().all(|&h| h & FRAME_HANDLE != 0) {
+            return None;
+        }
+        Some(self.stack_of_handles(handles).0).filter(|&s| s < FRAME_HANDLE)
     }
 
     fn record(
         &mut self,
         route: u32,
-        pairs: &[Value],
+        fields: &[Option<Value>],
         memo: &mut Memo,
     ) -> std::result::Result<(), String> {
-        let pairs = pairs.chunks_exact(2).map(|kv| (&kv[0], &kv[1]));
-        self.entry_pairs((route - ROUTE_TRACE0) as usize, pairs, memo);
+        let fields = std::array::from_fn(|k| fields.get(k).and_then(Option::as_ref));
+        self.entry_fields((route - ROUTE_TRACE0) as usize, fields, memo);
         Ok(())
     }
 }
@@ -533,13 +547,32 @@ impl SnapshotVisitor<'_> {
         Some(id)
     }
 
-    /// The interned stack of frames, leaf first.
-    fn stack_of_frames(&mut self, frames: &[FrameId]) -> StackId {
-        if let Some(&stack) = self.stacks_by_frames.get(frames) {
+    /// The interned stack of the frames whose handles are `handles`, leaf
+    /// first.
+    fn stack_of_handles(&mut self, handles: &[u32]) -> StackId {
+        if let Some(&stack) = self.stacks_by_frames.get(handles) {
             return stack;
         }
-        let stack = self.profile.names.stack_leaf_first(frames);
-        self.stacks_by_frames.insert(frames.into(), stack);
+        let mut frames = std::mem::take(&mut self.frames);
+        frames.clear();
+        frames.extend(handles.iter().map(|&h| FrameId(h & !FRAME_HANDLE)));
+        let stack = self.profile.names.stack_leaf_first(&frames);
+        self.frames = frames;
+        self.stacks_by_frames.insert(handles.into(), stack);
+        stack
+    }
+
+    /// The interned stack of frames, leaf first.
+    fn stack_of_frames(&mut self, frames: &[FrameId]) -> StackId {
+        if frames.iter().any(|f| f.0 >= FRAME_HANDLE) {
+            // Frames that have no handle: interned, not kept by their handles.
+            return self.profile.names.stack_leaf_first(frames);
+        }
+        let mut handles = std::mem::take(&mut self.frame_handles);
+        handles.clear();
+        handles.extend(frames.iter().map(|f| f.0 | FRAME_HANDLE));
+        let stack = self.stack_of_handles(&handles);
+        self.frame_handles = handles;
         stack
     }
 
@@ -588,8 +621,15 @@ impl SnapshotVisitor<'_> {
     ) -> std::result::Result<(), String> {
         refuse_read_again(v, memo, "a trace entry")?;
         let pairs = v.pairs();
-        let items = pairs.iter().flat_map(|p| p.iter()).map(|(k, v)| (k, v));
-        self.entry_pairs(device, items, memo);
+        // The fields, each its first occurrence, read in one pass.
+        let mut fields = [None; ENTRY_KEYS.len()];
+        for (k, v) in pairs.iter().flat_map(|p| p.iter()) {
+            if let Some(field) = pickle::record_key(&ENTRY_KEYS, k).and_then(|i| fields.get_mut(i))
+            {
+                field.get_or_insert(v);
+            }
+        }
+        self.entry_fields(device, fields, memo);
         drop(pairs);
         if let Some(slot) = v.memo_id() {
             memo.forget(slot);
@@ -597,30 +637,14 @@ impl SnapshotVisitor<'_> {
         Ok(())
     }
 
-    /// One trace entry from its key-value pairs.
-    fn entry_pairs<'v>(
+    /// One trace entry from its fields, the values of [`ENTRY_KEYS`].
+    fn entry_fields(
         &mut self,
         device: usize,
-        pairs: impl Iterator<Item = (&'v Value, &'v Value)>,
+        fields: [Option<&Value>; ENTRY_KEYS.len()],
         memo: &mut Memo,
     ) {
-        // The fields, each its first occurrence, read in one pass.
-        let (mut action, mut addr, mut device_free, mut size) = (None, None, None, None);
-        let (mut time_us, mut frames, mut category, mut stream) = (None, None, None, None);
-        for (k, v) in pairs {
-            let slot = match k.as_str() {
-                Some("action") => &mut action,
-                Some("addr") => &mut addr,
-                Some("device_free") => &mut device_free,
-                Some("size") => &mut size,
-                Some("time_us") => &mut time_us,
-                Some("frames") => &mut frames,
-                Some("category") => &mut category,
-                Some("stream") => &mut stream,
-                _ => continue,
-            };
-            slot.get_or_insert(v);
-        }
+        let [action, addr, device_free, size, time_us, frames, category, stream] = fields;
         let action_name = action.and_then(Value::as_str).unwrap_or("");
         if self.traces.len() <= device {
             self.traces.resize_with(device + 1, Trace::default);
@@ -781,6 +805,7 @@ pub(crate) fn read(
         segments: Vec::new(),
         traces: Vec::new(),
         stacks_by_frames: FxHashMap::default(),
+        frame_handles: Vec::new(),
         frames: Vec::new(),
         blocks_seen: HashSet::new(),
         traces_lists_seen: HashSet::new(),

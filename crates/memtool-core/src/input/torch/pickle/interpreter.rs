@@ -37,9 +37,9 @@ pub(super) struct Machine<'s, 'v, V: Visitor> {
     pub(super) claimed: Vec<usize>,
     pub(super) memo: Memo,
     pub(super) visitor: &'v mut V,
-    /// Scratch space for [`Machine::record`]: a record's pairs, and the
+    /// Scratch space for [`Machine::record`]: a record's fields, and the
     /// values it memoizes after the dict itself.
-    pub(super) record_pairs: Vec<Value>,
+    pub(super) record_fields: Vec<Option<Value>>,
     pub(super) record_memo: Vec<Value>,
     /// The items of a list in a record, as they are read.
     pub(super) record_items: Vec<u32>,

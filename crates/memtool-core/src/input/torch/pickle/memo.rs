@@ -1,5 +1,6 @@
 //! The pickle memo: values a pickle refers back to, with four-byte slots.
 
+use std::cell::Cell;
 use std::collections::HashMap;
 
 use super::Value;
@@ -21,8 +22,22 @@ pub(crate) struct Memo {
     pub(super) dense: Vec<Packed>,
     pub(super) sparse: HashMap<u32, Packed>,
     pub(super) values: Vec<Value>,
+    /// Parallel to `values`: which of the visitor's record keys each value
+    /// is ([`KEY_UNKNOWN`] until the records fast path first asks), so a
+    /// key a trace entry refers back to is told by one load, not by
+    /// comparing its text.
+    pub(super) key_codes: Vec<Cell<u8>>,
     free_values: Vec<u32>,
 }
+
+/// A value's record key code not worked out yet (see `Memo::key_codes`).
+pub(super) const KEY_UNKNOWN: u8 = 0;
+/// A value that is none of the visitor's record keys.
+pub(super) const KEY_OTHER: u8 = 1;
+/// A container: a memo reference to one inside a record is refused.
+pub(super) const KEY_CONTAINER: u8 = 2;
+/// The code of the visitor's first record key; key `k` is `KEY_FIRST + k`.
+pub(super) const KEY_FIRST: u8 = 3;
 
 #[derive(Clone, Copy)]
 pub(super) enum MemoSlot {
@@ -135,10 +150,12 @@ impl Memo {
                 let index = match self.free_values.pop() {
                     Some(i) => {
                         self.values[i as usize] = value;
+                        self.key_codes[i as usize].set(KEY_UNKNOWN);
                         i
                     }
                     None if self.values.len() <= MAX_HANDLE as usize => {
                         self.values.push(value);
+                        self.key_codes.push(Cell::new(KEY_UNKNOWN));
                         (self.values.len() - 1) as u32
                     }
                     None => return None,

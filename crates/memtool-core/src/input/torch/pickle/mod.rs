@@ -26,7 +26,7 @@ mod visitor;
 
 pub(crate) use memo::{Memo, MAX_HANDLE};
 pub(crate) use value::Value;
-pub(crate) use visitor::{Parent, Visitor};
+pub(crate) use visitor::{record_key, Parent, Visitor};
 
 use crate::input::source::ByteSource;
 use input::Input;
@@ -70,7 +70,7 @@ pub(crate) fn decode<V: Visitor>(
         claimed: Vec::new(),
         memo: Memo::default(),
         visitor,
-        record_pairs: Vec::new(),
+        record_fields: Vec::new(),
         record_memo: Vec::new(),
         record_items: Vec::new(),
     };

@@ -3,9 +3,13 @@
 //! bytes; anything else is left to the opcode loop.
 
 use super::interpreter::{Machine, Slot};
-use super::memo::{Memo, MemoSlot, Packed, MAX_HANDLE, PACKED_FORGOTTEN, PACKED_HANDLE};
+use super::memo::{
+    Memo, MemoSlot, Packed, KEY_CONTAINER, KEY_FIRST, KEY_OTHER, KEY_UNKNOWN, MAX_HANDLE,
+    PACKED_FORGOTTEN, PACKED_HANDLE,
+};
 use super::value::{str_value, Container, Value};
-use super::{Result, Visitor};
+use super::visitor::MAX_RECORD_KEYS;
+use super::{record_key, Result, Visitor};
 
 /// Bytes [`Machine::record`] makes sure are buffered before it gives up on a
 /// record cut by the buffer's end (records are far shorter).
@@ -65,8 +69,9 @@ impl<V: Visitor> Machine<'_, '_, V> {
     /// being scalars, strings (memoized or not), memo references to values
     /// that are not containers, and lists of memo references to handles.
     /// When the whole dict is in the buffered bytes in that shape, and no
-    /// earlier item of the list waits on the stack, its pairs go straight
-    /// to the visitor, with the memo and the list changed as the ordinary
+    /// earlier item of the list waits on the stack, the values of the keys
+    /// the visitor reads go straight to it ([`Visitor::record`]), with the
+    /// memo and the list changed as the ordinary
     /// loop would (the dict's memo slot forgotten, as the visitor's `item`
     /// does). Otherwise nothing is taken or changed, and the ordinary loop
     /// runs the opcodes.
@@ -88,20 +93,22 @@ impl<V: Visitor> Machine<'_, '_, V> {
         if list.sealed.get()
             || !self.memo.sparse.is_empty()
             || self.memo.values.len() + bytes.len() >= MAX_HANDLE as usize
+            || V::RECORD_KEYS.len() > MAX_RECORD_KEYS
             || !self.visitor.records(route)
         {
             return Ok(false);
         }
         let list = list.clone();
-        let mut pairs = std::mem::take(&mut self.record_pairs);
+        let mut fields = std::mem::take(&mut self.record_fields);
         let mut memoized = std::mem::take(&mut self.record_memo);
         let mut scratch = std::mem::take(&mut self.record_items);
-        pairs.clear();
+        fields.clear();
+        fields.resize_with(V::RECORD_KEYS.len(), || None);
         memoized.clear();
         scratch.clear();
         // The dict's own memo id; the values memoized in it follow.
         let id = self.memo.dense.len() as u32;
-        let mut taken = self.scan_record(route, id, &mut pairs, &mut memoized, &mut scratch);
+        let mut taken = self.scan_record(route, id, &mut fields, &mut memoized, &mut scratch);
         if taken.is_none() && self.input.buffered().len() < REFILL_AHEAD {
             // Perhaps cut by the buffer's end: once more with more bytes.
             let buffered = self.input.buffered().len();
@@ -109,10 +116,10 @@ impl<V: Visitor> Machine<'_, '_, V> {
             if ahead as usize > buffered
                 && self.input.refill(ahead.min(REFILL_AHEAD as u64)).is_ok()
             {
-                pairs.clear();
+                fields.iter_mut().for_each(|f| *f = None);
                 memoized.clear();
                 scratch.clear();
-                taken = self.scan_record(route, id, &mut pairs, &mut memoized, &mut scratch);
+                taken = self.scan_record(route, id, &mut fields, &mut memoized, &mut scratch);
             }
         }
         let result = match taken {
@@ -129,15 +136,15 @@ impl<V: Visitor> Machine<'_, '_, V> {
                     list.depth.set(depth);
                 }
                 list.appended.set(list.appended.get().saturating_add(1));
-                match self.visitor.record(route, &pairs, &mut self.memo) {
+                match self.visitor.record(route, &fields, &mut self.memo) {
                     Ok(()) => Ok(true),
                     Err(message) => self.err(message),
                 }
             }
         };
-        pairs.clear();
+        fields.clear();
         memoized.clear();
-        self.record_pairs = pairs;
+        self.record_fields = fields;
         self.record_memo = memoized;
         scratch.clear();
         self.record_items = scratch;
@@ -175,14 +182,14 @@ impl<V: Visitor> Machine<'_, '_, V> {
         self.append_items(&list, std::iter::once(record))
     }
 
-    /// [`scan_record`] over the buffered bytes, the visitor offered the
+    /// [`Scan::record`] over the buffered bytes, the visitor offered the
     /// record's lists; `None` when the memo could not number every value
     /// the bytes might memoize.
     fn scan_record(
         &mut self,
         route: u32,
         id: u32,
-        pairs: &mut Vec<Value>,
+        fields: &mut [Option<Value>],
         memoized: &mut Vec<Value>,
         scratch: &mut Vec<u32>,
     ) -> Option<(usize, bool)> {
@@ -191,178 +198,240 @@ impl<V: Visitor> Machine<'_, '_, V> {
             return None;
         }
         let visitor = &mut self.visitor;
-        let mut as_handle = |key: &Value, handles: &[u32]| visitor.record_list(route, key, handles);
-        scan_record(
+        let mut as_handle =
+            |key: Option<usize>, handles: &[u32]| visitor.record_list(route, key, handles);
+        let mut record = Scan {
             bytes,
-            &self.memo,
+            memo: &self.memo,
             id,
-            pairs,
+            keys: V::RECORD_KEYS,
             memoized,
             scratch,
-            &mut as_handle,
-        )
+        };
+        record.record(fields, &mut as_handle)
     }
 }
 
-/// Reads a record's `MEMOIZE MARK (key value)* SETITEMS` from `bytes` (see
-/// [`Machine::record`]) into `pairs`, and the values it memoizes into
-/// `memoized` (memo ids `id + 1` on; `id` is the dict's). Returns the bytes
-/// taken and whether a value is a list, or `None` when the bytes are not
-/// in that shape (or end first).
-fn scan_record(
-    bytes: &[u8],
-    memo: &Memo,
+/// A record's bytes being read (see [`Machine::record`]): the memo as it
+/// was before the record, the dict's memo id `id`, and the values the
+/// record memoizes (ids `id + 1` on).
+struct Scan<'a> {
+    bytes: &'a [u8],
+    memo: &'a Memo,
     id: u32,
-    pairs: &mut Vec<Value>,
-    memoized: &mut Vec<Value>,
-    scratch: &mut Vec<u32>,
-    as_handle: &mut dyn FnMut(&Value, &[u32]) -> Option<u32>,
-) -> Option<(usize, bool)> {
-    if bytes.get(..2)? != [0x94, b'('] {
-        return None;
+    keys: &'static [&'static str],
+    memoized: &'a mut Vec<Value>,
+    /// The items of a list being read.
+    scratch: &'a mut Vec<u32>,
+}
+
+/// The visitor's [`Visitor::record_list`] for a list of handles under a
+/// key (the key's index in its `RECORD_KEYS`).
+type AsHandle<'a> = dyn FnMut(Option<usize>, &[u32]) -> Option<u32> + 'a;
+
+/// What a memo reference inside a record refers to.
+enum Referred<'a> {
+    Handle(u32),
+    Value(&'a Value),
+}
+
+impl Scan<'_> {
+    /// Reads a record's `MEMOIZE MARK (key value)* SETITEMS` (see
+    /// [`Machine::record`]), the value of the visitor's `k`-th key into
+    /// `fields[k]`, and the values it memoizes into `memoized`. Returns
+    /// the bytes taken and whether a value is a list, or `None` when the
+    /// bytes are not in that shape (or end first).
+    fn record(
+        &mut self,
+        fields: &mut [Option<Value>],
+        as_handle: &mut AsHandle<'_>,
+    ) -> Option<(usize, bool)> {
+        if self.bytes.get(..2)? != [0x94, b'('] {
+            return None;
+        }
+        let mut at = 2;
+        let mut nested = false;
+        // Values of keys the visitor does not read, and keys not read
+        // through the memo.
+        let mut other = None;
+        loop {
+            skip_frames(self.bytes, &mut at);
+            if *self.bytes.get(at)? == b'u' {
+                return Some((at + 1, nested));
+            }
+            let key = self.key(&mut at, &mut other)?;
+            // The first value of a key given twice, as `item` reads a dict.
+            let (out, keep) = match key.and_then(|k| fields.get_mut(k)) {
+                Some(field) if field.is_none() => (field, true),
+                _ => (&mut other, false),
+            };
+            let list = self.value(&mut at, out, keep, key, as_handle)?;
+            if let Some(v) = out {
+                v.seal();
+            }
+            other = None;
+            // A list taken as a handle nests as deep as the list would have.
+            nested |= list;
+        }
     }
-    let mut at = 2;
-    let mut nested = false;
-    let mut no_lists = |_: &Value, _: &[u32]| None;
-    loop {
-        skip_frames(bytes, &mut at);
-        if *bytes.get(at)? == b'u' {
-            return Some((at + 1, nested));
+
+    /// A key at `*at`: the index of the visitor's key it is, `None` for
+    /// another. A memo reference (a key of every record after the first)
+    /// is told by its value's code in the memo, worked out once; anything
+    /// else is read into `other` and told by its text.
+    #[inline]
+    fn key(&mut self, at: &mut usize, other: &mut Option<Value>) -> Option<Option<usize>> {
+        skip_frames(self.bytes, at);
+        if let Some((r, len)) = memo_ref(self.bytes, *at) {
+            if r < self.id && self.bytes.get(*at + len) != Some(&0x94) {
+                *at += len;
+                let code = match self.memo.get(r)? {
+                    MemoSlot::Handle(_) => KEY_OTHER,
+                    MemoSlot::Forgotten => return None,
+                    MemoSlot::Value(i) => {
+                        let cached = &self.memo.key_codes[i as usize];
+                        if cached.get() == KEY_UNKNOWN {
+                            cached.set(self.key_code(&self.memo.values[i as usize]));
+                        }
+                        cached.get()
+                    }
+                };
+                return match code {
+                    KEY_CONTAINER => None,
+                    KEY_OTHER => Some(None),
+                    code => Some(Some(usize::from(code - KEY_FIRST))),
+                };
+            }
         }
         // Keys are never lists.
-        scan_value(
-            bytes,
-            &mut at,
-            memo,
-            id,
-            memoized,
-            scratch,
-            pairs,
-            &mut no_lists,
-        )?;
-        let list = scan_value(
-            bytes, &mut at, memo, id, memoized, scratch, pairs, as_handle,
-        )?;
-        if let Some(Value::List(l)) = pairs.last() {
-            l.sealed.set(true);
+        let mut no_lists = |_: Option<usize>, _: &[u32]| None;
+        self.value(at, other, true, None, &mut no_lists)?;
+        if let Some(key) = other {
+            key.seal();
         }
-        // A list taken as a handle nests as deep as the list would have.
-        nested |= list;
+        Some(other.as_ref().and_then(|k| record_key(self.keys, k)))
     }
-}
 
-/// One value of a record at `*at`, and a MEMOIZE after it; see
-/// [`scan_record`]. A list of handles is offered to `as_handle` with the
-/// key before it (the last of `out`). Returns whether the value is a list.
-#[inline]
-#[allow(clippy::too_many_arguments)]
-fn scan_value(
-    bytes: &[u8],
-    at: &mut usize,
-    memo: &Memo,
-    id: u32,
-    memoized: &mut Vec<Value>,
-    scratch: &mut Vec<u32>,
-    out: &mut Vec<Value>,
-    as_handle: &mut dyn FnMut(&Value, &[u32]) -> Option<u32>,
-) -> Option<bool> {
-    skip_frames(bytes, at);
-    let mut i = *at + 1;
-    let op = *bytes.get(*at)?;
-    let mut is_list = false;
-    if let b'h' | b'j' = op {
-        // Pushed in place: values moved through the stack are slow (see
-        // `scan_handles`), and most of a record is memo references.
-        let (r, len) = memo_ref(bytes, *at)?;
-        i = *at + len;
-        record_ref(memo, id, memoized, r, out)?;
-    } else {
-        // Each value pushed where it is made: one built on the stack in
-        // parts and then moved whole stalls on the read back.
-        match op {
-            b'K' => {
-                i += 1;
-                out.push(Value::Int(i64::from(*bytes.get(i - 1)?)));
-            }
-            b'M' => {
-                i += 2;
-                let b = bytes.get(i - 2..i)?;
-                out.push(Value::Int(i64::from(u16::from_le_bytes([b[0], b[1]]))));
-            }
-            b'J' => {
-                i += 4;
-                let b = bytes.get(i - 4..i)?;
-                out.push(Value::Int(i64::from(i32::from_le_bytes([
-                    b[0], b[1], b[2], b[3],
-                ]))));
-            }
-            0x8a => {
-                let n = usize::from(*bytes.get(i)?);
-                if n == 0 || n > 8 {
-                    return None;
-                }
-                let raw = bytes.get(i + 1..i + 1 + n)?;
-                i += 1 + n;
-                let negative = raw[n - 1] & 0x80 != 0;
-                let mut buf = if negative { [0xffu8; 8] } else { [0u8; 8] };
-                buf[..n].copy_from_slice(raw);
-                out.push(Value::Int(i64::from_le_bytes(buf)));
-            }
-            b'N' => out.push(Value::None),
-            0x88 => out.push(Value::Bool(true)),
-            0x89 => out.push(Value::Bool(false)),
-            b'G' => {
-                i += 8;
-                let b: [u8; 8] = bytes.get(i - 8..i)?.try_into().ok()?;
-                out.push(Value::Float(f64::from_be_bytes(b)));
-            }
-            0x8c => {
-                let n = usize::from(*bytes.get(i)?);
-                let raw = bytes.get(i + 1..i + 1 + n)?;
-                i += 1 + n;
-                out.push(str_value(raw));
-            }
-            b']' => {
-                is_list = true;
-                // The list's memo id comes before its items', and its items
-                // are memo references, which memoize nothing.
-                let memoize = bytes.get(i) == Some(&0x94);
-                if memoize {
-                    i += 1;
-                }
-                scratch.clear();
-                let n = scan_handles(bytes, &mut i, memo, scratch)?;
-                if let Some(handle) = as_handle(out.last()?, scratch) {
-                    scratch.clear();
-                    if memoize {
-                        memoized.push(Value::Handle(handle));
-                    }
-                    out.push(Value::Handle(handle));
-                } else {
-                    let list = Container::new(None, Vec::new());
-                    if memoize {
-                        memoized.push(Value::List(list.clone()));
-                    }
-                    let mut items = list.items.borrow_mut();
-                    items.reserve_exact(n);
-                    // From handles, not values moved through the stack: each
-                    // value written there in two parts and read back whole
-                    // stalls.
-                    items.extend(scratch.drain(..).map(Value::Handle));
-                    drop(items);
-                    list.appended.set(n);
-                    out.push(Value::List(list));
-                }
-            }
-            _ => return None,
+    /// The code in `Memo::key_codes` of a value memoized before the record.
+    fn key_code(&self, v: &Value) -> u8 {
+        match v {
+            Value::List(_) | Value::Dict(_) | Value::Tuple(_) => KEY_CONTAINER,
+            // Cannot overflow: at most `MAX_RECORD_KEYS` keys.
+            v => record_key(self.keys, v).map_or(KEY_OTHER, |k| KEY_FIRST + k as u8),
         }
     }
-    if bytes.get(i) == Some(&0x94) {
-        memoized.push(out.last()?.clone());
-        i += 1;
+
+    /// One value at `*at`, and a MEMOIZE after it, into `out` (a memo
+    /// reference only when `keep` or memoized: the reference is checked,
+    /// not copied). A list of handles is offered to `as_handle` with its
+    /// key. Returns whether the value is a list.
+    #[inline]
+    fn value(
+        &mut self,
+        at: &mut usize,
+        out: &mut Option<Value>,
+        keep: bool,
+        key: Option<usize>,
+        as_handle: &mut AsHandle<'_>,
+    ) -> Option<bool> {
+        let bytes = self.bytes;
+        skip_frames(bytes, at);
+        let mut i = *at + 1;
+        let op = *bytes.get(*at)?;
+        let mut is_list = false;
+        if let b'h' | b'j' = op {
+            let (r, len) = memo_ref(bytes, *at)?;
+            i = *at + len;
+            let memoize = bytes.get(i) == Some(&0x94);
+            match record_ref(self.memo, self.id, self.memoized, r)? {
+                Referred::Handle(h) => *out = Some(Value::Handle(h)),
+                Referred::Value(v) if keep || memoize => *out = Some(v.clone()),
+                Referred::Value(_) => {}
+            }
+        } else {
+            *out = Some(match op {
+                b'K' => {
+                    i += 1;
+                    Value::Int(i64::from(*bytes.get(i - 1)?))
+                }
+                b'M' => {
+                    i += 2;
+                    let b = bytes.get(i - 2..i)?;
+                    Value::Int(i64::from(u16::from_le_bytes([b[0], b[1]])))
+                }
+                b'J' => {
+                    i += 4;
+                    let b = bytes.get(i - 4..i)?;
+                    Value::Int(i64::from(i32::from_le_bytes([b[0], b[1], b[2], b[3]])))
+                }
+                0x8a => {
+                    let n = usize::from(*bytes.get(i)?);
+                    if n == 0 || n > 8 {
+                        return None;
+                    }
+                    let raw = bytes.get(i + 1..i + 1 + n)?;
+                    i += 1 + n;
+                    let negative = raw[n - 1] & 0x80 != 0;
+                    let mut buf = if negative { [0xffu8; 8] } else { [0u8; 8] };
+                    buf[..n].copy_from_slice(raw);
+                    Value::Int(i64::from_le_bytes(buf))
+                }
+                b'N' => Value::None,
+                0x88 => Value::Bool(true),
+                0x89 => Value::Bool(false),
+                b'G' => {
+                    i += 8;
+                    let b: [u8; 8] = bytes.get(i - 8..i)?.try_into().ok()?;
+                    Value::Float(f64::from_be_bytes(b))
+                }
+                0x8c => {
+                    let n = usize::from(*bytes.get(i)?);
+                    let raw = bytes.get(i + 1..i + 1 + n)?;
+                    i += 1 + n;
+                    str_value(raw)
+                }
+                b']' => {
+                    is_list = true;
+                    // The list's memo id comes before its items', and its
+                    // items are memo references, which memoize nothing.
+                    let memoize = bytes.get(i) == Some(&0x94);
+                    if memoize {
+                        i += 1;
+                    }
+                    self.scratch.clear();
+                    let n = scan_handles(bytes, &mut i, self.memo, self.scratch)?;
+                    if let Some(handle) = as_handle(key, self.scratch) {
+                        self.scratch.clear();
+                        if memoize {
+                            self.memoized.push(Value::Handle(handle));
+                        }
+                        Value::Handle(handle)
+                    } else {
+                        let list = Container::new(None, Vec::new());
+                        if memoize {
+                            self.memoized.push(Value::List(list.clone()));
+                        }
+                        let mut items = list.items.borrow_mut();
+                        items.reserve_exact(n);
+                        // From handles, not values moved through the stack:
+                        // each value written there in two parts and read
+                        // back whole stalls.
+                        items.extend(self.scratch.drain(..).map(Value::Handle));
+                        drop(items);
+                        list.appended.set(n);
+                        Value::List(list)
+                    }
+                }
+                _ => return None,
+            });
+        }
+        if bytes.get(i) == Some(&0x94) {
+            self.memoized.push(out.clone()?);
+            i += 1;
+        }
+        *at = i;
+        Some(is_list)
     }
-    *at = i;
-    Some(is_list)
 }
 
 /// Steps over FRAME opcodes (a length hint, no-ops to the decoder), which
@@ -374,14 +443,14 @@ fn skip_frames(bytes: &[u8], at: &mut usize) {
     }
 }
 
-/// The items of the list just read in a record (see [`scan_value`]): runs
+/// The items of the list just read in a record (see [`Scan::value`]): runs
 /// of `MARK (BINGET | LONG_BINGET)* APPENDS` and `(BINGET | LONG_BINGET)
 /// APPEND` whose references are all handles, pushed to `out`. Returns how
 /// many.
 #[inline]
 fn scan_handles(bytes: &[u8], at: &mut usize, memo: &Memo, out: &mut Vec<u32>) -> Option<usize> {
     let mut i = *at;
-    let mut n = 0;
+    let before = out.len();
     // Handles only: the memo has no sparse entries here (see Machine::record).
     let handle = |r: u32| {
         let p = memo.dense.get(r as usize)?.0;
@@ -392,22 +461,23 @@ fn scan_handles(bytes: &[u8], at: &mut usize, memo: &Memo, out: &mut Vec<u32>) -
         match bytes.get(i) {
             Some(b'(') => {
                 i += 1;
+                // Each reference matched whole: one bounds check, not one
+                // per byte.
                 loop {
-                    let r = match *bytes.get(i)? {
-                        b'h' => {
+                    let r = match *bytes.get(i..)? {
+                        [b'h', r, ..] => {
                             i += 2;
-                            u32::from(*bytes.get(i - 1)?)
+                            u32::from(r)
                         }
-                        b'j' => {
+                        [b'j', a, b, c, d, ..] => {
                             i += 5;
-                            let b = bytes.get(i - 4..i)?;
-                            u32::from_le_bytes([b[0], b[1], b[2], b[3]])
+                            u32::from_le_bytes([a, b, c, d])
                         }
-                        b'e' => {
+                        [b'e', ..] => {
                             i += 1;
                             break;
                         }
-                        0x95 => {
+                        [0x95, ..] => {
                             let before = i;
                             skip_frames(bytes, &mut i);
                             if i == before {
@@ -418,7 +488,6 @@ fn scan_handles(bytes: &[u8], at: &mut usize, memo: &Memo, out: &mut Vec<u32>) -
                         _ => return None,
                     };
                     out.push(handle(r)?);
-                    n += 1;
                 }
             }
             Some(b'h' | b'j') => {
@@ -427,45 +496,30 @@ fn scan_handles(bytes: &[u8], at: &mut usize, memo: &Memo, out: &mut Vec<u32>) -
                     break;
                 }
                 out.push(handle(r)?);
-                n += 1;
                 i += len + 1;
             }
             _ => break,
         }
     }
     *at = i;
-    Some(n)
+    Some(out.len() - before)
 }
 
 /// A memo reference inside a record: not to a container (nor the record).
 #[inline]
-fn record_ref(
-    memo: &Memo,
-    id: u32,
-    memoized: &[Value],
-    r: u32,
-    out: &mut Vec<Value>,
-) -> Option<()> {
+fn record_ref<'a>(memo: &'a Memo, id: u32, memoized: &'a [Value], r: u32) -> Option<Referred<'a>> {
     let v = match r.checked_sub(id) {
         Some(0) => return None,
         Some(n) => memoized.get(n as usize - 1)?,
         None => match memo.get(r)? {
-            MemoSlot::Handle(h) => {
-                out.push(Value::Handle(h));
-                return Some(());
-            }
+            MemoSlot::Handle(h) => return Some(Referred::Handle(h)),
             MemoSlot::Value(i) => &memo.values[i as usize],
             MemoSlot::Forgotten => return None,
         },
     };
     match v {
         Value::List(_) | Value::Dict(_) | Value::Tuple(_) => None,
-        v => {
-            // Cloned into place: a clone built on the stack in parts and
-            // then moved whole stalls on the read back.
-            out.extend_from_slice(std::slice::from_ref(v));
-            Some(())
-        }
+        v => Some(Referred::Value(v)),
     }
 }
 

@@ -242,27 +242,46 @@ impl Visitor for Records {
         if route != 1 {
             return Ok(false);
         }
-        self.entries.push(show(item));
+        // The fields `record` would be given, each key's first value.
+        let mut fields = vec![None; Self::RECORD_KEYS.len()];
+        for (k, v) in item.pairs().unwrap().iter() {
+            if let Some(i) = record_key(Self::RECORD_KEYS, k) {
+                fields[i].get_or_insert_with(|| v.clone());
+            }
+        }
+        self.entries.push(show_fields(Self::RECORD_KEYS, &fields));
         Ok(true)
     }
     fn records(&self, route: u32) -> bool {
         self.fast && route == 1
     }
-    fn record(&mut self, _: u32, pairs: &[Value], _: &mut Memo) -> std::result::Result<(), String> {
-        let pairs: Vec<String> = pairs
-            .chunks_exact(2)
-            .map(|kv| format!("{}: {}", show(&kv[0]), show(&kv[1])))
-            .collect();
-        self.entries.push(format!("{{{}}}", pairs.join(", ")));
+    const RECORD_KEYS: &'static [&'static str] = &["action", "size"];
+    fn record(
+        &mut self,
+        _: u32,
+        fields: &[Option<Value>],
+        _: &mut Memo,
+    ) -> std::result::Result<(), String> {
+        self.entries.push(show_fields(Self::RECORD_KEYS, fields));
         self.records += 1;
         Ok(())
     }
 }
 
+/// A record's fields as `{"key": value, ...}`, absent keys left out.
+fn show_fields(keys: &[&str], fields: &[Option<Value>]) -> String {
+    let pairs: Vec<String> = keys
+        .iter()
+        .zip(fields)
+        .filter_map(|(k, v)| Some(format!("{k:?}: {}", show(v.as_ref()?))))
+        .collect();
+    format!("{{{}}}", pairs.join(", "))
+}
+
 /// Records in CPython's shape (a FRAME inside one) go to `record`; one
 /// in another shape goes the ordinary way and is handed over when its
 /// SETITEMS completes it, so the next can go straight again; the visitor
-/// sees the same entries in the same order either way.
+/// sees the same fields of the same entries in the same order either way.
 #[test]
 fn records_are_read_straight_or_the_ordinary_way_alike() {
     let mut p = vec![
@@ -306,7 +325,7 @@ fn records_are_read_straight_or_the_ordinary_way_alike() {
             r#"{"action": "alloc", "size": 1}"#,
             r#"{"action": {}}"#,
             r#"{"size": 256}"#,
-            r#"{"size": None, "action": "alloc"}"#,
+            r#"{"action": "alloc", "size": None}"#,
         ]
     );
 }

@@ -4,6 +4,7 @@
 
 use rustc_hash::FxHashMap;
 
+use super::fast::SmallKeys;
 use crate::error::Result;
 use crate::input::xspace::stream::{event_metadata_id, Skim};
 use crate::input::xspace::{
@@ -161,6 +162,8 @@ const ABSOLUTE_NS: i64 = 1_000_000_000_000_000;
 pub(super) struct PlaneKeys {
     pub(super) meta: Metadata,
     pub(super) keys: StatKeys<Key>,
+    /// The keys of one-byte stat metadata ids, for `event_fast`.
+    pub(super) small_keys: SmallKeys,
     pub(super) allocs: Vec<i64>,
     pub(super) frees: Vec<i64>,
     pub(super) has_steps: bool,
@@ -183,6 +186,7 @@ impl PlaneKeys {
             allocs: meta.event_ids("MemoryAllocation"),
             frees: meta.event_ids("MemoryDeallocation"),
             has_steps: keys.contains(Key::StepNum),
+            small_keys: SmallKeys::new(&keys),
             keys,
             meta,
             ref_strings: Vec::new(),

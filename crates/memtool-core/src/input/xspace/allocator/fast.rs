@@ -7,7 +7,7 @@ use super::decode::{
 };
 use super::merge::Fallback;
 use crate::error::Result;
-use crate::input::xspace::{as_i64, StatValue};
+use crate::input::xspace::{as_i64, StatKeys, StatValue};
 use crate::model::Names;
 use memtool_proto::wire::reader::{varint_at as varint, Value};
 
@@ -52,12 +52,7 @@ pub(super) fn stat(buf: &[u8]) -> Option<(i64, StatValue<'_>)> {
     if let [0x08, id @ 0..=0x7f, tag @ (0x18 | 0x20 | 0x38), rest @ ..] = buf {
         let mut pos = 0;
         if let Some(v) = varint(rest, &mut pos).filter(|_| pos == rest.len()) {
-            let value = match tag {
-                0x18 => StatValue::Uint64(v),
-                0x20 => StatValue::Int64(v as i64),
-                _ => StatValue::Ref(v),
-            };
-            return Some((i64::from(*id), value));
+            return Some((i64::from(*id), small_value(*tag, v)));
         }
     }
     let (mut id, mut value) = (0, StatValue::None);
@@ -77,6 +72,16 @@ pub(super) fn stat(buf: &[u8]) -> Option<(i64, StatValue<'_>)> {
     Some((id, value))
 }
 
+/// The value of a stat in [`stat`]'s common form, by its field's tag.
+#[inline(always)]
+fn small_value<'a>(tag: u8, v: u64) -> StatValue<'a> {
+    match tag {
+        0x18 => StatValue::Uint64(v),
+        0x20 => StatValue::Int64(v as i64),
+        _ => StatValue::Ref(v),
+    }
+}
+
 /// Where a size or address stat goes in [`RawEvent::numbers`].
 #[inline(always)]
 fn number_slot(key: Key) -> Option<usize> {
@@ -90,6 +95,40 @@ fn number_slot(key: Key) -> Option<usize> {
         Key::Address => Some(ADDRESS),
         Key::GroupId => Some(GROUP),
         _ => None,
+    }
+}
+
+/// Stat metadata ids below this have their key in [`SmallKeys`]: real
+/// profiles number their stat metadata from 1, a few dozen at most, and a
+/// one-byte id is what [`stat`]'s common form takes.
+const SMALL_IDS: usize = 0x80;
+/// In [`SmallKeys`]: no key of ours.
+const SMALL_NONE: u8 = 0xff;
+/// In [`SmallKeys`]: `fragmentation`.
+const SMALL_FRAGMENTATION: u8 = 0xfe;
+/// In [`SmallKeys`]: a key [`EventStrings::take`] keeps.
+const SMALL_STRING: u8 = 0xfd;
+
+/// What [`Decoder::event_fast`] does with a stat of each one-byte metadata
+/// id, worked out once per plane: the [`RawEvent::numbers`] slot of a size
+/// or address, or one of the `SMALL_*` codes. One load per stat in place
+/// of the key's lookup and then its slot's.
+pub(super) struct SmallKeys([u8; SMALL_IDS]);
+
+impl SmallKeys {
+    pub(super) fn new(keys: &StatKeys<Key>) -> SmallKeys {
+        let mut codes = [SMALL_NONE; SMALL_IDS];
+        for (id, code) in codes.iter_mut().enumerate() {
+            let Some(key) = keys.get(id as i64) else {
+                continue;
+            };
+            *code = match number_slot(key) {
+                Some(slot) => slot as u8,
+                None if key == Key::Fragmentation => SMALL_FRAGMENTATION,
+                None => SMALL_STRING,
+            };
+        }
+        SmallKeys(codes)
     }
 }
 
@@ -118,6 +157,47 @@ impl Decoder {
         let (mut skip_stats, mut skipped) = (false, false);
         let mut pos = 0;
         while pos < bytes.len() {
+            // Nearly every field is a stat in `stat`'s common form, with a
+            // one-byte length: `22 len 08 id tag value`, read here whole.
+            if let [0x22, len @ 0..=0x7f, 0x08, id @ 0..=0x7f, tag @ (0x18 | 0x20 | 0x38), ..] =
+                *bytes.get(pos..).unwrap_or_default()
+            {
+                let end = pos + 2 + usize::from(len);
+                let mut at = pos + 5;
+                // Read from the whole event (a varint is read a word at a
+                // time where eight bytes are there), then held to the stat.
+                if let Some(v) = varint(bytes, &mut at).filter(|_| at == end) {
+                    pos = end;
+                    if skip_stats {
+                        skipped = true;
+                        continue;
+                    }
+                    match plane.small_keys.0[usize::from(id)] {
+                        SMALL_NONE => {}
+                        SMALL_FRAGMENTATION => {
+                            raw.fragmentation = match tag {
+                                0x18 => v as f64,
+                                0x20 => v as i64 as f64,
+                                _ => f64::NAN,
+                            };
+                        }
+                        SMALL_STRING => {
+                            if let Some(key) = plane.keys.get(i64::from(id)) {
+                                strings.take(key, small_value(tag, v));
+                            }
+                        }
+                        // A size or address, as `StatValue::as_u64` reads it.
+                        slot => {
+                            raw.numbers[usize::from(slot)] = match tag {
+                                0x18 => v,
+                                0x20 if v as i64 >= 0 => v,
+                                _ => u64::MAX,
+                            };
+                        }
+                    }
+                    continue;
+                }
+            }
             let Some((number, value)) = next_field(bytes, &mut pos) else {
                 return Err(Fallback);
             };
