@@ -232,3 +232,87 @@ fn profiler_categories_are_kept_and_said_to_be_the_profilers() {
         }
     }
 }
+
+/// `--category` and `--categories FILE`: the first matching rule names an
+/// allocation, over the inferred category, in every format, said to be the
+/// user's. On the bcrafton snapshot its optimizer (`optimizer.py`, the
+/// script's own) frees what the state of the step before it held.
+#[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
+fn user_categories_win_in_every_format() {
+    let path = shared_fixture("torch/bcrafton_memory_snapshot.pickle");
+    let path = path.to_str().unwrap();
+    let rule = r"my_optimizer=optimizer\.py";
+    let inferred = json(&["peak", "--by", "category", path]);
+    let mine = json(&["peak", "--by", "category", "--category", rule, path]);
+    let groups =
+        |report: &serde_json::Value| report["memories"][0]["breakdowns"][0]["groups"].clone();
+    let by_key = common::bytes_by_key(&groups(&mine));
+    // Every byte whose stack names optimizer.py: the inferred optimizer
+    // state of the same file (freed by its step) and more.
+    let state = common::bytes_by_key(&groups(&inferred))["optimizer_state"];
+    assert!(by_key["my_optimizer"] >= state, "{by_key:?}");
+    assert_eq!(
+        by_key.values().sum::<u64>(),
+        mine["memories"][0]["peak_bytes"].as_u64().unwrap()
+    );
+    for g in groups(&mine).as_array().unwrap() {
+        let source = if g["key"] == "my_optimizer" {
+            "user"
+        } else {
+            "inferred"
+        };
+        assert_eq!(g["category_source"], source, "{g}");
+    }
+    for format in ["table", "md", "csv"] {
+        let out = common::memtool()
+            .args([
+                "peak",
+                "--by",
+                "category",
+                "--category",
+                rule,
+                "--format",
+                format,
+                path,
+            ])
+            .output()
+            .unwrap();
+        let text = String::from_utf8(out.stdout).unwrap();
+        let row = text
+            .lines()
+            .find(|l| l.contains("my_optimizer"))
+            .unwrap_or_else(|| panic!("{format}: {text}"));
+        assert!(row.contains("user"), "{format}: {row}");
+    }
+    // The same rule from a file, after a rule that matches nothing.
+    let dir = std::env::temp_dir().join(format!("memtool-categories-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("team.toml");
+    std::fs::write(
+        &file,
+        "# a team's rules\n[categories]\nnccl = 'nccl|ProcessGroup'\nmy_optimizer = \"optimizer\\\\.py\" # the script's\n",
+    )
+    .unwrap();
+    let from_file = json(&[
+        "peak",
+        "--by",
+        "category",
+        "--categories",
+        file.to_str().unwrap(),
+        path,
+    ]);
+    assert_eq!(groups(&from_file), groups(&mine));
+    std::fs::write(&file, "nccl = nccl\n").unwrap();
+    let err = common::fails(&["peak", "--categories", file.to_str().unwrap(), path], 2);
+    assert!(
+        err.contains("team.toml:1:") && err.lines().count() == 1,
+        "{err}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+    let err = common::fails(&["peak", "--category", "bad=(", path], 2);
+    assert!(
+        err.contains("`(` is not a regular expression (unclosed group)"),
+        "{err}"
+    );
+}

@@ -88,7 +88,12 @@ impl CategoryRule {
             return Err(format!("the category for `{pattern}` has no name"));
         }
         let pattern = regex::Regex::new(pattern).map_err(|e| {
-            format!("category `{name}`: `{pattern}` is not a regular expression: {e}")
+            // The parser's message draws a caret under the pattern over
+            // several lines; its last line says what is wrong.
+            let text = e.to_string();
+            let why = text.lines().last().unwrap_or_default();
+            let why = why.trim().trim_start_matches("error: ");
+            format!("category `{name}`: `{pattern}` is not a regular expression ({why})")
         })?;
         Ok(CategoryRule {
             name: name.to_string(),
