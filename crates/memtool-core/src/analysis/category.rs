@@ -270,6 +270,16 @@ pub fn infer_memory(names: &Names, memory: &Memory) -> Vec<Inferred> {
         }
         run_of_event[i] = run;
     }
+    // Frees before each event: a buffer freed before anything else was
+    // freed after it was made lived inside the op that made it (the
+    // autograd engine frees a node's inputs only after the node ran).
+    let mut frees_before = vec![0u32; events.len() + 1];
+    for (i, e) in events.iter().enumerate() {
+        frees_before[i + 1] = frees_before[i] + u32::from(e.kind == EventKind::Free);
+    }
+    let freed_first = |made: usize, freed: usize| frees_before[freed] == frees_before[made + 1];
+    let versions = versions(names, memory);
+    let replaced: rustc_hash::FxHashSet<AllocId> = versions.values().copied().collect();
     let span_of = |event: usize| {
         let at = events[event].at;
         memory
@@ -301,7 +311,12 @@ pub fn infer_memory(names: &Names, memory: &Memory) -> Vec<Inferred> {
         };
         let site = names.site_of(site);
         let Some(made) = span.made else {
-            *slot = before_recording(names, memory, site, span.freed.map(span_of));
+            // Re-made in place, the storage lives on: a parameter.
+            *slot = if replaced.contains(&span.alloc) {
+                Inferred::Parameter
+            } else {
+                before_recording(names, memory, site, span.freed.map(span_of))
+            };
             return;
         };
         let made_at = events[made].at;
@@ -313,6 +328,9 @@ pub fn infer_memory(names: &Names, memory: &Memory) -> Vec<Inferred> {
         *slot = match phase {
             Some(Phase::Forward | Phase::Loss) if freed_in_run => Inferred::Temporary,
             Some(Phase::Forward | Phase::Loss) => Inferred::Activation,
+            Some(Phase::Backward) if span.freed.is_some_and(|f| freed_first(made, f)) => {
+                Inferred::Temporary
+            }
             Some(Phase::Backward) if freed_in_span => Inferred::AutogradDetail,
             Some(Phase::Backward) => Inferred::Gradient,
             Some(Phase::Optimizer) if freed_in_span => Inferred::Temporary,
@@ -341,6 +359,56 @@ pub fn infer_memory(names: &Names, memory: &Memory) -> Vec<Inferred> {
             }
         };
     });
+    // Each new version of a storage is what the one it replaced was, in
+    // event order so a chain of versions takes its first's.
+    for e in events.iter().filter(|e| e.kind == EventKind::Alloc) {
+        if let Some(old) = versions.get(&e.alloc).and_then(|old| out.get(old.index())) {
+            let old = *old;
+            if let Some(slot) = out.get_mut(e.alloc.index()) {
+                *slot = old;
+            }
+        }
+    }
+    out
+}
+
+/// The allocations that are new versions of the storage of one just freed:
+/// made by the event right after its free, at its address, of its size,
+/// with no phase of their own and its stack (a profiler-made snapshot
+/// tracks tensor versions: an in-place update of a parameter or of
+/// optimizer state frees the old version and makes the new one there).
+/// The freed allocation of each new version.
+fn versions(names: &Names, memory: &Memory) -> FxHashMap<AllocId, AllocId> {
+    let mut out = FxHashMap::default();
+    for pair in memory.events.windows(2) {
+        let (free, alloc) = (&pair[0], &pair[1]);
+        if free.kind != EventKind::Free || alloc.kind != EventKind::Alloc {
+            continue;
+        }
+        let (Some(old), Some(new)) = (
+            memory.allocations.get(free.alloc.index()),
+            memory.allocations.get(alloc.alloc.index()),
+        ) else {
+            continue;
+        };
+        let new_site = names.site_of(new.site);
+        if old.address.is_none()
+            || old.address != new.address
+            || old.bytes != new.bytes
+            || new_site.phase.is_some()
+        {
+            continue;
+        }
+        let frames = |site: SiteId| {
+            names
+                .frames_of(names.site_of(site).stack)
+                .filter(|&f| names.before_recording_frame(f).is_none())
+                .collect::<Vec<_>>()
+        };
+        if frames(old.site) == frames(new.site) {
+            out.insert(alloc.alloc, free.alloc);
+        }
+    }
     out
 }
 
