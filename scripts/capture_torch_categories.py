@@ -13,7 +13,7 @@ ignoring those and compares. The runs:
   transformer_adamw_checkpoint                the same, each layer under
   cnn_sgd_momentum_checkpoint                 torch.utils.checkpoint
 
-written as OUT/<run>.snapshot.pickle.gz (tests/torch/categories/ by
+written as OUT/<run>.snapshot.pickle.gz (crates/memtool/tests/data/categories/ by
 default; 10-120 KB each).
 Frame names carry no absolute path: this checkout's and the virtualenv's
 prefixes are cut (`site-packages/` is kept, so memtool still sees library
@@ -36,7 +36,7 @@ from torch.utils.checkpoint import checkpoint
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CHECKOUT = os.path.dirname(HERE)
-out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(CHECKOUT, "tests", "torch", "categories")
+out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(CHECKOUT, "crates", "memtool", "tests", "data", "categories")
 os.makedirs(out, exist_ok=True)
 
 

@@ -351,7 +351,8 @@ fn new_captures_agree_at_the_peak() {
         ("transformer_adamw_checkpoint", (3_016_368, 3_016_372)),
     ];
     for (name, figure) in expected {
-        let path = common::repo_fixture(&format!("torch/categories/{name}.snapshot.pickle.gz"));
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join(format!("tests/data/categories/{name}.snapshot.pickle.gz"));
         let a = agreement(&path);
         eprintln!(
             "{name}: at the peak {} of {} B agree ({:.1}%); over time {:.1}%; differ {:?}",
