@@ -371,3 +371,36 @@ fn new_captures_agree_at_the_peak() {
         }
     }
 }
+
+/// The page stacks a plain snapshot by its categories, says they are
+/// inferred and which are the user's, and names the user's in its legend
+/// (the bands' keys).
+#[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
+fn the_page_shows_inferred_and_user_categories() {
+    let path = shared_fixture("torch/bcrafton_memory_snapshot.pickle");
+    let dir = std::env::temp_dir().join(format!("memtool-categories-page-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let page = dir.join("page.html");
+    let out = common::memtool()
+        .args([
+            "render",
+            path.to_str().unwrap(),
+            "-o",
+            page.to_str().unwrap(),
+        ])
+        .args(["--category", r"my_optimizer=optimizer\.py"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains("Stacked by category (inferred; yours: my_optimizer)"));
+    for key in ["\"my_optimizer\"", "\"parameter\"", "\"activation\""] {
+        assert!(html.contains(key), "{key}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
