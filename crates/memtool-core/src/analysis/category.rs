@@ -440,3 +440,150 @@ fn before_recording(
         },
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Allocation, Axis, Event, Frame, MemoryKind};
+
+    /// One step: weights and a batch before it, a forward pass with an
+    /// activation and an op's temporary, a backward pass with a gradient,
+    /// an activation's gradient on its way and an op's temporary, an
+    /// optimizer step with its state and a temporary; and memory from
+    /// before the recording freed by the backward pass.
+    #[test]
+    fn each_rule_on_one_step() {
+        let mut names = Names::default();
+        let mut site = |names: &mut Names, function: &str, phase| {
+            let function = names.string(function);
+            let frame = names.frame(Frame {
+                function,
+                file: StrId(0),
+                line: 1,
+            });
+            let stack = names.stack_leaf_first(&[frame]);
+            names.site(Site {
+                stack,
+                phase,
+                ..Site::default()
+            })
+        };
+        let setup = site(&mut names, "setup", None);
+        let batch = site(&mut names, "batch", None);
+        let linear = site(&mut names, "linear", Some(Phase::Forward));
+        let softmax = site(&mut names, "softmax", Some(Phase::Forward));
+        let engine = site(&mut names, "engine", Some(Phase::Backward));
+        let adam = site(&mut names, "adam", Some(Phase::Optimizer));
+        let earlier = names.before_recording_site(
+            BeforeRecording::Freed,
+            crate::model::StackId(0),
+            None,
+            None,
+            None,
+        );
+        let mut m = Memory::new("m", MemoryKind::Allocator, Axis::EventIndex);
+        let mut alloc = |m: &mut Memory, site| {
+            m.push_allocation(Allocation {
+                bytes: 1,
+                requested: 1,
+                count: 1,
+                address: None,
+                site,
+            })
+        };
+        let weights = alloc(&mut m, setup);
+        let input = alloc(&mut m, batch);
+        let activation = alloc(&mut m, linear);
+        let temporary = alloc(&mut m, softmax);
+        let output = alloc(&mut m, softmax);
+        let before = alloc(&mut m, earlier);
+        let detail = alloc(&mut m, engine);
+        let scratch = alloc(&mut m, engine);
+        let gradient = alloc(&mut m, engine);
+        let state = alloc(&mut m, adam);
+        let update = alloc(&mut m, adam);
+        m.live_at_start = vec![before];
+        use EventKind::{Alloc, Free};
+        let plan = [
+            (Alloc, weights),
+            (Alloc, input),
+            (Alloc, activation),
+            (Alloc, temporary),
+            (Free, temporary),
+            (Alloc, output),
+            (Free, output),
+            (Alloc, detail),
+            (Free, before),
+            (Alloc, scratch),
+            (Free, scratch),
+            (Alloc, gradient),
+            (Free, activation),
+            (Free, detail),
+            (Alloc, state),
+            (Alloc, update),
+            (Free, update),
+            (Free, input),
+        ];
+        for (at, (kind, alloc)) in plan.into_iter().enumerate() {
+            m.events.push(Event {
+                at: at as i64,
+                kind,
+                alloc,
+            });
+        }
+        m.find_phases(&names);
+        let got = infer_memory(&names, &m);
+        let want = [
+            (weights, Inferred::Parameter),
+            (input, Inferred::Input),
+            (activation, Inferred::Activation),
+            (temporary, Inferred::Temporary),
+            // Freed before an allocation of another site: a temporary too.
+            (output, Inferred::Temporary),
+            (before, Inferred::Activation),
+            (detail, Inferred::AutogradDetail),
+            (scratch, Inferred::Temporary),
+            (gradient, Inferred::Gradient),
+            (state, Inferred::OptimizerState),
+            (update, Inferred::Temporary),
+        ];
+        for (id, category) in want {
+            assert_eq!(got[id.index()], category, "{id:?}");
+        }
+    }
+
+    #[test]
+    fn user_rules_parse_from_flags_and_files() {
+        let rule = CategoryRule::parse("nccl=nccl|ProcessGroup").unwrap();
+        assert_eq!(rule.name, "nccl");
+        assert!(rule.pattern.is_match("ProcessGroupNCCL"));
+        assert!(CategoryRule::parse("nccl")
+            .unwrap_err()
+            .contains("NAME=REGEX"));
+        assert!(CategoryRule::parse("=x").unwrap_err().contains("no name"));
+        let err = CategoryRule::parse("bad=(").unwrap_err();
+        assert!(
+            !err.contains('\n') && err.contains("unclosed group"),
+            "{err}"
+        );
+        let rules = CategoryRule::parse_file(
+            "team.toml",
+            "# rules\n[categories]\nkv_cache = 'past_key_values|kv\\.cache'\n\
+             lora = \"(?i)lora\\\\d\" # adapters\n\n",
+        )
+        .unwrap();
+        let names: Vec<&str> = rules.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(names, ["kv_cache", "lora"]);
+        assert!(rules[0].pattern.is_match("kv.cache"));
+        assert!(rules[1].pattern.is_match("LoRA1"));
+        for bad in [
+            "x = unquoted",
+            "x = 'open",
+            "just words",
+            "x = 'a' trailing",
+        ] {
+            let err = CategoryRule::parse_file("f.toml", bad).unwrap_err();
+            assert!(err.starts_with("f.toml:1: "), "{err}");
+        }
+    }
+}
