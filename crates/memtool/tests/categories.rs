@@ -404,3 +404,26 @@ fn the_page_shows_inferred_and_user_categories() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `diff --by category` of two plain snapshots: each row says its category
+/// was inferred, in JSON and in the table.
+#[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
+fn diff_by_category_says_the_categories_are_inferred() {
+    let base = shared_fixture("torch/silmont2000_memory_forward_fp32_128.pickle");
+    let new = shared_fixture("torch/silmont2000_memory_forward_bf16_128.pickle");
+    let (base, new) = (base.to_str().unwrap(), new.to_str().unwrap());
+    let report = json(&["diff", "--by", "category", base, new]);
+    let rows = report["rows"].as_array().unwrap();
+    assert!(rows.iter().any(|r| r["key"] == "activation"), "{rows:?}");
+    for r in rows {
+        assert_eq!(r["category_source"], "inferred", "{r}");
+    }
+    let out = common::memtool()
+        .args(["diff", "--by", "category", base, new])
+        .output()
+        .unwrap();
+    let table = String::from_utf8(out.stdout).unwrap();
+    let row = table.lines().find(|l| l.contains("activation")).unwrap();
+    assert!(row.ends_with("inferred"), "{row}");
+}
