@@ -454,7 +454,7 @@ mod tests {
     #[test]
     fn each_rule_on_one_step() {
         let mut names = Names::default();
-        let mut site = |names: &mut Names, function: &str, phase| {
+        let site = |names: &mut Names, function: &str, phase| {
             let function = names.string(function);
             let frame = names.frame(Frame {
                 function,
@@ -482,7 +482,7 @@ mod tests {
             None,
         );
         let mut m = Memory::new("m", MemoryKind::Allocator, Axis::EventIndex);
-        let mut alloc = |m: &mut Memory, site| {
+        let alloc = |m: &mut Memory, site| {
             m.push_allocation(Allocation {
                 bytes: 1,
                 requested: 1,
