@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
+use memtool_core::analysis::category::CategoryRule;
 use memtool_core::analysis::replay::Ties;
 use memtool_core::analysis::{FrameFilter, GroupBy, Options};
 use memtool_core::model::Profile;
@@ -178,6 +179,16 @@ pub struct AnalysisArgs {
     /// program's module, e.g. jit_step or jit_step(10)); repeatable.
     #[arg(long = "memory", visible_alias = "module", value_name = "ID")]
     pub memories: Vec<String>,
+    /// Your own category: allocations with a stack frame (function or file)
+    /// or op matching REGEX are NAME in `--by category` and the page
+    /// (repeatable; the first match wins, over the file's categories and
+    /// memtool's inferred ones). Example: --category nccl='nccl|ProcessGroup'
+    #[arg(long = "category", value_name = "NAME=REGEX", value_parser = parse_category)]
+    pub category_rules: Vec<CategoryRule>,
+    /// A file of your own categories, tried after any --category: one
+    /// `name = 'regex'` per line, in order (TOML; see docs/categories.md).
+    #[arg(long = "categories", value_name = "FILE")]
+    pub categories_file: Option<PathBuf>,
 }
 
 impl AnalysisArgs {
@@ -266,6 +277,11 @@ pub fn warn_of_tiny_limit(flag: &str, bytes: u64) {
             }
         )]);
     }
+}
+
+/// `--category NAME=REGEX`, as clap parses it.
+pub fn parse_category(text: &str) -> Result<CategoryRule, String> {
+    CategoryRule::parse(text)
 }
 
 pub fn parse_size(text: &str) -> Result<u64, String> {

@@ -10,6 +10,8 @@ use memtool_core::model::Profile;
 use memtool_core::report::visible;
 use memtool_core::Source;
 
+use memtool_core::analysis::category::{CategoryRule, Inference};
+
 use crate::cli::{check_selection, AnalysisArgs, InputArgs, ReadArgs};
 use crate::output::Replaced;
 
@@ -113,9 +115,24 @@ fn describe_io(e: &std::io::Error) -> String {
 /// `analysis` names no memory there.
 pub fn load(input: &InputArgs, analysis: &AnalysisArgs, output: Option<&Path>) -> Result<Profile> {
     let mut profiles = load_several(&[&input.files], &input.read, output)?;
-    let profile = profiles.remove(0);
+    let mut profile = profiles.remove(0);
     check_selection(&[&profile], &analysis.options())?;
+    categorize(&mut profile, analysis)?;
     Ok(profile)
+}
+
+/// Gives every allocation its category: the user's rules (`--category`,
+/// then `--categories FILE`), else the file's, else inferred.
+pub fn categorize(profile: &mut Profile, analysis: &AnalysisArgs) -> Result<()> {
+    let mut rules = analysis.category_rules.clone();
+    if let Some(path) = &analysis.categories_file {
+        let shown = path.display().to_string();
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| anyhow::anyhow!("{shown}: {}", describe_io(&e)))?;
+        rules.extend(CategoryRule::parse_file(&shown, &text).map_err(anyhow::Error::msg)?);
+    }
+    memtool_core::analysis::category::assign(profile, &rules, Inference::WhereMissing);
+    Ok(())
 }
 
 /// Reads the two sides of a comparison, the first file and the rest, in
@@ -128,10 +145,12 @@ pub fn load_pair(
 ) -> Result<(Profile, Profile)> {
     let (base, new) = input.files.split_at(1.min(input.files.len()));
     let mut both = load_several(&[base, new], &input.read, output)?.into_iter();
-    let (Some(base), Some(new)) = (both.next(), both.next()) else {
+    let (Some(mut base), Some(mut new)) = (both.next(), both.next()) else {
         bail!("internal error: two profiles expected");
     };
     check_selection(&[&base, &new], &analysis.options())?;
+    categorize(&mut base, analysis)?;
+    categorize(&mut new, analysis)?;
     Ok((base, new))
 }
 

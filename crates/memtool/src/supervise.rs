@@ -160,7 +160,13 @@ pub fn supervise(inputs: &[String], outputs: &[&Path]) -> Option<ExitCode> {
     let mut stderr = io::stderr().lock();
     let mut filter = StderrFilter::default();
     let mut buffer = vec![0u8; 8192];
-    let reserve: Vec<u8> = Vec::with_capacity(64 << 10);
+    let mut reserve: Vec<u8> = Vec::new();
+    if reserve.try_reserve_exact(64 << 10).is_err() {
+        // Too little memory to set this aside is too little to run: said
+        // as when the child cannot start, not as an abort.
+        let _ = writeln!(stderr, "memtool: {}", out_of_memory(inputs, Failed::Start));
+        return Some(ExitCode::from(2));
+    }
     let Ok(wake) = UnixStream::pair() else {
         return None;
     };

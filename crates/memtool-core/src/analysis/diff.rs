@@ -7,7 +7,7 @@ use std::io::Write;
 
 use serde::Serialize;
 
-use crate::model::{InputInfo, Profile, Warning};
+use crate::model::{CategorySource, CategorySources, InputInfo, Profile, Warning};
 use crate::report::{units, Cell, Report, Table};
 
 use super::gate::{percent_beside, GateResult};
@@ -112,6 +112,11 @@ pub struct DiffRow {
     pub delta_bytes: i64,
     /// The change in percent of the base (`None` when the base is 0).
     pub delta_percent: Option<f64>,
+    /// With `--by category`: who named the category (`profiler`,
+    /// `inferred`, `user`; the new side's, else the base's). Absent
+    /// otherwise and for `<none>`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub category_source: Option<CategorySource>,
 }
 
 /// A bound on total growth (`--fail-on-growth`): exit code 1 when it is
@@ -121,21 +126,30 @@ pub use super::gate::Limit as GrowthLimit;
 /// A memory and its live bytes at its peak.
 type PeakBytes<'a> = (&'a crate::model::Memory, u64);
 
-/// Live bytes per group at the peak of each memory of a profile.
+/// Live bytes per group at the peak of each memory of a profile, and who
+/// named the categories of its memories.
 fn peak_groups<'a>(
     profile: &'a Profile,
     options: &'a Options,
     by: GroupBy,
-) -> (BTreeMap<String, Totals>, Vec<PeakBytes<'a>>) {
+) -> (
+    BTreeMap<String, Totals>,
+    Vec<PeakBytes<'a>>,
+    CategorySources,
+) {
     let mut groups: BTreeMap<String, Totals> = BTreeMap::new();
     let mut memories = Vec::new();
+    let mut sources = CategorySources::new();
     for memory in options.selected(profile) {
+        for (name, &source) in &memory.category_sources {
+            sources.entry(name.clone()).or_insert(source);
+        }
         let Some(peak) = memory_peak_groups(profile, memory, options, by, &mut groups) else {
             continue;
         };
         memories.push((memory, peak));
     }
-    (groups, memories)
+    (groups, memories, sources)
 }
 
 /// Adds the live bytes per group at `memory`'s peak to `groups` (what
@@ -188,6 +202,7 @@ pub fn compare_groups(
                 new_count: n.count,
                 delta_bytes: delta,
                 delta_percent: percent(delta, b.bytes),
+                category_source: None,
             }
         })
         .collect();
@@ -220,9 +235,17 @@ pub fn diff_by(
     limit: Option<GrowthLimit>,
     by: GroupBy,
 ) -> DiffReport {
-    let (base_groups, base_memories) = peak_groups(base, options, by);
-    let (new_groups, new_memories) = peak_groups(new, options, by);
-    let rows = compare_groups(&base_groups, &new_groups);
+    let (base_groups, base_memories, base_sources) = peak_groups(base, options, by);
+    let (new_groups, new_memories, new_sources) = peak_groups(new, options, by);
+    let mut rows = compare_groups(&base_groups, &new_groups);
+    if by == GroupBy::Category {
+        for row in &mut rows {
+            row.category_source = new_sources
+                .get(&row.key)
+                .or(base_sources.get(&row.key))
+                .copied();
+        }
+    }
 
     // Programs pair by what they are, not by their compile counters.
     let base_sides: Vec<&crate::model::Memory> = base_memories.iter().map(|m| m.0).collect();
@@ -364,8 +387,16 @@ impl DiffReport {
                 "new_count",
             ],
         );
+        // Categories memtool or the user named are said to be so.
+        let sourced = self.rows.iter().any(|r| {
+            r.category_source
+                .is_some_and(|s| s != CategorySource::Profiler)
+        });
+        if sourced {
+            t.columns.push("source");
+        }
         for r in &self.rows {
-            t.rows.push(vec![
+            let mut row = vec![
                 r.key.clone().into(),
                 Cell::Bytes(r.base_bytes),
                 Cell::Bytes(r.new_bytes),
@@ -373,7 +404,14 @@ impl DiffReport {
                 Cell::Percent(r.delta_percent),
                 Cell::Count(r.base_count),
                 Cell::Count(r.new_count),
-            ]);
+            ];
+            if sourced {
+                row.push(match r.category_source {
+                    Some(source) => source.name().into(),
+                    None => Cell::Empty,
+                });
+            }
+            t.rows.push(row);
         }
         t
     }
@@ -440,10 +478,11 @@ impl Report for DiffReport {
         ]);
         let mut rows = self.rows_table();
         rows.rows.retain(|r| r[3] != Cell::DeltaBytes(0));
-        // Counts stay in CSV and JSON; the terminal has room for sizes only.
-        rows.columns.truncate(5);
+        // Counts stay in CSV and JSON; the terminal has room for sizes (and
+        // who named a category) only.
+        rows.columns.drain(5..7);
         for r in &mut rows.rows {
-            r.truncate(5);
+            r.drain(5..7);
         }
         vec![totals, rows]
     }

@@ -2,6 +2,7 @@
 //! returns a report value that the exporters in [`crate::report`] can write.
 //! Analyses see only the model: no format-specific code lives here.
 
+pub mod category;
 pub(crate) mod consistency;
 pub mod diff;
 pub mod export;

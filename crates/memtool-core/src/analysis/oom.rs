@@ -22,7 +22,9 @@ use std::io::Write;
 
 use serde::Serialize;
 
-use crate::model::{AllocId, EventKind, Memory, OutOfMemory, Profile};
+use crate::model::{
+    AllocId, CategorySource, CategorySources, EventKind, Memory, OutOfMemory, Profile,
+};
 use crate::report::units::bytes as size;
 use crate::report::{Cell, Report, Table};
 
@@ -141,6 +143,10 @@ pub struct PostMortem {
     /// What was live by category or phase, largest first (empty when none is named).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub live_by_category: Vec<group::Group>,
+    /// Who named each category of `live_by_category` (`profiler`,
+    /// `inferred`, `user`; see docs/categories.md), when any did.
+    #[serde(skip_serializing_if = "CategorySources::is_empty")]
+    pub category_sources: CategorySources,
     /// For capacity: the largest live groups (by user frame, then op), largest
     /// first, until freeing them together makes the request fit.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -527,6 +533,7 @@ fn allocator_post_mortem(
         xla_report: None,
         live_by_user_frame: listed(by_user_frame),
         live_by_op: listed(live_by_op),
+        category_sources: sources_of(memory, &listed(live_by_category.clone())),
         live_by_category: listed(live_by_category),
         remove_to_fit,
     }
@@ -669,7 +676,16 @@ pub fn program_post_mortem(
         live_by_user_frame: by_user_frame,
         live_by_op: Vec::new(),
         live_by_category: phases,
+        category_sources: CategorySources::new(),
     })
+}
+
+/// Who named each category of `groups`, as the memory records it.
+fn sources_of(memory: &Memory, groups: &[group::Group]) -> CategorySources {
+    groups
+        .iter()
+        .filter_map(|g| Some((g.key.to_string(), memory.category_source(&g.key)?)))
+        .collect()
 }
 
 fn program_name(memory: &Memory) -> String {
@@ -816,8 +832,15 @@ impl PostMortem {
             &self.live_by_user_frame,
         );
         groups(&format!("Live {when} by op"), "op", &self.live_by_op);
+        let inferred = self
+            .category_sources
+            .values()
+            .any(|&s| s == CategorySource::Inferred);
         groups(
-            &format!("Live {when} by category"),
+            &format!(
+                "Live {when} by category{}",
+                if inferred { " (inferred)" } else { "" }
+            ),
             "category",
             &self.live_by_category,
         );

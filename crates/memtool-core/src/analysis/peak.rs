@@ -6,7 +6,7 @@ use std::io::Write;
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 
-use crate::model::{AllocId, Axis, BeforeRecording, Memory, Names, Profile};
+use crate::model::{AllocId, Axis, BeforeRecording, CategorySource, Memory, Names, Profile};
 use crate::report::{units, Cell, Report, Table};
 
 use super::gate::{GateResult, Limit as GateLimit};
@@ -197,6 +197,11 @@ pub struct AgedGroup {
     /// snapshots, whose buffers have no recorded making.
     #[serde(skip_serializing_if = "Age::is_unknown")]
     pub oldest_age: Age,
+    /// In a breakdown by category: who named the category (`profiler`: the
+    /// file; `inferred`: memtool, by the rules of docs/categories.md;
+    /// `user`: `--category`). Absent elsewhere and for `<none>`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub category_source: Option<CategorySource>,
 }
 
 /// How long something had been live at a point.
@@ -352,6 +357,9 @@ pub fn peak_with(profile: &Profile, options: &Options, settings: &PeakSettings) 
                     .groups
                     .into_iter()
                     .map(|group| AgedGroup {
+                        category_source: (by == GroupBy::Category)
+                            .then(|| memory.category_source(&group.key))
+                            .flatten(),
                         oldest_age: match &oldest {
                             Some(oldest) => Age::Known(
                                 oldest
@@ -558,6 +566,7 @@ fn phases_without_bytes(memory: &Memory, groups: &[AgedGroup]) -> Vec<AgedGroup>
                 totals: group::Totals::default(),
             },
             oldest_age: Age::Unknown,
+            category_source: None,
         })
         .collect()
 }
@@ -890,9 +899,18 @@ impl Report for PeakReport {
                     continue;
                 }
                 let aged = b.groups.iter().any(|g| !g.oldest_age.is_unknown());
+                // Categories memtool or the user named are said to be so;
+                // a file's own need no column.
+                let sourced = b.groups.iter().any(|g| {
+                    g.category_source
+                        .is_some_and(|s| s != CategorySource::Profiler)
+                });
                 let mut columns = vec![b.by.name(), "bytes", "share", "buffers"];
                 if aged {
                     columns.push("oldest_age");
+                }
+                if sourced {
+                    columns.push("source");
                 }
                 let mut t = Table::ranked(
                     format!(
@@ -916,6 +934,12 @@ impl Report for PeakReport {
                         row.push(age_cell(m.header.axis, age, m.recorded));
                     } else if aged {
                         row.push(Cell::Empty);
+                    }
+                    if sourced {
+                        row.push(match aged_group.category_source {
+                            Some(source) => source.name().into(),
+                            None => Cell::Empty,
+                        });
                     }
                     t.rows.push(row);
                 }
@@ -958,11 +982,21 @@ impl Report for PeakReport {
                 "oldest_age",
             ],
         );
+        // Who named each category, where a breakdown by category has any.
+        let sourced = self
+            .memories
+            .iter()
+            .flat_map(|m| &m.breakdowns)
+            .flat_map(|b| &b.groups)
+            .any(|g| g.category_source.is_some());
+        if sourced {
+            t.columns.push("category_source");
+        }
         for m in &self.memories {
             for b in &m.breakdowns {
                 for aged in &b.groups {
                     let g = &aged.group;
-                    t.rows.push(vec![
+                    let mut row = vec![
                         m.header.id.clone().into(),
                         m.peak.moment(),
                         b.by.name().into(),
@@ -974,7 +1008,14 @@ impl Report for PeakReport {
                             Age::Known(age) => age_cell(m.header.axis, age, m.recorded),
                             Age::Unknown => Cell::Empty,
                         },
-                    ]);
+                    ];
+                    if sourced {
+                        row.push(match aged.category_source {
+                            Some(source) => source.name().into(),
+                            None => Cell::Empty,
+                        });
+                    }
+                    t.rows.push(row);
                 }
             }
         }

@@ -274,6 +274,7 @@ fn post_mortem(report: &XlaOomReport, options: &Options) -> PostMortem {
         live_by_user_frame: Vec::new(),
         live_by_op: Vec::new(),
         live_by_category: Vec::new(),
+        category_sources: crate::model::CategorySources::new(),
         remove_to_fit,
         xla_report: Some(XlaReportFacts {
             source: "xla_report",

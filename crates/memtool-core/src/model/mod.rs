@@ -11,10 +11,12 @@
 //! Analyses never look at the input format: they ask a memory for its
 //! timeline (`crate::analysis::replay`) and for the live set at a point of it.
 
+mod category;
 mod intern;
 mod phase;
 mod xla_report;
 
+pub use category::{CategorySource, CategorySources};
 pub(crate) use intern::IdIndex;
 pub use intern::{
     BeforeRecording, Frame, FrameId, Names, Renames, Site, SiteId, StackFrames, StackId, StrId,
@@ -289,6 +291,9 @@ pub struct Memory {
     /// belongs to): the memories of one trace then count their times from
     /// the same moment, so one moment reads alike on the CPU and the GPU.
     pub recording_origin: Option<i64>,
+    /// Who named each category its sites carry (the file, memtool's
+    /// inference, the user's rules), filled by `analysis::category::assign`.
+    pub category_sources: CategorySources,
 }
 
 /// A range of addresses: `bytes` from `start`.
@@ -643,6 +648,7 @@ impl Memory {
             out_of_memory: Vec::new(),
             allocator_settings: BTreeMap::new(),
             recording_origin: None,
+            category_sources: CategorySources::new(),
         }
     }
 

@@ -8,7 +8,7 @@ use askama::Template;
 use crate::analysis::group::{self, GroupBy};
 use crate::analysis::leaks::{self, MemoryLeaks};
 use crate::analysis::{diff, display_id, replay, Options, PeakFacts};
-use crate::model::{Axis, Memory, Profile};
+use crate::model::{Axis, CategorySource, Memory, Profile};
 use crate::report::units;
 
 use super::flame::{self, Node, Tree};
@@ -559,7 +559,7 @@ fn memory_view(
         facts,
         leak_verdict,
         frag,
-        group_by: by.name().replace('_', " "),
+        group_by: group_by_words(memory, by),
         resolution,
         rows,
         rows_omitted,
@@ -727,5 +727,38 @@ fn diff_view(base: &Profile, new: &Profile, options: &RenderOptions) -> DiffView
         memories,
         rows_omitted: changed.saturating_sub(rows.len()),
         rows,
+    }
+}
+
+/// What the page says the bands and rows are grouped by: for categories,
+/// also who named them where memtool or the user did (docs/categories.md).
+fn group_by_words(memory: &Memory, by: GroupBy) -> String {
+    let name = by.name().replace('_', " ");
+    if by != GroupBy::Category {
+        return name;
+    }
+    let named_by = |source: CategorySource| {
+        memory
+            .category_sources
+            .iter()
+            .filter(|&(_, &s)| s == source)
+            .map(|(name, _)| name.as_str())
+            .collect::<Vec<_>>()
+    };
+    let (inferred, user) = (
+        named_by(CategorySource::Inferred),
+        named_by(CategorySource::User),
+    );
+    let mut said = Vec::new();
+    if !inferred.is_empty() {
+        said.push("inferred".to_string());
+    }
+    if !user.is_empty() {
+        said.push(format!("yours: {}", user.join(", ")));
+    }
+    if said.is_empty() {
+        name
+    } else {
+        format!("{name} ({})", said.join("; "))
     }
 }

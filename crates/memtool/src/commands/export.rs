@@ -131,9 +131,10 @@ fn export_allocations(
             refuse_overwrite(replaced, path)?;
         }
         let one = std::slice::from_ref(path);
-        let profile = inputs::load_several(&[one], &args.input.read, args.output.as_deref())?
+        let mut profile = inputs::load_several(&[one], &args.input.read, args.output.as_deref())?
             .pop()
             .ok_or_else(|| anyhow!("internal error: one profile expected"))?;
+        inputs::categorize(&mut profile, &args.analysis)?;
         output::warn(&warning_notes(&profile.warnings));
         let not_here = options.unmatched(&profile);
         unmatched.retain(|name| not_here.contains(name));

@@ -1,0 +1,589 @@
+//! What each byte is: the category of every allocation (parameter,
+//! gradient, optimizer state, activation, ...), from the user's rules, the
+//! file's own categories, or inferred from what the file records — each
+//! allocation's training phase and its lifetime against the phases.
+//!
+//! The rules are stated in docs/categories.md; this module is the one place
+//! that applies them. Assigning rewrites each allocation's site to one that
+//! carries the category, so every command, grouping and output sees it, and
+//! records in [`Memory::category_sources`] who named each category.
+
+use rustc_hash::FxHashMap;
+
+use crate::model::{
+    AllocId, BeforeRecording, CategorySource, EventKind, Memory, Names, Phase, Profile, Site,
+    SiteId, StrId,
+};
+
+use super::replay;
+
+/// The categories memtool infers, spelt as PyTorch's memory profiler spells
+/// its own (`torch.profiler._memory_profiler.Category`, lower case), so a
+/// profiler-made file and an inferred one group alike.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Inferred {
+    /// Weights: made before the first forward pass and live throughout.
+    Parameter,
+    /// Made by the backward pass and kept past it (freed by `zero_grad`, by
+    /// the optimizer, or still live).
+    Gradient,
+    /// First made inside the optimizer's step and live past it.
+    OptimizerState,
+    /// Made in the forward pass (or the loss) and kept past the op that
+    /// made it.
+    Activation,
+    /// Made by the backward pass and freed inside it: gradients of
+    /// activations on their way to the parameters.
+    AutogradDetail,
+    /// Made outside every phase and live across a forward pass, then freed:
+    /// a batch of data.
+    Input,
+    /// Freed before an allocation of another site (inside the op that made
+    /// it), or made and freed inside one optimizer or `zero_grad` phase.
+    Temporary,
+    /// None of the above: never guessed.
+    Unknown,
+}
+
+impl Inferred {
+    /// The name used in every output.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Inferred::Parameter => "parameter",
+            Inferred::Gradient => "gradient",
+            Inferred::OptimizerState => "optimizer_state",
+            Inferred::Activation => "activation",
+            Inferred::AutogradDetail => "autograd_detail",
+            Inferred::Input => "input",
+            Inferred::Temporary => "temporary",
+            Inferred::Unknown => "unknown",
+        }
+    }
+}
+
+/// A user's category: allocations whose stack frames (function or file),
+/// or op, match `pattern`.
+#[derive(Clone, Debug)]
+pub struct CategoryRule {
+    /// The category's name.
+    pub name: String,
+    /// What a frame's function or file, or the op, must match.
+    pub pattern: regex::Regex,
+}
+
+impl CategoryRule {
+    /// Parses `NAME=REGEX` (`--category`).
+    pub fn parse(text: &str) -> Result<CategoryRule, String> {
+        let Some((name, pattern)) = text.split_once('=') else {
+            return Err(format!(
+                "`{text}` is not NAME=REGEX (example: --category nccl='nccl|ProcessGroup')"
+            ));
+        };
+        CategoryRule::new(name.trim(), pattern)
+    }
+
+    /// A rule from its name and regular expression.
+    pub fn new(name: &str, pattern: &str) -> Result<CategoryRule, String> {
+        if name.is_empty() {
+            return Err(format!("the category for `{pattern}` has no name"));
+        }
+        let pattern = regex::Regex::new(pattern).map_err(|e| {
+            // The parser's message draws a caret under the pattern over
+            // several lines; its last line says what is wrong.
+            let text = e.to_string();
+            let why = text.lines().last().unwrap_or_default();
+            let why = why.trim().trim_start_matches("error: ");
+            format!("category `{name}`: `{pattern}` is not a regular expression ({why})")
+        })?;
+        Ok(CategoryRule {
+            name: name.to_string(),
+            pattern,
+        })
+    }
+
+    /// Reads a rules file (`--categories`): one `name = "regex"` per line,
+    /// in order (the first match wins), under an optional `[categories]`
+    /// header; `#` starts a comment. It is TOML: basic strings (`"..."`, with
+    /// `\\` and `\"` escapes) or literal strings (`'...'`, taken as written,
+    /// the easy way to write a regex). `path` only names the file in errors.
+    pub fn parse_file(path: &str, text: &str) -> Result<Vec<CategoryRule>, String> {
+        let mut rules = Vec::new();
+        for (n, line) in text.lines().enumerate() {
+            let line = line.trim();
+            let at = |what: String| format!("{path}:{}: {what}", n + 1);
+            if line.is_empty() || line.starts_with('#') || line == "[categories]" {
+                continue;
+            }
+            let Some((name, value)) = line.split_once('=') else {
+                return Err(at(format!(
+                    "`{line}` is not `name = \"regex\"` (see docs/categories.md)"
+                )));
+            };
+            let name = name.trim().trim_matches('"');
+            let pattern = toml_string(value.trim()).ok_or_else(|| {
+                at(format!(
+                    "the value of `{name}` is not a quoted string (\"...\" or '...')"
+                ))
+            })?;
+            rules.push(CategoryRule::new(name, &pattern).map_err(at)?);
+        }
+        Ok(rules)
+    }
+
+    fn matches(&self, names: &Names, site: &Site) -> bool {
+        if site
+            .op
+            .is_some_and(|op| self.pattern.is_match(names.str(op)))
+        {
+            return true;
+        }
+        names.frames_of(site.stack).any(|f| {
+            let frame = names.frame_of(f);
+            self.pattern.is_match(names.str(frame.function))
+                || (frame.file != StrId(0) && self.pattern.is_match(names.str(frame.file)))
+        })
+    }
+}
+
+/// A TOML string value (basic or literal) with an optional comment after
+/// it; `None` when it is not one.
+fn toml_string(value: &str) -> Option<String> {
+    let mut chars = value.chars();
+    let quote = chars.next().filter(|&q| q == '"' || q == '\'')?;
+    let mut out = String::new();
+    loop {
+        match chars.next()? {
+            c if c == quote => break,
+            '\\' if quote == '"' => match chars.next()? {
+                '\\' => out.push('\\'),
+                '"' => out.push('"'),
+                'n' => out.push('\n'),
+                't' => out.push('\t'),
+                _ => return None,
+            },
+            c => out.push(c),
+        }
+    }
+    let rest = chars.as_str().trim();
+    (rest.is_empty() || rest.starts_with('#')).then_some(out)
+}
+
+/// Which allocations get an inferred category.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Inference {
+    /// Those of memories whose file names no category (a plain
+    /// `_dump_snapshot`, a trace): what every command does.
+    WhereMissing,
+    /// Every allocation of an event stream, replacing the file's own: to
+    /// measure the rules against a profiler's categories.
+    IgnoringFile,
+}
+
+/// Gives every allocation its category: the first of `rules` that matches
+/// its site, else the file's, else (for memories with phases and events to
+/// infer from) the inferred one; and records who named each category.
+pub fn assign(profile: &mut Profile, rules: &[CategoryRule], inference: Inference) {
+    let Profile {
+        names, memories, ..
+    } = profile;
+    let mut sites = Recategorized::default();
+    let mut user: FxHashMap<SiteId, Option<usize>> = FxHashMap::default();
+    for memory in memories.iter_mut() {
+        let file_has_categories = memory
+            .allocations
+            .iter()
+            .any(|a| names.site_of(a.site).category.is_some());
+        let infer = !memory.phases.is_empty()
+            && !memory.events.is_empty()
+            && !replay::uses_instants(memory)
+            && (inference == Inference::IgnoringFile || !file_has_categories);
+        let inferred = if infer {
+            infer_memory(names, memory)
+        } else {
+            Vec::new()
+        };
+        let mut sources = std::mem::take(&mut memory.category_sources);
+        for (i, allocation) in memory.allocations.iter_mut().enumerate() {
+            let site = allocation.site;
+            let rule = *user.entry(site).or_insert_with(|| {
+                let s = names.site_of(site);
+                rules.iter().position(|r| r.matches(names, s))
+            });
+            let (name, source) = match (rule, inferred.get(i)) {
+                (Some(r), _) => (rules[r].name.as_str(), CategorySource::User),
+                (None, Some(c)) => (c.name(), CategorySource::Inferred),
+                (None, None) => match names.site_of(site).category {
+                    Some(c) => {
+                        sources
+                            .entry(names.str(c).to_string())
+                            .or_insert(CategorySource::Profiler);
+                        continue;
+                    }
+                    None => continue,
+                },
+            };
+            sources.entry(name.to_string()).or_insert(source);
+            allocation.site = sites.with_category(names, site, name);
+        }
+        memory.category_sources = sources;
+    }
+}
+
+/// Sites with a category in place of their own, each made once.
+#[derive(Default)]
+struct Recategorized {
+    made: FxHashMap<(SiteId, StrId), SiteId>,
+}
+
+impl Recategorized {
+    fn with_category(&mut self, names: &mut Names, site: SiteId, category: &str) -> SiteId {
+        let category = names.string(category);
+        if names.site_of(site).category == Some(category) {
+            return site;
+        }
+        *self.made.entry((site, category)).or_insert_with(|| {
+            let s = *names.site_of(site);
+            names.site(Site {
+                category: Some(category),
+                ..s
+            })
+        })
+    }
+}
+
+/// The inferred category of each allocation of `memory`, by [`AllocId`].
+pub fn infer_memory(names: &Names, memory: &Memory) -> Vec<Inferred> {
+    let events = &memory.events;
+    let site_of = |id: AllocId| memory.allocations.get(id.index()).map(|a| a.site);
+    // A run is a stretch of allocations of one site (one op's, for a
+    // stack or op that names it): a buffer freed inside the run that made
+    // it lived only inside that op.
+    let mut run_of_event = vec![0u32; events.len()];
+    let (mut run, mut last_site) = (0u32, None);
+    for (i, e) in events.iter().enumerate() {
+        if e.kind == EventKind::Alloc {
+            let site = site_of(e.alloc);
+            if last_site.is_some() && site != last_site {
+                run += 1;
+            }
+            last_site = site;
+        }
+        run_of_event[i] = run;
+    }
+    // Frees before each event: a buffer freed before anything else was
+    // freed after it was made lived inside the op that made it (the
+    // autograd engine frees a node's inputs only after the node ran).
+    let mut frees_before = vec![0u32; events.len() + 1];
+    for (i, e) in events.iter().enumerate() {
+        frees_before[i + 1] = frees_before[i] + u32::from(e.kind == EventKind::Free);
+    }
+    let freed_first = |made: usize, freed: usize| frees_before[freed] == frees_before[made + 1];
+    let versions = versions(names, memory);
+    let replaced: rustc_hash::FxHashSet<AllocId> = versions.values().copied().collect();
+    let span_of = |event: usize| {
+        let at = events[event].at;
+        memory
+            .phases
+            .partition_point(|s| s.start <= at)
+            .checked_sub(1)
+    };
+    // Where the training work starts: the first forward pass, else the
+    // first phase the memory shows.
+    let first_work = memory
+        .phases
+        .iter()
+        .find(|s| s.phase == Phase::Forward)
+        .or(memory.phases.first())
+        .map(|s| s.start);
+    let forward_starts: Vec<i64> = memory
+        .phases
+        .iter()
+        .filter(|s| s.phase == Phase::Forward)
+        .map(|s| s.start)
+        .collect();
+    let mut out = vec![Inferred::Unknown; memory.allocations.len()];
+    replay::for_each_lifespan(memory, |span| {
+        let Some(slot) = out.get_mut(span.alloc.index()) else {
+            return;
+        };
+        let Some(site) = site_of(span.alloc) else {
+            return;
+        };
+        let site = names.site_of(site);
+        let Some(made) = span.made else {
+            // Re-made in place, the storage lives on: a parameter.
+            *slot = if replaced.contains(&span.alloc) {
+                Inferred::Parameter
+            } else {
+                before_recording(names, memory, site, span.freed.map(span_of))
+            };
+            return;
+        };
+        let made_at = events[made].at;
+        let phase = site.phase.or_else(|| memory.phase_at(made_at));
+        let freed_in_run = span
+            .freed
+            .is_some_and(|f| run_of_event[f] == run_of_event[made]);
+        let freed_in_span = span.freed.is_some_and(|f| span_of(f) == span_of(made));
+        *slot = match phase {
+            Some(Phase::Forward | Phase::Loss) if freed_in_run => Inferred::Temporary,
+            Some(Phase::Forward | Phase::Loss) => Inferred::Activation,
+            Some(Phase::Backward) if span.freed.is_some_and(|f| freed_first(made, f)) => {
+                Inferred::Temporary
+            }
+            Some(Phase::Backward) if freed_in_span => Inferred::AutogradDetail,
+            Some(Phase::Backward) => Inferred::Gradient,
+            Some(Phase::Optimizer) if freed_in_span => Inferred::Temporary,
+            Some(Phase::Optimizer) => Inferred::OptimizerState,
+            Some(Phase::ZeroGrad) if freed_in_span => Inferred::Temporary,
+            Some(Phase::ZeroGrad) => Inferred::Gradient,
+            None if freed_in_run => Inferred::Temporary,
+            None => {
+                let freed_at = span.freed.map(|f| events[f].at);
+                let freed_in = span
+                    .freed
+                    .and_then(span_of)
+                    .and_then(|k| memory.phases.get(k))
+                    .map(|s| s.phase);
+                match (freed_at, freed_in) {
+                    // Kept until the backward pass frees it: saved for it.
+                    (Some(_), Some(Phase::Backward)) => Inferred::Activation,
+                    (None, _) if first_work.is_some_and(|w| made_at < w) => Inferred::Parameter,
+                    (Some(freed_at), _)
+                        if forward_starts.iter().any(|&s| made_at < s && s <= freed_at) =>
+                    {
+                        Inferred::Input
+                    }
+                    _ => Inferred::Unknown,
+                }
+            }
+        };
+    });
+    // Each new version of a storage is what the one it replaced was, in
+    // event order so a chain of versions takes its first's.
+    for e in events.iter().filter(|e| e.kind == EventKind::Alloc) {
+        if let Some(old) = versions.get(&e.alloc).and_then(|old| out.get(old.index())) {
+            let old = *old;
+            if let Some(slot) = out.get_mut(e.alloc.index()) {
+                *slot = old;
+            }
+        }
+    }
+    out
+}
+
+/// The allocations that are new versions of the storage of one just freed:
+/// made by the event right after its free, at its address, of its size,
+/// with no phase of their own and its stack (a profiler-made snapshot
+/// tracks tensor versions: an in-place update of a parameter or of
+/// optimizer state frees the old version and makes the new one there).
+/// The freed allocation of each new version.
+fn versions(names: &Names, memory: &Memory) -> FxHashMap<AllocId, AllocId> {
+    let mut out = FxHashMap::default();
+    for pair in memory.events.windows(2) {
+        let (free, alloc) = (&pair[0], &pair[1]);
+        if free.kind != EventKind::Free || alloc.kind != EventKind::Alloc {
+            continue;
+        }
+        let (Some(old), Some(new)) = (
+            memory.allocations.get(free.alloc.index()),
+            memory.allocations.get(alloc.alloc.index()),
+        ) else {
+            continue;
+        };
+        let new_site = names.site_of(new.site);
+        if old.address.is_none()
+            || old.address != new.address
+            || old.bytes != new.bytes
+            || new_site.phase.is_some()
+        {
+            continue;
+        }
+        let frames = |site: SiteId| {
+            names
+                .frames_of(names.site_of(site).stack)
+                .filter(|&f| names.before_recording_frame(f).is_none())
+                .collect::<Vec<_>>()
+        };
+        if frames(old.site) == frames(new.site) {
+            out.insert(alloc.alloc, free.alloc);
+        }
+    }
+    out
+}
+
+/// The category of memory made before the recording: still live at the end,
+/// a parameter (made before the first forward pass of the recording and
+/// never freed); freed in a backward pass, an activation of a forward pass
+/// before the recording; freed by `zero_grad`, a gradient; freed by the
+/// optimizer's step, optimizer state that its update replaced (made by the
+/// step before); else unknown.
+fn before_recording(
+    names: &Names,
+    memory: &Memory,
+    site: &Site,
+    freed_span: Option<Option<usize>>,
+) -> Inferred {
+    let which = names.before_recording_op(site.op);
+    match freed_span {
+        None => match which {
+            // A live block whose stack the file kept: the phase its frames
+            // name, as for an allocation of the recording that stays live.
+            Some(BeforeRecording::StillLive) | None => Inferred::Parameter,
+            Some(BeforeRecording::Freed) => Inferred::Unknown,
+        },
+        Some(span) => match span.and_then(|s| memory.phases.get(s)).map(|s| s.phase) {
+            Some(Phase::Backward) => Inferred::Activation,
+            Some(Phase::ZeroGrad) => Inferred::Gradient,
+            Some(Phase::Optimizer) => Inferred::OptimizerState,
+            _ => Inferred::Unknown,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Allocation, Axis, Event, Frame, MemoryKind};
+
+    /// One step: weights and a batch before it, a forward pass with an
+    /// activation and an op's temporary, a backward pass with a gradient,
+    /// an activation's gradient on its way and an op's temporary, an
+    /// optimizer step with its state and a temporary; and memory from
+    /// before the recording freed by the backward pass.
+    #[test]
+    fn each_rule_on_one_step() {
+        let mut names = Names::default();
+        let site = |names: &mut Names, function: &str, phase| {
+            let function = names.string(function);
+            let frame = names.frame(Frame {
+                function,
+                file: StrId(0),
+                line: 1,
+            });
+            let stack = names.stack_leaf_first(&[frame]);
+            names.site(Site {
+                stack,
+                phase,
+                ..Site::default()
+            })
+        };
+        let setup = site(&mut names, "setup", None);
+        let batch = site(&mut names, "batch", None);
+        let linear = site(&mut names, "linear", Some(Phase::Forward));
+        let softmax = site(&mut names, "softmax", Some(Phase::Forward));
+        let engine = site(&mut names, "engine", Some(Phase::Backward));
+        let adam = site(&mut names, "adam", Some(Phase::Optimizer));
+        let earlier = names.before_recording_site(
+            BeforeRecording::Freed,
+            crate::model::StackId(0),
+            None,
+            None,
+            None,
+        );
+        let mut m = Memory::new("m", MemoryKind::Allocator, Axis::EventIndex);
+        let alloc = |m: &mut Memory, site| {
+            m.push_allocation(Allocation {
+                bytes: 1,
+                requested: 1,
+                count: 1,
+                address: None,
+                site,
+            })
+        };
+        let weights = alloc(&mut m, setup);
+        let input = alloc(&mut m, batch);
+        let activation = alloc(&mut m, linear);
+        let temporary = alloc(&mut m, softmax);
+        let output = alloc(&mut m, softmax);
+        let before = alloc(&mut m, earlier);
+        let detail = alloc(&mut m, engine);
+        let scratch = alloc(&mut m, engine);
+        let gradient = alloc(&mut m, engine);
+        let state = alloc(&mut m, adam);
+        let update = alloc(&mut m, adam);
+        m.live_at_start = vec![before];
+        use EventKind::{Alloc, Free};
+        let plan = [
+            (Alloc, weights),
+            (Alloc, input),
+            (Alloc, activation),
+            (Alloc, temporary),
+            (Free, temporary),
+            (Alloc, output),
+            (Free, output),
+            (Alloc, detail),
+            (Free, before),
+            (Alloc, scratch),
+            (Free, scratch),
+            (Alloc, gradient),
+            (Free, activation),
+            (Free, detail),
+            (Alloc, state),
+            (Alloc, update),
+            (Free, update),
+            (Free, input),
+        ];
+        for (at, (kind, alloc)) in plan.into_iter().enumerate() {
+            m.events.push(Event {
+                at: at as i64,
+                kind,
+                alloc,
+            });
+        }
+        m.find_phases(&names);
+        let got = infer_memory(&names, &m);
+        let want = [
+            (weights, Inferred::Parameter),
+            (input, Inferred::Input),
+            (activation, Inferred::Activation),
+            (temporary, Inferred::Temporary),
+            // Freed before an allocation of another site: a temporary too.
+            (output, Inferred::Temporary),
+            (before, Inferred::Activation),
+            (detail, Inferred::AutogradDetail),
+            (scratch, Inferred::Temporary),
+            (gradient, Inferred::Gradient),
+            (state, Inferred::OptimizerState),
+            (update, Inferred::Temporary),
+        ];
+        for (id, category) in want {
+            assert_eq!(got[id.index()], category, "{id:?}");
+        }
+    }
+
+    #[test]
+    fn user_rules_parse_from_flags_and_files() {
+        let rule = CategoryRule::parse("nccl=nccl|ProcessGroup").unwrap();
+        assert_eq!(rule.name, "nccl");
+        assert!(rule.pattern.is_match("ProcessGroupNCCL"));
+        assert!(CategoryRule::parse("nccl")
+            .unwrap_err()
+            .contains("NAME=REGEX"));
+        assert!(CategoryRule::parse("=x").unwrap_err().contains("no name"));
+        let err = CategoryRule::parse("bad=(").unwrap_err();
+        assert!(
+            !err.contains('\n') && err.contains("unclosed group"),
+            "{err}"
+        );
+        let rules = CategoryRule::parse_file(
+            "team.toml",
+            "# rules\n[categories]\nkv_cache = 'past_key_values|kv\\.cache'\n\
+             lora = \"(?i)lora\\\\d\" # adapters\n\n",
+        )
+        .unwrap();
+        let names: Vec<&str> = rules.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(names, ["kv_cache", "lora"]);
+        assert!(rules[0].pattern.is_match("kv.cache"));
+        assert!(rules[1].pattern.is_match("LoRA1"));
+        for bad in [
+            "x = unquoted",
+            "x = 'open",
+            "just words",
+            "x = 'a' trailing",
+        ] {
+            let err = CategoryRule::parse_file("f.toml", bad).unwrap_err();
+            assert!(err.starts_with("f.toml:1: "), "{err}");
+        }
+    }
+}
