@@ -8,8 +8,8 @@ installed in, with pyarrow).
 2. `memtool.summary` of a path, and of the file's bytes, is the document
    `memtool summary --format json` prints, whole, on every kind of input in
    tests/ and on the shared snapshots; `all_frames` is `--all-frames`.
-3. `memtool.allocations` is the table `memtool export` writes, row for row,
-   read by pyarrow; the reader's warnings come as MemtoolWarning.
+3. `memtool.allocations` is the file `memtool export` writes, byte for byte
+   and read back by pyarrow; the reader's warnings come as MemtoolWarning.
 4. Errors: bytes that are no profile raise ProfileError naming the input; a
    missing file FileNotFoundError; a directory ProfileError; anything else
    TypeError.
@@ -86,6 +86,8 @@ def check_allocations(binary, fixture, work):
         warnings.simplefilter("always")
         table = pq.read_table(io.BytesIO(memtool.allocations(data, name=fixture)))
     assert table.equals(expected, check_metadata=True), fixture
+    with open(exported, "rb") as f:
+        assert memtool.allocations(fixture) == f.read(), f"{fixture}: not the same bytes"
     small_groups = memtool.allocations(os.path.join(REPO, fixture), name=fixture, row_group_rows=7)
     assert pq.read_table(io.BytesIO(small_groups)).equals(expected), fixture
     if expected.num_rows > 7:
