@@ -5,11 +5,13 @@ XSpace (``*.xplane.pb``), JAX pprof, PyTorch CUDA snapshots, Chrome traces and
 memory timelines, with the same Rust core, so a figure here is the figure the
 command prints.
 
-    >>> import memtool
-    >>> doc = memtool.summary("memory.prof")
-    >>> [(m["id"], m["peak_bytes"]) for m in doc["memories"]]
-    >>> import pyarrow.parquet as pq, io
-    >>> table = pq.read_table(io.BytesIO(memtool.allocations("memory.prof")))
+    import io
+    import memtool
+    import pyarrow.parquet as pq
+
+    doc = memtool.summary("memory.prof")
+    peaks = [(m["id"], m["peak_bytes"]) for m in doc["memories"]]
+    table = pq.read_table(io.BytesIO(memtool.allocations("memory.prof")))
 
 A profile is given as a path (``str`` or ``os.PathLike``) or as its bytes
 (``bytes``, ``bytearray``, ``memoryview``: a Spark ``binaryFile`` row's
