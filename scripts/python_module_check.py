@@ -85,13 +85,15 @@ def check_allocations(binary, fixture, work):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         table = pq.read_table(io.BytesIO(memtool.allocations(data, name=fixture)))
-    assert table.equals(expected, check_metadata=True), fixture
-    with open(exported, "rb") as f:
-        assert memtool.allocations(fixture) == f.read(), f"{fixture}: not the same bytes"
-    small_groups = memtool.allocations(os.path.join(REPO, fixture), name=fixture, row_group_rows=7)
-    assert pq.read_table(io.BytesIO(small_groups)).equals(expected), fixture
-    if expected.num_rows > 7:
-        assert pq.ParquetFile(io.BytesIO(small_groups)).num_row_groups > 1, fixture
+        assert table.equals(expected, check_metadata=True), fixture
+        with open(exported, "rb") as f:
+            assert memtool.allocations(fixture) == f.read(), f"{fixture}: not the same bytes"
+        small_groups = memtool.allocations(
+            os.path.join(REPO, fixture), name=fixture, row_group_rows=7
+        )
+        assert pq.read_table(io.BytesIO(small_groups)).equals(expected), fixture
+        if expected.num_rows > 7:
+            assert pq.ParquetFile(io.BytesIO(small_groups)).num_row_groups > 1, fixture
     return [w for w in caught if issubclass(w.category, memtool.MemtoolWarning)]
 
 
@@ -109,6 +111,12 @@ def check_errors(work):
     else:
         raise AssertionError("garbage exported")
     assert issubclass(memtool.ProfileError, ValueError)
+    try:
+        memtool.allocations(os.path.join(REPO, FIXTURES[0]), row_group_rows=0)
+    except ValueError as e:
+        assert "row_group_rows" in str(e), str(e)
+    else:
+        raise AssertionError("row groups of no rows")
     missing = os.path.join(work, "missing.pickle")
     try:
         memtool.summary(missing)
