@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""examples/spark_ranks.py run in PySpark local mode, checked against the
+"""scripts/spark_ranks.py run in PySpark local mode, checked against the
 memtool command (run by .ci/run in a throwaway virtualenv holding the wheel,
 pyspark, pyarrow and pandas; Java from the distribution's packages).
 
@@ -31,7 +31,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-JOB = os.path.join(REPO, "examples", "spark_ranks.py")
+JOB = os.path.join(REPO, "scripts", "spark_ranks.py")
 SHARED = os.path.join(REPO, "..", "shared", "fixtures", "torch")
 OUTLIER_RATIO = 1.10
 

@@ -3,8 +3,8 @@
 files are, with `import memtool`, and the cross-rank questions asked in Spark
 SQL.
 
-    spark-submit examples/spark_ranks.py 's3a://bucket/run42/rank*.pickle' --out s3a://bucket/run42/memtool
-    python examples/spark_ranks.py 'dumps/*.pickle' --out memtool-ranks    # local mode, every core
+    spark-submit scripts/spark_ranks.py 's3a://bucket/run42/rank*.pickle' --out s3a://bucket/run42/memtool
+    python scripts/spark_ranks.py 'dumps/*.pickle' --out memtool-ranks    # local mode, every core
 
 1. `spark.read.format("binaryFile")` reads each rank file as one row (path,
    bytes).
