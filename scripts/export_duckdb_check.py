@@ -9,10 +9,14 @@ with `pip install duckdb`).
    runs, and the query of docs/export.md (taken from the page itself) names
    the op whose peak grew most: it must be the group `memtool leaks` finds
    growing, with the same first and last bytes.
+3. The shared PyTorch snapshots are exported as the ranks of one job into
+   hive-style `rank=N/` folders, and docs/export.md's ranks query gives each
+   rank the peak `memtool summary` reports for its file.
 
 Usage: export_duckdb_check.py MEMTOOL
 """
 
+import glob
 import json
 import os
 import re
@@ -85,6 +89,36 @@ def docs_query():
     return match.group(1)
 
 
+def ranks_query():
+    """The ```sql block of docs/export.md's section on ranks."""
+    text = open(os.path.join(REPO, "docs", "export.md"), encoding="utf-8").read()
+    section = text.split("## Many ranks on one machine", 1)[1].split("\n## ", 1)[0]
+    return re.search(r"```sql\n(.*?)```", section, re.S).group(1)
+
+
+def check_ranks_query(binary, work):
+    """The shared PyTorch snapshots as the ranks of one job, exported into
+    `rank=N/` folders: docs/export.md's query gives each rank the peak
+    `memtool summary` reports for its file."""
+    snapshots = sorted(glob.glob(os.path.join(REPO, "..", "shared", "fixtures", "torch", "*.pickle")))
+    assert len(snapshots) >= 3, "the shared PyTorch snapshots are missing"
+    expected = {}
+    for rank, snapshot in enumerate(snapshots):
+        folder = os.path.join(work, "exports", f"rank={rank}")
+        os.makedirs(folder)
+        memtool(binary, "export", snapshot, "-o", os.path.join(folder, "allocations.parquet"))
+        summary = json.loads(memtool(binary, "summary", snapshot, "--format", "json"))
+        expected[rank] = max(m["peak_bytes"] for m in summary["memories"])
+    os.chdir(work)
+    rows = duckdb.execute(ranks_query()).fetchall()
+    got = {rank: peak for rank, peak, _ in rows}
+    assert got == expected, (got, expected)
+    median = sorted(expected.values())[len(expected) // 2]
+    for rank, peak, over in rows:
+        assert abs(over - peak / median) < 1e-9, (rank, over)
+    return len(rows)
+
+
 def check_growth_query(binary, work):
     exports = os.path.join(work, "exports")
     os.makedirs(exports)
@@ -111,9 +145,12 @@ def main():
         for fixture in FIXTURES:
             memories += check_fixture(binary, fixture, work)
         op, growth = check_growth_query(binary, work)
+    with tempfile.TemporaryDirectory() as work:
+        ranks = check_ranks_query(binary, work)
     print(f"export: DuckDB {duckdb.__version__} read {len(FIXTURES)} exports "
           f"({memories} memories) as summary reports them; docs/export.md's "
-          f"query names {op} (+{growth} bytes), as memtool leaks does")
+          f"query names {op} (+{growth} bytes), as memtool leaks does; its ranks "
+          f"query gives {ranks} ranks the peaks summary reports")
 
 
 if __name__ == "__main__":

@@ -1,33 +1,22 @@
 //! `memtool export`: every allocation as a Parquet row, for DuckDB, pandas,
 //! Polars, Spark and BigQuery. The core builds the rows in batches; this
-//! file writes each batch as a row group as soon as it fills.
+//! file writes each batch as a row group as soon as it fills, through
+//! `memtool-parquet` (which the Python module shares).
 
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{anyhow, bail, Result};
 use clap::Args;
 use memtool_core::analysis::export::{
-    AllocationTable, Batch, ColumnKind, ColumnSpec, MemoryTable, Values, ALLOCATION_COLUMNS,
-    MEMORY_COLUMNS, SCHEMA,
+    AllocationTable, Batch, ColumnSpec, MemoryTable, ALLOCATION_COLUMNS, MEMORY_COLUMNS,
 };
 use memtool_core::analysis::warning_notes;
-use parquet::basic::{Compression, LogicalType, Repetition, Type as PhysicalType};
-use parquet::data_type::{BoolType, ByteArray, ByteArrayType, Int64Type};
-use parquet::file::metadata::KeyValue;
-use parquet::file::properties::WriterProperties;
-use parquet::file::writer::SerializedFileWriter;
-use parquet::schema::types::Type;
+use memtool_parquet::{ParquetWriter, DEFAULT_ROW_GROUP_ROWS};
 
 use crate::cli::{AnalysisArgs, InputArgs};
 use crate::output::Replaced;
 use crate::{inputs, output, Outcome};
-
-/// Rows per row group unless `--row-group-rows` says otherwise: DuckDB's own
-/// row group size, so a scan of a fleet splits across threads as DuckDB
-/// expects, and each group's columns are a few megabytes in memory.
-const DEFAULT_ROW_GROUP_ROWS: u32 = 122_880;
 
 /// Every allocation as a row of a Parquet file, for DuckDB, pandas, Polars,
 /// Spark and BigQuery.
@@ -159,7 +148,7 @@ fn export_allocations(
         );
     }
     table.finish(&mut |batch| file.write(batch))?;
-    file.finish()
+    Ok(file.finish()?)
 }
 
 /// Fails when the input `path` is the file `--memories` would replace.
@@ -181,7 +170,7 @@ fn write_file(path: &Path, columns: &[ColumnSpec], batch: &Batch) -> Result<()> 
         });
         result.map_err(|e| {
             let io = io::Error::other(e.to_string());
-            failure = Some(e);
+            failure = Some(anyhow::Error::from(e));
             io
         })
     });
@@ -189,119 +178,4 @@ fn write_file(path: &Path, columns: &[ColumnSpec], batch: &Batch) -> Result<()> 
         Err(e) => Err(failure.take().unwrap_or(e)),
         Ok(()) => Ok(()),
     }
-}
-
-/// A Parquet file written to any `Write`: each batch becomes a row group,
-/// passed on to the output as soon as it is encoded. The parquet crate
-/// writes to a `Write + Send`, which standard output's lock is not, so it
-/// writes into a buffer that is emptied into the output after each group
-/// (the crate counts the bytes for the footer itself).
-struct ParquetWriter<'o> {
-    writer: SerializedFileWriter<Vec<u8>>,
-    out: &'o mut dyn Write,
-    /// Each label of the batch being written, encoded once, by id.
-    labels: Vec<ByteArray>,
-}
-
-impl<'o> ParquetWriter<'o> {
-    fn new(out: &'o mut dyn Write, columns: &[ColumnSpec]) -> Result<Self> {
-        let properties = WriterProperties::builder()
-            .set_compression(Compression::SNAPPY)
-            .set_key_value_metadata(Some(vec![KeyValue::new(
-                "memtool.schema".to_string(),
-                SCHEMA.to_string(),
-            )]))
-            .build();
-        let writer = SerializedFileWriter::new(
-            Vec::new(),
-            Arc::new(schema(columns)?),
-            Arc::new(properties),
-        )?;
-        Ok(ParquetWriter {
-            writer,
-            out,
-            labels: Vec::new(),
-        })
-    }
-
-    /// Writes `batch` as one row group.
-    fn write(&mut self, batch: &Batch) -> Result<()> {
-        if batch.rows() == 0 {
-            return Ok(());
-        }
-        // Each batch has labels of its own.
-        self.labels.clear();
-        for id in 0..batch.labels.len() {
-            let text = batch.labels.get(id as u32);
-            self.labels.push(ByteArray::from(text.as_bytes().to_vec()));
-        }
-        let mut group = self.writer.next_row_group()?;
-        let mut texts = Vec::new();
-        for column in &batch.columns {
-            let mut writer = group
-                .next_column()?
-                .context("internal error: fewer Parquet columns than the table's")?;
-            let defined = column.spec.nullable.then_some(&column.defined[..]);
-            match &column.values {
-                Values::Int64(values) => {
-                    writer
-                        .typed::<Int64Type>()
-                        .write_batch(values, defined, None)?;
-                }
-                Values::Bool(values) => {
-                    writer
-                        .typed::<BoolType>()
-                        .write_batch(values, defined, None)?;
-                }
-                Values::Text(ids) => {
-                    texts.clear();
-                    texts.extend(ids.iter().map(|&id| self.labels[id as usize].clone()));
-                    writer
-                        .typed::<ByteArrayType>()
-                        .write_batch(&texts, defined, None)?;
-                }
-            }
-            writer.close()?;
-        }
-        group.close()?;
-        self.writer.flush()?;
-        let encoded = self.writer.inner_mut();
-        self.out.write_all(encoded)?;
-        encoded.clear();
-        Ok(())
-    }
-
-    /// Writes the footer.
-    fn finish(self) -> Result<()> {
-        let rest = self.writer.into_inner()?;
-        self.out.write_all(&rest)?;
-        Ok(())
-    }
-}
-
-/// The Parquet schema of a table: INT64, BOOLEAN, or UTF-8 strings.
-fn schema(columns: &[ColumnSpec]) -> Result<Type> {
-    let fields = columns
-        .iter()
-        .map(|c| {
-            let (physical, logical) = match c.kind {
-                ColumnKind::Int64 => (PhysicalType::INT64, None),
-                ColumnKind::Bool => (PhysicalType::BOOLEAN, None),
-                ColumnKind::Text => (PhysicalType::BYTE_ARRAY, Some(LogicalType::String)),
-            };
-            let repetition = if c.nullable {
-                Repetition::OPTIONAL
-            } else {
-                Repetition::REQUIRED
-            };
-            Type::primitive_type_builder(c.name, physical)
-                .with_repetition(repetition)
-                .with_logical_type(logical)
-                .build()
-                .map(Arc::new)
-        })
-        .collect::<parquet::errors::Result<Vec<_>>>()?;
-    Ok(Type::group_type_builder("memtool")
-        .with_fields(fields)
-        .build()?)
 }
