@@ -8,6 +8,7 @@
 mod cli;
 mod commands;
 mod inputs;
+mod mcp;
 mod output;
 mod phases;
 mod supervise;
@@ -59,6 +60,7 @@ enum Command {
     Oom(commands::oom::OomArgs),
     Render(commands::render::RenderArgs),
     Export(commands::export::ExportArgs),
+    Mcp(commands::mcp::McpArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
     Completions(commands::shell::CompletionsArgs),
     /// Print memtool's manual page, or a command's, in roff (for `man -l -`)
@@ -77,7 +79,8 @@ impl Command {
             Command::Oom(a) => Some(&a.input),
             Command::Render(a) => Some(&a.input),
             Command::Export(a) => Some(&a.input),
-            Command::Completions(_) | Command::Man(_) => None,
+            // The server runs each tool call as a supervised child.
+            Command::Mcp(_) | Command::Completions(_) | Command::Man(_) => None,
         }
     }
 }
@@ -160,6 +163,7 @@ fn run(command: &Command) -> anyhow::Result<Outcome> {
         Command::Oom(a) => commands::oom::run(a),
         Command::Render(a) => commands::render::run(a),
         Command::Export(a) => commands::export::run(a),
+        Command::Mcp(a) => commands::mcp::run(a),
         Command::Completions(a) => commands::shell::completions(a),
         Command::Man(a) => commands::shell::man(a),
     }
