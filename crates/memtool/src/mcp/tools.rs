@@ -31,16 +31,22 @@ fn command(name: &str) -> Option<clap::Command> {
     crate::Cli::command().find_subcommand(name).cloned()
 }
 
-/// The options of `command` a tool takes, with their property names.
-fn options(command: &clap::Command) -> impl Iterator<Item = (String, &Arg)> {
-    command.get_arguments().filter_map(|arg| {
-        let long = arg.get_long()?;
-        let id = arg.get_id().as_str();
-        if NOT_TOOL_ARGUMENTS.contains(&id) || matches!(arg.get_action(), ArgAction::Help) {
-            return None;
-        }
-        Some((long.replace('-', "_"), arg))
-    })
+/// The options of `command` a tool takes, with their property names, in
+/// the order `--help` lists them.
+fn options(command: &clap::Command) -> Vec<(String, &Arg)> {
+    let mut options: Vec<(String, &Arg)> = command
+        .get_arguments()
+        .filter_map(|arg| {
+            let long = arg.get_long()?;
+            let id = arg.get_id().as_str();
+            if NOT_TOOL_ARGUMENTS.contains(&id) || matches!(arg.get_action(), ArgAction::Help) {
+                return None;
+            }
+            Some((long.replace('-', "_"), arg))
+        })
+        .collect();
+    options.sort_by_key(|(_, arg)| arg.get_display_order());
+    options
 }
 
 /// Every tool, in [`TOOLS`] order.
@@ -173,7 +179,7 @@ pub fn command_line(name: &str, arguments: &JsonObject) -> Result<Call, String> 
     if !arguments.contains_key("top") {
         argv.push(format!("--top={DEFAULT_ROWS}"));
     }
-    let known: Vec<(String, &Arg)> = options(&command).collect();
+    let known = options(&command);
     for (key, value) in arguments {
         if key == FILES {
             continue;
