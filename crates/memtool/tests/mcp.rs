@@ -59,7 +59,6 @@ fn session(root: &Path, requests: &[Value]) -> (Value, Vec<Value>) {
     for id in 1..=requests.len() as u64 {
         read_until(&mut answers, id);
     }
-    drop(send);
     drop(input);
     server.wait().unwrap();
     let init = answers.remove(&0).unwrap();
