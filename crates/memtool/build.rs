@@ -30,7 +30,18 @@ fn main() {
     );
     if fixtures.is_dir() {
         println!("cargo::rustc-cfg=shared_fixtures");
-    } else if std::env::var_os("MEMTOOL_REQUIRE_FIXTURES").is_some() {
+        return;
+    }
+    // A folder that appears later is seen by the next build even when its
+    // modification time is older than this run (a copy that keeps times, a
+    // move): a path that never exists is always out of date, so this script
+    // runs again on every build until the folder is there. (The tests also
+    // check at run time that the folder is as this script saw it.)
+    println!(
+        "cargo::rerun-if-changed={}",
+        fixtures.join(".memtool-never-exists").display()
+    );
+    if std::env::var_os("MEMTOOL_REQUIRE_FIXTURES").is_some() {
         panic!(
             "{} is missing, and MEMTOOL_REQUIRE_FIXTURES is set",
             fixtures.display()

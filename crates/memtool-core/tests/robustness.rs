@@ -1,7 +1,8 @@
 //! Parsing is total: truncated, bit-flipped and spliced versions of real
 //! profiles give a profile or an error — never a panic. A deterministic
-//! mutation sweep that runs in every `cargo test`; the fuzz targets under
-//! `fuzz/` explore further.
+//! mutation sweep: `cargo test` runs a bounded sample of it (a few seconds
+//! of a dev build), `MEMTOOL_FULL_SWEEP=1` the whole of it, which `.ci/run`
+//! does in a release build; the fuzz targets under `fuzz/` explore further.
 
 mod common;
 
@@ -96,6 +97,30 @@ fn check_paths_agree(name: &str, bytes: Vec<u8>) {
     assert_paths_agree(name, in_memory, &options);
 }
 
+/// How much of the sweep runs: the whole of it with `MEMTOOL_FULL_SWEEP=1`
+/// (minutes of CPU in a dev build), else a sample spread the same way over
+/// every seed, so a newcomer's `cargo test` stays quick.
+struct Sweep {
+    /// Truncation points per seed (evenly spaced, the empty input first).
+    cuts: usize,
+    /// Mutations per seed.
+    mutations: usize,
+}
+
+fn sweep() -> Sweep {
+    if std::env::var_os("MEMTOOL_FULL_SWEEP").is_some_and(|v| v != "0") {
+        Sweep {
+            cuts: 200,
+            mutations: 300,
+        }
+    } else {
+        Sweep {
+            cuts: 12,
+            mutations: 20,
+        }
+    }
+}
+
 fn gunzip(bytes: &[u8]) -> Vec<u8> {
     if bytes.starts_with(&[0x1f, 0x8b]) {
         let mut out = Vec::new();
@@ -118,9 +143,10 @@ fn fixtures_and_fuzz_regressions_never_panic() {
 
 #[test]
 fn truncations_never_panic() {
+    let cuts = sweep().cuts;
     for (name, bytes) in seeds() {
         for raw in [bytes.clone(), gunzip(&bytes)] {
-            let step = (raw.len() / 200).max(1);
+            let step = (raw.len() / cuts).max(1);
             for cut in (0..raw.len()).step_by(step) {
                 check_paths_agree(&name, raw[..cut].to_vec());
             }
@@ -130,10 +156,11 @@ fn truncations_never_panic() {
 
 #[test]
 fn bit_flips_and_splices_never_panic() {
+    let mutations = sweep().mutations;
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     for (name, bytes) in seeds() {
         let raw = gunzip(&bytes);
-        for _ in 0..300 {
+        for _ in 0..mutations {
             let mut m = raw.clone();
             match rng.below(4) {
                 0 => {

@@ -1,4 +1,6 @@
-//! Protobuf types generated from the vendored files in `proto/`.
+//! Protobuf types generated from the vendored files in `proto/` (by
+//! `scripts/proto-regen`, committed under `src/generated/`, so building
+//! memtool compiles no protobuf compiler; `.ci/run` checks they are current).
 //!
 //! Only small, bounded messages are decoded with these types. Large formats
 //! (XSpace) are read lazily with the wire reader ([`wire::reader`]) instead,
@@ -11,7 +13,7 @@ pub mod wire;
 /// pprof `profile.proto` (the format of `jax.profiler.save_device_memory_profile`).
 pub mod pprof {
     #![allow(clippy::all, missing_docs)]
-    include!(concat!(env!("OUT_DIR"), "/perftools.profiles.rs"));
+    include!("generated/perftools.profiles.rs");
 }
 
 /// The subset of XLA's `hlo.proto` / `xla_data.proto` that memtool reads: one
@@ -19,5 +21,5 @@ pub mod pprof {
 /// whole; the XSpace around it is walked with the wire reader).
 pub mod xla {
     #![allow(clippy::all, missing_docs)]
-    include!(concat!(env!("OUT_DIR"), "/xla.rs"));
+    include!("generated/xla.rs");
 }

@@ -9,6 +9,17 @@ use memtool_core::analysis::{FrameFilter, GroupBy, Options};
 use memtool_core::model::Profile;
 use memtool_core::report::OutputFormat;
 
+// Where options appear in `--help`, the man pages and their SYNOPSIS: what
+// a user reaches for first (format, -o, which memory) before everything else;
+// a command's own options (`--by`, gates) next, in the order declared (clap
+// numbers options as they are added, so a new one lands here by itself);
+// then the shared tuning of tables; last, under their own heading, what
+// few need (decompression cap, hosts and runs of a logdir, XProf's rules).
+const ORDER_FIRST: usize = 0;
+const ORDER_LATER: usize = 500;
+const ORDER_ADVANCED: usize = 900;
+const ADVANCED: &str = "Advanced options";
+
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum FormatArg {
     /// Tables for the terminal, sizes in KiB/MiB/GiB.
@@ -23,6 +34,11 @@ pub enum FormatArg {
     /// for go tool pprof, speedscope, Pyroscope (peak and summary only; see
     /// docs/pprof.md).
     Pprof,
+    /// `memtool mcp`'s tool calls: the JSON document, a NUL byte (which JSON
+    /// text never holds), then the Markdown tables of `--top` rows, the
+    /// digest an agent reads. Not for people, so not listed.
+    #[value(hide = true)]
+    Mcp,
 }
 
 /// What a command that has no live set at a peak says to `--format pprof`.
@@ -41,7 +57,7 @@ impl FormatArg {
     pub fn report_format(self) -> Option<OutputFormat> {
         match self {
             FormatArg::Table => Some(OutputFormat::Table),
-            FormatArg::Json => Some(OutputFormat::Json),
+            FormatArg::Json | FormatArg::Mcp => Some(OutputFormat::Json),
             FormatArg::Csv => Some(OutputFormat::Csv),
             FormatArg::Md => Some(OutputFormat::Md),
             FormatArg::Pprof => None,
@@ -93,16 +109,16 @@ pub struct InputArgs {
 #[derive(Args, Debug)]
 pub struct OutputArgs {
     /// Output format.
-    #[arg(long, value_enum, default_value = "table")]
+    #[arg(long, value_enum, default_value = "table", display_order = ORDER_FIRST)]
     pub format: FormatArg,
     /// Write to FILE instead of stdout (atomically: never a partial file;
     /// a device or FIFO is written in place; `-` is stdout).
-    #[arg(short, long, value_name = "FILE")]
+    #[arg(short, long, value_name = "FILE", display_order = ORDER_FIRST + 1)]
     pub output: Option<PathBuf>,
     /// Columns a table may take; long labels are shortened in the middle to
     /// fit (default for tables: $COLUMNS, else the terminal's width when
     /// stdout is one, else 100; Markdown keeps labels whole unless given one).
-    #[arg(long, value_name = "COLUMNS", value_parser = clap::value_parser!(u16).range(20..))]
+    #[arg(long, value_name = "COLUMNS", value_parser = clap::value_parser!(u16).range(20..), display_order = ORDER_LATER + 3)]
     pub width: Option<u16>,
 }
 
@@ -111,28 +127,28 @@ pub struct ReadArgs {
     /// Refuse to decompress an input past this size (default: 4 GiB, whatever
     /// the file's size), or to read a stream (stdin, a FIFO) past it.
     /// Accepts units: 8GiB, 500MB.
-    #[arg(long, value_name = "BYTES", value_parser = parse_size)]
+    #[arg(long, value_name = "BYTES", value_parser = parse_size, help_heading = ADVANCED, display_order = ORDER_ADVANCED)]
     pub max_decompressed: Option<u64>,
     /// For a run directory or logdir holding several hosts' `.xplane.pb`:
     /// read only this host's (the file name without `.xplane.pb`).
-    #[arg(long, value_name = "HOST")]
+    #[arg(long, value_name = "HOST", help_heading = ADVANCED, display_order = ORDER_ADVANCED + 1)]
     pub host: Option<String>,
     /// For a TensorBoard logdir: read this run (`2024_05_01_12_30_00`, or
     /// `train/2024_05_01_12_30_00` where Keras writes runs under `train/`
     /// and `validation/`) instead of the newest.
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", help_heading = ADVANCED, display_order = ORDER_ADVANCED + 2)]
     pub run: Option<String>,
     /// List the runs of each TensorBoard logdir given, newest last, and exit.
-    #[arg(long)]
+    #[arg(long, help_heading = ADVANCED, display_order = ORDER_ADVANCED + 3)]
     pub list_runs: bool,
     /// Files read at once (the hosts of a logdir, the ranks of `ranks`), each
     /// on a thread with its events in memory (default: every core).
-    #[arg(long, short = 'j', value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    #[arg(long, short = 'j', value_name = "N", value_parser = clap::value_parser!(u16).range(1..), display_order = ORDER_LATER + 4)]
     pub jobs: Option<u16>,
     /// Order the files before reading them: `natural` by the numbers in
     /// their names (memory2 before memory10, where a shell glob puts
     /// memory10 first); by default, the order given.
-    #[arg(long, value_enum, value_name = "ORDER")]
+    #[arg(long, value_enum, value_name = "ORDER", display_order = ORDER_LATER + 5)]
     pub sort: Option<SortArg>,
 }
 
@@ -157,14 +173,14 @@ pub enum SortArg {
 #[derive(Args, Debug)]
 pub struct AnalysisArgs {
     /// Rows per table in table and md output (json and csv keep every row).
-    #[arg(long, default_value_t = 10, value_name = "N")]
+    #[arg(long, default_value_t = 10, value_name = "N", display_order = ORDER_LATER)]
     pub top: usize,
     /// Show every frame of each stack. By default library frames (files under
     /// site-packages or dist-packages, paths relative to them such as
     /// torch/nn/functional.py, and native C++ frames) are hidden so
     /// bytes land on your code; a stack with no frame of yours is named by its
     /// op and autograd node.
-    #[arg(long)]
+    #[arg(long, display_order = ORDER_LATER + 1)]
     pub all_frames: bool,
     /// Treat files whose path contains PATTERN as library code (repeatable;
     /// replaces the default site-packages, dist-packages and relative paths
@@ -172,12 +188,18 @@ pub struct AnalysisArgs {
     #[arg(
         long = "library",
         value_name = "PATTERN",
-        conflicts_with = "all_frames"
+        conflicts_with = "all_frames",
+        display_order = ORDER_LATER + 2
     )]
     pub library: Vec<String>,
     /// Only this memory (device or allocator id, e.g. cpu:0, or a compiled
     /// program's module, e.g. jit_step or jit_step(10)); repeatable.
-    #[arg(long = "memory", visible_alias = "module", value_name = "ID")]
+    #[arg(
+        long = "memory",
+        visible_alias = "module",
+        value_name = "ID",
+        display_order = ORDER_FIRST + 2
+    )]
     pub memories: Vec<String>,
     /// Your own category: allocations with a stack frame (function or file)
     /// or op matching REGEX are NAME in `--by category` and the page
@@ -250,7 +272,7 @@ pub struct XprofArgs {
     /// Viewer takes it); in `peak`, a compiled program's
     /// buffers at the peak in allocation order, buffers under 16 KiB summed
     /// into one row (see docs/xprof-differences.md).
-    #[arg(long)]
+    #[arg(long, help_heading = ADVANCED, display_order = ORDER_ADVANCED + 4)]
     pub xprof_compat: bool,
 }
 

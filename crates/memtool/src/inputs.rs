@@ -21,7 +21,14 @@ use crate::output::Replaced;
 /// is read as [`read_stream`] says. `replaced` is the file `-o` would
 /// replace: an input that is that file is refused before anything is read.
 pub fn read_source(path: &str, replaced: Option<&Replaced>, limit: u64) -> Result<Source> {
+    let root = root();
     if path == "-" {
+        if let Some(root) = &root {
+            bail!(
+                "-: standard input is the MCP channel; give a file under {}",
+                root.display()
+            );
+        }
         if let Some(replaced) = replaced {
             let stat = rustix::fs::fstat(std::io::stdin())
                 .map_err(|e| anyhow::anyhow!("<stdin>: cannot read standard input: {e}"))?;
@@ -30,11 +37,19 @@ pub fn read_source(path: &str, replaced: Option<&Replaced>, limit: u64) -> Resul
         return read_stream("<stdin>", std::io::stdin().lock(), limit);
     }
     let p = Path::new(path);
+    if let Some(root) = &root {
+        check_inside(root, path, None)?;
+    }
     if p.is_dir() {
         bail!("{path}: is a directory, not a profile file, run directory or TensorBoard logdir (no .xplane.pb in it)");
     }
     let file =
         std::fs::File::open(p).map_err(|e| anyhow::anyhow!("{path}: {}", describe_io(&e)))?;
+    if let Some(root) = &root {
+        // The file opened, not the name checked above: a link swapped in
+        // between is caught here.
+        check_inside(root, path, Some(&file))?;
+    }
     let meta = file
         .metadata()
         .map_err(|e| anyhow::anyhow!("{path}: {}", describe_io(&e)))?;
@@ -98,6 +113,53 @@ fn read_stream(path: &str, mut stream: impl Read, limit: u64) -> Result<Source> 
         file.write_all(&chunk[..n]).map_err(cannot_spool)?;
     }
     Ok(Source::new(path, file))
+}
+
+/// The environment variable that confines reading to one folder:
+/// `memtool mcp --root DIR` sets it (canonical) for the child that runs each
+/// tool call, so every file opened and every folder searched for runs is
+/// checked where it is opened, the run a logdir names included.
+pub const ROOT_VAR: &str = "MEMTOOL_ROOT";
+
+/// The folder reading is confined to, when [`ROOT_VAR`] is set.
+fn root() -> Option<PathBuf> {
+    std::env::var_os(ROOT_VAR).map(PathBuf::from)
+}
+
+/// Fails unless `path` (the file `opened` from it, when given: the path the
+/// kernel resolved, links and all) lies under `root`. A path that does not
+/// resolve is judged by its name with `.` and `..` taken away, so a missing
+/// file outside the root is refused as outside, not reported missing.
+fn check_inside(root: &Path, path: &str, opened: Option<&std::fs::File>) -> Result<()> {
+    use std::os::fd::AsRawFd;
+    let real = match opened {
+        Some(file) => std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))
+            .or_else(|_| std::fs::canonicalize(path)),
+        None => std::fs::canonicalize(path),
+    };
+    let inside = match real {
+        Ok(real) => real.starts_with(root),
+        Err(_) => {
+            let mut lexical = std::env::current_dir().unwrap_or_default();
+            for part in Path::new(path).components() {
+                match part {
+                    std::path::Component::ParentDir => {
+                        lexical.pop();
+                    }
+                    std::path::Component::CurDir => {}
+                    other => lexical.push(other),
+                }
+            }
+            lexical.starts_with(root)
+        }
+    };
+    if !inside {
+        bail!(
+            "{path}: outside {}, the only folder this server reads (memtool mcp --root)",
+            root.display()
+        );
+    }
+    Ok(())
 }
 
 fn describe_io(e: &std::io::Error) -> String {
@@ -249,6 +311,9 @@ pub fn expand(path: &str, args: &ReadArgs) -> Result<Vec<String>> {
     let dir = Path::new(path);
     if path == "-" || !dir.is_dir() {
         return Ok(vec![path.to_string()]);
+    }
+    if let Some(root) = root() {
+        check_inside(&root, path, None)?;
     }
     let dumped = files_ending(dir, HLO_DUMP_SUFFIX);
     if !dumped.is_empty() && !has_xspace(dir) {

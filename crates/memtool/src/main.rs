@@ -8,6 +8,7 @@
 mod cli;
 mod commands;
 mod inputs;
+mod mcp;
 mod output;
 mod phases;
 mod supervise;
@@ -61,6 +62,7 @@ enum Command {
     Render(commands::render::RenderArgs),
     Export(commands::export::ExportArgs),
     Ranks(commands::ranks::RanksArgs),
+    Mcp(commands::mcp::McpArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
     Completions(commands::shell::CompletionsArgs),
     /// Print memtool's manual page, or a command's, in roff (for `man -l -`)
@@ -80,7 +82,8 @@ impl Command {
             Command::Render(a) => Some(&a.input),
             Command::Export(a) => Some(&a.input),
             Command::Ranks(a) => Some(&a.input),
-            Command::Completions(_) | Command::Man(_) => None,
+            // The server runs each tool call as a supervised child.
+            Command::Mcp(_) | Command::Completions(_) | Command::Man(_) => None,
         }
     }
 }
@@ -102,7 +105,7 @@ impl Command {
             Command::Ranks(a) => vec![report(&a.output)],
             Command::Render(a) => vec![a.output.as_deref()],
             Command::Export(a) => vec![a.output.as_deref(), a.memories_file.as_deref()],
-            Command::Completions(_) | Command::Man(_) => vec![],
+            Command::Mcp(_) | Command::Completions(_) | Command::Man(_) => vec![],
         };
         paths.into_iter().flatten().collect()
     }
@@ -186,6 +189,7 @@ fn run(command: &Command) -> anyhow::Result<Outcome> {
         Command::Render(a) => commands::render::run(a),
         Command::Export(a) => commands::export::run(a),
         Command::Ranks(a) => commands::ranks::run(a),
+        Command::Mcp(a) => commands::mcp::run(a),
         Command::Completions(a) => commands::shell::completions(a),
         Command::Man(a) => commands::shell::man(a),
     }

@@ -16,6 +16,9 @@ use rustix::fs::{AtFlags, Mode, OFlags, CWD};
 
 use crate::cli::{AnalysisArgs, FormatArg, OutputArgs};
 
+/// The columns of the Markdown digest `--format mcp` writes after the JSON.
+const MCP_DIGEST_WIDTH: usize = 160;
+
 /// Writes `report` in the format and to the place `args` name; text formats
 /// show the first `analysis.top` rows of each ranked table. The report's
 /// warnings go to standard error whatever the format.
@@ -34,6 +37,21 @@ pub fn write(report: &dyn Report, args: &OutputArgs, analysis: &AnalysisArgs) ->
         width,
     };
     let exporter = exporter(format, presentation);
+    if let FormatArg::Mcp = args.format {
+        // Labels shortened in the middle, so a row of the digest stays a line.
+        let digest = memtool_core::report::exporter(
+            OutputFormat::Md,
+            Presentation {
+                top: analysis.top,
+                width: Some(MCP_DIGEST_WIDTH),
+            },
+        );
+        return write_to(args.output.as_deref(), |out| {
+            exporter.export(report, out)?;
+            out.write_all(b"\0")?;
+            digest.export(report, out)
+        });
+    }
     write_to(args.output.as_deref(), |out| exporter.export(report, out))
 }
 

@@ -228,6 +228,36 @@ fn every_subcommand_has_help_with_an_example() {
     }
 }
 
+/// `--help` leads with the options a user reaches for first and ends with
+/// the rare ones under their own heading.
+#[test]
+fn help_lists_common_options_first_and_rare_ones_last() {
+    for cmd in ["summary", "peak", "leaks", "diff", "frag", "oom"] {
+        let out = memtool().args([cmd, "-h"]).output().unwrap();
+        let text = String::from_utf8(out.stdout).unwrap();
+        let at = |needle: &str| {
+            text.find(needle)
+                .unwrap_or_else(|| panic!("{cmd}: no {needle}: {text}"))
+        };
+        assert!(at("--format") < at("--output"), "{cmd}: {text}");
+        assert!(at("--output") < at("--memory"), "{cmd}: {text}");
+        assert!(at("--memory") < at("--top"), "{cmd}: {text}");
+        assert!(at("--top") < at("Advanced options:"), "{cmd}: {text}");
+        assert!(
+            at("Advanced options:") < at("--max-decompressed"),
+            "{cmd}: {text}"
+        );
+    }
+    let peak = memtool().args(["peak", "-h"]).output().unwrap();
+    let text = String::from_utf8(peak.stdout).unwrap();
+    let at = |needle: &str| text.find(needle).unwrap();
+    assert!(
+        at("--memory") < at("--budget") && at("--by") < at("--top"),
+        "{text}"
+    );
+    assert!(at("Advanced options:") < at("--xprof-compat"), "{text}");
+}
+
 #[test]
 fn tables_fit_100_columns() {
     for args in [
@@ -772,6 +802,24 @@ fn manual_pages_render_with_man() {
         let text = String::from_utf8_lossy(&out.stdout);
         assert!(text.contains(&format!("{name}(1)")), "{text}");
         assert!(text.contains(option), "{name}: {text}");
+        // NAME and SYNOPSIS read as one types the command: `memtool peak`,
+        // the options one reaches for first leading the synopsis.
+        if let [_, command] = args.as_slice() {
+            let words: Vec<&str> = text.split_whitespace().collect();
+            let at = |word: &str| words.iter().position(|w| *w == word);
+            let name_at = at("NAME").unwrap();
+            assert_eq!(
+                words[name_at + 1..name_at + 3],
+                ["memtool", *command],
+                "{text}"
+            );
+            let synopsis_at = at("SYNOPSIS").unwrap();
+            assert_eq!(
+                words[synopsis_at + 1..synopsis_at + 4],
+                ["memtool", *command, "[--format]"],
+                "{text}"
+            );
+        }
     }
     let dir = std::env::temp_dir().join(format!("memtool-man-{}", std::process::id()));
     let out = memtool()
@@ -793,6 +841,7 @@ fn manual_pages_render_with_man() {
             "memtool-frag.1",
             "memtool-leaks.1",
             "memtool-man.1",
+            "memtool-mcp.1",
             "memtool-oom.1",
             "memtool-peak.1",
             "memtool-ranks.1",

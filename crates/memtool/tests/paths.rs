@@ -94,3 +94,22 @@ fn paths_agree_on_series_and_hosts() {
         );
     }
 }
+
+/// The shared fixtures are as `build.rs` saw them: the tests that need them
+/// are compiled as ignored without them, so a folder that appeared after the
+/// last build (or went away) would otherwise change what runs silently.
+#[test]
+fn shared_fixtures_are_as_the_build_saw_them() {
+    let dir = std::path::PathBuf::from(env!("MEMTOOL_SHARED_FIXTURES_DIR"));
+    let built_with = cfg!(shared_fixtures);
+    assert_eq!(
+        dir.is_dir(),
+        built_with,
+        "{} is {} now but was {} when the tests were built, so the tests that \
+         need it are {}; `touch crates/memtool/build.rs` and run the tests again",
+        dir.display(),
+        if dir.is_dir() { "there" } else { "missing" },
+        if built_with { "there" } else { "missing" },
+        if built_with { "failing" } else { "ignored" },
+    );
+}

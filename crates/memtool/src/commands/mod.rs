@@ -4,6 +4,7 @@ pub mod diff;
 pub mod export;
 pub mod frag;
 pub mod leaks;
+pub mod mcp;
 pub mod oom;
 pub mod peak;
 pub mod ranks;

@@ -63,7 +63,7 @@ pub fn man(args: &ManArgs) -> anyhow::Result<Outcome> {
                     .collect();
                 anyhow::bail!("no command `{name}` (there are: {})", names.join(", "));
             };
-            render(command.name(format!("memtool-{name}")))?
+            render(page(command))?
         }
     };
     output::write_to(None, |out| out.write_all(&page))?;
@@ -74,14 +74,25 @@ pub fn man(args: &ManArgs) -> anyhow::Result<Outcome> {
 fn pages(memtool: &clap::Command) -> Vec<(String, clap::Command)> {
     let mut pages = vec![("memtool".to_string(), memtool.clone())];
     for sub in memtool.get_subcommands() {
-        let name = format!("memtool-{}", sub.get_name());
-        pages.push((name.clone(), sub.clone().name(name)));
+        pages.push((format!("memtool-{}", sub.get_name()), page(sub.clone())));
     }
     pages
 }
 
+/// A subcommand's page: filed as `memtool-peak(1)`, as man(1) names pages,
+/// while its NAME and SYNOPSIS read `memtool peak`, what one types.
+fn page(sub: clap::Command) -> clap::Command {
+    let typed = format!("memtool {}", sub.get_name());
+    let filed = format!("memtool-{}", sub.get_name());
+    sub.name(filed).display_name(typed.clone()).bin_name(typed)
+}
+
 fn render(command: clap::Command) -> anyhow::Result<Vec<u8>> {
     let mut page = Vec::new();
-    clap_mangen::Man::new(command).render(&mut page)?;
+    // The page's title is the name it is filed under (`memtool-peak`).
+    let title = command.get_name().to_string();
+    clap_mangen::Man::new(command)
+        .title(title)
+        .render(&mut page)?;
     Ok(page)
 }
