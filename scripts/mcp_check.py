@@ -23,7 +23,7 @@ import tempfile
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-TOOLS = {"summary", "peak", "leaks", "diff", "frag", "oom"}
+TOOLS = {"summary", "peak", "leaks", "diff", "frag", "oom", "ranks"}
 
 
 def fail(message):

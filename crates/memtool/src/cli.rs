@@ -205,11 +205,11 @@ pub struct AnalysisArgs {
     /// or op matching REGEX are NAME in `--by category` and the page
     /// (repeatable; the first match wins, over the file's categories and
     /// memtool's inferred ones). Example: --category nccl='nccl|ProcessGroup'
-    #[arg(long = "category", value_name = "NAME=REGEX", value_parser = parse_category)]
+    #[arg(long = "category", value_name = "NAME=REGEX", value_parser = parse_category, display_order = ORDER_LATER + 6)]
     pub category_rules: Vec<CategoryRule>,
     /// A file of your own categories, tried after any --category: one
     /// `name = 'regex'` per line, in order (TOML; see docs/categories.md).
-    #[arg(long = "categories", value_name = "FILE")]
+    #[arg(long = "categories", value_name = "FILE", display_order = ORDER_LATER + 7)]
     pub categories_file: Option<PathBuf>,
 }
 

@@ -121,6 +121,16 @@ fn read_stream(path: &str, mut stream: impl Read, limit: u64) -> Result<Source> 
 /// checked where it is opened, the run a logdir names included.
 pub const ROOT_VAR: &str = "MEMTOOL_ROOT";
 
+/// Fails when reading is confined to a folder (`memtool mcp --root`) and
+/// `path` lies outside it: for the folders a command lists itself (`ranks`'s
+/// patterns), whose file names would otherwise be told.
+pub fn check_confined(path: &str) -> Result<()> {
+    match root() {
+        Some(root) => check_inside(&root, path, None),
+        None => Ok(()),
+    }
+}
+
 /// The folder reading is confined to, when [`ROOT_VAR`] is set.
 fn root() -> Option<PathBuf> {
     std::env::var_os(ROOT_VAR).map(PathBuf::from)

@@ -135,7 +135,10 @@ fn tools_answer_as_the_command_line_does() {
     assert_eq!(init["result"]["serverInfo"]["name"], "memtool");
     let tools = answers[0]["result"]["tools"].as_array().unwrap();
     let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
-    assert_eq!(names, ["summary", "peak", "leaks", "diff", "frag", "oom"]);
+    assert_eq!(
+        names,
+        ["summary", "peak", "leaks", "diff", "frag", "oom", "ranks"]
+    );
     let peak = &tools[1]["inputSchema"]["properties"];
     assert_eq!(peak["by"]["enum"][0], "stack");
     assert_eq!(peak["memory"]["type"], "array");
@@ -263,8 +266,9 @@ fn tools_refuse_what_the_command_line_refuses() {
             "memtool: -: standard input is the MCP channel; give a file under the server's root",
             "memtool: invalid value 'colour' for '--by <KEY>'",
             "memtool: peak takes no argument `output` (it takes: files, memory, budget, by, top, \
-             all_frames, library, max_decompressed, host, run, xprof_compat)",
-            "memtool: no tool named `render` (there are: summary, peak, leaks, diff, frag, oom)",
+             all_frames, library, jobs, sort, category, categories, max_decompressed, host, run, \
+             xprof_compat)",
+            "memtool: no tool named `render` (there are: summary, peak, leaks, diff, frag, oom, ranks)",
         ]
     );
     assert!(!root.join("x").exists());

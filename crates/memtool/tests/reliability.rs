@@ -353,7 +353,8 @@ fn a_device_that_is_no_profile_is_refused_after_its_head() {
     assert_eq!(
         String::from_utf8_lossy(&out.stderr),
         "memtool: /dev/zero: not a memory profile memtool can read (expected pprof, XSpace \
-         .xplane.pb, a PyTorch snapshot pickle, or a PyTorch trace JSON)\n"
+         .xplane.pb, a PyTorch snapshot pickle, a PyTorch trace JSON, or a log holding an XLA \
+         out-of-memory report)\n"
     );
     assert!(start.elapsed().as_secs() < 20, "{:?}", start.elapsed());
 }

@@ -499,9 +499,14 @@ impl Report for DiffReport {
         let mut notes = Vec::new();
         let unchanged = self.rows.iter().filter(|r| r.delta_bytes == 0).count();
         if unchanged > 0 {
-            let plural = match self.by {
-                GroupBy::Category => "categories".to_string(),
-                by => format!("{}s", by.name().replace('_', " ")),
+            let noun = match self.by {
+                GroupBy::Category => "category".to_string(),
+                by => by.name().replace('_', " "),
+            };
+            let plural = match (unchanged, self.by) {
+                (1, _) => noun,
+                (_, GroupBy::Category) => "categories".to_string(),
+                _ => format!("{noun}s"),
             };
             notes.push(format!("{unchanged} {plural} unchanged (not shown)"));
         }

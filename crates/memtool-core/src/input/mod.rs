@@ -71,7 +71,8 @@ pub const STREAM_HEAD_BYTES: usize = SNIFF_BYTES as usize;
 /// early, which [`load`] reports in full) passes.
 pub fn check_stream_head(path: &str, head: &[u8]) -> Result<()> {
     if !decompress::is_gzip(head) {
-        return judge_head(path, head);
+        judge_head(path, head)?;
+        return judge_text_stream(path, head);
     }
     let mut inflated = Vec::new();
     let mut decoder = flate2::bufread::MultiGzDecoder::new(head);
@@ -90,7 +91,27 @@ pub fn check_stream_head(path: &str, head: &[u8]) -> Result<()> {
         // Only the gzip header so far: nothing to judge.
         return Ok(());
     }
-    judge_head(path, &inflated)
+    judge_head(path, &inflated)?;
+    judge_text_stream(path, &inflated)
+}
+
+/// A stream of text is read only when its head already shows an XLA
+/// out-of-memory report: text is the one format with no magic bytes, and a
+/// stream has no end to look for one at (`yes | memtool summary -` would be
+/// spooled to the size cap). A file of text is searched whole.
+fn judge_text_stream(path: &str, head: &[u8]) -> Result<()> {
+    if detect::sniff(head) != Sniffed::Text || xla_report::mentions_report(head) {
+        return Ok(());
+    }
+    Err(Error::UnknownFormat {
+        path: path.to_string(),
+        reason: format!(
+            "not a memory profile memtool can read: text with no XLA out-of-memory report \
+             in its first {} KiB (from a pipe, a log must show its report that early; \
+             save a longer log to a file and give the file, which is searched whole)",
+            head.len().min(STREAM_HEAD_BYTES) >> 10
+        ),
+    })
 }
 
 /// The refusal of an input whose (decompressed) first bytes are `head`,

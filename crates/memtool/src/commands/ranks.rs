@@ -170,6 +170,7 @@ fn rank_files(path: &str, input: &InputArgs) -> Result<Vec<String>> {
         Some(pattern) => {
             let dir = p.parent().filter(|d| !d.as_os_str().is_empty());
             let dir = dir.unwrap_or(Path::new("."));
+            inputs::check_confined(&dir.to_string_lossy())?;
             let files = files_in(dir, |name| matches(&pattern, name));
             if files.is_empty() {
                 bail!("{path}: no file matches this pattern");

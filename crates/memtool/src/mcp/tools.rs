@@ -11,7 +11,7 @@ use rmcp::model::{JsonObject, Tool, ToolAnnotations};
 use serde_json::{json, Value};
 
 /// The commands served as tools (those that answer with one JSON document).
-pub const TOOLS: &[&str] = &["summary", "peak", "leaks", "diff", "frag", "oom"];
+pub const TOOLS: &[&str] = &["summary", "peak", "leaks", "diff", "frag", "oom", "ranks"];
 
 /// Rows per table of the digest when a call does not say (`top`).
 pub const DEFAULT_ROWS: usize = 10;

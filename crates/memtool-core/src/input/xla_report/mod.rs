@@ -50,6 +50,20 @@ pub(crate) fn looks_like_text(head: &[u8]) -> bool {
             .all(|&b| b >= 0x20 || matches!(b, b'\t' | b'\n' | b'\r' | 0x1b | 0x0c))
 }
 
+/// Whether `head` holds the first line of a report this module reads (or
+/// the `RESOURCE_EXHAUSTED` status XLA raises with each).
+pub(crate) fn mentions_report(head: &[u8]) -> bool {
+    const MARKERS: [&[u8]; 4] = [
+        b"Ran out of memory in memory space ",
+        b"would exceed memory",
+        b"Out of memory while trying to allocate",
+        b"RESOURCE_EXHAUSTED",
+    ];
+    MARKERS
+        .iter()
+        .any(|m| head.windows(m.len()).any(|w| w == *m))
+}
+
 /// Reads every out-of-memory report in the text `data` into `profile`. Text
 /// that holds none is no input memtool reads.
 pub(crate) fn read(profile: &mut Profile, path: &str, data: &dyn ByteSource) -> Result<()> {
