@@ -84,6 +84,11 @@ def main():
             for r in report["ranks"]
         }
         assert got == expected, (got, expected)
+        # The same peaks as `memtool ranks` gives over the folder.
+        doc = json.loads(memtool(binary, "ranks", ranks_dir, "--format", "json"))
+        by_ranks = {(r["rank_number"], r["memory"]): r["peak_bytes"] for r in doc["ranks"]}
+        spark_peaks = {key: peak for key, (peak, _) in got.items()}
+        assert by_ranks == spark_peaks, (by_ranks, spark_peaks)
         for r in report["ranks"]:
             assert r["input"] == "file:" + files[r["rank"]], r
 
