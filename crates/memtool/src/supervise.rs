@@ -157,7 +157,16 @@ pub fn supervise(inputs: &[String]) -> Option<ExitCode> {
     let mut stderr = io::stderr().lock();
     let mut filter = StderrFilter::default();
     let mut buffer = vec![0u8; 8192];
-    let reserve: Vec<u8> = Vec::with_capacity(64 << 10);
+    let mut reserve: Vec<u8> = Vec::new();
+    if reserve.try_reserve_exact(64 << 10).is_err() {
+        // Not even the room for the last line: say so without allocating
+        // (a many-file command line parsed at the edge of a limit).
+        let _ = stderr.write_all(
+            b"memtool: out of memory: this process could not set aside the memory it needs to \
+              start (ulimit -v, a container's memory limit, or the machine's memory)\n",
+        );
+        return Some(ExitCode::from(2));
+    }
     let Ok(wake) = UnixStream::pair() else {
         return None;
     };
