@@ -13,9 +13,6 @@ use serde_json::{json, Value};
 /// The commands served as tools (those that answer with one JSON document).
 pub const TOOLS: &[&str] = &["summary", "peak", "leaks", "diff", "frag", "oom", "ranks"];
 
-/// Rows per table of the digest when a call does not say (`top`).
-pub const DEFAULT_ROWS: usize = 10;
-
 /// Options a tool does not take: the output is the server's to choose (a JSON
 /// document and a digest, never a file), and listing runs is no analysis.
 const NOT_TOOL_ARGUMENTS: &[&str] = &["format", "output", "width", "list_runs"];
@@ -106,12 +103,19 @@ fn tool(name: &'static str, command: &clap::Command) -> Tool {
 /// The JSON schema of one option.
 fn schema(arg: &Arg) -> Value {
     let mut help = arg.get_help().map(|h| h.to_string()).unwrap_or_default();
+    let default = arg
+        .get_default_values()
+        .first()
+        .map(|d| d.to_string_lossy());
     if arg.get_id().as_str() == "top" {
+        // The command line's `--top`: the rows of its text tables, here the
+        // digest's.
         help = format!(
-            "Rows per table in the digest (default {DEFAULT_ROWS}); the JSON document keeps every row."
+            "Rows per table in the digest (default {}); the JSON document keeps every row.",
+            default.unwrap_or_default()
         );
-    } else if let Some(default) = arg.get_default_values().first() {
-        help.push_str(&format!(" Default: {}.", default.to_string_lossy()));
+    } else if let Some(default) = default {
+        help.push_str(&format!(" Default: {default}."));
     }
     let aliases: Vec<&str> = arg.get_visible_aliases().unwrap_or_default();
     if !aliases.is_empty() {
@@ -146,7 +150,7 @@ fn value_schema(arg: &Arg) -> Value {
     json!({ "type": "string" })
 }
 
-/// A tool call: the command line it stands for and the rows its digest shows.
+/// A tool call: the command line it stands for.
 #[derive(Debug)]
 pub struct Call {
     /// The arguments after `memtool`: the command, its options, `--format
@@ -176,9 +180,6 @@ pub fn command_line(name: &str, arguments: &JsonObject) -> Result<Call, String> 
         );
     }
     let mut argv = vec![name.to_string()];
-    if !arguments.contains_key("top") {
-        argv.push(format!("--top={DEFAULT_ROWS}"));
-    }
     let known = options(&command);
     for (key, value) in arguments {
         if key == FILES {
