@@ -61,14 +61,14 @@ const SNIFF_BYTES: u64 = 64 << 10;
 pub const STREAM_HEAD_BYTES: usize = SNIFF_BYTES as usize;
 
 /// Whether a stream whose first [`STREAM_HEAD_BYTES`] bytes are `head` (and
-/// which goes on past them) can be a profile: the error [`load`] would give
+/// which goes on past them) can be a profile: the error [`crate::load`] would give
 /// for an input that starts so, when the head alone decides it is none. A
 /// caller reading a stream that has no end (`/dev/zero`, `yes`) or no
 /// profile in it (random bytes) stops at once on this, rather than
 /// reading it all first. A gzip'd head is inflated up to what detection
 /// needs (what the compressed head holds of it); a head that cannot decide
 /// (a protobuf whose first field runs past it, a gzip stream corrupt this
-/// early, which [`load`] reports in full) passes.
+/// early, which [`crate::load`] reports in full) passes.
 pub fn check_stream_head(path: &str, head: &[u8]) -> Result<()> {
     if !decompress::is_gzip(head) {
         judge_head(path, head)?;
