@@ -285,22 +285,6 @@ impl XprofArgs {
     }
 }
 
-/// Warns when a CI gate's limit is under 100 bytes: a bare number is
-/// bytes, so `--fail-on-growth 5` fails on 5 bytes, seldom what was meant.
-pub fn warn_of_tiny_limit(flag: &str, bytes: u64) {
-    if bytes < 100 {
-        crate::output::warn(&[format!(
-            "warning: {flag} {bytes} is {bytes} bytes (a bare number is bytes): give a unit \
-             (5MiB){}",
-            if flag == "--fail-on-growth" {
-                " or a percentage (5%)"
-            } else {
-                ""
-            }
-        )]);
-    }
-}
-
 /// `--category NAME=REGEX`, as clap parses it.
 pub fn parse_category(text: &str) -> Result<CategoryRule, String> {
     CategoryRule::parse(text)

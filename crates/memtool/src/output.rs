@@ -490,6 +490,22 @@ fn remove_pending() -> MutexGuard<'static, Option<PathBuf>> {
     pending
 }
 
+/// Warns when a CI gate's limit is under 100 bytes: a bare number is
+/// bytes, so `--fail-on-growth 5` fails on 5 bytes, seldom what was meant.
+pub fn warn_of_tiny_limit(flag: &str, bytes: u64) {
+    if bytes < 100 {
+        warn(&[format!(
+            "warning: {flag} {bytes} is {bytes} bytes (a bare number is bytes): give a unit \
+             (5MiB){}",
+            if flag == "--fail-on-growth" {
+                " or a percentage (5%)"
+            } else {
+                ""
+            }
+        )]);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -430,7 +430,10 @@ fn load_into(profile: &mut Profile, source: Source, options: &LoadOptions) -> Re
             torch::trace::read(profile, &path, &*data, options.force_general_path)
         }
         Format::TorchMemoryTimeline => torch::memory_timeline::read(profile, &path, &*data),
-        Format::XlaReport => xla_report::read(profile, &path, &*data),
+        Format::XlaReport => match xla_report::read(profile, &path, &*data)? {
+            0 => Err(no_profile(&path, Sniffed::Unknown)),
+            _ => Ok(()),
+        },
         Format::HloProto => xla_dump::read(profile, &path, &*data),
     }
 }

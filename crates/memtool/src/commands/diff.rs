@@ -44,7 +44,7 @@ fn parse_limit(text: &str) -> Result<GrowthLimit, String> {
 
 pub fn run(args: &DiffArgs) -> Result<Outcome> {
     if let Some(GrowthLimit::Bytes(b)) = args.fail_on_growth {
-        crate::cli::warn_of_tiny_limit("--fail-on-growth", b);
+        crate::output::warn_of_tiny_limit("--fail-on-growth", b);
     }
     let (base, new) =
         inputs::load_pair(&args.input, &args.analysis, args.output.output.as_deref())?;

@@ -41,7 +41,7 @@ pub struct PeakArgs {
 
 pub fn run(args: &PeakArgs) -> Result<Outcome> {
     if let Some(b) = args.budget {
-        crate::cli::warn_of_tiny_limit("--budget", b);
+        crate::output::warn_of_tiny_limit("--budget", b);
     }
     output::check_pprof_destination("peak", &args.output)?;
     let profile = inputs::load(&args.input, &args.analysis, args.output.output.as_deref())?;

@@ -64,9 +64,10 @@ pub(crate) fn mentions_report(head: &[u8]) -> bool {
         .any(|m| head.windows(m.len()).any(|w| w == *m))
 }
 
-/// Reads every out-of-memory report in the text `data` into `profile`. Text
-/// that holds none is no input memtool reads.
-pub(crate) fn read(profile: &mut Profile, path: &str, data: &dyn ByteSource) -> Result<()> {
+/// Reads every out-of-memory report in the text `data` into `profile`, and
+/// says how many there were: text that holds none is no input memtool
+/// reads, and adds nothing to `profile`.
+pub(crate) fn read(profile: &mut Profile, path: &str, data: &dyn ByteSource) -> Result<usize> {
     let mut reader = BufReader::with_capacity(64 << 10, SourceReader::new(data));
     let mut scanner = Scanner::default();
     let mut line = Vec::new();
@@ -84,11 +85,9 @@ pub(crate) fn read(profile: &mut Profile, path: &str, data: &dyn ByteSource) -> 
     }
     let reports = scanner.finish();
     if reports.is_empty() {
-        // Text without a report is no input memtool reads, as any other.
-        return Err(crate::input::no_profile(
-            path,
-            crate::input::detect::Sniffed::Unknown,
-        ));
+        // Text without a report is no input memtool reads: the loader says
+        // so as for any other.
+        return Ok(0);
     }
     profile.inputs.push(InputInfo {
         path: path.to_string(),
@@ -123,8 +122,9 @@ pub(crate) fn read(profile: &mut Profile, path: &str, data: &dyn ByteSource) -> 
             if reports.len() == 1 { "" } else { "s" }
         ),
     );
+    let found = reports.len();
     profile.xla_reports.extend(reports);
-    Ok(())
+    Ok(found)
 }
 
 /// One line into `line` (with its end), at most [`MAX_LINE`] bytes of it
