@@ -10,7 +10,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub)]
 
-use memtool_core::analysis::{summary, warning_notes, FrameFilter, Options};
+use memtool_core::analysis::{category, summary, warning_notes, FrameFilter, Options};
 use memtool_core::model::Profile;
 use memtool_core::report::Report;
 use memtool_core::{LoadOptions, Source};
@@ -69,8 +69,12 @@ fn load(input: Input, name: &str) -> Result<Profile, Failure> {
             Source::new(name, file)
         }
     };
-    memtool_core::load(vec![source], &LoadOptions::default())
-        .map_err(|e| Failure::Profile(e.to_string()))
+    let mut profile = memtool_core::load(vec![source], &LoadOptions::default())
+        .map_err(|e| Failure::Profile(e.to_string()))?;
+    // Categories inferred where the file names none, as every command
+    // does, so the documents equal the command's.
+    category::assign(&mut profile, &[], category::Inference::WhereMissing);
+    Ok(profile)
 }
 
 /// What went wrong, kept free of Python objects so it crosses the released
