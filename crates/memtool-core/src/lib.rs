@@ -19,9 +19,10 @@ pub mod parallel;
 pub mod render;
 pub mod report;
 pub mod timings;
+pub mod units;
 
+pub use analysis::series_order::natural_cmp;
 pub use error::{Error, Result};
-pub use input::series_order::natural_cmp;
 pub use input::{check_stream_head, ByteSource, LoadOptions, Source, STREAM_HEAD_BYTES};
 
 /// Reads one or more inputs into one profile (see [`LoadOptions`]). Several
@@ -31,6 +32,7 @@ pub use input::{check_stream_head, ByteSource, LoadOptions, Source, STREAM_HEAD_
 /// the analyses (the loader itself imports none of them).
 pub fn load(sources: Vec<Source>, options: &LoadOptions) -> Result<model::Profile> {
     let mut profile = input::load(sources, options)?;
+    analysis::series_order::warn_of_misordered_series(&mut profile);
     analysis::consistency::warn_of_inconsistent_figures(&mut profile);
     Ok(profile)
 }

@@ -21,6 +21,7 @@ pub mod ranks;
 pub mod replay;
 pub mod segments;
 pub mod series;
+pub(crate) mod series_order;
 mod setting_advice;
 pub mod steps;
 pub mod summary;

@@ -85,7 +85,7 @@ pub(crate) fn gunzip(
             let out_of_memory = |have: usize| Error::OutOfMemory {
                 path: path.to_string(),
                 what: "the decompressed input",
-                have: Some(crate::report::units::bytes(have as u64)),
+                have: Some(crate::units::bytes(have as u64)),
             };
             if out.capacity() - out.len() < GROW_MIN {
                 let more = out.len().max(GROW_MIN);

@@ -5,7 +5,6 @@
 pub(crate) mod decompress;
 pub(crate) mod detect;
 mod pprof;
-pub(crate) mod series_order;
 pub(crate) mod source;
 pub(crate) mod torch;
 pub(crate) mod xla_dump;
@@ -167,7 +166,6 @@ pub(crate) fn load(sources: Vec<Source>, options: &LoadOptions) -> Result<Profil
         for source in sources {
             load_into(&mut profile, source, options)?;
         }
-        series_order::warn_of_misordered_series(&mut profile);
         profile
     };
     ensure_memories(&profile)?;

@@ -11,7 +11,9 @@ mod json;
 mod markdown;
 pub mod pprof;
 mod terminal;
-pub mod units;
+/// Sizes, counts and times as people read them (the crate's `units`, below
+/// the loader, which words its messages with them too).
+pub use crate::units;
 
 use std::io::{self, Write};
 

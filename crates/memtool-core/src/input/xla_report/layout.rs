@@ -8,7 +8,7 @@
 
 use crate::input::xspace::programs::shape::{element_bytes, type_named};
 use crate::model::LayoutSizes;
-use crate::report::units::bytes as size;
+use crate::units::bytes as size;
 
 /// A tile dimension written `*`: dimensions combined, not padded.
 const COMBINED: Option<u64> = None;

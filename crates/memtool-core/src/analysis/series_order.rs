@@ -13,7 +13,7 @@ use std::collections::HashSet;
 
 use crate::model::{Format, Profile, StackId};
 
-use super::file_name;
+use crate::input::file_name;
 
 /// Compares two names as a person orders numbered files: runs of digits by
 /// their value (`memory2` before `memory10`), the rest as text; names equal
@@ -55,7 +55,7 @@ pub fn natural_cmp(a: &str, b: &str) -> Ordering {
 /// Warns when a series' files are out of the order of the numbers in their
 /// names, and when one of them shares no call stack with the others (a file
 /// of another program).
-pub(super) fn warn_of_misordered_series(profile: &mut Profile) {
+pub(crate) fn warn_of_misordered_series(profile: &mut Profile) {
     // Only files that each record one point of a series: pprof snapshots
     // and PyTorch snapshot pickles (several XSpace files are hosts of a run).
     let series = |f: Format| matches!(f, Format::Pprof | Format::TorchSnapshot);
@@ -172,7 +172,7 @@ fn warn_of_foreign_files(profile: &mut Profile, names: &[String]) {
             }
         } else if let Some(part) = &memory.series {
             let file = file_of(&part.file);
-            for id in crate::analysis::replay::live_at(memory, memory.events.len()) {
+            for id in super::replay::live_at(memory, memory.events.len()) {
                 add(file, id);
             }
         }
