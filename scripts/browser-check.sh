@@ -193,6 +193,34 @@ if [ -d "$FIX" ]; then
     if grep -q ':CONSOLE' "$OUT/logs/every-$name.stderr"; then fail "$name: console output: $(grep ':CONSOLE' "$OUT/logs/every-$name.stderr" | head -3)"; fi
     done
 fi
+# `ranks --format html`: a page with no script (inline SVG strips), so it is
+# checked for what a static page can get wrong: console output, a request,
+# markup from a file name, strips not drawn. 64 ranks derived from a shared
+# snapshot (three outliers), and a set whose file names hold markup.
+if [ -f "$FIX/torch/bcrafton_memory_snapshot.pickle" ]; then
+  RANKS="$OUT/ranks"
+  mkdir -p "$RANKS/hostile"
+  python3 scripts/make_rank_fixtures.py fleet "$RANKS/fleet" --from "$FIX/torch/bcrafton_memory_snapshot.pickle" >/dev/null
+  python3 scripts/make_rank_fixtures.py oom "$RANKS/oom" --ranks 2 >/dev/null
+  cp "$RANKS/oom/snapshot-0.pickle" "$RANKS/hostile/<img src=x onerror=document.documentElement.setAttribute('data-xss',1)>_1.pickle"
+  cp "$RANKS/oom/snapshot-1.pickle" "$RANKS/hostile/rank_2.pickle"
+  for set in fleet hostile; do
+    page="$OUT/ranks-$set.html"
+    "$MEMTOOL" ranks "$RANKS/$set" --format html -o "$page" 2>"$OUT/logs/ranks-$set.stderr" || { fail "ranks-$set: not written: $(head -c 200 "$OUT/logs/ranks-$set.stderr")"; continue; }
+    dom="$OUT/logs/ranks-$set.dom.html" log="$OUT/logs/ranks-$set.browser.stderr" net="$OUT/logs/ranks-$set.netlog.json"
+    run_browser "$page" dom "$dom" "$log" "$net"
+    if grep -q ':CONSOLE' "$log"; then fail "ranks-$set: console output: $(grep ':CONSOLE' "$log" | head -3)"; fi
+    if grep -qiE '<img[ />]' "$dom" || grep -qE '<html[^>]*data-xss' "$dom"; then fail "ranks-$set: markup from a file name became HTML"; fi
+    urls="$(grep -o '"url":"[^"]*"' "$net" 2>/dev/null | grep -v -E '"url":"https?://([a-z0-9-]+\.)*(google\.com|googleapis\.com|gstatic\.com|gvt1\.com)[/:"]' | sort -u || true)"
+    [ -z "$urls" ] || fail "ranks-$set: network requests: $urls"
+    strips="$(grep -o '<div class="row[^"]*"' "$dom" | wc -l)"
+    [ "$strips" -gt 0 ] && grep -q '<path d="M0' "$dom" || fail "ranks-$set: no strip drawn"
+    if [ "$set" = fleet ] && ! grep -q '<details open="">' "$dom"; then fail "ranks-fleet: the outlier's detail is not open"; fi
+    run_browser "$page" png "$OUT/screenshots/ranks-$set.png" "$OUT/logs/ranks-$set.screenshot.stderr" "$OUT/logs/ranks-$set.screenshot.netlog.json"
+    [ -s "$OUT/screenshots/ranks-$set.png" ] || fail "ranks-$set: no screenshot"
+    echo "browser-check: ok: ranks-$set ($strips strips, $(wc -c <"$page") bytes)"
+  done
+fi
 # When each page's script had finished and its first frame after that was
 # drawn, in ms since navigation started, in real time (virtual time, which
 # the checks above use, does not read what a person waits): reported, not a

@@ -16,9 +16,13 @@ trap 'rm -rf "$TMP"' EXIT
 cargo build -q --release -p memtool
 MEMTOOL="${CARGO_TARGET_DIR:-target}/release/memtool"
 mkdir -p "$OUT"
-shot() { # shot NAME INPUTS...
+shot() { # shot NAME INPUTS... (RANKS=1: a `ranks --format html` page of them)
   local name="$1"; shift
-  "$MEMTOOL" render "$@" -o "$TMP/$name.html" 2>/dev/null
+  if [ "${RANKS:-}" = 1 ]; then
+    "$MEMTOOL" ranks "$@" --format html -o "$TMP/$name.html" 2>/dev/null
+  else
+    "$MEMTOOL" render "$@" -o "$TMP/$name.html" 2>/dev/null
+  fi
   timeout 120 "$BROWSER" --headless --no-sandbox --disable-gpu --hide-scrollbars \
     --user-data-dir="$TMP/profile" --window-size=1200,900 --virtual-time-budget=5000 \
     --screenshot="$(pwd)/$OUT/$name.png" "file://$TMP/$name.html" >/dev/null 2>&1 || true
@@ -37,3 +41,6 @@ shot jax_transformer_small "$FIX/xspace/jax_transformer_small.xplane.pb"
 shot bcrafton_memory_snapshot "$FIX/torch/bcrafton_memory_snapshot.pickle"
 shot hta_df_index_resolver "$FIX/torch/hta_df_index_resolver.pt.trace.json.gz"
 shot pprof_memory1-9 "$FIX"/pprof/memory{1,2,3,4,5,6,7,8,9}.prof
+# The ranks page: 64 ranks derived from the shared snapshot, three 30 % higher.
+python3 scripts/make_rank_fixtures.py fleet "$TMP/ranks" --from "$FIX/torch/bcrafton_memory_snapshot.pickle" >/dev/null
+RANKS=1 shot ranks_fleet_64 "$TMP/ranks"

@@ -34,6 +34,9 @@ pub enum FormatArg {
     /// for go tool pprof, speedscope, Pyroscope (peak and summary only; see
     /// docs/pprof.md).
     Pprof,
+    /// A self-contained HTML page, for `ranks` (one strip per rank, the
+    /// outliers first; `memtool render` draws a profile's page). Give -o.
+    Html,
     /// `memtool mcp`'s tool calls: the JSON document, a NUL byte (which JSON
     /// text never holds), then the Markdown tables of `--top` rows, the
     /// digest an agent reads. Not for people, so not listed.
@@ -46,6 +49,10 @@ pub const PPROF_ONLY: &str =
     "--format pprof is for peak and summary (what was live at each peak); \
      use table, json, csv or md here";
 
+/// What a command other than `ranks` says to `--format html`.
+pub const HTML_ONLY: &str = "--format html is for ranks (a page of every rank); \
+     `memtool render FILE -o page.html` draws a profile's page";
+
 impl FormatArg {
     /// Whether the output shows `--top` rows per table, not every row.
     pub fn shows_top_rows(self) -> bool {
@@ -53,14 +60,14 @@ impl FormatArg {
     }
 
     /// The report exporter's format; `None` for pprof, which `peak` and
-    /// `summary` write from the model.
+    /// `summary` write from the model, and for `ranks`'s page.
     pub fn report_format(self) -> Option<OutputFormat> {
         match self {
             FormatArg::Table => Some(OutputFormat::Table),
             FormatArg::Json | FormatArg::Mcp => Some(OutputFormat::Json),
             FormatArg::Csv => Some(OutputFormat::Csv),
             FormatArg::Md => Some(OutputFormat::Md),
-            FormatArg::Pprof => None,
+            FormatArg::Pprof | FormatArg::Html => None,
         }
     }
 }

@@ -123,6 +123,21 @@ impl Command {
         };
         matches!(output.format, cli::FormatArg::Pprof)
     }
+
+    /// Whether `--format html` was given to a command other than `ranks`
+    /// (refused before any input is read).
+    fn refuses_html(&self) -> bool {
+        let output = match self {
+            Command::Summary(a) => &a.output,
+            Command::Peak(a) => &a.output,
+            Command::Leaks(a) => &a.output,
+            Command::Diff(a) => &a.output,
+            Command::Frag(a) => &a.output,
+            Command::Oom(a) => &a.output,
+            _ => return false,
+        };
+        matches!(output.format, cli::FormatArg::Html)
+    }
 }
 
 /// How a command ended, when it did not fail.
@@ -178,6 +193,9 @@ fn main() -> ExitCode {
 fn run(command: &Command) -> anyhow::Result<Outcome> {
     if command.refuses_pprof() {
         anyhow::bail!(cli::PPROF_ONLY);
+    }
+    if command.refuses_html() {
+        anyhow::bail!(cli::HTML_ONLY);
     }
     match command {
         Command::Summary(a) => commands::summary::run(a),

@@ -25,7 +25,10 @@ const MCP_DIGEST_WIDTH: usize = 160;
 pub fn write(report: &dyn Report, args: &OutputArgs, analysis: &AnalysisArgs) -> Result<()> {
     let _span = memtool_core::timings::span("output");
     let Some(format) = args.format.report_format() else {
-        bail!(crate::cli::PPROF_ONLY);
+        bail!(match args.format {
+            FormatArg::Html => crate::cli::HTML_ONLY,
+            _ => crate::cli::PPROF_ONLY,
+        });
     };
     warn(&report.warnings());
     let width = args.width.map(usize::from).or_else(|| match format {

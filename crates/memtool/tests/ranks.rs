@@ -171,6 +171,59 @@ fn sixty_four_ranks_three_higher_are_the_outliers() {
     );
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(stderr.contains("(64 files)"), "{stderr}");
+    the_page_opens_on_the_outliers(&dir.0, extra);
+}
+
+/// `--format html` of the 64 ranks: a strip per rank and one more per
+/// outlier at the top, the three marked, the highest's detail open on
+/// what it holds beyond the median rank.
+fn the_page_opens_on_the_outliers(dir: &Path, extra: u64) {
+    let page = dir.join("fleet.html.out");
+    let out = common::memtool()
+        .args(["ranks", dir.to_str().unwrap(), "--format", "html", "-o"])
+        .arg(&page)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.len() < 200_000, "{} bytes", html.len());
+    assert_eq!(html.matches("<div class=\"row").count(), 64 + 3);
+    assert_eq!(html.matches("<div class=\"row out\"").count(), 3 + 3);
+    for rank in ["5", "17", "42"] {
+        assert!(html.contains(&format!("id=\"rank-{rank}\"")), "{rank}");
+    }
+    // The outliers come first, highest first, and the first one's detail
+    // is the one open: rank 5 holds the added frame, at its size.
+    let at = |needle: &str| html.find(needle).unwrap_or_else(|| panic!("{needle}"));
+    assert!(at("id=\"rank-5\"") < at("id=\"rank-42\""));
+    assert!(at("id=\"rank-42\"") < at("id=\"rank-17\""));
+    assert!(at("id=\"rank-17\"") < at("id=\"rank-0\""));
+    assert_eq!(html.matches("<details open>").count(), 1);
+    let open = &html[at("<details open>")..];
+    let open = &open[..open.find("</details>").unwrap()];
+    assert!(open.contains("What rank 5 holds at its peak"), "{open}");
+    let size = memtool_core::units::bytes(extra);
+    assert!(
+        open.contains(&format!(
+            "cache_activations train.py:88</td><td class=\"n\">0 B</td><td class=\"n\">{size}</td>"
+        )),
+        "{open}"
+    );
+    // Text for a terminal it is not.
+    let err = common::fails(
+        &[
+            "summary",
+            dir.join("rank_0.pickle").to_str().unwrap(),
+            "--format",
+            "html",
+        ],
+        2,
+    );
+    assert!(err.contains("--format html is for ranks"), "{err}");
 }
 
 #[test]

@@ -20,6 +20,7 @@ mod html;
 mod marks;
 mod page;
 mod perfetto;
+mod ranks_page;
 mod svg;
 mod timeline;
 
@@ -30,6 +31,7 @@ use crate::model::{Memory, Profile};
 pub use folded::folded;
 pub use html::html;
 pub use perfetto::{perfetto, GROUP_COUNTER_PREFIX, TOTAL_COUNTER};
+pub use ranks_page::{ranks_html, ALONE_UP_TO, PEAK_GROUPS, SHOWN_ALONE};
 pub use svg::svg;
 
 /// Choices for a rendered report.

@@ -6,7 +6,7 @@ use anyhow::{bail, Result};
 use clap::Args;
 use memtool_core::analysis::ranks::{self, FailedFile, RankSummary};
 
-use crate::cli::{AnalysisArgs, CapacityArgs, InputArgs, OutputArgs};
+use crate::cli::{AnalysisArgs, CapacityArgs, FormatArg, InputArgs, OutputArgs};
 use crate::output::Replaced;
 use crate::{inputs, output, Outcome};
 
@@ -22,14 +22,18 @@ use crate::{inputs, output, Outcome};
 /// more than 10% above the median rank's, in a set of at most 10% of the
 /// ranks whose peaks cluster (docs/json/ranks.md). Files that cannot be
 /// read are named on stderr, one line each, and left out (--strict fails
-/// instead).
+/// instead). `--format html` writes a page of one strip per rank (its
+/// memory over time), the outliers first with what the first holds beyond
+/// the median rank open; past 200 ranks the others are grouped by peak, so
+/// the page stays a few hundred KB.
 #[derive(Args, Debug)]
 #[command(after_help = "Examples:
   memtool ranks snapshots/                      # every file in the folder
   memtool ranks 'snapshots/rank*.pickle' --jobs 4
   memtool ranks logdir/                         # one rank per host of the newest run
   memtool ranks oom_dumps/ --capacity 80GiB     # which rank failed first, how close the others were
-  memtool ranks snapshots/ --format json | jq '.outliers'")]
+  memtool ranks snapshots/ --format json | jq '.outliers'
+  memtool ranks snapshots/ --format html -o fleet.html   # a strip per rank, opens on the outlier")]
 #[command(mut_arg("files", |a| a
     .value_name("FILE|DIR|GLOB")
     .help("Rank files, folders of them (every file in the folder), run directories or \
@@ -50,6 +54,15 @@ pub struct RanksArgs {
 }
 
 pub fn run(args: &RanksArgs) -> Result<Outcome> {
+    let page = matches!(args.output.format, FormatArg::Html);
+    if page {
+        output::refuse_terminal(
+            "ranks --format html",
+            args.output.output.as_deref(),
+            "an HTML page",
+            "fleet.html",
+        )?;
+    }
     let mut files = Vec::new();
     for path in &args.input.files {
         files.extend(rank_files(path, &args.input)?);
@@ -136,7 +149,15 @@ pub fn run(args: &RanksArgs) -> Result<Outcome> {
         .collect();
     output::warn(&lines);
     let report = memtool_core::timings::time("fleet", || ranks::fleet(summaries, failed));
-    output::write(&report, &args.output, &args.analysis)?;
+    if page {
+        output::warn(&memtool_core::report::Report::warnings(&report));
+        let html = memtool_core::render::ranks_html(&report);
+        output::write_to(args.output.output.as_deref(), |out| {
+            out.write_all(html.as_bytes())
+        })?;
+    } else {
+        output::write(&report, &args.output, &args.analysis)?;
+    }
     inputs::free_at_exit(report);
     Ok(Outcome::Success)
 }

@@ -221,7 +221,7 @@ pub fn fleet(mut ranks: Vec<RankSummary>, failed: Vec<FailedFile>) -> RanksRepor
     };
     let highest_vs_median = match (max, median) {
         (Some(h), Some(m)) if h != m && ranks[h].peak_bytes > ranks[m].peak_bytes => {
-            Some(highest_vs_median(&ranks[h], &ranks[m]))
+            Some(versus_median(&ranks[h], &ranks[m]))
         }
         _ => None,
     };
@@ -286,9 +286,10 @@ fn clusters(ranks: &[RankSummary], by_peak: &[usize]) -> Vec<Vec<usize>> {
     out
 }
 
-/// The highest rank's live groups at its peak beside the median rank's: by
-/// user frame where both have frames of the program's, else by op.
-fn highest_vs_median(highest: &RankSummary, median: &RankSummary) -> HighestVsMedian {
+/// A rank's live groups at its peak beside the median rank's (`highest` is
+/// that rank): by user frame where both have frames of the program's, else
+/// by op. The report compares the highest rank; the page each outlier.
+pub fn versus_median(highest: &RankSummary, median: &RankSummary) -> HighestVsMedian {
     // Placeholders (`<no stack>`, `<before recording: still live>`) are no
     // frame of the program's.
     let has_frames =

@@ -6,7 +6,7 @@
 
 mod fleet;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -18,12 +18,16 @@ use super::{diff, frag, order_by_peak, replay, segments, summary, Options, PeakF
 use crate::model::{Axis, Phase, Profile, Warning};
 
 pub use fleet::{
-    fleet, FailedFile, HighestVsMedian, OomRank, RanksReport, StageGroup, CLUSTER_GAP,
-    OUTLIER_ABOVE_MEDIAN, OUTLIER_SHARE,
+    fleet, versus_median, FailedFile, HighestVsMedian, OomRank, RanksReport, StageGroup,
+    CLUSTER_GAP, OUTLIER_ABOVE_MEDIAN, OUTLIER_SHARE,
 };
 
 /// The JSON schema name and version of `ranks`'s document.
 pub const SCHEMA: &str = "memtool/ranks/v1";
+
+/// Columns of a rank's strip ([`RankSummary::strip`]): what the page draws
+/// per rank, whatever the rank's number of events.
+pub const STRIP_COLUMNS: usize = 100;
 
 /// What one rank's profile is reduced to: the figures of its row and what
 /// the fleet comparison needs (its live set at the peak by user frame and
@@ -86,6 +90,11 @@ pub struct RankSummary {
     /// The axis of the memory, to tell whether failure times compare.
     #[serde(skip)]
     pub axis: Axis,
+    /// The rank's live bytes over its recording in at most
+    /// [`STRIP_COLUMNS`] columns, each the highest total of the points it
+    /// covers (so the peak is one of them): what the page's strip draws.
+    #[serde(skip)]
+    pub strip: Vec<u64>,
 }
 
 /// A rank's out-of-memory failure, as `oom` explains it.
@@ -239,7 +248,28 @@ pub fn reduce(profile: &Profile, file: &str, options: &Options) -> Vec<RankSumma
             by_user_frame,
             by_op,
             axis: memory.axis,
+            strip: strip(memory),
         });
     }
+    out
+}
+
+/// A memory's live bytes in at most [`STRIP_COLUMNS`] columns of equal
+/// numbers of points (events, or instants), each the highest total among
+/// its points. Columns by point rather than by time: ranks' clocks differ
+/// and a strip is read for its shape, and a column never stays empty.
+fn strip(memory: &crate::model::Memory) -> Vec<u64> {
+    let mut points = 0usize;
+    replay::for_each_point(memory, |_| points += 1);
+    let columns = points.min(STRIP_COLUMNS);
+    let mut out = vec![0u64; columns];
+    if columns == 0 {
+        return out;
+    }
+    replay::for_each_point(memory, |p| {
+        let column = (p.index as u128 * columns as u128 / points as u128) as usize;
+        let cell = &mut out[column.min(columns - 1)];
+        *cell = (*cell).max(p.bytes);
+    });
     out
 }

@@ -24,7 +24,8 @@ fn rank_numbers_come_from_the_file_name() {
     }
 }
 
-fn rank(n: u64, peak: u64) -> RankSummary {
+/// A rank of `peak` bytes whose strip climbs to its peak at the middle.
+pub(crate) fn rank(n: u64, peak: u64) -> RankSummary {
     RankSummary {
         rank: n.to_string(),
         rank_number: Some(n),
@@ -45,6 +46,9 @@ fn rank(n: u64, peak: u64) -> RankSummary {
         by_user_frame: BTreeMap::new(),
         by_op: BTreeMap::new(),
         axis: Axis::TimeUs,
+        strip: (0..STRIP_COLUMNS as u64)
+            .map(|c| peak * (50 - c.abs_diff(50)) / 50)
+            .collect(),
     }
 }
 
