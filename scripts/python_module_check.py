@@ -139,9 +139,29 @@ def check_errors(work):
             raise AssertionError(f"{wrong!r} taken as a profile")
 
 
+def check_rank_of(binary, work):
+    """`memtool.rank_of` is the rule `memtool ranks` numbers files by: the
+    names below, linked to one snapshot, get from the command the rank
+    numbers the function gives (none where it gives None)."""
+    names = ["rank3.pickle", "RANK_12.pickle", "memory_rank-7_step100.pickle",
+             "snapshot-5.pickle", "worker_9.pt.pickle", "host0.pickle"]
+    folder = os.path.join(work, "ranks")
+    os.mkdir(folder)
+    source = os.path.abspath("tests/torch/snapshot.p4.pickle")
+    for name in names:
+        os.symlink(source, os.path.join(folder, name))
+    doc = json.loads(command(binary, "ranks", folder, "--format", "json"))
+    by_file = {os.path.basename(r["file"]): r.get("rank_number") for r in doc["ranks"]}
+    assert sorted(by_file) == sorted(names), by_file
+    for name in names:
+        assert memtool.rank_of(os.path.join(folder, name)) == by_file[name], name
+        assert memtool.rank_of(pathlib.Path(folder, name)) == by_file[name], name
+    assert [by_file[n] for n in names] == [3, 12, 7, 5, 9, None], by_file
+
+
 def check_docstrings():
-    for item in (memtool, memtool.summary, memtool.allocations, memtool.MemtoolWarning,
-                 memtool.ProfileError):
+    for item in (memtool, memtool.summary, memtool.allocations, memtool.rank_of,
+                 memtool.MemtoolWarning, memtool.ProfileError):
         assert item.__doc__ and len(item.__doc__.strip()) > 40, item
 
 
@@ -157,6 +177,7 @@ def main():
             assert doc["memories"], fixture
             warned += check_allocations(binary, fixture, work)
         check_errors(work)
+        check_rank_of(binary, work)
     # The shared snapshots include ring buffers, which the reader warns of.
     assert any("ring buffer" in str(w.message) for w in warned), [str(w.message) for w in warned]
     print(f"python_module_check: {len(FIXTURES)} inputs: summary and allocations equal the command's")

@@ -27,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 
+import memtool
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
@@ -87,6 +88,11 @@ def main():
         # The same peaks as `memtool ranks` gives over the folder.
         doc = json.loads(memtool(binary, "ranks", ranks_dir, "--format", "json"))
         by_ranks = {(r["rank_number"], r["memory"]): r["peak_bytes"] for r in doc["ranks"]}
+        # One rank rule: the job numbers files by `memtool.rank_of`, the
+        # command by the same Rust function.
+        for r in doc["ranks"]:
+            assert memtool.rank_of(r["file"]) == r["rank_number"], r
+            assert memtool.rank_of("file:" + r["file"]) == r["rank_number"], r
         spark_peaks = {key: peak for key, (peak, _) in got.items()}
         assert by_ranks == spark_peaks, (by_ranks, spark_peaks)
         for r in report["ranks"]:

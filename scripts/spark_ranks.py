@@ -10,8 +10,9 @@ SQL.
    bytes).
 2. `mapInArrow` turns each file into its allocations table with
    `memtool.allocations` (the table `memtool export` writes, docs/export.md),
-   plus a `rank` column: the number in the file name (`rank3`, `rank_3`,
-   `-3.`), else the file's place among the inputs in path order.
+   plus a `rank` column: the number in the file name by `memtool ranks`'s
+   own rule (`memtool.rank_of`: `rank3`, `rank_3`, `snapshot-3.pickle`),
+   else the file's place among the inputs in path order.
 3. The table is written as Parquet partitioned by rank (`OUT/allocations/
    rank=3/part-….parquet`): the layout docs/export.md queries with DuckDB on
    one machine.
@@ -30,7 +31,6 @@ See docs/spark.md.
 import argparse
 import json
 import os
-import re
 import sys
 
 # What `memtool ranks` calls an outlier: a peak more than 10 % above the
@@ -66,32 +66,21 @@ ALLOCATION_COLUMNS = [
 ]
 RANKED_SCHEMA = ", ".join(f"{n} {t}" for n, t in ALLOCATION_COLUMNS + [("rank", "bigint")])
 
-# A rank number in a file name: `rank3`, `rank_3`, `rank-3`, or `-3.` before
-# the extension (`snapshot-3.pickle`).
-RANK_IN_NAME = [re.compile(r"rank[_-]?(\d+)", re.IGNORECASE), re.compile(r"-(\d+)\.")]
-
-
-def rank_in_name(path):
-    """The rank a file's name gives, or None."""
-    name = path.rstrip("/").rsplit("/", 1)[-1]
-    for pattern in RANK_IN_NAME:
-        found = pattern.search(name)
-        if found:
-            return int(found.group(1))
-    return None
-
-
 def assign_ranks(paths):
-    """Each path's rank: the number in its name when every name has one and
-    no two share it, else its place among the paths in path order (said on
-    stderr)."""
-    named = {p: rank_in_name(p) for p in paths}
+    """Each path's rank: the number in its name by `memtool ranks`'s rule
+    (`memtool.rank_of`: `rank3`, `rank_3`, `rank-3`, `snapshot-3.pickle`)
+    when every name has one and no two share it, else its place among the
+    paths in path order (said on stderr)."""
+    import memtool
+
+    named = {p: memtool.rank_of(p) for p in paths}
     numbers = [r for r in named.values() if r is not None]
     if len(numbers) == len(paths) and len(set(numbers)) == len(numbers):
         return named
     print(
         "spark_ranks: not every file name carries a distinct rank number "
-        "(rank3, rank_3, -3.); ranks are the files' places in path order",
+        "(rank3, rank_3, snapshot-3.pickle: memtool.rank_of); ranks are the files' "
+        "places in path order",
         file=sys.stderr,
     )
     return {p: i for i, p in enumerate(sorted(paths))}

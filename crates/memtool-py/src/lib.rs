@@ -171,11 +171,21 @@ fn allocations_parquet<'py>(
     Ok((PyBytes::new(py, &file), warnings))
 }
 
+/// The rank number a file's name gives (`rank3`, `rank_3`, `rank-3`, any
+/// case; else the last `-N.`/`_N.` before an extension, as in
+/// `snapshot-3.pickle`), or `None`: the rule `memtool ranks` numbers its
+/// rank files by, so a Spark job's ranks are the command's.
+#[pyfunction]
+fn rank_of(path: &str) -> Option<u64> {
+    memtool_core::analysis::ranks::rank_number(path)
+}
+
 /// The extension module `memtool._memtool`.
 #[pymodule]
 fn _memtool(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(summary_json, m)?)?;
     m.add_function(wrap_pyfunction!(allocations_parquet, m)?)?;
+    m.add_function(wrap_pyfunction!(rank_of, m)?)?;
     m.add("ProfileError", m.py().get_type::<ProfileError>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

@@ -29,9 +29,10 @@ import warnings
 
 from memtool._memtool import ProfileError, __version__
 from memtool._memtool import allocations_parquet as _allocations_parquet
+from memtool._memtool import rank_of as _rank_of
 from memtool._memtool import summary_json as _summary_json
 
-__all__ = ["summary", "allocations", "ProfileError", "MemtoolWarning", "__version__"]
+__all__ = ["summary", "allocations", "rank_of", "ProfileError", "MemtoolWarning", "__version__"]
 
 
 class MemtoolWarning(UserWarning):
@@ -121,3 +122,24 @@ def allocations(path_or_bytes, *, name=None, all_frames=False, row_group_rows=No
     for note in notes:
         warnings.warn(note, MemtoolWarning, stacklevel=2)
     return data
+
+
+def rank_of(path):
+    """The rank number a file's name gives, or ``None``: the rule ``memtool
+    ranks`` numbers its rank files by, from the same Rust code.
+
+    The digits after ``rank`` (``rank3``, ``rank_3``, ``rank-3``, any case;
+    the last such in the name), else the last run of digits between a ``-``
+    or ``_`` and a ``.`` (``snapshot-3.pickle``, ``worker_12.pt.trace.json``).
+    Only the file name counts, not its folders; ``path`` is a ``str`` or
+    ``os.PathLike`` (a URL such as Spark's ``file:/…/rank3.pickle`` works).
+
+        >>> memtool.rank_of("dumps/rank_12.pickle")
+        12
+        >>> memtool.rank_of("host0.xplane.pb") is None
+        True
+    """
+    path = os.fspath(path)
+    if isinstance(path, bytes):
+        path = os.fsdecode(path)
+    return _rank_of(path)
