@@ -107,7 +107,7 @@ pub fn ranks_html(report: &RanksReport) -> String {
             outliers.len()
         );
         for (i, r) in outliers.iter().take(SHOWN_ALONE).enumerate() {
-            strip_row(&mut page, report, r, scale);
+            strip_row(&mut page, report, r, scale, true);
             alone.insert(&r.rank);
             if let Some(m) = median.filter(|_| i < DETAILED) {
                 detail(&mut page, r, m, i == 0);
@@ -124,7 +124,8 @@ pub fn ranks_html(report: &RanksReport) -> String {
         // No outlier: the page opens on the highest rank beside the median.
         if let Some(highest) = report.ranks.iter().find(|r| r.rank == h.highest) {
             let _ = write!(page, "<h2 id=\"highest\">Highest rank</h2>\n{legend}");
-            strip_row(&mut page, report, highest, scale);
+            strip_row(&mut page, report, highest, scale, true);
+            alone.insert(&highest.rank);
             detail(&mut page, highest, m, true);
         }
     }
@@ -135,7 +136,14 @@ pub fn ranks_html(report: &RanksReport) -> String {
             "<h2 id=\"every-rank\">Every rank, in rank order</h2>\n{legend}"
         );
         for r in &report.ranks {
-            strip_row(&mut page, report, r, scale);
+            // A rank drawn above already has the element id.
+            strip_row(
+                &mut page,
+                report,
+                r,
+                scale,
+                !alone.contains(r.rank.as_str()),
+            );
         }
     } else {
         grouped(&mut page, report, &legend, scale, alone);
@@ -223,8 +231,9 @@ fn figures(page: &mut String, report: &RanksReport) {
     }
 }
 
-/// One rank's strip.
-fn strip_row(page: &mut String, report: &RanksReport, r: &RankSummary, scale: u64) {
+/// One rank's strip; `with_id` gives it the element id `rank-NAME` (once
+/// per page: an outlier's second strip, in rank order, has none).
+fn strip_row(page: &mut String, report: &RanksReport, r: &RankSummary, scale: u64, with_id: bool) {
     let outlier = report.outliers.contains(&r.rank);
     let class = match (outlier, r.oom.is_some()) {
         (true, _) => "row out",
@@ -260,10 +269,14 @@ fn strip_row(page: &mut String, report: &RanksReport, r: &RankSummary, scale: u6
     let path = step_path(&r.strip, scale, None);
     let _ = writeln!(
         page,
-        "<div class=\"{class}\" id=\"rank-{id}\"><span class=\"name\" title=\"{name}\">{name}</span>\
+        "<div class=\"{class}\"{id}><span class=\"name\" title=\"{name}\">{name}</span>\
          <svg viewBox=\"0 0 {columns} {HEIGHT}\" preserveAspectRatio=\"none\"><title>{tip}</title>\
          <path d=\"{path}\"/>{line}</svg><span class=\"peak\">{peak}</span><span class=\"tag\">{tag}</span></div>",
-        id = xml(&anchor(&r.rank)),
+        id = if with_id {
+            format!(" id=\"rank-{}\"", xml(&anchor(&r.rank)))
+        } else {
+            String::new()
+        },
         name = xml(&cut(&r.rank)),
         tip = xml(&cut(&tip)),
         line = median_line(report, scale, columns),
@@ -438,7 +451,7 @@ fn grouped<'a>(
             "<h2 id=\"marked\">The highest, the median and failing ranks</h2>\n{legend}"
         );
         for r in &also {
-            strip_row(page, report, r, scale);
+            strip_row(page, report, r, scale, true);
         }
     }
     let mut rest: Vec<&RankSummary> = report
@@ -583,6 +596,14 @@ mod tests {
                     "{n} ranks: {strips} strips"
                 );
             }
+            // Element ids are unique, an outlier drawn twice included.
+            let ids: Vec<&str> = page
+                .split(" id=\"")
+                .skip(1)
+                .map(|s| &s[..s.find('"').unwrap()])
+                .collect();
+            let distinct: BTreeSet<&str> = ids.iter().copied().collect();
+            assert_eq!(ids.len(), distinct.len(), "{n} ranks");
             // The page opens on the first outlier's detail.
             let open = page.find("<details open>").expect("an open detail");
             let first = page
