@@ -55,7 +55,7 @@ ul.notes{margin:6px 0 0;padding-left:20px}
 .row .peak{font-variant-numeric:tabular-nums;text-align:right}
 .row .tag{color:#b3261e;font-weight:600}
 .row path{fill:#7d93b8}.row.out path{fill:#d9534f}.row.oom path{fill:#e08a1e}
-.row.group path{fill:#a9b7cf}.row.group .name{color:#5b6478}
+.row.group path.high{fill:#c9d3e6}.row.group .name{color:#5b6478}
 .row line{stroke:#1d2330;stroke-width:1;stroke-dasharray:3 3;vector-effect:non-scaling-stroke}
 details{margin:2px 0 10px 11em;padding-left:10px;border-left:3px solid #d9534f}
 summary{cursor:pointer;color:#5b6478}
@@ -266,7 +266,7 @@ fn strip_row(page: &mut String, report: &RanksReport, r: &RankSummary, scale: u6
     }
     let _ = write!(tip, " · {}", r.file);
     let columns = r.strip.len().max(1);
-    let path = step_path(&r.strip, scale, None);
+    let path = step_path(&r.strip, scale);
     let _ = writeln!(
         page,
         "<div class=\"{class}\"{id}><span class=\"name\" title=\"{name}\">{name}</span>\
@@ -298,38 +298,20 @@ fn height_of(bytes: u64, scale: u64) -> u64 {
     HEIGHT - share as u64
 }
 
-/// An SVG path of columns, one unit wide each: filled from `low` (zero
-/// bytes where `None`) up to `high`.
-fn step_path(high: &[u64], scale: u64, low: Option<&[u64]>) -> String {
-    // An area starts at the bottom left; a band on its first column's top.
-    let (mut d, mut last) = match low {
-        None => (format!("M0 {HEIGHT}"), None),
-        Some(_) => {
-            let y = height_of(high.first().copied().unwrap_or(0), scale);
-            (format!("M0 {y}"), Some(y))
-        }
-    };
-    let mut to = |d: &mut String, y: u64, x: usize| {
+/// An SVG path of columns, one unit wide each, filled from zero bytes up
+/// to `bytes`.
+fn step_path(bytes: &[u64], scale: u64) -> String {
+    let mut d = format!("M0 {HEIGHT}");
+    let mut last = None;
+    for (i, &v) in bytes.iter().enumerate() {
+        let y = height_of(v, scale);
         if last != Some(y) {
             let _ = write!(d, "V{y}");
             last = Some(y);
         }
-        let _ = write!(d, "H{x}");
-    };
-    for (i, &v) in high.iter().enumerate() {
-        to(&mut d, height_of(v, scale), i + 1);
+        let _ = write!(d, "H{}", i + 1);
     }
-    match low {
-        None => {
-            let _ = write!(d, "V{HEIGHT}");
-        }
-        Some(low) => {
-            for (i, &v) in low.iter().enumerate().rev() {
-                to(&mut d, height_of(v, scale), i);
-            }
-        }
-    }
-    d.push('Z');
+    let _ = write!(d, "V{HEIGHT}Z");
     d
 }
 
@@ -464,8 +446,8 @@ fn grouped<'a>(
     let _ = write!(
         page,
         "<h2 id=\"groups\">The other {} ranks by peak, highest first, in groups of {}</h2>\n\
-         <p class=\"legend\">Each strip spans its group's lowest to highest live bytes in each \
-         column, on the scale above.</p>\n",
+         <p class=\"legend\">Each strip is a group's ranks on the scale above: in each column \
+         the highest of their live bytes (light) over the lowest (dark).</p>\n",
         rest.len(),
         per
     );
@@ -474,7 +456,8 @@ fn grouped<'a>(
     }
 }
 
-/// A strip of several ranks: per column, their lowest and highest bytes.
+/// A strip of several ranks: per column, their highest bytes (light) over
+/// their lowest (dark), so a group of alike ranks reads as one rank.
 fn group_row(page: &mut String, report: &RanksReport, group: &[&RankSummary], scale: u64) {
     let mut high = vec![0u64; STRIP_COLUMNS];
     let mut low = vec![u64::MAX; STRIP_COLUMNS];
@@ -503,7 +486,7 @@ fn group_row(page: &mut String, report: &RanksReport, group: &[&RankSummary], sc
             *name,
         )
     });
-    let label = format!("{} ranks", group.len());
+    let label = units::count(group.len() as u64, "rank", "ranks");
     let tip = format!(
         "{} ranks, peaks {} to {}: {}",
         group.len(),
@@ -515,10 +498,12 @@ fn group_row(page: &mut String, report: &RanksReport, group: &[&RankSummary], sc
         page,
         "<div class=\"row group\"><span class=\"name\" title=\"{tip}\">{label}</span>\
          <svg viewBox=\"0 0 {STRIP_COLUMNS} {HEIGHT}\" preserveAspectRatio=\"none\"><title>{tip}</title>\
-         <path d=\"{path}\"/>{line}</svg><span class=\"peak\">{peak}</span><span class=\"tag\"></span></div>",
+         <path class=\"high\" d=\"{high}\"/><path d=\"{low}\"/>{line}</svg><span class=\"peak\">{peak}</span>\
+         <span class=\"tag\"></span></div>",
         tip = xml(&tip),
         label = xml(&label),
-        path = step_path(&high, scale, Some(&low)),
+        high = step_path(&high, scale),
+        low = step_path(&low, scale),
         line = median_line(report, scale, STRIP_COLUMNS),
         peak = xml(&units::bytes(max_peak)),
     );
@@ -628,13 +613,7 @@ mod tests {
         assert_eq!(height_of(0, 1000), HEIGHT);
         assert_eq!(height_of(1000, 1000), 0);
         assert_eq!(height_of(500, 1000), HEIGHT / 2);
-        assert_eq!(
-            step_path(&[0, 1000, 1000], 1000, None),
-            "M0 100V100H1V0H2H3V100Z"
-        );
-        assert_eq!(
-            step_path(&[1000, 500], 1000, Some(&[500, 0])),
-            "M0 0H1V50H2V100H1V50H0Z"
-        );
+        assert_eq!(step_path(&[0, 1000, 1000], 1000), "M0 100V100H1V0H2H3V100Z");
+        assert_eq!(step_path(&[500, 250], 1000), "M0 100V50H1V75H2V100Z");
     }
 }
