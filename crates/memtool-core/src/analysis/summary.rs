@@ -9,6 +9,7 @@ use crate::model::{PhaseSpan, Profile};
 use crate::report::{Cell, Report, Table};
 
 use super::group::{self, Group, GroupBy};
+use super::stages::{self, Stage};
 use super::steps::{self, StepStats};
 use super::{
     display_id, point_label, replay, MemoryHeader, Options, PeakFacts, PeakFigures, Provenance,
@@ -72,6 +73,11 @@ pub struct MemorySummary {
     /// One row per step, for memories whose profile marks steps.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub steps: Vec<StepStats>,
+    /// One row per range the program annotated (`record_function`, an
+    /// optimizer's step): live bytes at its START and END, and what made
+    /// the difference; absent when the profile records none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub annotation_stages: Vec<Stage>,
     /// The training phases on the memory's axis, in order (each run of
     /// allocations made in one phase), for memories whose allocations name
     /// them.
@@ -181,6 +187,7 @@ pub fn summarize(profile: &Profile, options: &Options) -> SummaryReport {
             live_bytes_at_end: counts.map(|_| end_in_use),
             live_allocations_at_end: counts.map(|_| last.buffers),
             steps: steps::per_step(memory),
+            annotation_stages: stages::stages(memory, &profile.names, &options.frames),
             phases: memory.phases.clone(),
             events_by_action: memory.recorded_events.clone(),
             reserved_bytes: layout.as_ref().map(|l| l.reserved_bytes).or_else(|| {
@@ -463,6 +470,17 @@ impl Report for SummaryReport {
             }
             tables.push(t);
         }
+        for m in self
+            .biggest_first()
+            .into_iter()
+            .filter(|m| !m.annotation_stages.is_empty())
+        {
+            tables.push(stages_table(m));
+            let growth = stage_growth_table(m);
+            if !growth.rows.is_empty() {
+                tables.push(growth);
+            }
+        }
         let exes: Vec<_> = self
             .provenance
             .inputs
@@ -540,4 +558,71 @@ impl Report for SummaryReport {
         }
         notes
     }
+}
+
+/// The annotation stages of one memory: live bytes at each START and END
+/// and what made the difference (JSON has every change, by user frame and
+/// by category, and the bytes allocated and freed inside).
+fn stages_table(m: &MemorySummary) -> Table {
+    // Ranked: the text exporters show the first `--top` (a trace may
+    // annotate thousands of collectives).
+    let mut t = Table::ranked(
+        format!("Annotation stages — {}", display_id(&m.header.id)),
+        vec![
+            "stage",
+            "start",
+            "end",
+            "live_at_start",
+            "live_at_end",
+            "growth",
+            "peak_inside",
+        ],
+    );
+    for s in &m.annotation_stages {
+        t.rows.push(vec![
+            s.name.clone().into(),
+            Cell::Figure {
+                value: Some(s.start),
+                label: s.start_label.clone(),
+            },
+            Cell::Figure {
+                value: Some(s.end),
+                label: s.end_label.clone(),
+            },
+            Cell::Bytes(s.start_bytes),
+            Cell::Bytes(s.end_bytes),
+            Cell::DeltaBytes(s.growth_bytes),
+            Cell::Bytes(s.peak_bytes),
+        ]);
+    }
+    t
+}
+
+/// What made each stage's growth: its user frames' changes, then its
+/// categories', largest first, the stages in order.
+fn stage_growth_table(m: &MemorySummary) -> Table {
+    let mut t = Table::ranked(
+        format!("What each stage added — {}", display_id(&m.header.id)),
+        vec!["stage", "start", "by", "group", "bytes"],
+    );
+    for s in &m.annotation_stages {
+        for (by, changes) in [
+            (GroupBy::UserFrame, &s.growth_by_user_frame),
+            (GroupBy::Category, &s.growth_by_category),
+        ] {
+            for c in changes {
+                t.rows.push(vec![
+                    s.name.clone().into(),
+                    Cell::Figure {
+                        value: Some(s.start),
+                        label: s.start_label.clone(),
+                    },
+                    by.name().into(),
+                    c.key.clone().into(),
+                    Cell::DeltaBytes(c.bytes),
+                ]);
+            }
+        }
+    }
+    t
 }
