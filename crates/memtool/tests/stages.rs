@@ -148,6 +148,16 @@ fn a_moment_no_memory_has_is_an_error() {
     }
     let err = common::fails(&["peak", file, "--at", "t+25"], 2);
     assert!(err.contains("is no moment"), "{err}");
+    let err = common::fails(
+        &[
+            "peak", file, "--at", "t+1ms", "--format", "pprof", "-o", "x.pb.gz",
+        ],
+        2,
+    );
+    assert!(
+        err.contains("--format pprof writes the live set at the peak"),
+        "{err}"
+    );
     let err = common::fails(&["peak", file, "--at", "t+1ms", "--budget", "1GiB"], 2);
     assert!(err.contains("cannot be used with"), "{err}");
 }
@@ -205,4 +215,32 @@ fn moment_and_stage_tables() {
         "summary_stages_of_a_trace",
         shown(&["summary", trace, "--top", "20"])
     );
+}
+
+#[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
+fn the_page_shows_the_stages() {
+    let page = |path: &str| {
+        let out = common::memtool()
+            .args(["render", shared_fixture(path).to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let with = page(BCRAFTON);
+    let section = &with[with
+        .find("<h3>Annotation stages</h3>")
+        .expect("a stages section")..];
+    let section = &section[..section.find("</section>").unwrap()];
+    assert!(section.contains("Optimizer.step#AdamW.step"), "{section}");
+    // Live at START and END, as the replay says.
+    assert_eq!(
+        section.matches(r#"data-v="3077285120""#).count(),
+        2,
+        "{section}"
+    );
+    assert!(section.contains("optimizer.py:74"), "{section}");
+    let without = page("torch/magma27_memory_snapshot.pickle");
+    assert!(!without.contains("<h3>Annotation stages</h3>"));
 }

@@ -11,7 +11,9 @@ use serde::Serialize;
 use crate::model::{EventKind, Memory, Names, SiteId};
 
 use super::group::{self, GroupBy};
-use super::{point_label, replay, FrameFilter};
+use crate::report::{Cell, Table};
+
+use super::{display_id, point_label, replay, FrameFilter};
 
 /// One annotated range of a memory, with its figures.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -178,4 +180,82 @@ fn signed_difference(a: u64, b: u64) -> i64 {
     } else {
         i64::try_from(b - a).map_or(i64::MIN, |d| -d)
     }
+}
+
+/// The tables of one memory's stages (`summary`'s, the page's): the stages,
+/// then what each added, when any added anything.
+pub fn tables(id: &str, stages: &[Stage]) -> Vec<Table> {
+    let mut out = vec![stages_table(id, stages)];
+    let growth = growth_table(id, stages);
+    if !growth.rows.is_empty() {
+        out.push(growth);
+    }
+    out
+}
+
+/// The annotation stages of one memory: live bytes at each START and END
+/// and what made the difference (JSON has every change, by user frame and
+/// by category, and the bytes allocated and freed inside).
+fn stages_table(id: &str, stages: &[Stage]) -> Table {
+    // Ranked: the text exporters show the first `--top` (a trace may
+    // annotate thousands of collectives).
+    let mut t = Table::ranked(
+        format!("Annotation stages — {}", display_id(id)),
+        vec![
+            "stage",
+            "start",
+            "end",
+            "live_at_start",
+            "live_at_end",
+            "growth",
+            "peak_inside",
+        ],
+    );
+    for s in stages {
+        t.rows.push(vec![
+            s.name.clone().into(),
+            Cell::Figure {
+                value: Some(s.start),
+                label: s.start_label.clone(),
+            },
+            Cell::Figure {
+                value: Some(s.end),
+                label: s.end_label.clone(),
+            },
+            Cell::Bytes(s.start_bytes),
+            Cell::Bytes(s.end_bytes),
+            Cell::DeltaBytes(s.growth_bytes),
+            Cell::Bytes(s.peak_bytes),
+        ]);
+    }
+    t
+}
+
+/// What made each stage's growth: its user frames' changes, then its
+/// categories', largest first, the stages in order.
+fn growth_table(id: &str, stages: &[Stage]) -> Table {
+    let mut t = Table::ranked(
+        format!("What each stage added — {}", display_id(id)),
+        vec!["stage", "start", "by", "group", "bytes"],
+    );
+    for s in stages {
+        for (by, changes) in [
+            (GroupBy::UserFrame, &s.growth_by_user_frame),
+            (GroupBy::Category, &s.growth_by_category),
+        ] {
+            for c in changes {
+                t.rows.push(vec![
+                    s.name.clone().into(),
+                    Cell::Figure {
+                        value: Some(s.start),
+                        label: s.start_label.clone(),
+                    },
+                    by.name().into(),
+                    c.key.clone().into(),
+                    Cell::DeltaBytes(c.bytes),
+                ]);
+            }
+        }
+    }
+    t
 }

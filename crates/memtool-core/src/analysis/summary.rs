@@ -475,11 +475,7 @@ impl Report for SummaryReport {
             .into_iter()
             .filter(|m| !m.annotation_stages.is_empty())
         {
-            tables.push(stages_table(m));
-            let growth = stage_growth_table(m);
-            if !growth.rows.is_empty() {
-                tables.push(growth);
-            }
+            tables.extend(stages::tables(&m.header.id, &m.annotation_stages));
         }
         let exes: Vec<_> = self
             .provenance
@@ -558,71 +554,4 @@ impl Report for SummaryReport {
         }
         notes
     }
-}
-
-/// The annotation stages of one memory: live bytes at each START and END
-/// and what made the difference (JSON has every change, by user frame and
-/// by category, and the bytes allocated and freed inside).
-fn stages_table(m: &MemorySummary) -> Table {
-    // Ranked: the text exporters show the first `--top` (a trace may
-    // annotate thousands of collectives).
-    let mut t = Table::ranked(
-        format!("Annotation stages — {}", display_id(&m.header.id)),
-        vec![
-            "stage",
-            "start",
-            "end",
-            "live_at_start",
-            "live_at_end",
-            "growth",
-            "peak_inside",
-        ],
-    );
-    for s in &m.annotation_stages {
-        t.rows.push(vec![
-            s.name.clone().into(),
-            Cell::Figure {
-                value: Some(s.start),
-                label: s.start_label.clone(),
-            },
-            Cell::Figure {
-                value: Some(s.end),
-                label: s.end_label.clone(),
-            },
-            Cell::Bytes(s.start_bytes),
-            Cell::Bytes(s.end_bytes),
-            Cell::DeltaBytes(s.growth_bytes),
-            Cell::Bytes(s.peak_bytes),
-        ]);
-    }
-    t
-}
-
-/// What made each stage's growth: its user frames' changes, then its
-/// categories', largest first, the stages in order.
-fn stage_growth_table(m: &MemorySummary) -> Table {
-    let mut t = Table::ranked(
-        format!("What each stage added — {}", display_id(&m.header.id)),
-        vec!["stage", "start", "by", "group", "bytes"],
-    );
-    for s in &m.annotation_stages {
-        for (by, changes) in [
-            (GroupBy::UserFrame, &s.growth_by_user_frame),
-            (GroupBy::Category, &s.growth_by_category),
-        ] {
-            for c in changes {
-                t.rows.push(vec![
-                    s.name.clone().into(),
-                    Cell::Figure {
-                        value: Some(s.start),
-                        label: s.start_label.clone(),
-                    },
-                    by.name().into(),
-                    c.key.clone().into(),
-                    Cell::DeltaBytes(c.bytes),
-                ]);
-            }
-        }
-    }
-    t
 }

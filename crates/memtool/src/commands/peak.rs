@@ -60,6 +60,12 @@ pub fn run(args: &PeakArgs) -> Result<Outcome> {
         crate::output::warn_of_tiny_limit("--budget", b);
     }
     output::check_pprof_destination("peak", &args.output)?;
+    if matches!(args.output.format, FormatArg::Pprof)
+        && (args.at.is_some() || args.at_entry.is_some())
+    {
+        // The pprof writer takes each memory's peak from the model.
+        anyhow::bail!("--format pprof writes the live set at the peak; --at and --at-entry take table, json, csv or md");
+    }
     let profile = inputs::load(&args.input, &args.analysis, args.output.output.as_deref())?;
     let mut options = args.analysis.report_options(args.output.format);
     args.xprof.apply(&mut options);
