@@ -210,10 +210,18 @@ fn moment_and_stage_tables() {
             "md"
         ])
     );
+    insta::assert_snapshot!(
+        "summary_stages_csv",
+        shown(&["summary", file, "--stages", "--format", "csv"])
+    );
     let trace = "../shared/fixtures/torch/torch_cpu_transformer.pt.trace.json.gz";
     insta::assert_snapshot!(
         "summary_stages_of_a_trace",
         shown(&["summary", trace, "--top", "20"])
+    );
+    insta::assert_snapshot!(
+        "summary_stages_only_markdown",
+        shown(&["summary", trace, "--stages", "--format", "md"])
     );
 }
 

@@ -259,3 +259,40 @@ fn growth_table(id: &str, stages: &[Stage]) -> Table {
     }
     t
 }
+
+/// Every memory's stages as one table, a row per stage with its memory and
+/// every figure (`summary --stages --format csv`).
+pub fn csv_table<'a>(memories: impl IntoIterator<Item = (&'a str, &'a [Stage])>) -> Table {
+    let mut t = Table::new(
+        "Annotation stages",
+        vec![
+            "memory",
+            "stage",
+            "start",
+            "end",
+            "live_at_start",
+            "live_at_end",
+            "growth",
+            "peak_inside",
+            "allocated",
+            "freed",
+        ],
+    );
+    for (id, stages) in memories {
+        for s in stages {
+            t.rows.push(vec![
+                id.into(),
+                s.name.clone().into(),
+                Cell::Int(s.start),
+                Cell::Int(s.end),
+                Cell::Bytes(s.start_bytes),
+                Cell::Bytes(s.end_bytes),
+                Cell::DeltaBytes(s.growth_bytes),
+                Cell::Bytes(s.peak_bytes),
+                Cell::Bytes(s.allocated_bytes),
+                Cell::Bytes(s.freed_bytes),
+            ]);
+        }
+    }
+    t
+}

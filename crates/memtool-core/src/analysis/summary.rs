@@ -32,6 +32,10 @@ pub struct SummaryReport {
     pub oom: Vec<super::oom::PostMortem>,
     /// One entry per memory.
     pub memories: Vec<MemorySummary>,
+    /// `--stages`: the tables and CSV are the annotation stages only (the
+    /// JSON is the whole summary either way).
+    #[serde(skip)]
+    pub stages_only: bool,
 }
 
 /// The summary of one memory.
@@ -223,6 +227,7 @@ pub fn summarize(profile: &Profile, options: &Options) -> SummaryReport {
         provenance: Provenance::of(profile),
         oom: super::oom::post_mortems(profile, options),
         memories,
+        stages_only: false,
     }
 }
 
@@ -350,6 +355,14 @@ impl Report for SummaryReport {
     }
 
     fn tables(&self) -> Vec<Table> {
+        if self.stages_only {
+            return self
+                .biggest_first()
+                .into_iter()
+                .filter(|m| !m.annotation_stages.is_empty())
+                .flat_map(|m| stages::tables(&m.header.id, &m.annotation_stages))
+                .collect();
+        }
         let mut tables: Vec<Table> = self
             .oom
             .iter()
@@ -526,6 +539,13 @@ impl Report for SummaryReport {
     }
 
     fn csv_table(&self) -> Table {
+        if self.stages_only {
+            return stages::csv_table(
+                self.memories
+                    .iter()
+                    .map(|m| (m.header.id.as_str(), m.annotation_stages.as_slice())),
+            );
+        }
         self.memories_table(false)
     }
 
