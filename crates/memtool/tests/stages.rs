@@ -252,3 +252,37 @@ fn the_page_shows_the_stages() {
     let without = page("torch/magma27_memory_snapshot.pickle");
     assert!(!without.contains("<h3>Annotation stages</h3>"));
 }
+
+#[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
+fn what_each_stage_added_adds_up_to_its_growth() {
+    let mut checked = 0;
+    for path in [
+        BCRAFTON,
+        "torch/torch_cpu_transformer.pt.trace.json.gz",
+        "torch/silmont2000_memory_forward_fp32_128.pickle",
+    ] {
+        let file = shared_fixture(path);
+        let doc = json(&["summary", file.to_str().unwrap()]);
+        for m in doc["memories"].as_array().unwrap() {
+            for s in m["annotation_stages"].as_array().into_iter().flatten() {
+                let growth = s["growth_bytes"].as_i64().unwrap();
+                let start = s["start_bytes"].as_i64().unwrap();
+                assert_eq!(s["end_bytes"].as_i64().unwrap() - start, growth, "{path}");
+                assert!(s["peak_bytes"].as_i64().unwrap() >= start.max(start + growth));
+                for by in ["growth_by_user_frame", "growth_by_category"] {
+                    let sum: i64 = s[by]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|g| g["bytes"].as_i64().unwrap())
+                        .sum();
+                    assert_eq!(sum, growth, "{path}: {} {by}", s["name"]);
+                }
+                checked += 1;
+            }
+        }
+    }
+    // 1 + 6 + 1 stages.
+    assert_eq!(checked, 8);
+}
