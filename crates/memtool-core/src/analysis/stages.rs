@@ -110,21 +110,26 @@ pub fn stages(memory: &Memory, names: &Names, filter: &FrameFilter) -> Vec<Stage
             let (mut allocated, mut freed_bytes) = (0u64, 0u64);
             let mut by_site: BTreeMap<SiteId, i64> = BTreeMap::new();
             for (i, event) in memory.events.iter().enumerate().take(last).skip(first) {
-                let id = event.alloc;
-                let allocation = memory.allocation(id);
+                let id = event.alloc.index();
+                let (Some(allocation), Some(&made_at), Some(&freed_at)) =
+                    (memory.allocations.get(id), made.get(id), freed.get(id))
+                else {
+                    continue;
+                };
                 let size = allocation.bytes;
                 let signed = i64::try_from(size).unwrap_or(i64::MAX);
+                let change = by_site.entry(allocation.site).or_default();
                 match event.kind {
-                    EventKind::Alloc if made[id.index()] == Some(i) => {
+                    EventKind::Alloc if made_at == Some(i) => {
                         allocated = allocated.saturating_add(size);
-                        if freed[id.index()].is_none_or(|f| f >= last) {
-                            *by_site.entry(allocation.site).or_default() += signed;
+                        if freed_at.is_none_or(|f| f >= last) {
+                            *change = change.saturating_add(signed);
                         }
                     }
-                    EventKind::Free if freed[id.index()] == Some(i) => {
+                    EventKind::Free if freed_at == Some(i) => {
                         freed_bytes = freed_bytes.saturating_add(size);
-                        if made[id.index()].is_none_or(|m| m < first) {
-                            *by_site.entry(allocation.site).or_default() -= signed;
+                        if made_at.is_none_or(|m| m < first) {
+                            *change = change.saturating_sub(signed);
                         }
                     }
                     _ => {}
@@ -133,7 +138,8 @@ pub fn stages(memory: &Memory, names: &Names, filter: &FrameFilter) -> Vec<Stage
             let mut change_by = |by: GroupBy| {
                 let mut sums: BTreeMap<String, i64> = BTreeMap::new();
                 for (&site, &bytes) in &by_site {
-                    *sums.entry(label(site, by)).or_default() += bytes;
+                    let sum = sums.entry(label(site, by)).or_default();
+                    *sum = sum.saturating_add(bytes);
                 }
                 let mut rows: Vec<GroupChange> = sums
                     .into_iter()
