@@ -265,8 +265,8 @@ fn tools_refuse_what_the_command_line_refuses() {
         [
             "memtool: -: standard input is the MCP channel; give a file under the server's root",
             "memtool: invalid value 'colour' for '--by <KEY>'",
-            "memtool: peak takes no argument `output` (it takes: files, memory, budget, by, top, \
-             all_frames, library, jobs, sort, category, categories, max_decompressed, host, run, \
+            "memtool: peak takes no argument `output` (it takes: files, memory, budget, at, at_entry, by, \
+             top, all_frames, library, jobs, sort, category, categories, max_decompressed, host, run, \
              xprof_compat)",
             "memtool: no tool named `render` (there are: summary, peak, leaks, diff, frag, oom, ranks)",
         ]

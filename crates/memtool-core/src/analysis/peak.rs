@@ -56,6 +56,12 @@ pub struct PeakReport {
     /// op, shape, dtype and region or a program's buffers.
     #[serde(skip)]
     pub only: Option<GroupBy>,
+    /// With `--at`: the moment asked for, as given (`t+25ms`,
+    /// `annotation:AdamW.step:end`); each memory's `peak_*` figures and
+    /// breakdowns are then those of that moment, not of its peak, and
+    /// memories without that moment are left out.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub moment: Option<String>,
 }
 
 /// The peak of all memories together, for profiles of several devices.
@@ -247,7 +253,7 @@ pub fn peak(profile: &Profile, options: &Options) -> PeakReport {
 }
 
 /// Choices of the `peak` command beyond [`Options`].
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct PeakSettings {
     /// Check each memory's peak against this many bytes.
     pub budget: Option<u64>,
@@ -257,6 +263,9 @@ pub struct PeakSettings {
     /// Only this breakdown of the live set (`--by`); `None`: every one the
     /// profile has data for.
     pub by: Option<GroupBy>,
+    /// The live set at this moment rather than at the peak (`--at`), with
+    /// its text as given.
+    pub at: Option<(super::moment::Moment, String)>,
 }
 
 /// [`peak`] with the command's settings.
@@ -265,7 +274,13 @@ pub fn peak_with(profile: &Profile, options: &Options, settings: &PeakSettings) 
     let mut memories = Vec::new();
     let mut grouper = group::Grouper::new(&profile.names, &options.frames);
     for memory in options.selected(profile) {
-        let Some(facts) = PeakFacts::of(memory, options.ties) else {
+        let facts = match &settings.at {
+            Some((moment, _)) => moment
+                .point(memory)
+                .and_then(|(index, at)| PeakFacts::at_point(memory, index, at)),
+            None => PeakFacts::of(memory, options.ties),
+        };
+        let Some(facts) = facts else {
             continue;
         };
         let (reported, p) = (facts.peak, facts.point());
@@ -405,6 +420,7 @@ pub fn peak_with(profile: &Profile, options: &Options, settings: &PeakSettings) 
         overall: overall(profile, options),
         gate: budget.map(|b| budget_gate(&memories, b)),
         only: settings.by,
+        moment: settings.at.as_ref().map(|(_, text)| text.clone()),
         memories,
     }
 }
@@ -658,6 +674,15 @@ fn overall(profile: &Profile, options: &Options) -> Option<OverallPeak> {
 }
 
 impl PeakReport {
+    /// Where the live set was taken, as table titles say it: `at peak`, or
+    /// with `--at`, `at t+25ms`.
+    fn at_words(&self) -> String {
+        match &self.moment {
+            Some(moment) => format!("at {moment}"),
+            None => "at peak".to_string(),
+        }
+    }
+
     /// Whether `--budget` was given and some peak exceeds it.
     pub fn over_budget(&self) -> bool {
         self.memories
@@ -736,7 +761,8 @@ impl PeakReport {
     fn buffers_table(&self, m: &MemoryPeak, program: &ProgramPeak) -> Table {
         let mut t = Table::ranked(
             format!(
-                "Buffers at peak — {} ({})",
+                "Buffers {} — {} ({})",
+                self.at_words(),
                 display_id(&m.header.id),
                 m.peak.peak_label
             ),
@@ -776,7 +802,10 @@ impl Report for PeakReport {
     fn tables(&self) -> Vec<Table> {
         let mut tables = self.budget_tables();
         let mut t = Table::new(
-            "Peaks",
+            match &self.moment {
+                Some(moment) => format!("Live at {moment}"),
+                None => "Peaks".to_string(),
+            },
             vec![
                 "memory",
                 "peak_bytes",
@@ -856,7 +885,8 @@ impl Report for PeakReport {
         }) {
             let mut t = Table::ranked(
                 format!(
-                    "Live at peak by op, shape, dtype, region, step — {}",
+                    "Live {} by op, shape, dtype, region, step — {}",
+                    self.at_words(),
                     display_id(&m.header.id)
                 ),
                 vec![
@@ -914,7 +944,8 @@ impl Report for PeakReport {
                 }
                 let mut t = Table::ranked(
                     format!(
-                        "Live at peak by {} — {}",
+                        "Live {} by {} — {}",
+                        self.at_words(),
                         b.by.name().replace('_', " "),
                         display_id(&m.header.id)
                     ),

@@ -91,6 +91,33 @@ impl PeakFacts {
         })
     }
 
+    /// The same facts of another point of `memory` (`peak --at`): the
+    /// replayed totals at point `index`, as if it were the peak, placed at
+    /// `at` (the moment asked for, which may fall after the point's event).
+    pub fn at_point(memory: &Memory, index: usize, at: i64) -> Option<PeakFacts> {
+        let mut point = replay::point_at(memory, index)?;
+        point.at = at;
+        let mut header = MemoryHeader::of(memory);
+        let state = AllocatorState::at(memory, None);
+        header.capacity_bytes = state.capacity_bytes.or(header.capacity_bytes);
+        Some(PeakFacts {
+            moments: 1,
+            peak: replay::Peak {
+                point,
+                bytes: point.bytes,
+                sample: None,
+            },
+            state,
+            header,
+            label: point_label(memory, point.index, point.at),
+            time_ps: (memory.axis == Axis::TimePs).then_some(point.at),
+            step: memory.step_at(point.at).map(|s| s.id),
+            phase: (point.index > 0)
+                .then(|| memory.phase_at(point.at))
+                .flatten(),
+        })
+    }
+
     /// The replayed point at the peak.
     pub fn point(&self) -> replay::Point {
         self.peak.point

@@ -9,6 +9,7 @@ use crate::model::{PhaseSpan, Profile};
 use crate::report::{Cell, Report, Table};
 
 use super::group::{self, Group, GroupBy};
+use super::stages::{self, Stage};
 use super::steps::{self, StepStats};
 use super::{
     display_id, point_label, replay, MemoryHeader, Options, PeakFacts, PeakFigures, Provenance,
@@ -31,6 +32,10 @@ pub struct SummaryReport {
     pub oom: Vec<super::oom::PostMortem>,
     /// One entry per memory.
     pub memories: Vec<MemorySummary>,
+    /// `--stages`: the tables and CSV are the annotation stages only (the
+    /// JSON is the whole summary either way).
+    #[serde(skip)]
+    pub stages_only: bool,
 }
 
 /// The summary of one memory.
@@ -72,6 +77,11 @@ pub struct MemorySummary {
     /// One row per step, for memories whose profile marks steps.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub steps: Vec<StepStats>,
+    /// One row per range the program annotated (`record_function`, an
+    /// optimizer's step): live bytes at its START and END, and what made
+    /// the difference; absent when the profile records none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub annotation_stages: Vec<Stage>,
     /// The training phases on the memory's axis, in order (each run of
     /// allocations made in one phase), for memories whose allocations name
     /// them.
@@ -181,6 +191,7 @@ pub fn summarize(profile: &Profile, options: &Options) -> SummaryReport {
             live_bytes_at_end: counts.map(|_| end_in_use),
             live_allocations_at_end: counts.map(|_| last.buffers),
             steps: steps::per_step(memory),
+            annotation_stages: stages::stages(memory, &profile.names, &options.frames),
             phases: memory.phases.clone(),
             events_by_action: memory.recorded_events.clone(),
             reserved_bytes: layout.as_ref().map(|l| l.reserved_bytes).or_else(|| {
@@ -216,6 +227,7 @@ pub fn summarize(profile: &Profile, options: &Options) -> SummaryReport {
         provenance: Provenance::of(profile),
         oom: super::oom::post_mortems(profile, options),
         memories,
+        stages_only: false,
     }
 }
 
@@ -343,6 +355,14 @@ impl Report for SummaryReport {
     }
 
     fn tables(&self) -> Vec<Table> {
+        if self.stages_only {
+            return self
+                .biggest_first()
+                .into_iter()
+                .filter(|m| !m.annotation_stages.is_empty())
+                .flat_map(|m| stages::tables(&m.header.id, &m.annotation_stages))
+                .collect();
+        }
         let mut tables: Vec<Table> = self
             .oom
             .iter()
@@ -463,6 +483,13 @@ impl Report for SummaryReport {
             }
             tables.push(t);
         }
+        for m in self
+            .biggest_first()
+            .into_iter()
+            .filter(|m| !m.annotation_stages.is_empty())
+        {
+            tables.extend(stages::tables(&m.header.id, &m.annotation_stages));
+        }
         let exes: Vec<_> = self
             .provenance
             .inputs
@@ -512,6 +539,13 @@ impl Report for SummaryReport {
     }
 
     fn csv_table(&self) -> Table {
+        if self.stages_only {
+            return stages::csv_table(
+                self.memories
+                    .iter()
+                    .map(|m| (m.header.id.as_str(), m.annotation_stages.as_slice())),
+            );
+        }
         self.memories_table(false)
     }
 

@@ -244,6 +244,11 @@ pub struct Memory {
     /// Training or inference steps on the memory's axis, in order; empty
     /// when the profile marks none. Leak detection compares step boundaries.
     pub steps: Vec<Step>,
+    /// Ranges the program annotated on the memory's axis (`record_function`
+    /// and user annotations: a PyTorch snapshot's `external_annotations`
+    /// other than `ProfilerStep#N`), in order of their start; empty when
+    /// the profile records none.
+    pub annotations: Vec<Annotation>,
     /// The step XProf's memory profile puts each event in, as runs in event
     /// order, where the format gives events a profiler group (`group_id`,
     /// XSpace allocators); empty otherwise. See [`Memory::xprof_step_of_event`].
@@ -364,6 +369,18 @@ pub struct Step {
     /// First position of the step on the memory's axis.
     pub start: i64,
     /// Last position of the step on the memory's axis.
+    pub end: i64,
+}
+
+/// A range the program annotated (`record_function("name")`, an
+/// optimizer's `Optimizer.step#AdamW.step`), as a span of the memory's axis.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Annotation {
+    /// The name the program gave the range.
+    pub name: String,
+    /// Where it starts (its `START` mark) on the memory's axis.
+    pub start: i64,
+    /// Where it ends (its `END` mark).
     pub end: i64,
 }
 
@@ -637,6 +654,7 @@ impl Memory {
             allocator_samples: Vec::new(),
             allocator_peak_bytes: None,
             steps: Vec::new(),
+            annotations: Vec::new(),
             xprof_steps: Vec::new(),
             phases: Vec::new(),
             program: None,

@@ -75,6 +75,19 @@ fn frag_section(profile: &Profile, memory: &Memory, options: &Options) -> Option
     ))
 }
 
+/// The annotation stages of one memory as `summary` shows them; none when
+/// it has no annotated ranges.
+fn stages_sections(profile: &Profile, memory: &Memory, options: &Options) -> Vec<FragSection> {
+    let stages = crate::analysis::stages::stages(memory, &profile.names, &options.frames);
+    if stages.is_empty() {
+        return Vec::new();
+    }
+    crate::analysis::stages::tables(&memory.id, &stages)
+        .iter()
+        .map(|t| FragSection::from_table(String::new(), t, options.top))
+        .collect()
+}
+
 /// The step boundaries of one memory, drawn as dashed lines on its timeline.
 fn step_marks(memory: &Memory, x0: i64) -> Vec<StepMark> {
     memory
@@ -559,6 +572,7 @@ fn memory_view(
         facts,
         leak_verdict,
         frag,
+        stages: stages_sections(profile, memory, &options.analysis),
         group_by: group_by_words(memory, by),
         resolution,
         rows,

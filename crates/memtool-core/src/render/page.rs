@@ -224,6 +224,9 @@ pub(super) struct MemoryView {
     pub(super) facts: Vec<Fact>,
     pub(super) leak_verdict: String,
     pub(super) frag: Option<FragSection>,
+    /// The annotation stages (`summary`'s tables: the stages, what each
+    /// added); empty when the memory has no annotated ranges.
+    pub(super) stages: Vec<FragSection>,
     pub(super) group_by: String,
     pub(super) resolution: String,
     pub(super) rows: Vec<BreakdownRow>,

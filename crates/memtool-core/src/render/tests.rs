@@ -292,6 +292,7 @@ fn test_memory_view() -> MemoryView {
         facts: Vec::new(),
         leak_verdict: String::new(),
         frag: None,
+        stages: Vec::new(),
         group_by: "op".into(),
         resolution: String::new(),
         rows: Vec::new(),

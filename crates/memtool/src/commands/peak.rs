@@ -1,5 +1,6 @@
 use anyhow::Result;
 use clap::Args;
+use memtool_core::analysis::moment::Moment;
 use memtool_core::analysis::peak;
 
 use crate::cli::{
@@ -17,7 +18,10 @@ use crate::{inputs, output, Outcome};
   memtool peak snapshot.pickle --by phase                   # forward, backward, optimizer
   memtool peak trace.xplane.pb --module jit_train_step      # a compiled program's heap
   memtool peak trace.xplane.pb --budget 16GiB               # what must shrink to fit
-  memtool peak snapshot.pickle --format pprof -o peak.pb.gz # then: go tool pprof -http=: peak.pb.gz")]
+  memtool peak snapshot.pickle --format pprof -o peak.pb.gz # then: go tool pprof -http=: peak.pb.gz
+  memtool peak snapshot.pickle --at t+25ms                  # the live set 25 ms in, not at the peak
+  memtool peak snapshot.pickle --at annotation:AdamW.step:end
+  memtool peak snapshot.pickle --at-entry 1200              # after the 1200th alloc/free")]
 pub struct PeakArgs {
     #[command(flatten)]
     pub input: InputArgs,
@@ -27,8 +31,20 @@ pub struct PeakArgs {
     /// the peak that together cover the excess; exit 1 when a peak exceeds
     /// it, with one pass/fail line on stderr in every format. Accepts units:
     /// 16GiB, 500MB.
-    #[arg(long, value_name = "BYTES", value_parser = parse_size)]
+    #[arg(long, value_name = "BYTES", value_parser = parse_size, conflicts_with_all = ["at", "at_entry"])]
     pub budget: Option<u64>,
+    /// Show the live set at this moment instead of the peak, grouped the
+    /// same way: a time since the recording started (`t+25ms`, `t+1.5s`,
+    /// `t+300us`: after every event up to it), or the START of an annotated
+    /// range (`annotation:NAME`, `annotation:NAME:end` for its END; NAME is
+    /// the whole name or what follows its `#`: `AdamW.step`). Memories
+    /// without that moment are left out.
+    #[arg(long, value_name = "MOMENT", value_parser = parse_moment, conflicts_with = "at_entry")]
+    pub at: Option<(Moment, String)>,
+    /// Show the live set after the first N allocation events (allocations
+    /// and frees; 0: before the first) instead of the peak.
+    #[arg(long, value_name = "N")]
+    pub at_entry: Option<usize>,
     /// Break what was live at the peak down this one way only (default:
     /// every way the profile has data for).
     #[arg(long, value_enum, value_name = "KEY")]
@@ -44,6 +60,12 @@ pub fn run(args: &PeakArgs) -> Result<Outcome> {
         crate::output::warn_of_tiny_limit("--budget", b);
     }
     output::check_pprof_destination("peak", &args.output)?;
+    if matches!(args.output.format, FormatArg::Pprof)
+        && (args.at.is_some() || args.at_entry.is_some())
+    {
+        // The pprof writer takes each memory's peak from the model.
+        anyhow::bail!("--format pprof writes the live set at the peak; --at and --at-entry take table, json, csv or md");
+    }
     let profile = inputs::load(&args.input, &args.analysis, args.output.output.as_deref())?;
     let mut options = args.analysis.report_options(args.output.format);
     args.xprof.apply(&mut options);
@@ -51,10 +73,21 @@ pub fn run(args: &PeakArgs) -> Result<Outcome> {
         budget: args.budget,
         xprof_compat: args.xprof.xprof_compat,
         by: args.by.map(Into::into),
+        at: args.at.clone().or_else(|| {
+            args.at_entry
+                .map(|n| (Moment::Entry(n), format!("entry {n}")))
+        }),
     };
     let report = memtool_core::timings::time("analysis", || {
         peak::peak_with(&profile, &options, &settings)
     });
+    if let Some((_, moment)) = &settings.at {
+        if report.memories.is_empty() {
+            anyhow::bail!(
+                "no memory has the moment {moment}: no annotation of that name, no time axis, or past the last event"
+            );
+        }
+    }
     match args.output.format {
         FormatArg::Pprof => output::write_pprof(&report, &args.output, &profile, &options)?,
         _ => output::write(&report, &args.output, &args.analysis)?,
@@ -67,4 +100,9 @@ pub fn run(args: &PeakArgs) -> Result<Outcome> {
     } else {
         Outcome::Success
     })
+}
+
+/// `--at`'s text as a [`Moment`], kept with the text to state it.
+fn parse_moment(text: &str) -> Result<(Moment, String), String> {
+    Moment::parse(text).map(|m| (m, text.to_string()))
 }

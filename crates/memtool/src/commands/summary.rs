@@ -14,7 +14,8 @@ use crate::{inputs, output, Outcome};
   memtool summary memory.prof
   memtool summary memory1.prof memory2.prof memory3.prof   # a series, in this order
   memtool summary memory.prof --format json | jq '.memories[] | {id, peak_bytes}'
-  memtool summary trace.xplane.pb --format pprof -o peak.pb.gz   # the live set at each peak")]
+  memtool summary trace.xplane.pb --format pprof -o peak.pb.gz   # the live set at each peak
+  memtool summary snapshot.pickle --stages --format csv          # annotated ranges: live at start and end")]
 pub struct SummaryArgs {
     #[command(flatten)]
     pub input: InputArgs,
@@ -22,6 +23,12 @@ pub struct SummaryArgs {
     pub analysis: AnalysisArgs,
     #[command(flatten)]
     pub capacity: CapacityArgs,
+    /// Only the annotation stages: each range the profile annotates
+    /// (`record_function`, an optimizer's step) with the bytes live at its
+    /// start and end and what it added, in every format (CSV: a row per
+    /// stage; JSON is the whole summary either way).
+    #[arg(long)]
+    pub stages: bool,
     #[command(flatten)]
     pub xprof: XprofArgs,
     #[command(flatten)]
@@ -34,7 +41,17 @@ pub fn run(args: &SummaryArgs) -> Result<Outcome> {
     let mut options = args.analysis.report_options(args.output.format);
     args.xprof.apply(&mut options);
     args.capacity.apply(&mut options);
-    let report = memtool_core::timings::time("analysis", || summary::summarize(&profile, &options));
+    let mut report =
+        memtool_core::timings::time("analysis", || summary::summarize(&profile, &options));
+    report.stages_only = args.stages;
+    if args.stages
+        && report
+            .memories
+            .iter()
+            .all(|m| m.annotation_stages.is_empty())
+    {
+        crate::output::warn(&["warning: no memory of these files records annotated ranges (record_function, an optimizer's step): no stages to show".to_string()]);
+    }
     match args.output.format {
         FormatArg::Pprof => output::write_pprof(&report, &args.output, &profile, &options)?,
         _ => output::write(&report, &args.output, &args.analysis)?,

@@ -24,7 +24,7 @@
 //!   replay of the trace is the in-use figure, and torch's end-state rule (a
 //!   live block counts its `requested_size`) is read from `segments`.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use rustc_hash::FxHashMap;
 
@@ -32,7 +32,7 @@ use crate::error::{Error, Result};
 use crate::model::{
     AddressRange, AllocId, Allocation, AllocatorSample, Axis, BeforeRecording, BlockState, Event,
     EventKind, Format, Frame, FrameId, HeldChange, InputInfo, MemoryKind, OutOfMemory, Phase,
-    Profile, Segment, SegmentBlock, SeriesPart, Site, SiteId, StackId, Step, StrId,
+    Profile, Segment, SegmentBlock, SeriesPart, Site, SiteId, StackId, StrId,
 };
 
 use super::phase::{profiler_frame, stack_phase};
@@ -861,7 +861,7 @@ pub(crate) fn read(
     for s in segments {
         segments_by_device.entry(s.device).or_default().push(s);
     }
-    let steps = annotated_steps(&root);
+    let mut annotated = annotated(&root);
     let settings = allocator_settings(&root);
     let mut traces = traces;
     for device in devices {
@@ -877,11 +877,12 @@ pub(crate) fn read(
         } else {
             format!("cuda:{device}")
         };
-        let device_steps = steps.get(&(device as i64)).cloned().unwrap_or_default();
+        let device_annotations = annotated.remove(&(device as i64)).unwrap_or_default();
         build_memory(profile, path, &id, trace, segs);
         // build_memory always adds the memory last.
         if let Some(m) = profile.memories.last_mut() {
-            m.steps = device_steps;
+            m.steps = device_annotations.steps;
+            m.annotations = device_annotations.ranges;
             m.allocator_settings = settings.clone();
         }
     }
@@ -911,54 +912,10 @@ fn allocator_settings(root: &Value) -> BTreeMap<String, String> {
     out
 }
 
-/// `ProfilerStep#N` spans among the snapshot's `external_annotations`
-/// (`{stage: START|END, name, device, time_us}`), per device.
-fn annotated_steps(root: &Value) -> BTreeMap<i64, Vec<Step>> {
-    let mut open: HashMap<(i64, i64), i64> = HashMap::new();
-    let mut out: BTreeMap<i64, Vec<Step>> = BTreeMap::new();
-    let Some(annotations) = root.get("external_annotations").and_then(|a| a.items()) else {
-        return out;
-    };
-    for a in annotations {
-        let name = a.get("name");
-        let Some(number) = name
-            .as_ref()
-            .and_then(Value::as_str)
-            .and_then(|n| n.strip_prefix("ProfilerStep#"))
-            .and_then(|n| n.trim().parse::<i64>().ok())
-        else {
-            continue;
-        };
-        let (Some(at), device) = (
-            a.get("time_us").and_then(|t| t.as_i64()),
-            a.get("device").and_then(|d| d.as_i64()).unwrap_or(0),
-        ) else {
-            continue;
-        };
-        match a.get("stage").as_ref().and_then(Value::as_str) {
-            Some("START") => {
-                open.insert((device, number), at);
-            }
-            Some("END") => {
-                if let Some(start) = open.remove(&(device, number)) {
-                    out.entry(device).or_default().push(Step {
-                        id: number,
-                        start,
-                        end: at.max(start),
-                    });
-                }
-            }
-            _ => {}
-        }
-    }
-    for steps in out.values_mut() {
-        steps.sort_by_key(|s| (s.start, s.id));
-    }
-    out
-}
-
+mod annotations;
 mod build;
 #[cfg(test)]
 mod tests;
 
+use annotations::annotated;
 use build::build_memory;

@@ -21,8 +21,9 @@ use super::phase::{frame_mark, profiler_frame, range_mark, Mark, Trail};
 use crate::error::{Error, Result};
 use crate::input::source::{ByteSource, SourceReader};
 use crate::model::{
-    AllocId, Allocation, AllocatorSample, Axis, BeforeRecording, Event, EventKind, Format, Frame,
-    FrameId, InputInfo, MemoryKind, Names, Phase, Profile, Site, SiteId, StackId, Step, StrId,
+    AllocId, Allocation, AllocatorSample, Annotation, Axis, BeforeRecording, Event, EventKind,
+    Format, Frame, FrameId, InputInfo, MemoryKind, Names, Phase, Profile, Site, SiteId, StackId,
+    Step, StrId,
 };
 use deserialize::{parse_with_serde, DeviceProperty, RawEvent};
 
@@ -151,6 +152,9 @@ struct TraceState {
     /// The GPU's copies of those spans (`gpu_user_annotation`), used only
     /// for steps the CPU did not annotate.
     gpu_steps: Vec<Step>,
+    /// Every other CPU `user_annotation` span (`record_function`,
+    /// `Optimizer.step#AdamW.step`): the memories' annotated ranges.
+    annotations: Vec<Annotation>,
     device_properties: Vec<DeviceProperty>,
     /// `[memory]` events skipped because their `Bytes` or `ts` is not a
     /// number in range (an integer byte count, a finite time).
@@ -242,6 +246,13 @@ impl TraceState {
             return Ok(());
         };
         let end = start + dur.max(0.0);
+        if cat == "user_annotation" {
+            self.annotations.push(Annotation {
+                name: name.to_string(),
+                start: start.round() as i64,
+                end: end.round() as i64,
+            });
+        }
         if name.starts_with("enumerate(DataLoader)") {
             self.data_loading.push((start, end));
         }
@@ -335,6 +346,7 @@ pub(crate) fn read(
         mut data_loading,
         mut steps,
         gpu_steps,
+        mut annotations,
         device_properties,
         unreadable_memory,
     } = state;
@@ -349,6 +361,7 @@ pub(crate) fn read(
     steps.extend(gpu_steps.into_iter().filter(|s| !annotated.contains(&s.id)));
     steps.sort_by_key(|s| (s.start, s.id));
     steps.dedup();
+    annotations.sort_by(|a, b| (a.start, a.end, &a.name).cmp(&(b.start, b.end, &b.name)));
     profile.inputs.push(InputInfo {
         path: path.to_string(),
         format: Format::TorchTrace,
@@ -461,6 +474,7 @@ pub(crate) fn read(
             is_gpu,
             capacity: cap,
             steps: &steps,
+            annotations: &annotations,
             origin,
         };
         build_trace_memory(profile, path, device, records);
@@ -672,6 +686,8 @@ struct TraceDevice<'a> {
     capacity: Option<u64>,
     /// The trace's `ProfilerStep#N` spans, in time order.
     steps: &'a [Step],
+    /// The trace's other CPU annotations, in order of their start.
+    annotations: &'a [Annotation],
     /// The trace's first moment ([`crate::model::Memory::recording_origin`]).
     origin: Option<i64>,
 }
@@ -687,6 +703,7 @@ fn build_trace_memory<'a>(
         is_gpu,
         capacity,
         steps,
+        annotations,
         origin,
     } = device;
     // The op around a free is not the one that allocated: memory from
@@ -865,6 +882,7 @@ fn build_trace_memory<'a>(
     // The memory is in hand here: finding it again by id per device would
     // make a trace of many devices quadratic.
     memory.steps = steps.to_vec();
+    memory.annotations = annotations.to_vec();
     memory.allocations = allocations;
     memory.events = events;
     memory.live_at_start = live_at_start;

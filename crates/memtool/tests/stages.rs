@@ -1,0 +1,288 @@
+//! Annotation stages (`analysis::stages`) and moments other than the peak
+//! (`peak --at`) on real files: live bytes at each annotation's START and
+//! END against an independent replay of the file
+//! (`scripts/torch_annotation_replay.py`), which counts blocks allocated
+//! before the recording as MemoryViz does.
+
+mod common;
+
+use common::{json, shared_fixture};
+
+const BCRAFTON: &str = "torch/bcrafton_memory_snapshot.pickle";
+
+fn stages(path: &str) -> Vec<serde_json::Value> {
+    let file = shared_fixture(path);
+    let doc = json(&["summary", file.to_str().unwrap()]);
+    doc["memories"][0]["annotation_stages"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+#[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
+fn adamw_step_starts_and_ends_at_the_replayed_live_bytes() {
+    let stages = stages(BCRAFTON);
+    assert_eq!(stages.len(), 1, "{stages:?}");
+    let step = &stages[0];
+    assert_eq!(step["name"], "Optimizer.step#AdamW.step");
+    // scripts/torch_annotation_replay.py prints 3077285120 for START and END.
+    assert_eq!(step["start_bytes"], 3_077_285_120u64);
+    assert_eq!(step["end_bytes"], 3_077_285_120u64);
+    assert_eq!(step["growth_bytes"], 0);
+    assert_eq!(step["start_label"], "t+24.82 ms");
+    assert_eq!(step["end_label"], "t+37.74 ms");
+    // The step's two new Adam buffers per parameter replace the ones made
+    // before the recording: +761,840,640 B at each of optimizer.py:74 and
+    // :75, the same released by blocks allocated before the recording.
+    let by_frame = step["growth_by_user_frame"].as_array().unwrap();
+    let total: i64 = by_frame.iter().map(|g| g["bytes"].as_i64().unwrap()).sum();
+    assert_eq!(total, 0);
+    let of = |suffix: &str| {
+        by_frame
+            .iter()
+            .find(|g| g["key"].as_str().unwrap().ends_with(suffix))
+            .map(|g| g["bytes"].as_i64().unwrap())
+    };
+    assert_eq!(of("optimizer.py:74"), Some(761_840_640));
+    assert_eq!(of("optimizer.py:75"), Some(761_840_640));
+    // More than the START is live inside: the step's temporaries.
+    assert!(step["peak_bytes"].as_u64().unwrap() > 3_077_285_120);
+    assert_eq!(step["allocated_bytes"], step["freed_bytes"]);
+}
+
+#[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
+fn zero_grad_stages_match_the_replay() {
+    // scripts/torch_annotation_replay.py: 523811840 at START and END of
+    // `Optimizer.zero_grad#AdamW.zero_grad` in both silmont2000 forward files.
+    for path in [
+        "torch/silmont2000_memory_forward_bf16_128.pickle",
+        "torch/silmont2000_memory_forward_fp32_128.pickle",
+    ] {
+        let stages = stages(path);
+        assert_eq!(stages.len(), 1, "{path}: {stages:?}");
+        assert_eq!(stages[0]["name"], "Optimizer.zero_grad#AdamW.zero_grad");
+        assert_eq!(stages[0]["start_bytes"], 523_811_840u64, "{path}");
+        assert_eq!(stages[0]["end_bytes"], 523_811_840u64, "{path}");
+    }
+}
+
+#[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
+fn files_without_annotations_have_no_stages() {
+    assert!(stages("torch/magma27_memory_snapshot.pickle").is_empty());
+}
+
+fn peak_at(args: &[&str]) -> serde_json::Value {
+    let file = shared_fixture(BCRAFTON);
+    let mut all = vec!["peak", file.to_str().unwrap()];
+    all.extend_from_slice(args);
+    json(&all)
+}
+
+/// Each breakdown of a memory adds up to its figure at the moment.
+fn assert_breakdowns_add_up(memory: &serde_json::Value) {
+    let total = memory["peak_bytes"].as_u64().unwrap();
+    for b in memory["breakdowns"].as_array().unwrap() {
+        let sum: u64 = b["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|g| g["bytes"].as_u64().unwrap())
+            .sum();
+        assert_eq!(sum, total, "{}", b["by"]);
+    }
+}
+
+#[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
+fn peak_at_an_annotation_is_the_stage_figure() {
+    for (moment, label) in [
+        ("annotation:AdamW.step", "t+24.82 ms"),
+        ("annotation:Optimizer.step#AdamW.step:start", "t+24.82 ms"),
+        ("annotation:AdamW.step:end", "t+37.74 ms"),
+    ] {
+        let doc = peak_at(&["--at", moment]);
+        assert_eq!(doc["moment"], moment);
+        let m = &doc["memories"][0];
+        assert_eq!(m["peak_bytes"], 3_077_285_120u64, "{moment}");
+        assert_eq!(m["peak_label"], label, "{moment}");
+        assert_breakdowns_add_up(m);
+    }
+}
+
+#[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
+fn peak_at_a_time_and_an_entry_match_the_replay() {
+    // scripts/torch_annotation_replay.py FILE --at-us 25000 --at-entry 1200:
+    // 3386064128 at t+25000us, 3080234504 after entry 1200.
+    let doc = peak_at(&["--at", "t+25ms"]);
+    let m = &doc["memories"][0];
+    assert_eq!(m["peak_bytes"], 3_386_064_128u64);
+    assert_eq!(m["peak_label"], "t+25.00 ms (optimizer)");
+    assert_breakdowns_add_up(m);
+    let doc = peak_at(&["--at-entry", "1200"]);
+    assert_eq!(doc["moment"], "entry 1200");
+    let m = &doc["memories"][0];
+    assert_eq!(m["peak_bytes"], 3_080_234_504u64);
+    assert_breakdowns_add_up(m);
+    // Without --at the same file reports its peak, and no moment.
+    let doc = peak_at(&[]);
+    assert!(doc.get("moment").is_none());
+    assert!(doc["memories"][0]["peak_bytes"].as_u64().unwrap() > 3_386_064_128);
+}
+
+#[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
+fn a_moment_no_memory_has_is_an_error() {
+    let file = shared_fixture(BCRAFTON);
+    let file = file.to_str().unwrap();
+    for args in [
+        vec!["peak", file, "--at", "annotation:no_such_range"],
+        vec!["peak", file, "--at", "t+999s"],
+        vec!["peak", file, "--at-entry", "100000"],
+    ] {
+        let err = common::fails(&args, 2);
+        assert!(err.contains("no memory has the moment"), "{err}");
+    }
+    let err = common::fails(&["peak", file, "--at", "t+25"], 2);
+    assert!(err.contains("is no moment"), "{err}");
+    let err = common::fails(
+        &[
+            "peak", file, "--at", "t+1ms", "--format", "pprof", "-o", "x.pb.gz",
+        ],
+        2,
+    );
+    assert!(
+        err.contains("--format pprof writes the live set at the peak"),
+        "{err}"
+    );
+    let err = common::fails(&["peak", file, "--at", "t+1ms", "--budget", "1GiB"], 2);
+    assert!(err.contains("cannot be used with"), "{err}");
+}
+
+/// The tables and CSV a person reads, from the repository root (the paths
+/// relative, as given).
+fn shown(args: &[&str]) -> String {
+    common::stdout_in_repo(args, &[0])
+}
+
+#[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
+fn moment_and_stage_tables() {
+    let file = "../shared/fixtures/torch/bcrafton_memory_snapshot.pickle";
+    assert!(shared_fixture(BCRAFTON).exists());
+    insta::assert_snapshot!(
+        "peak_at_annotation_end_table",
+        shown(&[
+            "peak",
+            file,
+            "--at",
+            "annotation:AdamW.step:end",
+            "--by",
+            "category"
+        ])
+    );
+    insta::assert_snapshot!(
+        "peak_at_time_csv",
+        shown(&[
+            "peak",
+            file,
+            "--at",
+            "t+25ms",
+            "--by",
+            "user-frame",
+            "--format",
+            "csv"
+        ])
+    );
+    insta::assert_snapshot!(
+        "peak_at_entry_markdown",
+        shown(&[
+            "peak",
+            file,
+            "--at-entry",
+            "1200",
+            "--by",
+            "phase",
+            "--format",
+            "md"
+        ])
+    );
+    insta::assert_snapshot!(
+        "summary_stages_csv",
+        shown(&["summary", file, "--stages", "--format", "csv"])
+    );
+    let trace = "../shared/fixtures/torch/torch_cpu_transformer.pt.trace.json.gz";
+    insta::assert_snapshot!(
+        "summary_stages_of_a_trace",
+        shown(&["summary", trace, "--top", "20"])
+    );
+    insta::assert_snapshot!(
+        "summary_stages_only_markdown",
+        shown(&["summary", trace, "--stages", "--format", "md"])
+    );
+}
+
+#[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
+fn the_page_shows_the_stages() {
+    let page = |path: &str| {
+        let out = common::memtool()
+            .args(["render", shared_fixture(path).to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let with = page(BCRAFTON);
+    let section = &with[with
+        .find("<h3>Annotation stages</h3>")
+        .expect("a stages section")..];
+    let section = &section[..section.find("</section>").unwrap()];
+    assert!(section.contains("Optimizer.step#AdamW.step"), "{section}");
+    // Live at START and END, as the replay says.
+    assert_eq!(
+        section.matches(r#"data-v="3077285120""#).count(),
+        2,
+        "{section}"
+    );
+    assert!(section.contains("optimizer.py:74"), "{section}");
+    let without = page("torch/magma27_memory_snapshot.pickle");
+    assert!(!without.contains("<h3>Annotation stages</h3>"));
+}
+
+#[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
+fn what_each_stage_added_adds_up_to_its_growth() {
+    let mut checked = 0;
+    for path in [
+        BCRAFTON,
+        "torch/torch_cpu_transformer.pt.trace.json.gz",
+        "torch/silmont2000_memory_forward_fp32_128.pickle",
+    ] {
+        let file = shared_fixture(path);
+        let doc = json(&["summary", file.to_str().unwrap()]);
+        for m in doc["memories"].as_array().unwrap() {
+            for s in m["annotation_stages"].as_array().into_iter().flatten() {
+                let growth = s["growth_bytes"].as_i64().unwrap();
+                let start = s["start_bytes"].as_i64().unwrap();
+                assert_eq!(s["end_bytes"].as_i64().unwrap() - start, growth, "{path}");
+                assert!(s["peak_bytes"].as_i64().unwrap() >= start.max(start + growth));
+                for by in ["growth_by_user_frame", "growth_by_category"] {
+                    let sum: i64 = s[by]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|g| g["bytes"].as_i64().unwrap())
+                        .sum();
+                    assert_eq!(sum, growth, "{path}: {} {by}", s["name"]);
+                }
+                checked += 1;
+            }
+        }
+    }
+    // 1 + 6 + 1 stages.
+    assert_eq!(checked, 8);
+}
