@@ -843,6 +843,12 @@
   each('.leakchart[data-mem]', function (e) { leakChart(e, byDom[e.getAttribute('data-mem')]); });
   each('.addr[data-mem]', function (e) { addrView(e, byDom[e.getAttribute('data-mem')]); });
   each('.state[data-mem]', function (e) { stateView(e, byDom[e.getAttribute('data-mem')]); });
+  // Compiled programs (templates/program.js): blocks, then the peak's bars.
+  var programLib = { htmlEl: htmlEl, fmtBytes: fmtBytes, tooltip: tooltip, drew: function () { drawn++; } };
+  each('.progchart[data-mem]', function (e) {
+    var peakBars = e.parentNode.querySelector('.progpeak[data-mem="' + e.getAttribute('data-mem') + '"]');
+    memtoolProgramChart(e, peakBars, byDom[e.getAttribute('data-mem')], programLib);
+  });
   each('table.sortable', sortable);
   each('input.filter', filterable);
   // Opened as report.html#memtool-selftest (the browser check does), the page
@@ -949,6 +955,16 @@
         var sv = tlc.querySelector('.drill .stackview');
         check('stack', sv !== null && (sv.querySelectorAll('li').length > 0 || sv.textContent.indexOf('no stack') >= 0));
       }
+    }
+    // A compiled program: its blocks drawn, and a bar at the peak names its
+    // buffer on hover.
+    var pb = document.querySelector('.progpeak .bar');
+    if (pb) {
+      var pr = pb.getBoundingClientRect();
+      pb.dispatchEvent(new MouseEvent('mouseenter', { clientX: pr.left + 5, clientY: pr.top + 2 }));
+      pb.dispatchEvent(new MouseEvent('mousemove', { bubbles: true, clientX: pr.left + 5, clientY: pr.top + 2 }));
+      var ptip = pb.parentNode.querySelector('.tooltip');
+      check('program', +document.querySelector('.progchart').getAttribute('data-blocks') > 0 && ptip && !ptip.hidden && ptip.textContent.length > 0);
     }
     var stv = document.querySelector('.state[data-mem]');
     if (stv) {

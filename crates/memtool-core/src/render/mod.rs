@@ -20,6 +20,7 @@ mod html;
 mod marks;
 mod page;
 mod perfetto;
+mod program_chart;
 mod svg;
 mod timeline;
 

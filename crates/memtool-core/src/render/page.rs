@@ -143,6 +143,9 @@ pub(super) struct MemoryData {
     pub(super) flame: Node,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) addr: Option<addr::AddressView>,
+    /// A compiled program's buffers, drawn as XProf's Memory Viewer does.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) program: Option<super::program_chart::ProgramChart>,
     pub(super) leaks: LeakChart,
     /// The blocks the drill-down lists and the allocator-state view draws.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -242,6 +245,8 @@ pub(super) struct MemoryView {
     pub(super) leak_omitted: usize,
     pub(super) leak_points: usize,
     pub(super) has_addr: bool,
+    /// A compiled program's buffer blocks and its "at the peak" chart.
+    pub(super) has_program: bool,
     /// The drill-down from a band to its blocks (event streams).
     pub(super) has_blocks: bool,
     /// The allocator-state view: blocks with addresses in held ranges.
@@ -300,8 +305,11 @@ pub(super) struct Page {
     pub(super) memory_count: usize,
     pub(super) css: &'static str,
     pub(super) js: &'static str,
+    /// The compiled-program chart's script, loaded before `js`, which calls it.
+    pub(super) program_js: &'static str,
     pub(super) data_json: String,
 }
 
 pub(super) const CSS: &str = include_str!("../../templates/report.css");
 pub(super) const JS: &str = include_str!("../../templates/report.js");
+pub(super) const PROGRAM_JS: &str = include_str!("../../templates/program.js");

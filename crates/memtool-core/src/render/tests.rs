@@ -234,6 +234,7 @@ fn frag_sections_show_when_given() {
         }],
         css: "",
         js: "",
+        program_js: "",
         data_json: "{}".into(),
     };
     let page = view.render().unwrap();
@@ -306,6 +307,7 @@ fn test_memory_view() -> MemoryView {
         leak_omitted: 0,
         leak_points: 0,
         has_addr: false,
+        has_program: false,
         has_blocks: false,
         has_state: false,
     }
@@ -339,8 +341,9 @@ fn profile_text_is_escaped_everywhere() {
             !page.contains("<img"),
             "raw markup from the profile reached the page"
         );
-        // Only our own two script elements close.
-        assert_eq!(page.matches("</script>").count(), 2);
+        // Only our own three script elements close (data, program chart,
+        // report).
+        assert_eq!(page.matches("</script>").count(), 3);
         assert_eq!(page.matches("<!--").count(), 0);
         // The text is there, escaped, in the tables and the title.
         assert!(
