@@ -844,7 +844,8 @@
   each('.addr[data-mem]', function (e) { addrView(e, byDom[e.getAttribute('data-mem')]); });
   each('.state[data-mem]', function (e) { stateView(e, byDom[e.getAttribute('data-mem')]); });
   // Compiled programs (templates/program.js): blocks, then the peak's bars.
-  var programLib = { htmlEl: htmlEl, fmtBytes: fmtBytes, tooltip: tooltip, drew: function () { drawn++; } };
+  var programLib = { htmlEl: htmlEl, fmtBytes: fmtBytes, fmtX: fmtX, tooltip: tooltip, drew: function () { drawn++; } };
+  each('.allocview[data-mem]', function (e) { memtoolAllocView(e, byDom[e.getAttribute('data-mem')], programLib); });
   each('.progchart[data-mem]', function (e) {
     var peakBars = e.parentNode.querySelector('.progpeak[data-mem="' + e.getAttribute('data-mem') + '"]');
     memtoolProgramChart(e, peakBars, byDom[e.getAttribute('data-mem')], programLib);

@@ -14,7 +14,10 @@ use crate::report::units;
 use super::flame::{self, Node, Tree};
 use super::marks::{phase_marks, recording_start, relative_label, relative_time};
 use super::page::*;
-use super::{addr, at_peak, blocks, color, escape, program_chart, timeline, Inputs, RenderOptions};
+use super::{
+    addr, alloc_view, at_peak, blocks, color, escape, program_chart, timeline, Inputs,
+    RenderOptions,
+};
 
 /// Call-tree nodes narrower than this share of the root are left out.
 const FLAME_MIN_SHARE: f64 = 0.001;
@@ -153,6 +156,7 @@ pub fn html(inputs: Inputs<'_>, options: &RenderOptions) -> String {
         css: CSS,
         js: JS,
         program_js: PROGRAM_JS,
+        alloc_js: ALLOC_JS,
         data_json: escape::script_json(&data),
     };
     // Rendering fails only on a formatting error of our own fields, which
@@ -383,6 +387,13 @@ fn memory_view(
     // A compiled program is drawn buffer by buffer, as XProf draws it; the
     // address grid would show the same offsets coloured by group only.
     let program = program_chart::program_chart(names, memory, peak.index, peak.bytes);
+    // Every allocation its own band (memory_viz's picture); a program's
+    // buffers are drawn by the chart above instead.
+    let alloc = if program.is_some() {
+        None
+    } else {
+        alloc_view::alloc_view(names, memory, tl.x0, filter)
+    };
     let addr = if program.is_some() {
         None
     } else {
@@ -582,6 +593,7 @@ fn memory_view(
         leak_points,
         has_addr: addr.is_some(),
         has_program: program.is_some(),
+        has_alloc: alloc.is_some(),
         has_blocks: blocks.is_some(),
         has_state: blocks.as_ref().is_some_and(|b| !b.segments.is_empty()),
     };
@@ -607,6 +619,7 @@ fn memory_view(
         flame,
         addr,
         program,
+        alloc,
         blocks,
         leaks: leak_chart,
     };

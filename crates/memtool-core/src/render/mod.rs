@@ -11,6 +11,7 @@
 //! the model, so every input format renders the same way.
 
 mod addr;
+mod alloc_view;
 mod blocks;
 mod color;
 mod escape;

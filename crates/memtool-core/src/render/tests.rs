@@ -235,6 +235,7 @@ fn frag_sections_show_when_given() {
         css: "",
         js: "",
         program_js: "",
+        alloc_js: "",
         data_json: "{}".into(),
     };
     let page = view.render().unwrap();
@@ -308,6 +309,7 @@ fn test_memory_view() -> MemoryView {
         leak_points: 0,
         has_addr: false,
         has_program: false,
+        has_alloc: false,
         has_blocks: false,
         has_state: false,
     }
@@ -341,9 +343,9 @@ fn profile_text_is_escaped_everywhere() {
             !page.contains("<img"),
             "raw markup from the profile reached the page"
         );
-        // Only our own three script elements close (data, program chart,
-        // report).
-        assert_eq!(page.matches("</script>").count(), 3);
+        // Only our own four script elements close (data, program chart,
+        // allocation view, report).
+        assert_eq!(page.matches("</script>").count(), 4);
         assert_eq!(page.matches("<!--").count(), 0);
         // The text is there, escaped, in the tables and the title.
         assert!(
