@@ -121,7 +121,7 @@ var memtoolProgramChart = (function () {
     select.addEventListener('change', function () { by = select.value; draw(); drawBars(); });
     draw();
     if (window.ResizeObserver) {
-      var last = 0;
+      var last = Math.round(canvas.getBoundingClientRect().width);
       new ResizeObserver(function () { var w = Math.round(canvas.getBoundingClientRect().width); if (w !== last) { last = w; draw(); } }).observe(canvas);
     }
     var note = pc.blocks.length + ' buffers drawn';
