@@ -12,7 +12,18 @@ var memtoolAllocView = (function () {
     return (h >>> 0) % 360;
   }
 
-  return function (container, m, lib) {
+  // Opened as #memtool-selftest: a band low in the middle column names
+  // itself on hover.
+  function selfTest(check) {
+    var canvas = document.querySelector('.allocview canvas');
+    if (!canvas) { return; }
+    var r = canvas.getBoundingClientRect();
+    canvas.dispatchEvent(new MouseEvent('mousemove', { bubbles: true, clientX: r.left + r.width * 0.5, clientY: r.top + r.height * 0.85 }));
+    var tip = canvas.parentNode.querySelector('.tooltip');
+    check('alloc', +canvas.parentNode.getAttribute('data-columns') > 0 && tip && !tip.hidden && tip.textContent.length > 0);
+  }
+
+  function view(container, m, lib) {
     var av = m && m.alloc;
     if (!av) { return; }
     var began = performance.now();
@@ -171,5 +182,7 @@ var memtoolAllocView = (function () {
     // For the browser check: the milliseconds this view took to draw.
     container.setAttribute('data-draw-ms', String(Math.round(performance.now() - began)));
     lib.drew();
-  };
+  }
+  view.selfTest = selfTest;
+  return view;
 })();

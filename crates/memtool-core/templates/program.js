@@ -36,7 +36,19 @@ var memtoolProgramChart = (function () {
     return out;
   }
 
-  return function (container, peakBars, m, lib) {
+  // Opened as #memtool-selftest: the blocks drawn, and a bar at the peak
+  // names its buffer on hover.
+  function selfTest(check) {
+    var bar = document.querySelector('.progpeak .bar');
+    if (!bar) { return; }
+    var r = bar.getBoundingClientRect();
+    bar.dispatchEvent(new MouseEvent('mouseenter', { clientX: r.left + 5, clientY: r.top + 2 }));
+    bar.dispatchEvent(new MouseEvent('mousemove', { bubbles: true, clientX: r.left + 5, clientY: r.top + 2 }));
+    var tip = bar.parentNode.querySelector('.tooltip');
+    check('program', +document.querySelector('.progchart').getAttribute('data-blocks') > 0 && tip && !tip.hidden && tip.textContent.length > 0);
+  }
+
+  function chart(container, peakBars, m, lib) {
     var pc = m && m.program;
     if (!pc) { return; }
     var blocks = pc.blocks, by = 'buffer', chosen = -1;
@@ -164,5 +176,7 @@ var memtoolProgramChart = (function () {
       (live.length > BARS ? '; the ' + (live.length - BARS) + ' smallest (' + lib.fmtBytes(rest) + ') not shown.' : '.')));
     peakBars.setAttribute('data-live', String(live.length));
     lib.drew();
-  };
+  }
+  chart.selfTest = selfTest;
+  return chart;
 })();

@@ -957,16 +957,9 @@
         check('stack', sv !== null && (sv.querySelectorAll('li').length > 0 || sv.textContent.indexOf('no stack') >= 0));
       }
     }
-    // A compiled program: its blocks drawn, and a bar at the peak names its
-    // buffer on hover.
-    var pb = document.querySelector('.progpeak .bar');
-    if (pb) {
-      var pr = pb.getBoundingClientRect();
-      pb.dispatchEvent(new MouseEvent('mouseenter', { clientX: pr.left + 5, clientY: pr.top + 2 }));
-      pb.dispatchEvent(new MouseEvent('mousemove', { bubbles: true, clientX: pr.left + 5, clientY: pr.top + 2 }));
-      var ptip = pb.parentNode.querySelector('.tooltip');
-      check('program', +document.querySelector('.progchart').getAttribute('data-blocks') > 0 && ptip && !ptip.hidden && ptip.textContent.length > 0);
-    }
+    // The allocation view and a compiled program's charts (alloc.js, program.js).
+    memtoolAllocView.selfTest(check);
+    memtoolProgramChart.selfTest(check);
     var stv = document.querySelector('.state[data-mem]');
     if (stv) {
       var slider = stv.querySelector('input[type=range]');

@@ -28,6 +28,11 @@ const MAX_RUNS: usize = 300_000;
 const HEIGHT_UNITS: u64 = 60_000;
 /// Frames of a kept allocation's stack the page lists on click.
 const MAX_FRAMES: usize = 64;
+/// Bytes of stack text in all (as the drill-down's blocks keep theirs):
+/// 200 distinct stacks of 64 frames named by 4 KiB would be 52 MB.
+const MAX_STACK_BYTES: usize = 1 << 20;
+/// Characters of a group label kept (the tooltip's line, the colour's key).
+const MAX_KEY_CHARS: usize = 160;
 
 /// The groupings the user can colour the bands by, in `KeptAlloc::g` order.
 pub(super) const GROUPINGS: [GroupBy; 4] = [
@@ -255,6 +260,7 @@ pub(super) fn alloc_view(
     let mut key_index: HashMap<String, u32> = HashMap::new();
     let mut stacks: Vec<Vec<String>> = Vec::new();
     let mut stack_index: HashMap<SiteId, u32> = HashMap::new();
+    let mut stack_bytes = 0usize;
     let kept = by_size
         .iter()
         .zip(&spans)
@@ -262,7 +268,12 @@ pub(super) fn alloc_view(
             let a = &memory.allocations[i];
             let mut g = [0u32; 4];
             for (slot, by) in g.iter_mut().zip(GROUPINGS) {
-                let key = escape::label(&group::label(names, a.site, by, filter));
+                let full = group::label(names, a.site, by, filter);
+                let key = match full.char_indices().nth(MAX_KEY_CHARS) {
+                    Some((cut, _)) => format!("{}…", &full[..cut]),
+                    None => full,
+                };
+                let key = escape::label(&key);
                 let len = keys.len() as u32;
                 *slot = *key_index.entry(key.clone()).or_insert_with(|| {
                     keys.push(key);
@@ -271,13 +282,20 @@ pub(super) fn alloc_view(
             }
             let stack = *stack_index.entry(a.site).or_insert_with(|| {
                 let site = names.site_of(a.site);
-                stacks.push(
-                    names
-                        .frames_of(site.stack)
-                        .take(MAX_FRAMES)
-                        .map(|f| escape::label(&names.frame_label(f)))
-                        .collect(),
-                );
+                let frames: Vec<String> = names
+                    .frames_of(site.stack)
+                    .take(MAX_FRAMES)
+                    .map(|f| escape::label(&names.frame_label(f)))
+                    .collect();
+                let bytes: usize = frames.iter().map(String::len).sum();
+                if stack_bytes.saturating_add(bytes) > MAX_STACK_BYTES {
+                    stacks.push(vec![
+                        "<stack left out: the page keeps 1 MiB of stacks>".to_string()
+                    ]);
+                } else {
+                    stack_bytes += bytes;
+                    stacks.push(frames);
+                }
                 stacks.len() as u32 - 1
             });
             KeptAlloc {

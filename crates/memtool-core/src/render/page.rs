@@ -143,16 +143,16 @@ pub(super) struct MemoryData {
     pub(super) flame: Node,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) addr: Option<addr::AddressView>,
+    pub(super) leaks: LeakChart,
+    /// The blocks the drill-down lists and the allocator-state view draws.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) blocks: Option<super::blocks::Blocks>,
     /// A compiled program's buffers, drawn as XProf's Memory Viewer does.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) program: Option<super::program_chart::ProgramChart>,
     /// Every allocation its own band, stacked in allocation order.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) alloc: Option<super::alloc_view::AllocView>,
-    pub(super) leaks: LeakChart,
-    /// The blocks the drill-down lists and the allocator-state view draws.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(super) blocks: Option<super::blocks::Blocks>,
 }
 
 // ---------------------------------------------------------------------------
