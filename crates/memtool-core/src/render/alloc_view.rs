@@ -18,19 +18,20 @@ use crate::model::{EventKind, Memory, Names, SiteId};
 use super::escape;
 
 /// Columns of the view (at most; fewer when there are fewer events).
-pub(super) const COLUMNS: usize = 800;
+pub(super) const COLUMNS: usize = 600;
 /// Allocations kept as bands of their own: the largest.
 pub(super) const KEPT: usize = 500;
 /// Runs in all columns together; past it a column is one merged run.
-const MAX_RUNS: usize = 300_000;
+const MAX_RUNS: usize = 120_000;
 /// Height units of the tallest column: heights are sent in units of
-/// `unit` bytes, exact to a 60,000th of the peak.
-const HEIGHT_UNITS: u64 = 60_000;
+/// `unit` bytes, exact to a 4,000th of the peak (a 360 px chart shows
+/// a 360th): smaller runs merge into their neighbours.
+const HEIGHT_UNITS: u64 = 4_000;
 /// Frames of a kept allocation's stack the page lists on click.
 const MAX_FRAMES: usize = 64;
-/// Bytes of stack text in all (as the drill-down's blocks keep theirs):
-/// 200 distinct stacks of 64 frames named by 4 KiB would be 52 MB.
-const MAX_STACK_BYTES: usize = 1 << 20;
+/// Bytes of stack text in all: 200 distinct stacks of 64 frames named by
+/// 4 KiB would be 52 MB (the drill-down keeps its own largest blocks').
+const MAX_STACK_BYTES: usize = 256 << 10;
 /// Characters of a group label kept (the tooltip's line, the colour's key).
 const MAX_KEY_CHARS: usize = 160;
 
@@ -290,7 +291,7 @@ pub(super) fn alloc_view(
                 let bytes: usize = frames.iter().map(String::len).sum();
                 if stack_bytes.saturating_add(bytes) > MAX_STACK_BYTES {
                     stacks.push(vec![
-                        "<stack left out: the page keeps 1 MiB of stacks>".to_string()
+                        "<stack left out: the page keeps 256 KiB of stacks>".to_string()
                     ]);
                 } else {
                     stack_bytes += bytes;
