@@ -6,10 +6,12 @@
 var memtoolAllocView = (function () {
   'use strict';
   var GROUPINGS = ['user frame', 'category', 'phase', 'op'];
-  function hueOf(s) {
-    var h = 2166136261;
-    for (var i = 0; i < s.length; i++) { h = Math.imul(h ^ s.charCodeAt(i), 16777619); }
-    return (h >>> 0) % 360;
+  // A group's colour (the timeline's), shaded per allocation so that
+  // neighbouring bands of one group read apart.
+  function shade(hex, i) {
+    var v = /^#([0-9a-f]{6})$/i.exec(hex || ''), x = v ? parseInt(v[1], 16) : 0x888888;
+    var f = 0.72 + 0.28 * ((i * 7) % 5) / 4;
+    return 'rgb(' + [(x >> 16) & 255, (x >> 8) & 255, x & 255].map(function (c) { return Math.round(c * f); }).join(',') + ')';
   }
 
   // Opened as #memtool-selftest: a band low in the middle column names
@@ -40,7 +42,7 @@ var memtoolAllocView = (function () {
     var axis = 'events', by = 0, z0 = 0, z1 = 1, chosen = -1;
     var colors = av.kept.map(function () { return ''; });
     function recolor() {
-      av.kept.forEach(function (k, i) { colors[i] = 'hsl(' + hueOf(av.keys[k.g[by]]) + ',62%,' + (50 + (i * 7) % 20) + '%)'; });
+      av.kept.forEach(function (k, i) { colors[i] = shade(av.colors[k.g[by]], i); });
     }
     recolor();
     var controls = lib.htmlEl('div', 'controls');

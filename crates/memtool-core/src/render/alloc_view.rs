@@ -15,7 +15,7 @@ use crate::analysis::group::{self, GroupBy};
 use crate::analysis::replay;
 use crate::model::{EventKind, Memory, Names, SiteId};
 
-use super::escape;
+use super::{color, escape};
 
 /// Columns of the view (at most; fewer when there are fewer events).
 pub(super) const COLUMNS: usize = 600;
@@ -59,8 +59,10 @@ pub(super) struct AllocView {
     pub runs: Vec<u32>,
     /// The largest allocations, largest first.
     pub kept: Vec<KeptAlloc>,
-    /// Group labels `KeptAlloc::g` points to.
+    /// Group labels `KeptAlloc::g` points to, and each one's colour (the
+    /// timeline's for the same label).
     pub keys: Vec<String>,
+    pub colors: Vec<String>,
     /// Stacks `KeptAlloc::stack` points to: frame labels, innermost first.
     pub stacks: Vec<Vec<String>>,
     /// Allocations in all.
@@ -258,6 +260,7 @@ pub(super) fn alloc_view(
 
     // The kept allocations' labels.
     let mut keys: Vec<String> = Vec::new();
+    let mut colors: Vec<String> = Vec::new();
     let mut key_index: HashMap<String, u32> = HashMap::new();
     let mut stacks: Vec<Vec<String>> = Vec::new();
     let mut stack_index: HashMap<SiteId, u32> = HashMap::new();
@@ -277,6 +280,7 @@ pub(super) fn alloc_view(
                 let key = escape::label(&key);
                 let len = keys.len() as u32;
                 *slot = *key_index.entry(key.clone()).or_insert_with(|| {
+                    colors.push(color::group_color(&key));
                     keys.push(key);
                     len
                 });
@@ -323,6 +327,7 @@ pub(super) fn alloc_view(
         runs,
         kept,
         keys,
+        colors,
         stacks,
         allocations: memory.allocations.len(),
     })
