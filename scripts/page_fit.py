@@ -49,13 +49,29 @@ MEASURE = r"""
   // What sticks out: the outermost elements past the window's right edge.
   var wide = [];
   if (d.scrollWidth > W) {
-    document.querySelectorAll('body *').forEach(function (e) {
+    document.querySelectorAll('body, body *').forEach(function (e) {
       var r = e.getBoundingClientRect(), p = e.parentElement.getBoundingClientRect();
       if (r.width > 0 && r.right > W + 1 && p.right <= W + 1 && wide.length < 3) {
         wide.push(e.tagName.toLowerCase() + (e.className && e.className.baseVal === undefined ? '.' + e.className : '') +
           ' "' + e.textContent.trim().slice(0, 40) + '" (' + Math.round(r.right) + ' px)');
       }
     });
+    // Text past its box's edge (a cell that does not wrap): the innermost
+    // elements whose content runs past the window.
+    if (wide.length === 0) {
+      // Clipped text (overflow hidden, an ellipsis) widens nothing; SVG
+      // elements have no scroll width.
+      var past = function (e) {
+        return !(e instanceof SVGElement) && getComputedStyle(e).overflowX === 'visible' &&
+          e.getBoundingClientRect().left + e.scrollWidth > W + 1;
+      };
+      document.querySelectorAll('body *').forEach(function (e) {
+        if (wide.length < 3 && past(e) && !Array.prototype.some.call(e.children, past)) {
+          wide.push(e.tagName.toLowerCase() + (e.className && e.className.baseVal === undefined ? '.' + e.className : '') +
+            ' "' + e.textContent.trim().slice(0, 40) + '" (text to ' + Math.round(e.getBoundingClientRect().left + e.scrollWidth) + ' px)');
+        }
+      });
+    }
   }
   return JSON.stringify({ wide: wide, width: d.scrollWidth, window: W, height: d.scrollHeight, screen: H,
     memories: memories, overlaps: overlaps, ready: d.getAttribute('data-memtool') });
