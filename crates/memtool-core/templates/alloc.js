@@ -165,10 +165,15 @@ var memtoolAllocView = (function () {
       while (stackBox.firstChild) { stackBox.removeChild(stackBox.firstChild); }
       stackBox.hidden = chosen < 0;
       if (chosen < 0) { return; }
-      var k = av.kept[chosen], frames = av.stacks[k.stack] || [];
-      stackBox.appendChild(lib.htmlEl('div', null, lib.fmtBytes(k.b) + (k.shape ? ' ' + k.shape : '') + ' — ' + (frames.length ? 'stack, innermost first:' : 'no stack recorded')));
+      // The stack as the drill-down keeps it (render/blocks.rs), library
+      // frames greyed.
+      var k = av.kept[chosen], bl = m.blocks, site = bl && k.site >= 0 ? bl.sites[k.site] : null;
+      var frames = site ? site.stack : [];
+      var head = site ? (frames.length ? 'stack, innermost first:' : 'no stack recorded') : 'stack not kept (the page keeps the stacks of the largest blocks\' sites)';
+      if (site && site.before === 'freed') { head = 'allocation not recorded; stack of the free:'; }
+      stackBox.appendChild(lib.htmlEl('div', null, lib.fmtBytes(k.b) + (k.shape ? ' ' + k.shape : '') + ' — ' + head));
       var ol = lib.htmlEl('ol', 'stack');
-      frames.forEach(function (f) { ol.appendChild(lib.htmlEl('li', null, f)); });
+      frames.forEach(function (f) { var fr = bl.frames[f]; ol.appendChild(lib.htmlEl('li', fr[1] ? 'lib' : null, fr[0])); });
       stackBox.appendChild(ol);
     });
     canvas.addEventListener('dblclick', function () { z0 = 0; z1 = 1; draw(); });

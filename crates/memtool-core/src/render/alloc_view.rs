@@ -27,11 +27,6 @@ const MAX_RUNS: usize = 120_000;
 /// `unit` bytes, exact to a 4,000th of the peak (a 360 px chart shows
 /// a 360th): smaller runs merge into their neighbours.
 const HEIGHT_UNITS: u64 = 4_000;
-/// Frames of a kept allocation's stack the page lists on click.
-const MAX_FRAMES: usize = 64;
-/// Bytes of stack text in all: 200 distinct stacks of 64 frames named by
-/// 4 KiB would be 52 MB (the drill-down keeps its own largest blocks').
-const MAX_STACK_BYTES: usize = 256 << 10;
 /// Characters of a group label kept (the tooltip's line, the colour's key).
 const MAX_KEY_CHARS: usize = 160;
 
@@ -63,8 +58,6 @@ pub(super) struct AllocView {
     /// timeline's for the same label).
     pub keys: Vec<String>,
     pub colors: Vec<String>,
-    /// Stacks `KeptAlloc::stack` points to: frame labels, innermost first.
-    pub stacks: Vec<Vec<String>>,
     /// Allocations in all.
     pub allocations: usize,
 }
@@ -80,7 +73,9 @@ pub(super) struct KeptAlloc {
     pub g: [u32; 4],
     #[serde(skip_serializing_if = "Option::is_none")]
     pub shape: Option<String>,
-    pub stack: u32,
+    /// Its site in the drill-down's blocks (`blocks.sites`), whose stack a
+    /// click shows; -1 when that stack was not kept.
+    pub site: i64,
 }
 
 /// Sums of live bytes by allocation rank (a Fenwick tree).
@@ -116,6 +111,7 @@ pub(super) fn alloc_view(
     memory: &Memory,
     x0: i64,
     filter: &FrameFilter,
+    site_of: Option<&HashMap<SiteId, i64>>,
 ) -> Option<AllocView> {
     let n = memory.events.len();
     if replay::uses_instants(memory) || n == 0 || memory.allocations.is_empty() {
@@ -262,9 +258,6 @@ pub(super) fn alloc_view(
     let mut keys: Vec<String> = Vec::new();
     let mut colors: Vec<String> = Vec::new();
     let mut key_index: HashMap<String, u32> = HashMap::new();
-    let mut stacks: Vec<Vec<String>> = Vec::new();
-    let mut stack_index: HashMap<SiteId, u32> = HashMap::new();
-    let mut stack_bytes = 0usize;
     let kept = by_size
         .iter()
         .zip(&spans)
@@ -285,24 +278,6 @@ pub(super) fn alloc_view(
                     len
                 });
             }
-            let stack = *stack_index.entry(a.site).or_insert_with(|| {
-                let site = names.site_of(a.site);
-                let frames: Vec<String> = names
-                    .frames_of(site.stack)
-                    .take(MAX_FRAMES)
-                    .map(|f| escape::label(&names.frame_label(f)))
-                    .collect();
-                let bytes: usize = frames.iter().map(String::len).sum();
-                if stack_bytes.saturating_add(bytes) > MAX_STACK_BYTES {
-                    stacks.push(vec![
-                        "<stack left out: the page keeps 256 KiB of stacks>".to_string()
-                    ]);
-                } else {
-                    stack_bytes += bytes;
-                    stacks.push(frames);
-                }
-                stacks.len() as u32 - 1
-            });
             KeptAlloc {
                 b: a.bytes,
                 made,
@@ -312,7 +287,7 @@ pub(super) fn alloc_view(
                     .site_of(a.site)
                     .shape
                     .map(|s| escape::label(names.str(s))),
-                stack,
+                site: site_of.and_then(|m| m.get(&a.site).copied()).unwrap_or(-1),
             }
         })
         .collect();
@@ -328,7 +303,6 @@ pub(super) fn alloc_view(
         kept,
         keys,
         colors,
-        stacks,
         allocations: memory.allocations.len(),
     })
 }
@@ -367,7 +341,7 @@ mod tests {
             ev(3, EventKind::Alloc, 2),
             ev(4, EventKind::Free, 1),
         ];
-        let view = alloc_view(&profile.names, &m, 0, &FrameFilter::default()).unwrap();
+        let view = alloc_view(&profile.names, &m, 0, &FrameFilter::default(), None).unwrap();
         assert_eq!(view.unit, 1);
         assert_eq!(view.t, vec![1, 2, 3, 4, 4]);
         // Kept largest first: 100 B (band 1), 70 B (band 2), 50 B (band 3).

@@ -387,13 +387,6 @@ fn memory_view(
     // A compiled program is drawn buffer by buffer, as XProf draws it; the
     // address grid would show the same offsets coloured by group only.
     let program = program_chart::program_chart(names, memory, peak.index, peak.bytes);
-    // Every allocation its own band (memory_viz's picture); a program's
-    // buffers are drawn by the chart above instead.
-    let alloc = if program.is_some() {
-        None
-    } else {
-        alloc_view::alloc_view(names, memory, tl.x0, filter)
-    };
     let addr = if program.is_some() {
         None
     } else {
@@ -405,6 +398,19 @@ fn memory_view(
     let blocks = blocks::blocks(names, memory, filter, tl.x0, |site| {
         timeline::band_of_site(names, site, by, filter, &bands)
     });
+    // Every allocation its own band (memory_viz's picture), a click showing
+    // the drill-down's stacks; a program's buffers are drawn by its chart.
+    let alloc = if program.is_some() {
+        None
+    } else {
+        alloc_view::alloc_view(
+            names,
+            memory,
+            tl.x0,
+            filter,
+            blocks.as_ref().map(|b| &b.site_of),
+        )
+    };
 
     let labels: Vec<String> = if replay::uses_instants(memory) {
         tl.top_points
