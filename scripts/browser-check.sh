@@ -2,7 +2,8 @@
 # Opens memtool's HTML reports in headless Chromium from file:// and checks that
 # the page's script ran without errors, drew its charts, printed nothing to the
 # console (a blocked request or a CSP violation would), made no network request,
-# and that profile text written as markup (</script><img onerror=...>) stayed text.
+# and that profile text written as markup (</script><img onerror=...>) stayed text;
+# then that every page fits a 1,400 and an 850 px window (scripts/page_fit.py).
 # Screenshots of every report are kept under OUT_DIR/screenshots to look at.
 #
 #   scripts/browser-check.sh [OUT_DIR]        (default: target/browser-check)
@@ -231,6 +232,13 @@ python3 scripts/first_frame.py "$BROWSER" "${pages[@]}" "$OUT"/every/*.html >"$O
 awk '{ printf "  %-44s %6s ms  %9s bytes\n", $1, $2, $3 }' "$OUT/first-frame.txt"
 never="$(awk '$2 == "?" { print $1 }' "$OUT/first-frame.txt" | tr '\n' ' ')"
 [ -z "$never" ] || fail "no first frame within 20 s: $never"
+# Every page read at 1,400 and 850 px: no wider than the window, no taller
+# than 8 screens per memory, no two chart labels on top of each other.
+echo "browser-check: page fit (1,400 and 850 px wide):"
+if ! python3 scripts/page_fit.py "$BROWSER" "${pages[@]}" "$OUT"/every/*.html >"$OUT/page-fit.txt"; then
+  fail "pages that do not fit: $(grep -c FAIL "$OUT/page-fit.txt") (see $OUT/page-fit.txt)"
+fi
+sed 's/^/  /' "$OUT/page-fit.txt"
 if [ $FAILED -ne 0 ]; then
   echo "browser-check: FAILED (logs and screenshots in $OUT)" >&2
   exit 1

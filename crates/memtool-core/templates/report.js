@@ -843,6 +843,13 @@
   each('.leakchart[data-mem]', function (e) { leakChart(e, byDom[e.getAttribute('data-mem')]); });
   each('.addr[data-mem]', function (e) { addrView(e, byDom[e.getAttribute('data-mem')]); });
   each('.state[data-mem]', function (e) { stateView(e, byDom[e.getAttribute('data-mem')]); });
+  // Compiled programs (templates/program.js): blocks, then the peak's bars.
+  var programLib = { htmlEl: htmlEl, fmtBytes: fmtBytes, fmtX: fmtX, tooltip: tooltip, drew: function () { drawn++; } };
+  each('.allocview[data-mem]', function (e) { memtoolAllocView(e, byDom[e.getAttribute('data-mem')], programLib); });
+  each('.progchart[data-mem]', function (e) {
+    var peakBars = e.parentNode.querySelector('.progpeak[data-mem="' + e.getAttribute('data-mem') + '"]');
+    memtoolProgramChart(e, peakBars, byDom[e.getAttribute('data-mem')], programLib);
+  });
   each('table.sortable', sortable);
   each('input.filter', filterable);
   // Opened as report.html#memtool-selftest (the browser check does), the page
@@ -950,6 +957,9 @@
         check('stack', sv !== null && (sv.querySelectorAll('li').length > 0 || sv.textContent.indexOf('no stack') >= 0));
       }
     }
+    // The allocation view and a compiled program's charts (alloc.js, program.js).
+    memtoolAllocView.selfTest(check);
+    memtoolProgramChart.selfTest(check);
     var stv = document.querySelector('.state[data-mem]');
     if (stv) {
       var slider = stv.querySelector('input[type=range]');

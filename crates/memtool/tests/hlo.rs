@@ -531,3 +531,92 @@ fn a_module_that_is_not_there_is_a_usage_error_listing_the_modules() {
         "{stderr}"
     );
 }
+
+/// The page draws each program's buffers as XProf's Memory Viewer does: the
+/// blocks it marks live at the peak are XProf's `maxHeap` (buffers under
+/// 16 KiB summed, as XProf lumps them), at XProf's peak position, and each
+/// is drawn across that position while no other block is.
+#[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
+fn the_pages_program_blocks_at_the_peak_are_xprofs_max_heap() {
+    for fixture in FIXTURES {
+        let expected = expected(fixture);
+        let out = common::memtool()
+            .args(["render", &path(fixture), "-o", "-"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{fixture}: render failed");
+        let page = String::from_utf8(out.stdout).unwrap();
+        let tag = "<script type=\"application/json\" id=\"memtool-data\">";
+        let start = page.find(tag).expect("data element") + tag.len();
+        let end = start + page[start..].find("</script>").unwrap();
+        let data: Value = serde_json::from_str(&page[start..end]).unwrap();
+        let mut checked = Vec::new();
+        for chart in data["memories"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|m| m.get("program"))
+            .filter(|p| p["memory_space"] == 0)
+        {
+            let module = file_safe(chart["module"].as_str().unwrap());
+            let xprof = &expected[&module];
+            let what = format!("{fixture} {module}");
+            let peak_at = chart["peak_at"].as_i64().unwrap();
+            assert_eq!(
+                peak_at,
+                xprof["peakHeapSizePosition"].as_i64().unwrap_or(0),
+                "{what}: peak position"
+            );
+            assert_eq!(chart["omitted"], 0, "{what}: every buffer drawn");
+            let mut ours_large = Vec::new();
+            let mut ours_small = 0;
+            for b in chart["blocks"].as_array().unwrap() {
+                let (s, e) = (b["s"].as_i64().unwrap(), b["e"].as_i64().unwrap());
+                let at_peak = b["peak"] == true;
+                assert_eq!(
+                    s <= peak_at && peak_at < e,
+                    at_peak,
+                    "{what}: {} drawn across the peak iff live there",
+                    b["name"]
+                );
+                if !at_peak {
+                    continue;
+                }
+                let size = b["b"].as_u64().unwrap();
+                if size < SMALL {
+                    ours_small += size;
+                } else {
+                    ours_large.push((b["name"].as_str().unwrap().to_string(), size));
+                }
+            }
+            let mut xprof_large = Vec::new();
+            let mut xprof_small = 0;
+            for object in xprof["maxHeap"].as_array().unwrap() {
+                let size = bytes(&object["logicalBufferSizeMib"]);
+                if object["logicalBufferId"] == -1 {
+                    xprof_small += size;
+                } else {
+                    xprof_large.push((
+                        object["instructionName"].as_str().unwrap().to_string(),
+                        size,
+                    ));
+                }
+            }
+            ours_large.sort();
+            xprof_large.sort();
+            assert!(!xprof_large.is_empty(), "{what}: XProf lists buffers");
+            assert_eq!(ours_large, xprof_large, "{what}: blocks at the peak");
+            assert_eq!(ours_small, xprof_small, "{what}: small blocks at the peak");
+            checked.push(module);
+        }
+        // The page draws every program worth a section; the training step
+        // is the one that motivated the chart.
+        assert!(
+            fixture != "jax_transformer_small"
+                || checked.iter().any(|m| m.starts_with("jit_train_step")),
+            "{fixture}: jit_train_step drawn ({checked:?})"
+        );
+        assert!(!checked.is_empty(), "{fixture}: no program charts");
+    }
+}

@@ -461,3 +461,59 @@ fn folded_stacks_break_down_the_reported_peak() {
         assert_eq!(folded, live, "{name}");
     }
 }
+
+/// The allocation view of real snapshots: its tallest column is the peak
+/// the page reports (each column is the stack at its highest point), every
+/// column's runs add up to a live total no higher, and the kept bands are
+/// the largest allocations, largest first.
+#[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
+fn the_allocation_view_reaches_the_peak_and_keeps_the_largest() {
+    for fixture in [
+        "torch/torch_cpu_transformer.snapshot.pickle",
+        "torch/magma27_memory_snapshot.pickle",
+    ] {
+        let file = shared_fixture(fixture).display().to_string();
+        let page = render(&[&file]);
+        let data = data(&page);
+        let m = &data["memories"][0];
+        let view = &m["alloc"];
+        let unit = view["unit"].as_u64().unwrap();
+        let runs: Vec<u64> = serde_json::from_value(view["runs"].clone()).unwrap();
+        let columns = view["t"].as_array().unwrap().len() - 1;
+        let kept = view["kept"].as_array().unwrap();
+        let (mut at, mut tallest) = (0usize, 0u64);
+        for _ in 0..columns {
+            let count = runs[at] as usize;
+            let height: u64 = (0..count).map(|r| runs[at + 2 + 2 * r]).sum();
+            for r in 0..count {
+                let band = runs[at + 1 + 2 * r] as usize;
+                assert!(band <= kept.len(), "{fixture}: band {band} is kept");
+            }
+            tallest = tallest.max(height);
+            at += 1 + 2 * count;
+        }
+        assert_eq!(at, runs.len(), "{fixture}: runs read whole");
+        assert_eq!(
+            columns,
+            600.min(view["events"].as_u64().unwrap() as usize),
+            "{fixture}"
+        );
+        let peak = m["peak"]["bytes"].as_u64().unwrap();
+        assert_eq!(
+            tallest,
+            peak / unit,
+            "{fixture}: tallest column is the peak"
+        );
+        let sizes: Vec<u64> = kept.iter().map(|k| k["b"].as_u64().unwrap()).collect();
+        assert!(
+            sizes.windows(2).all(|w| w[0] >= w[1]),
+            "{fixture}: largest first"
+        );
+        assert_eq!(
+            sizes.len(),
+            500.min(view["allocations"].as_u64().unwrap() as usize),
+            "{fixture}"
+        );
+    }
+}

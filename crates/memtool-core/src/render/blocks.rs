@@ -73,6 +73,10 @@ pub(super) struct Blocks {
     pub segments: Vec<[i64; 4]>,
     /// Ranges held over the recording, and how many are in `segments`.
     pub total_segments: usize,
+    /// Index into `sites` of each site whose stack was kept (-1: not kept),
+    /// for the allocation view's click to show the same stacks.
+    #[serde(skip)]
+    pub site_of: HashMap<SiteId, i64>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -276,6 +280,7 @@ pub(super) fn blocks(
         out.addr.push(offset(a.address));
     }
     out.total_sites = site_index.len();
+    out.site_of = site_index;
     out.frames = labels.list;
     if base.is_some() {
         let start = memory.events.first().map_or(0, |e| e.at);

@@ -14,7 +14,10 @@ use crate::report::units;
 use super::flame::{self, Node, Tree};
 use super::marks::{phase_marks, recording_start, relative_label, relative_time};
 use super::page::*;
-use super::{addr, at_peak, blocks, color, escape, timeline, Inputs, RenderOptions};
+use super::{
+    addr, alloc_view, at_peak, blocks, color, escape, program_chart, timeline, Inputs,
+    RenderOptions,
+};
 
 /// Call-tree nodes narrower than this share of the root are left out.
 const FLAME_MIN_SHARE: f64 = 0.001;
@@ -165,6 +168,8 @@ pub fn html(inputs: Inputs<'_>, options: &RenderOptions) -> String {
         memory_count,
         css: CSS,
         js: JS,
+        program_js: PROGRAM_JS,
+        alloc_js: ALLOC_JS,
         data_json: escape::script_json(&data),
     };
     // Rendering fails only on a formatting error of our own fields, which
@@ -392,13 +397,33 @@ fn memory_view(
     );
 
     let bands = tl.bands.clone();
-    let addr = addr::address_view(memory, tl.x0, ADDR_COLS, ADDR_ROWS, |site| {
-        timeline::band_of_site(names, site, by, filter, &bands)
-    });
+    // A compiled program is drawn buffer by buffer, as XProf draws it; the
+    // address grid would show the same offsets coloured by group only.
+    let program = program_chart::program_chart(names, memory, peak.index, peak.bytes);
+    let addr = if program.is_some() {
+        None
+    } else {
+        addr::address_view(memory, tl.x0, ADDR_COLS, ADDR_ROWS, |site| {
+            timeline::band_of_site(names, site, by, filter, &bands)
+        })
+    };
 
     let blocks = blocks::blocks(names, memory, filter, tl.x0, |site| {
         timeline::band_of_site(names, site, by, filter, &bands)
     });
+    // Every allocation its own band (memory_viz's picture), a click showing
+    // the drill-down's stacks; a program's buffers are drawn by its chart.
+    let alloc = if program.is_some() {
+        None
+    } else {
+        alloc_view::alloc_view(
+            names,
+            memory,
+            tl.x0,
+            filter,
+            blocks.as_ref().map(|b| &b.site_of),
+        )
+    };
 
     let labels: Vec<String> = if replay::uses_instants(memory) {
         tl.top_points
@@ -587,6 +612,8 @@ fn memory_view(
         leak_omitted,
         leak_points,
         has_addr: addr.is_some(),
+        has_program: program.is_some(),
+        has_alloc: alloc.is_some(),
         has_blocks: blocks.is_some(),
         has_state: blocks.as_ref().is_some_and(|b| !b.segments.is_empty()),
     };
@@ -611,6 +638,8 @@ fn memory_view(
         phases,
         flame,
         addr,
+        program,
+        alloc,
         blocks,
         leaks: leak_chart,
     };

@@ -11,6 +11,7 @@
 //! the model, so every input format renders the same way.
 
 mod addr;
+mod alloc_view;
 mod blocks;
 mod color;
 mod escape;
@@ -20,6 +21,7 @@ mod html;
 mod marks;
 mod page;
 mod perfetto;
+mod program_chart;
 mod ranks_page;
 mod svg;
 mod timeline;

@@ -147,6 +147,12 @@ pub(super) struct MemoryData {
     /// The blocks the drill-down lists and the allocator-state view draws.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) blocks: Option<super::blocks::Blocks>,
+    /// A compiled program's buffers, drawn as XProf's Memory Viewer does.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) program: Option<super::program_chart::ProgramChart>,
+    /// Every allocation its own band, stacked in allocation order.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) alloc: Option<super::alloc_view::AllocView>,
 }
 
 // ---------------------------------------------------------------------------
@@ -245,6 +251,10 @@ pub(super) struct MemoryView {
     pub(super) leak_omitted: usize,
     pub(super) leak_points: usize,
     pub(super) has_addr: bool,
+    /// A compiled program's buffer blocks and its "at the peak" chart.
+    pub(super) has_program: bool,
+    /// The allocation view (event streams other than compiled programs).
+    pub(super) has_alloc: bool,
     /// The drill-down from a band to its blocks (event streams).
     pub(super) has_blocks: bool,
     /// The allocator-state view: blocks with addresses in held ranges.
@@ -303,8 +313,14 @@ pub(super) struct Page {
     pub(super) memory_count: usize,
     pub(super) css: &'static str,
     pub(super) js: &'static str,
+    /// The compiled-program chart's script, loaded before `js`, which calls it.
+    pub(super) program_js: &'static str,
+    /// The allocation view's script, loaded before `js`, which calls it.
+    pub(super) alloc_js: &'static str,
     pub(super) data_json: String,
 }
 
 pub(super) const CSS: &str = include_str!("../../templates/report.css");
 pub(super) const JS: &str = include_str!("../../templates/report.js");
+pub(super) const PROGRAM_JS: &str = include_str!("../../templates/program.js");
+pub(super) const ALLOC_JS: &str = include_str!("../../templates/alloc.js");

@@ -234,6 +234,8 @@ fn frag_sections_show_when_given() {
         }],
         css: "",
         js: "",
+        program_js: "",
+        alloc_js: "",
         data_json: "{}".into(),
     };
     let page = view.render().unwrap();
@@ -307,6 +309,8 @@ fn test_memory_view() -> MemoryView {
         leak_omitted: 0,
         leak_points: 0,
         has_addr: false,
+        has_program: false,
+        has_alloc: false,
         has_blocks: false,
         has_state: false,
     }
