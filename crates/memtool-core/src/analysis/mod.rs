@@ -13,6 +13,7 @@ pub mod gate;
 pub mod group;
 pub mod leaks;
 pub mod oom;
+pub mod oom_report;
 pub mod peak;
 pub mod peak_facts;
 pub mod program_match;
@@ -26,6 +27,7 @@ mod setting_advice;
 pub mod steps;
 pub mod summary;
 pub mod xla_report;
+pub mod xla_report_facts;
 
 use serde::Serialize;
 

@@ -395,6 +395,7 @@ fn load_into(profile: &mut Profile, source: Source, options: &LoadOptions) -> Re
         }
         Sniffed::Text => Format::XlaReport,
         Sniffed::HloProto => Format::HloProto,
+        Sniffed::BufferAssignmentText => Format::BufferAssignmentText,
         Sniffed::Empty | Sniffed::OldPickle | Sniffed::Unknown | Sniffed::ProtobufGroup => {
             return Err(no_profile(&path, sniffed))
         }
@@ -433,5 +434,6 @@ fn load_into(profile: &mut Profile, source: Source, options: &LoadOptions) -> Re
             _ => Ok(()),
         },
         Format::HloProto => xla_dump::read(profile, &path, &*data),
+        Format::BufferAssignmentText => xla_dump::buffer_assignment::read(profile, &path, &*data),
     }
 }

@@ -45,6 +45,7 @@ pub fn run(args: &PeakArgs) -> Result<Outcome> {
     }
     output::check_pprof_destination("peak", &args.output)?;
     let profile = inputs::load(&args.input, &args.analysis, args.output.output.as_deref())?;
+    inputs::require_timeline(&profile, "peak")?;
     let mut options = args.analysis.report_options(args.output.format);
     args.xprof.apply(&mut options);
     let settings = peak::PeakSettings {
