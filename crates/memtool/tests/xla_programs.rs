@@ -378,3 +378,43 @@ fn a_tied_program_peak_is_the_first_in_both_modes() {
         );
     }
 }
+
+/// `ranks` over the two captures (a rank each, every compile counter
+/// differing, `jit__normal(12)` a different program in each) labels each
+/// program by what it is, as `diff` pairs them: every program of the first
+/// run has the same label in the second, with the same peak, and no label
+/// carries a counter.
+#[test]
+fn ranks_label_programs_by_what_they_are_not_by_counter() {
+    let doc = common::json(&["ranks", &fixture(RUN1), &fixture(RUN2)]);
+    let mut runs: [std::collections::BTreeMap<String, (u64, String)>; 2] = Default::default();
+    for r in doc["ranks"].as_array().unwrap() {
+        let rank = r["rank"].as_str().unwrap();
+        let (file, program) = rank.split_once('/').unwrap();
+        assert!(!program.ends_with(')'), "{rank}: a label keeps no counter");
+        let run = usize::from(file == "counters_run2");
+        runs[run].insert(
+            program.to_string(),
+            (
+                r["peak_bytes"].as_u64().unwrap(),
+                r["memory"].as_str().unwrap().to_string(),
+            ),
+        );
+    }
+    assert_eq!(runs[0].len(), 6, "{:?}", runs[0]);
+    for (program, (peak, memory)) in &runs[0] {
+        let (other_peak, other_memory) = &runs[1][program];
+        assert_eq!(peak, other_peak, "{program}: {memory} vs {other_memory}");
+        assert_ne!(memory, other_memory, "{program}: the counters differ");
+    }
+    // The id alone would pair `jit__normal(12)` of both runs: different
+    // programs, of different peaks.
+    let by_id = |run: usize| {
+        runs[run]
+            .values()
+            .find(|(_, m)| m == "jit__normal(12)")
+            .unwrap()
+            .0
+    };
+    assert_ne!(by_id(0), by_id(1));
+}

@@ -14,8 +14,9 @@ use serde::Serialize;
 
 use super::group::{GroupBy, Totals};
 use super::oom::Verdict;
+use super::program_match;
 use super::{diff, frag, order_by_peak, replay, segments, summary, Options, PeakFacts};
-use crate::model::{Axis, Phase, Profile, Warning};
+use crate::model::{Axis, Memory, MemoryKind, Phase, Profile, ProgramInfo, Warning};
 
 pub use fleet::{
     fleet, FailedFile, HighestVsMedian, OomRank, RanksReport, StageGroup, CLUSTER_GAP,
@@ -86,6 +87,79 @@ pub struct RankSummary {
     /// The axis of the memory, to tell whether failure times compare.
     #[serde(skip)]
     pub axis: Axis,
+    /// What the memory is, for pairing it with the other ranks' (a
+    /// compiled program's module, memory space and signature); `None` for
+    /// a memory that is no program.
+    #[serde(skip)]
+    pub program: Option<ProgramIdentity>,
+}
+
+/// A compiled program as [`super::program_match`] pairs it across runs.
+#[derive(Clone, Debug, Default)]
+pub struct ProgramIdentity {
+    /// The module with its compile counter, `jit_train_step(26)`.
+    pub module: String,
+    /// The memory space.
+    pub memory_space: i64,
+    /// The entry computation's parameter and result shapes.
+    pub signature: Option<String>,
+}
+
+/// The memories of the ranks' files shown alike when they are the same
+/// program: each file's programs paired with the first file's by
+/// [`program_match::pair`], as `diff` pairs two runs (name, then
+/// signature, then order; never the compile counter, which differs between
+/// processes), and labelled by the pair's key (`3/jit_train_step`, not
+/// `3/jit_train_step(26)`). Files of one memory keep their label.
+pub(crate) fn label_programs(ranks: &mut [RankSummary]) {
+    let mut files: Vec<&str> = Vec::new();
+    for r in ranks.iter() {
+        if !files.contains(&r.file.as_str()) {
+            files.push(&r.file);
+        }
+    }
+    let files: Vec<String> = files.into_iter().map(str::to_string).collect();
+    let stand_in = |r: &RankSummary| {
+        let mut m = Memory::new(&r.memory, MemoryKind::ProgramSpace, r.axis);
+        m.program = r.program.as_ref().map(|p| {
+            Box::new(ProgramInfo {
+                module: p.module.clone(),
+                memory_space: p.memory_space,
+                signature: p.signature.clone(),
+                ..ProgramInfo::default()
+            })
+        });
+        m
+    };
+    let of_file = |ranks: &[RankSummary], file: &str| -> Vec<(usize, Memory)> {
+        ranks
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.file == file && r.rank.contains('/'))
+            .map(|(i, r)| (i, stand_in(r)))
+            .collect()
+    };
+    let Some(first) = files.first() else { return };
+    let reference = of_file(ranks, first);
+    let reference: Vec<&Memory> = reference.iter().map(|(_, m)| m).collect();
+    for file in &files {
+        let these = of_file(ranks, file);
+        if these.iter().all(|(i, _)| ranks[*i].program.is_none()) {
+            continue;
+        }
+        let memories: Vec<&Memory> = these.iter().map(|(_, m)| m).collect();
+        let keys: Vec<(String, String)> = program_match::pair(&reference, &memories)
+            .into_iter()
+            .filter_map(|p| Some((p.new?.id.clone(), p.key)))
+            .collect();
+        for (i, _) in &these {
+            let r = &mut ranks[*i];
+            if let Some((_, key)) = keys.iter().find(|(id, _)| *id == r.memory) {
+                let base = r.rank.split_once('/').map_or("", |(b, _)| b).to_string();
+                r.rank = format!("{base}/{key}");
+            }
+        }
+    }
 }
 
 /// A rank's out-of-memory failure, as `oom` explains it.
@@ -239,6 +313,11 @@ pub fn reduce(profile: &Profile, file: &str, options: &Options) -> Vec<RankSumma
             by_user_frame,
             by_op,
             axis: memory.axis,
+            program: memory.program.as_ref().map(|p| ProgramIdentity {
+                module: p.module.clone(),
+                memory_space: p.memory_space,
+                signature: p.signature.clone(),
+            }),
         });
     }
     out

@@ -45,6 +45,7 @@ fn rank(n: u64, peak: u64) -> RankSummary {
         by_user_frame: BTreeMap::new(),
         by_op: BTreeMap::new(),
         axis: Axis::TimeUs,
+        program: None,
     }
 }
 
