@@ -279,6 +279,19 @@ fn an_errors_allocation_is_found_in_the_dump_of_its_compile() {
         .clone();
     for dump in ["xla/dump_proto", "xla/dump_text"] {
         let doc = common::json(&["oom", &log, "--dump", &fixture(dump)]);
+        // The dump's files are inputs too, after the log.
+        let formats: Vec<&str> = doc["inputs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["format"].as_str().unwrap())
+            .collect();
+        let dumped = if dump.ends_with("proto") {
+            "hlo_proto"
+        } else {
+            "buffer_assignment_text"
+        };
+        assert_eq!(formats, ["xla_report", dumped, dumped], "{dump}");
         let a = &doc["oom"][0]["allocations"][0];
         assert_eq!(a["allocation"], "#allocation0", "{dump}");
         let m = &a["in_dump"];

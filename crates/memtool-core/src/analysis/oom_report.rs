@@ -39,12 +39,17 @@ pub fn oom(profile: &Profile, options: &Options) -> OomReport {
 /// programs of `dump` (`oom LOG --dump DIR`).
 pub fn oom_with_dump(profile: &Profile, dump: Option<&Profile>, options: &Options) -> OomReport {
     let mut oom = post_mortems(profile, options);
+    let mut provenance = Provenance::of(profile);
     if let Some(dump) = dump {
         super::xla_report::match_in_dump(&mut oom, dump);
+        // The dump was read too: its files and what its readers said.
+        let read = Provenance::of(dump);
+        provenance.inputs.extend(read.inputs);
+        provenance.warnings.extend(read.warnings);
     }
     OomReport {
         schema: SCHEMA,
-        provenance: Provenance::of(profile),
+        provenance,
         oom,
     }
 }
