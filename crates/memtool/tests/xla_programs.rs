@@ -431,3 +431,43 @@ fn ranks_label_programs_by_what_they_are_not_by_counter() {
     };
     assert_ne!(by_id(0), by_id(1));
 }
+
+/// `leaks` over the two runs: each program of the first run is one series
+/// with its counterpart in the second (paired as `diff` pairs them, shown by
+/// its key), one point per run, the same bytes at both; the two programs
+/// only the second run compiles are series of themselves.
+#[test]
+fn leaks_follow_each_program_across_runs_whatever_its_counter() {
+    let doc = common::json(&["leaks", &fixture(RUN1), &fixture(RUN2)]);
+    let memories = doc["memories"].as_array().unwrap();
+    let mut joined = 0;
+    let mut alone = Vec::new();
+    for m in memories {
+        let id = m["id"].as_str().unwrap();
+        let points = m["points"].as_array().unwrap();
+        if points.len() == 1 {
+            alone.push(id.to_string());
+            continue;
+        }
+        joined += 1;
+        assert!(!id.ends_with(')'), "{id}: a key keeps no counter");
+        assert_eq!(
+            points,
+            &["counters_run1.xplane.pb", "counters_run2.xplane.pb"],
+            "{id}"
+        );
+        let totals = m["total_bytes"].as_array().unwrap();
+        assert_eq!(totals[0], totals[1], "{id}");
+        assert_eq!(m["leaking"], false, "{id}");
+    }
+    // Every program of the first run, each once.
+    let first_run = peaks(&fixture(RUN1)).len();
+    assert_eq!(joined, first_run);
+    alone.sort();
+    assert_eq!(alone, ["jit__lambda(2)", "jit_iota(0)"]);
+    let step = memories
+        .iter()
+        .find(|m| m["id"] == "jit_train_step")
+        .unwrap();
+    assert_eq!(step["total_bytes"][0], 842264);
+}

@@ -164,7 +164,11 @@ pub(crate) fn load(sources: Vec<Source>, options: &LoadOptions) -> Result<Profil
     } else {
         let mut profile = Profile::default();
         for source in sources {
+            let (input, first) = (profile.inputs.len(), profile.memories.len());
             load_into(&mut profile, source, options)?;
+            for memory in &mut profile.memories[first..] {
+                memory.input = input;
+            }
         }
         profile
     };

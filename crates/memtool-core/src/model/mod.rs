@@ -281,6 +281,10 @@ pub struct Memory {
     /// file this memory is: `leaks` compares the ends of the files as the
     /// points of one series. `None` for formats whose series are instants.
     pub series: Option<SeriesPart>,
+    /// The position in [`Profile::inputs`] of the file it was read from:
+    /// which run a compiled program belongs to when several runs are read
+    /// together (its id, with a per-process compile counter, does not say).
+    pub input: usize,
     /// Allocations the allocator failed to make (PyTorch `oom` trace
     /// entries), in axis order. The input of the OOM post-mortem.
     pub out_of_memory: Vec<OutOfMemory>,
@@ -683,6 +687,7 @@ impl Memory {
             held: Vec::new(),
             held_changes: Vec::new(),
             series: None,
+            input: 0,
             out_of_memory: Vec::new(),
             allocator_settings: BTreeMap::new(),
             recording_origin: None,
