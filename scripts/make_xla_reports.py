@@ -196,6 +196,25 @@ def tpu_allocation_log():
     )
 
 
+def dump_allocation_log():
+    """The one-line report for the program the XLA dumps of `tests/xla/`
+    hold (`jit_oom`, `a @ a` of a 512x512 bf16 array, captured on CPU by
+    `capture_xla_dumps.py`), as a device of 256 KiB would raise it: its
+    output is the dump's allocation 0, of 512 KiB. Written by hand (the CPU
+    does not fail) in the format of `tpu_allocation_log`."""
+    shape = "bf16[512,512]{1,0}"
+    _, padded = sizes(shape)
+    line = (f"RESOURCE_EXHAUSTED: Allocation (size={padded}) would exceed memory "
+            f"(size={256 * 1024}) :: #allocation0 [shape = '{shape}', space=hbm, "
+            f"size = {hex(padded)}, tag = 'output of dot@{{}}'] :: <no-hlo-instruction>")
+    return (
+        "Traceback (most recent call last):\n"
+        '  File "capture_xla_dumps.py", line 60, in <module>\n'
+        "    oom(a)\n"
+        f"jax.errors.JaxRuntimeError: {line}\n"
+    )
+
+
 def gpu_log():
     limit, request = 15_753_315_328, 214_748_364_800
     chunks = [(256, 27), (1280, 3), (1_048_576, 40), (402_653_184, 12), (4_294_967_296, 2)]
@@ -251,6 +270,7 @@ def main():
     files = {
         "tpu_compile_oom.log": tpu_compile_log(),
         "tpu_allocation_oom.log": tpu_allocation_log(),
+        "dump_allocation_oom.log": dump_allocation_log(),
         "gpu_bfc_oom.log": gpu_log(),
         "gpu_oom_line.txt": "XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying "
                             "to allocate 214748364800 bytes.\n",

@@ -193,6 +193,27 @@ pub fn load(input: &InputArgs, analysis: &AnalysisArgs, output: Option<&Path>) -
     Ok(profile)
 }
 
+/// Fails, in one line (exit 2, as for any input with no memory), when
+/// `profile` holds only XLA out-of-memory reports read from logs: a log has
+/// no timeline for `command` (`peak`, `leaks`, `frag`) to read, and an
+/// empty table under a note would say so less plainly.
+pub fn require_timeline(profile: &Profile, command: &str) -> Result<()> {
+    if !profile.memories.is_empty() || profile.xla_reports.is_empty() {
+        return Ok(());
+    }
+    let path = profile.inputs.first().map_or("-", |i| i.path.as_str());
+    let n = profile.xla_reports.len();
+    Err(memtool_core::Error::NoData {
+        path: path.to_string(),
+        message: format!(
+            "a log holds no memory timeline for `{command}`, only {n} XLA out-of-memory \
+             report{}: `memtool oom {path}` gives the post-mortem",
+            if n == 1 { "" } else { "s" }
+        ),
+    }
+    .into())
+}
+
 /// Gives every allocation its category: the user's rules (`--category`,
 /// then `--categories FILE`), else the file's, else inferred.
 pub fn categorize(profile: &mut Profile, analysis: &AnalysisArgs) -> Result<()> {
@@ -314,7 +335,8 @@ const XSPACE_SUFFIX: &str = ".xplane.pb";
 /// a directory the `.xplane.pb` files of a run directory, or of one run of a
 /// TensorBoard logdir (see [`runs`]): the newest, or the one `--run` names;
 /// or the `*after_optimizations.hlo.pb` modules of an XLA dump folder
-/// (`--xla_dump_to` with `--xla_dump_hlo_as_proto`).
+/// (`--xla_dump_to` with `--xla_dump_hlo_as_proto`), else its
+/// `*after_optimizations-buffer-assignment.txt` (dumped without protos).
 /// The run chosen from a logdir is said on stderr. `--host` keeps only that
 /// host's file.
 pub fn expand(path: &str, args: &ReadArgs) -> Result<Vec<String>> {
@@ -325,7 +347,11 @@ pub fn expand(path: &str, args: &ReadArgs) -> Result<Vec<String>> {
     if let Some(root) = root() {
         check_inside(&root, path, None)?;
     }
-    let dumped = files_ending(dir, HLO_DUMP_SUFFIX);
+    let mut dumped = files_ending(dir, HLO_DUMP_SUFFIX);
+    if dumped.is_empty() {
+        // Dumped without protos: the text buffer assignments.
+        dumped = files_ending(dir, BUFFER_ASSIGNMENT_SUFFIX);
+    }
     if !dumped.is_empty() && !has_xspace(dir) {
         // An XLA dump folder: its optimized modules, each a program.
         return Ok(dumped
@@ -550,6 +576,10 @@ fn files_ending(dir: &Path, suffix: &str) -> Vec<PathBuf> {
 /// `--xla_dump_hlo_as_proto` (`module_0004.jit_f.cpu_after_optimizations.hlo.pb`):
 /// the modules with their buffer assignment.
 const HLO_DUMP_SUFFIX: &str = "after_optimizations.hlo.pb";
+
+/// What XLA names a module's text buffer assignment in a `--xla_dump_to`
+/// folder dumped without protos.
+const BUFFER_ASSIGNMENT_SUFFIX: &str = "after_optimizations-buffer-assignment.txt";
 
 fn has_xspace(dir: &Path) -> bool {
     !xspace_files(dir).is_empty()

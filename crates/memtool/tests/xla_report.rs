@@ -222,3 +222,37 @@ fn text_without_a_report_is_no_input() {
     assert!(stderr.contains("XLA out-of-memory report"), "{stderr}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A log has no timeline: `peak`, `leaks` and `frag` say so in one line and
+/// fail as for any input with no memory (exit 2), pointing at `oom`.
+#[test]
+fn commands_that_need_a_timeline_refuse_a_log_in_one_line() {
+    let path = common::repo_fixture("xla/tpu_compile_oom.log");
+    let path = path.to_str().unwrap();
+    for command in ["peak", "leaks", "frag"] {
+        let stderr = common::fails(&[command, path], 2);
+        assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+        assert!(
+            stderr.contains(&format!("no memory timeline for `{command}`")),
+            "{stderr}"
+        );
+        assert!(stderr.contains("2 XLA out-of-memory reports"), "{stderr}");
+        assert!(
+            stderr.contains(&format!("`memtool oom {path}`")),
+            "{stderr}"
+        );
+    }
+}
+
+/// The capacity of a report read from a log is labelled as the report's,
+/// a given one as given.
+#[test]
+fn the_capacity_of_a_log_is_the_reports() {
+    let path = common::repo_fixture("xla/tpu_compile_oom.log");
+    let path = path.to_str().unwrap();
+    let text = common::stdout_in_repo(&["oom", path], &[0]);
+    assert!(text.contains("capacity (from the report)"), "{text}");
+    assert!(!text.contains("capacity (from the profile)"), "{text}");
+    let given = common::stdout_in_repo(&["oom", path, "--capacity", "32GiB"], &[0]);
+    assert!(given.contains("capacity (given)"), "{given}");
+}

@@ -1089,6 +1089,27 @@ fn a_tpu_stack_reservation_is_live_while_reserved() {
         .map(|r| num(&r["bytes"]))
         .collect();
     assert_eq!(stack, [1_000_000]);
+    // So does `--xprof-compat`: the stack is a `stack` row there too (as
+    // docs/json/peak.md promises for both modes), never counted in the
+    // allocator's in-use figure left unexplained.
+    let compat = json(&["peak", path(&file), "--xprof-compat"]);
+    let c = memory(&compat, "GPU_0_bfc");
+    assert_eq!(num(&c["peak_bytes"]), in_use(4) as i64);
+    let compat_rows = c["at_peak"].as_array().expect("at_peak rows");
+    let stack: Vec<i64> = compat_rows
+        .iter()
+        .filter(|r| r["op"] == "stack" && r["region"] == "stack")
+        .map(|r| num(&r["bytes"]))
+        .collect();
+    assert_eq!(stack, [1_000_000], "{c}");
+    assert!(
+        compat_rows.iter().all(|r| r["op"] != UNEXPLAINED_OP),
+        "{compat_rows:?}"
+    );
+    assert_eq!(
+        compat_rows.iter().map(|r| num(&r["bytes"])).sum::<i64>(),
+        num(&c["peak_bytes"])
+    );
     for b in m["breakdowns"].as_array().unwrap() {
         let total: i64 = b["groups"]
             .as_array()

@@ -227,17 +227,20 @@ fn points_of(memory: &Memory) -> Points {
     }
 }
 
-/// A series of files, each a whole recording of the same device: one point
-/// per file, what was live at its end.
-fn points_of_files(parts: &[&Memory]) -> Points {
+/// A series of files, each a whole recording of the same device (or the
+/// same program in several runs): one point per file, what was live at its
+/// end, labelled by the file.
+fn points_of_files(profile: &Profile, parts: &[&Memory]) -> Points {
     Points {
         kind: PointKind::Snapshot,
         labels: parts
             .iter()
-            .map(|m| {
-                m.series
-                    .as_ref()
-                    .map_or_else(|| m.id.clone(), |s| s.file.clone())
+            .map(|m| match &m.series {
+                Some(s) => s.file.clone(),
+                None => profile
+                    .inputs
+                    .get(m.input)
+                    .map_or_else(|| m.id.clone(), |i| crate::input::file_name(&i.path)),
             })
             .collect(),
         per_point: parts
@@ -247,12 +250,50 @@ fn points_of_files(parts: &[&Memory]) -> Points {
     }
 }
 
-/// The memories `leaks` compares, each a series of one or more memories:
-/// the files of a series that record one device whole (`Memory::series`)
-/// are one series; every other memory is a series of itself.
-fn series_of<'a>(selected: &[&'a Memory]) -> Vec<Vec<&'a Memory>> {
+/// The memories `leaks` compares, each a series of one or more memories
+/// with the key it is shown by when several: the files of a series that
+/// record one device whole (`Memory::series`) are one series; a compiled
+/// program read from several runs (files) is one, its runs paired with the
+/// first run's programs as `diff` pairs them (`program_match`: name, then
+/// signature, then order; never the compile counter); every other memory is
+/// a series of itself.
+fn series_of<'a>(selected: &[&'a Memory]) -> Vec<(Option<String>, Vec<&'a Memory>)> {
+    let mut runs: Vec<usize> = selected
+        .iter()
+        .filter(|m| m.program.is_some())
+        .map(|m| m.input)
+        .collect();
+    runs.sort_unstable();
+    runs.dedup();
+    let joined_programs = runs.len() > 1;
+    let mut programs: Vec<(Option<String>, Vec<&Memory>)> = Vec::new();
+    if joined_programs {
+        let of_run = |run: usize| -> Vec<&'a Memory> {
+            selected
+                .iter()
+                .copied()
+                .filter(|m| m.program.is_some() && m.input == run)
+                .collect()
+        };
+        let reference = of_run(runs[0]);
+        for &run in &runs {
+            for pair in super::program_match::pair(&reference, &of_run(run)) {
+                let Some(memory) = pair.new else { continue };
+                match programs
+                    .iter_mut()
+                    .find(|(k, _)| k.as_ref() == Some(&pair.key))
+                {
+                    Some((_, series)) => series.push(memory),
+                    None => programs.push((Some(pair.key), vec![memory])),
+                }
+            }
+        }
+    }
     let mut out: Vec<Vec<&Memory>> = Vec::new();
     for &memory in selected {
+        if joined_programs && memory.program.is_some() {
+            continue;
+        }
         let joined = memory.series.as_ref().and_then(|part| {
             out.iter_mut().find(|s| {
                 s[0].series
@@ -265,6 +306,16 @@ fn series_of<'a>(selected: &[&'a Memory]) -> Vec<Vec<&'a Memory>> {
             None => out.push(vec![memory]),
         }
     }
+    let mut out: Vec<(Option<String>, Vec<&Memory>)> = out
+        .into_iter()
+        .map(|s| {
+            let key = (s.len() > 1)
+                .then(|| s[0].series.as_ref().map(|p| p.device.clone()))
+                .flatten();
+            (key, s)
+        })
+        .collect();
+    out.extend(programs);
     out
 }
 
@@ -273,10 +324,10 @@ pub fn leaks(profile: &Profile, options: &Options) -> LeaksReport {
     let names = &profile.names;
     let selected: Vec<&Memory> = options.selected(profile).collect();
     let mut memories = Vec::new();
-    for parts in series_of(&selected) {
+    for (key, parts) in series_of(&selected) {
         let memory = parts[0];
         let points = if parts.len() > 1 {
-            points_of_files(&parts)
+            points_of_files(profile, &parts)
         } else {
             points_of(memory)
         };
@@ -312,10 +363,8 @@ pub fn leaks(profile: &Profile, options: &Options) -> LeaksReport {
             )
         };
         let mut header = MemoryHeader::of(memory);
-        if parts.len() > 1 {
-            if let Some(part) = &memory.series {
-                header.id = part.device.clone();
-            }
+        if let Some(key) = key.filter(|_| parts.len() > 1) {
+            header.id = key;
         }
         memories.push(MemoryLeaks {
             header,

@@ -14,6 +14,7 @@ pub mod group;
 pub mod leaks;
 pub mod moment;
 pub mod oom;
+pub mod oom_report;
 pub mod peak;
 pub mod peak_facts;
 pub mod program_match;
@@ -28,6 +29,7 @@ pub mod stages;
 pub mod steps;
 pub mod summary;
 pub mod xla_report;
+pub mod xla_report_facts;
 
 use serde::Serialize;
 

@@ -18,25 +18,20 @@
 //! - **capacity** otherwise: what was live plus the request exceeds the
 //!   device.
 
-use std::io::Write;
-
 use serde::Serialize;
 
 use crate::model::{
     AllocId, CategorySource, CategorySources, EventKind, Memory, OutOfMemory, Profile,
 };
 use crate::report::units::bytes as size;
-use crate::report::{Cell, Report, Table};
+use crate::report::{Cell, Table};
 
 use super::failure_state::{self, AllocatorState};
 pub use super::failure_state::{PoolFree, StateAtFailure};
 use super::group::{self, GroupBy, Totals};
 use super::program_peak::BufferAtPeak;
 pub use super::setting_advice::SettingAdvice;
-use super::{display_id, point_label, replay, MemoryHeader, Options, PeakFacts, Provenance};
-
-/// The JSON schema name and version of `oom`'s document.
-pub const SCHEMA: &str = "memtool/oom/v1";
+use super::{display_id, point_label, replay, MemoryHeader, Options, PeakFacts};
 
 /// Allocations listed from the last moments before a failure.
 const RECENT_ALLOCATIONS: usize = 10;
@@ -50,19 +45,6 @@ const BUFFERS_LISTED: usize = 20;
 /// PyTorch's caching allocator serves requests up to 1 MiB from its small
 /// pool (`kSmallSize`), larger ones from the large pool.
 const SMALL_POOL_MAX_BYTES: u64 = 1 << 20;
-
-/// What `oom` reports: one post-mortem per failed allocation, and per
-/// program over capacity.
-#[derive(Debug, Serialize)]
-pub struct OomReport {
-    /// [`SCHEMA`].
-    pub schema: &'static str,
-    /// The inputs and warnings.
-    #[serde(flatten)]
-    pub provenance: Provenance,
-    /// The post-mortems, in memory order, then failure order.
-    pub oom: Vec<PostMortem>,
-}
 
 /// Why the memory ran out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -134,7 +116,7 @@ pub struct PostMortem {
     pub program: Option<ProgramOverCapacity>,
     /// The XLA report this post-mortem reads, when it is one.
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
-    pub xla_report: Option<super::xla_report::XlaReportFacts>,
+    pub xla_report: Option<super::xla_report_facts::XlaReportFacts>,
     /// What was live by user frame, largest first.
     pub live_by_user_frame: Vec<group::Group>,
     /// What was live by op, largest first (empty when no allocation names one).
@@ -264,41 +246,7 @@ pub struct ProgramOverCapacity {
     pub buffers: Vec<BufferAtPeak>,
 }
 
-/// The post-mortem of every failed allocation and every program over
-/// capacity in `profile`.
-pub fn oom(profile: &Profile, options: &Options) -> OomReport {
-    OomReport {
-        schema: SCHEMA,
-        provenance: Provenance::of(profile),
-        oom: post_mortems(profile, options),
-    }
-}
-
-/// The post-mortems alone, for the reports that open with them (`summary`, the page).
-pub fn post_mortems(profile: &Profile, options: &Options) -> Vec<PostMortem> {
-    let mut out = Vec::new();
-    for memory in options.selected(profile) {
-        for failure in &memory.out_of_memory {
-            out.push(allocator_post_mortem(profile, memory, failure, options));
-        }
-        if memory.program.is_some() {
-            let capacity = match (options.capacity, memory.capacity) {
-                (Some(c), _) => Some((c, CapacitySource::Given)),
-                (None, Some(c)) => Some((c, CapacitySource::Profile)),
-                (None, None) => None,
-            };
-            if let Some((capacity, source)) = capacity {
-                out.extend(program_post_mortem(
-                    profile, memory, options, capacity, source,
-                ));
-            }
-        }
-    }
-    out.extend(super::xla_report::post_mortems(profile, options));
-    out
-}
-
-fn allocator_post_mortem(
+pub(super) fn allocator_post_mortem(
     profile: &Profile,
     memory: &Memory,
     failure: &OutOfMemory,
@@ -574,6 +522,38 @@ pub(super) fn removal(groups: &[group::Group], needed: u64) -> Vec<RemovalCandid
     out
 }
 
+/// A program's buffers (`buffers`) grouped by `key` (op, shape, source
+/// line), the largest groups first; none where no buffer names a group, as
+/// such a breakdown says nothing. One code path for a profile's programs
+/// and XLA's reports.
+pub(super) fn buffers_by(
+    buffers: &[BufferAtPeak],
+    key: fn(&BufferAtPeak) -> Option<&String>,
+) -> Vec<group::Group> {
+    let mut groups: Vec<group::Group> = Vec::new();
+    for b in buffers {
+        let k = key(b).map_or(group::NONE_LABEL, String::as_str);
+        let totals = Totals {
+            bytes: b.bytes,
+            requested_bytes: b.unpadded_bytes,
+            count: 1,
+        };
+        match groups.iter_mut().find(|g| &*g.key == k) {
+            Some(g) => g.totals.add(totals),
+            None => groups.push(group::Group {
+                key: k.into(),
+                totals,
+            }),
+        }
+    }
+    group::sort_groups(&mut groups);
+    groups.truncate(GROUPS_LISTED);
+    if groups.iter().all(|g| &*g.key == group::NONE_LABEL) {
+        groups.clear();
+    }
+    groups
+}
+
 /// The post-mortem of a compiled program whose peak exceeds `capacity`;
 /// `None` when it fits.
 pub fn program_post_mortem(
@@ -594,27 +574,7 @@ pub fn program_post_mortem(
     let padding_waste = program.buffers_at_peak.iter().fold(0u64, |t, b| {
         t.saturating_add(b.bytes.saturating_sub(b.unpadded_bytes))
     });
-    let by = |key: fn(&BufferAtPeak) -> Option<&String>| {
-        let mut groups: Vec<group::Group> = Vec::new();
-        for b in &program.buffers_at_peak {
-            let k = key(b).map_or(group::NONE_LABEL, String::as_str);
-            let totals = Totals {
-                bytes: b.bytes,
-                requested_bytes: b.unpadded_bytes,
-                count: 1,
-            };
-            match groups.iter_mut().find(|g| &*g.key == k) {
-                Some(g) => g.totals.add(totals),
-                None => groups.push(group::Group {
-                    key: k.into(),
-                    totals,
-                }),
-            }
-        }
-        group::sort_groups(&mut groups);
-        groups.truncate(GROUPS_LISTED);
-        groups
-    };
+    let by = |key| buffers_by(&program.buffers_at_peak, key);
     let by_op = by(|b| b.op_name.as_ref().or(b.opcode.as_ref()));
     let by_shape = by(|b| b.shape.as_ref());
     let by_source = by(|b| b.source.as_ref());
@@ -715,6 +675,9 @@ impl PostMortem {
             match self.capacity_source {
                 CapacitySource::ReservedPlusFree => "capacity (reserved + device free)",
                 CapacitySource::Given => "capacity (given)",
+                CapacitySource::Profile if self.xla_report.is_some() => {
+                    "capacity (from the report)"
+                }
                 CapacitySource::Profile => "capacity (from the profile)",
                 CapacitySource::Unknown => "capacity (unknown: give --capacity)",
             },
@@ -922,69 +885,5 @@ impl PostMortem {
             display_id(&self.header.id),
             self.explanation
         )
-    }
-}
-
-impl Report for OomReport {
-    fn write_json(&self, out: &mut dyn Write) -> serde_json::Result<()> {
-        serde_json::to_writer_pretty(out, self)
-    }
-
-    fn tables(&self) -> Vec<Table> {
-        if self.oom.is_empty() {
-            return vec![self.csv_table()];
-        }
-        self.oom.iter().flat_map(PostMortem::tables).collect()
-    }
-
-    fn csv_table(&self) -> Table {
-        let mut t = Table::new(
-            "Out-of-memory post-mortems",
-            vec![
-                "memory",
-                "verdict",
-                "request",
-                "capacity",
-                "shortfall",
-                "reserved",
-                "allocated",
-                "free_in_reserved",
-                "device_free",
-                "padding_waste",
-            ],
-        );
-        for p in &self.oom {
-            let a = p.allocator.as_ref();
-            let opt = |v: Option<u64>| v.map_or(Cell::Empty, Cell::Bytes);
-            t.rows.push(vec![
-                display_id(&p.header.id).into(),
-                p.verdict.name().into(),
-                Cell::Bytes(p.request_bytes),
-                Cell::Bytes(p.capacity_bytes),
-                Cell::Bytes(p.shortfall_bytes),
-                opt(a.map(|a| a.reserved_bytes)),
-                opt(a.map(|a| a.allocated_bytes)),
-                opt(a.map(|a| a.free_in_reserved_bytes)),
-                opt(a.and_then(|a| a.device_free_bytes)),
-                opt(p.program.as_ref().map(|p| p.padding_waste_bytes)),
-            ]);
-        }
-        t
-    }
-
-    fn notes(&self) -> Vec<String> {
-        let mut notes: Vec<String> = self.oom.iter().map(PostMortem::note).collect();
-        if self.oom.is_empty() {
-            notes.push(
-                "no out-of-memory failure recorded, and no compiled program over a known capacity \
-                 (give --capacity to check programs)"
-                    .to_string(),
-            );
-        }
-        notes
-    }
-
-    fn warnings(&self) -> Vec<String> {
-        super::warning_notes(&self.provenance.warnings)
     }
 }

@@ -301,9 +301,24 @@ pub fn peak_with(profile: &Profile, options: &Options, settings: &PeakSettings) 
                 let in_step = |id: &AllocId| {
                     made_by[id.index()].and_then(|e| memory.xprof_step_of_event(e)) == Some(step)
                 };
-                let mut ids: Vec<AllocId> =
-                    live.iter().copied().filter(|id| !in_step(id)).collect();
-                ids.extend(replay::xprof_active(memory, p.at, step));
+                // XProf lists the stack reservation at its peak as a
+                // `stack` row whatever step reserved it; its active
+                // allocations are found by address, which the stack has not.
+                let is_stack = |id: &AllocId| {
+                    profile
+                        .names
+                        .is_stack_reservation(memory.allocation(*id).site)
+                };
+                let mut ids: Vec<AllocId> = live
+                    .iter()
+                    .copied()
+                    .filter(|id| !in_step(id) || is_stack(id))
+                    .collect();
+                ids.extend(
+                    replay::xprof_active(memory, p.at, step)
+                        .into_iter()
+                        .filter(|id| !is_stack(id)),
+                );
                 ids
             }
             None => live.clone(),

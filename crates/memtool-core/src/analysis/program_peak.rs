@@ -5,7 +5,7 @@
 
 use serde::Serialize;
 
-use crate::model::{AllocId, Memory, Profile};
+use crate::model::{AllocId, Memory, Names, Profile, ProgramBuffer, SiteId};
 
 use super::group::{self, Group, GroupBy};
 use super::{point_step, replay};
@@ -110,6 +110,34 @@ pub struct BufferAtPeak {
     pub source: Option<String>,
 }
 
+impl BufferAtPeak {
+    /// The buffer of a program's allocation at `site`, named by `buffer`,
+    /// taking `(bytes, unpadded_bytes)`.
+    pub(crate) fn of(
+        names: &Names,
+        site: SiteId,
+        buffer: Option<&ProgramBuffer>,
+        (bytes, unpadded_bytes): (u64, u64),
+    ) -> BufferAtPeak {
+        let text = |id: Option<crate::model::StrId>| id.map(|s| names.str(s).to_string());
+        let site = names.site_of(site);
+        BufferAtPeak {
+            instruction: buffer.map_or_else(String::new, |b| names.str(b.name).to_string()),
+            opcode: text(buffer.and_then(|b| b.opcode)),
+            shape: text(site.shape),
+            bytes,
+            unpadded_bytes,
+            op_name: text(site.op),
+            category: text(site.category),
+            phase: site.phase.map(|p| p.name().to_string()),
+            source: names.leaf(site.stack).map(|f| {
+                let frame = names.frame_of(f);
+                format!("{}:{}", names.str(frame.file), frame.line)
+            }),
+        }
+    }
+}
+
 pub(super) fn sorted_by_size(memory: &Memory, live: &[AllocId]) -> Vec<AllocId> {
     let mut ids = live.to_vec();
     ids.sort_by(|a, b| {
@@ -131,7 +159,6 @@ pub(crate) fn program_peak(
 ) -> Option<ProgramPeak> {
     let program = memory.program.as_ref()?;
     let names = &profile.names;
-    let text = |id: Option<crate::model::StrId>| id.map(|s| names.str(s).to_string());
     let mut heap_timeline_bytes = Vec::new();
     let mut heap_timeline_requested_bytes = Vec::new();
     replay::for_each_point(memory, |point| {
@@ -169,24 +196,13 @@ pub(crate) fn program_peak(
             !lumped
         })
         .map(|id| {
-            let a = memory.allocation(id);
             let (bytes, unpadded_bytes) = shown(id);
-            let site = names.site_of(a.site);
-            let buffer = program.buffer(id);
-            BufferAtPeak {
-                instruction: buffer.map_or_else(String::new, |b| names.str(b.name).to_string()),
-                opcode: text(buffer.and_then(|b| b.opcode)),
-                shape: text(site.shape),
-                bytes,
-                unpadded_bytes,
-                op_name: text(site.op),
-                category: text(site.category),
-                phase: site.phase.map(|p| p.name().to_string()),
-                source: names.leaf(site.stack).map(|f| {
-                    let frame = names.frame_of(f);
-                    format!("{}:{}", names.str(frame.file), frame.line)
-                }),
-            }
+            BufferAtPeak::of(
+                names,
+                memory.allocation(id).site,
+                program.buffer(id),
+                (bytes, unpadded_bytes),
+            )
         })
         .collect();
     // The same groups as the phase breakdown, kept where programs always

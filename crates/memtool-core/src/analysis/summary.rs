@@ -225,7 +225,7 @@ pub fn summarize(profile: &Profile, options: &Options) -> SummaryReport {
     SummaryReport {
         schema: SCHEMA,
         provenance: Provenance::of(profile),
-        oom: super::oom::post_mortems(profile, options),
+        oom: super::oom_report::post_mortems(profile, options),
         memories,
         stages_only: false,
     }

@@ -7,95 +7,16 @@
 //! (`source: "xla_report"`), with the report's usage breakdown, its
 //! allocations with their padding explained, and what would make it fit.
 
-use serde::Serialize;
-
 use crate::model::{
-    Axis, BfcDump, MemoryKind, Profile, ReportedAllocation, ReportedBytes, UsageLine, XlaOomReport,
-    XlaReportKind,
+    Axis, Memory, MemoryKind, Profile, ProgramAllocation, ReportedAllocation, ReportedBytes,
+    UsageLine, XlaOomReport, XlaReportKind,
 };
 use crate::report::units::bytes as size;
-use crate::report::{Cell, Table};
 
-use super::group::{self, Totals};
 use super::oom::{CapacitySource, PostMortem, ProgramOverCapacity, RemovalCandidate, Verdict};
 use super::program_peak::BufferAtPeak;
+use super::xla_report_facts::{AllocationRow, DumpMatch, UsageRow, XlaReportFacts};
 use super::{MemoryHeader, Options};
-
-/// What an XLA report's post-mortem adds to an `oom` entry.
-#[derive(Debug, Serialize)]
-pub struct XlaReportFacts {
-    /// Always `xla_report`: the entry comes from a log, not a profile.
-    pub source: &'static str,
-    /// Which of XLA's messages it was read from.
-    pub report_kind: XlaReportKind,
-    /// The line of the input it starts on.
-    pub line: u64,
-    /// Later lines that repeat it.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub repeated_at_lines: Vec<u64>,
-    /// The memory space (`hbm`, `vmem`) or allocator (`GPU_0_bfc`) as the
-    /// report names it (`memory_space`, a number, is a profile's).
-    pub space: Option<String>,
-    /// What the program needed, as reported (`Used …`).
-    pub used_bytes: Option<u64>,
-    /// `Total … usage`: reserved, program, arguments, output.
-    pub usage: Vec<UsageRow>,
-    /// `Program … requirement`: global, scoped, HLO temp.
-    pub program_requirement: Vec<UsageRow>,
-    /// The allocations the report lists, with their layouts.
-    pub allocations: Vec<AllocationRow>,
-    /// What would make it fit, in sentences with the figures.
-    pub would_fit: Vec<String>,
-    /// The GPU allocator's state, when the log holds its dump.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub bfc: Option<BfcDump>,
-}
-
-/// One line of a usage breakdown.
-#[derive(Debug, Serialize)]
-pub struct UsageRow {
-    /// What it counts.
-    pub name: String,
-    /// Its bytes (as printed, rounded); `None` for `unknown size`.
-    pub bytes: Option<u64>,
-    /// What the report says after it.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub detail: Option<String>,
-}
-
-/// One allocation the report lists.
-#[derive(Debug, Serialize)]
-pub struct AllocationRow {
-    /// Rank in the report (1 = largest).
-    pub rank: Option<u32>,
-    /// XLA's allocation name (`#allocation7`).
-    pub allocation: Option<String>,
-    /// Its size with padding: memtool's from the layout where that agrees
-    /// with the report's figure, else the report's.
-    pub bytes: u64,
-    /// Its size without padding, likewise.
-    pub unpadded_bytes: u64,
-    /// `bytes - unpadded_bytes`.
-    pub padding_bytes: u64,
-    /// The shape with its layout.
-    pub shape: Option<String>,
-    /// The layout in words, with memtool's sizes.
-    pub layout: Option<String>,
-    /// Whether memtool's padded size (and unpadded, where stated) of the
-    /// shape prints as the report's; `None` when the shape did not parse or
-    /// the report states no size.
-    pub agrees_with_report: Option<bool>,
-    /// The framework op (`op_name`, else `op_type`).
-    pub op: Option<String>,
-    /// The source line.
-    pub source: Option<String>,
-    /// The HLO instruction and its opcode.
-    pub instruction: Option<String>,
-    /// What the instruction does.
-    pub opcode: Option<String>,
-    /// `HLO temp`, `Parameter`, …, or the one-line report's tag.
-    pub allocation_type: Option<String>,
-}
 
 /// The post-mortem of every report in `profile`.
 pub fn post_mortems(profile: &Profile, options: &Options) -> Vec<PostMortem> {
@@ -191,30 +112,7 @@ fn post_mortem(report: &XlaOomReport, options: &Options) -> PostMortem {
         .collect();
     let mut buffers = buffers;
     buffers.sort_by_key(|b| std::cmp::Reverse(b.bytes));
-    let by = |key: fn(&BufferAtPeak) -> Option<&String>| {
-        let mut groups: Vec<group::Group> = Vec::new();
-        for b in &buffers {
-            let k = key(b).map_or(group::NONE_LABEL, String::as_str);
-            let totals = Totals {
-                bytes: b.bytes,
-                requested_bytes: b.unpadded_bytes,
-                count: 1,
-            };
-            match groups.iter_mut().find(|g| &*g.key == k) {
-                Some(g) => g.totals.add(totals),
-                None => groups.push(group::Group {
-                    key: k.into(),
-                    totals,
-                }),
-            }
-        }
-        group::sort_groups(&mut groups);
-        // A breakdown where nothing names a group says nothing.
-        if groups.iter().all(|g| &*g.key == group::NONE_LABEL) {
-            groups.clear();
-        }
-        groups
-    };
+    let by = |key| super::oom::buffers_by(&buffers, key);
     let by_op = by(|b| b.op_name.as_ref().or(b.opcode.as_ref()));
     // Freeing helps only where the request alone fits.
     let freeing_helps = report.kind == XlaReportKind::CompileTime
@@ -288,6 +186,7 @@ fn post_mortem(report: &XlaOomReport, options: &Options) -> PostMortem {
             allocations,
             would_fit,
             bfc: report.bfc.clone(),
+            dump_searched: false,
         }),
     }
 }
@@ -351,7 +250,67 @@ fn allocation_row(a: &ReportedAllocation) -> AllocationRow {
         instruction: a.instruction.clone(),
         opcode: a.opcode.clone(),
         allocation_type: a.allocation_type.clone(),
+        in_dump: None,
     }
+}
+
+/// Finds each listed `#allocationN` of the XLA reports among
+/// `post_mortems` in the compiled programs of `dump` (an XLA dump, or an
+/// XSpace, of the same compile): the allocation of that index and size,
+/// where several programs have one those whose buffer has the reported
+/// shape. A report names no program, so a dump of several can match more
+/// than one; the first is shown and the others counted.
+pub fn match_in_dump(post_mortems: &mut [PostMortem], dump: &Profile) {
+    for facts in post_mortems
+        .iter_mut()
+        .filter_map(|p| p.xla_report.as_mut())
+    {
+        facts.dump_searched = true;
+        for row in &mut facts.allocations {
+            row.in_dump = find_in_dump(dump, row);
+        }
+    }
+}
+
+/// `7` of `#allocation7`.
+fn allocation_index(name: &str) -> Option<i64> {
+    name.strip_prefix("#allocation")?.parse().ok()
+}
+
+fn find_in_dump(dump: &Profile, row: &AllocationRow) -> Option<DumpMatch> {
+    let index = allocation_index(row.allocation.as_deref()?)?;
+    let mut found: Vec<(&Memory, &ProgramAllocation)> = dump
+        .memories
+        .iter()
+        .filter_map(|m| {
+            let program = m.program.as_ref()?;
+            let a = program
+                .allocations
+                .iter()
+                .find(|a| a.index == index && a.bytes == row.bytes)?;
+            Some((m, a))
+        })
+        .collect();
+    let names = &dump.names;
+    let shape_of = |a: &ProgramAllocation| names.site_of(a.site).shape.map(|s| names.str(s));
+    if let Some(shape) = row.shape.as_deref() {
+        if found.iter().any(|(_, a)| shape_of(a) == Some(shape)) {
+            found.retain(|(_, a)| shape_of(a) == Some(shape));
+        }
+    }
+    let (&(memory, a), others) = found.split_first()?;
+    Some(DumpMatch {
+        module: memory.id.clone(),
+        allocation_index: index,
+        bytes: a.bytes,
+        buffer: BufferAtPeak::of(
+            names,
+            a.site,
+            Some(&a.buffer),
+            (a.buffer.own_bytes, a.buffer.own_unpadded_bytes),
+        ),
+        other_programs: others.len(),
+    })
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -516,115 +475,4 @@ fn would_fit(
         }
     }
     out
-}
-
-impl XlaReportFacts {
-    /// The report's own tables, after the post-mortem's figures.
-    pub fn tables(&self, id: &str) -> Vec<Table> {
-        let mut tables = Vec::new();
-        for (title, rows) in [
-            ("Usage as reported", &self.usage),
-            ("Program requirement as reported", &self.program_requirement),
-        ] {
-            if rows.is_empty() {
-                continue;
-            }
-            let mut t = Table::new(format!("{title} — {id}"), vec!["part", "bytes", "detail"]);
-            for r in rows {
-                t.rows.push(vec![
-                    r.name.clone().into(),
-                    r.bytes.map_or_else(|| "unknown".into(), Cell::Bytes),
-                    r.detail.clone().unwrap_or_default().into(),
-                ]);
-            }
-            tables.push(t);
-        }
-        let explained: Vec<&AllocationRow> = self
-            .allocations
-            .iter()
-            .filter(|a| a.layout.is_some())
-            .collect();
-        if !explained.is_empty() {
-            let mut t = Table::ranked(
-                format!("Layouts of the listed allocations — {id}"),
-                vec!["shape", "bytes", "unpadded", "padding", "as reported"],
-            );
-            for a in &explained {
-                t.rows.push(vec![
-                    a.shape.clone().unwrap_or_default().into(),
-                    Cell::Bytes(a.bytes),
-                    Cell::Bytes(a.unpadded_bytes),
-                    Cell::Bytes(a.padding_bytes),
-                    match a.agrees_with_report {
-                        Some(true) => "agrees",
-                        Some(false) => "differs",
-                        None => "-",
-                    }
-                    .into(),
-                ]);
-                if let (Some(shape), Some(layout)) = (&a.shape, &a.layout) {
-                    t.notes.push(format!("{shape}: {layout}"));
-                }
-            }
-            tables.push(t);
-        }
-        if let Some(b) = &self.bfc {
-            let mut t = Table::new(
-                format!(
-                    "The allocator at the failure — {id}: {}",
-                    b.allocator.as_deref().unwrap_or("BFC allocator")
-                ),
-                vec!["figure", "bytes"],
-            );
-            for (name, v) in [
-                ("limit", b.limit_bytes),
-                ("in use", b.in_use_bytes),
-                ("max in use", b.max_in_use_bytes),
-                ("in its regions", b.pool_bytes),
-                ("still available to it", b.available_bytes),
-                ("largest allocation made", b.max_alloc_size_bytes),
-                ("free in chunks", Some(b.free_chunk_bytes)),
-                ("largest free chunk", Some(b.largest_free_chunk_bytes)),
-            ] {
-                if let Some(v) = v {
-                    t.rows.push(vec![name.into(), Cell::Bytes(v)]);
-                }
-            }
-            tables.push(t);
-            if !b.in_use_by_size.is_empty() {
-                let mut t = Table::ranked(
-                    format!("Chunks in use by size — {id}"),
-                    vec!["chunk size", "chunks", "bytes"],
-                );
-                let mut rows: Vec<(u64, u64)> = b
-                    .in_use_by_size
-                    .iter()
-                    .map(|c| (c.chunk_bytes, c.chunks))
-                    .collect();
-                rows.sort_by_key(|&(s, n)| std::cmp::Reverse(s.saturating_mul(n)));
-                for (s, n) in rows.into_iter().take(10) {
-                    t.rows.push(vec![
-                        Cell::Bytes(s),
-                        Cell::Count(n),
-                        Cell::Bytes(s.saturating_mul(n)),
-                    ]);
-                }
-                tables.push(t);
-            }
-        }
-        // Sentences read whole as notes under the report's last table.
-        let fit = self.would_fit.iter().map(|w| format!("would fit: {w}"));
-        match tables.last_mut() {
-            Some(last) => last.notes.extend(fit),
-            None if !self.would_fit.is_empty() => {
-                let mut t = Table::new(format!("What would fit — {id}"), vec!["change"]);
-                for w in &self.would_fit {
-                    t.rows.push(vec![w.clone().into()]);
-                }
-                tables.push(t);
-            }
-            None => {}
-        }
-        tables
-    }
 }

@@ -27,6 +27,8 @@ pub(crate) enum Sniffed {
     ProtobufGroup,
     /// An `xla.HloProto` (an XLA dump's `*.hlo.pb`).
     HloProto,
+    /// XLA's text buffer assignment (`*-buffer-assignment.txt`).
+    BufferAssignmentText,
     /// Text that is none of the above: a log that may hold XLA
     /// out-of-memory reports.
     Text,
@@ -63,6 +65,9 @@ pub(crate) fn sniff(bytes: &[u8]) -> Sniffed {
     }
     if super::xla_dump::looks_like_hlo_proto(bytes) {
         return Sniffed::HloProto;
+    }
+    if super::xla_dump::buffer_assignment::looks_like_buffer_assignment(bytes) {
+        return Sniffed::BufferAssignmentText;
     }
     match sniff_protobuf(bytes) {
         Sniffed::Unknown if super::xla_report::looks_like_text(bytes) => Sniffed::Text,

@@ -164,7 +164,11 @@ pub(crate) fn load(sources: Vec<Source>, options: &LoadOptions) -> Result<Profil
     } else {
         let mut profile = Profile::default();
         for source in sources {
+            let (input, first) = (profile.inputs.len(), profile.memories.len());
             load_into(&mut profile, source, options)?;
+            for memory in &mut profile.memories[first..] {
+                memory.input = input;
+            }
         }
         profile
     };
@@ -395,6 +399,7 @@ fn load_into(profile: &mut Profile, source: Source, options: &LoadOptions) -> Re
         }
         Sniffed::Text => Format::XlaReport,
         Sniffed::HloProto => Format::HloProto,
+        Sniffed::BufferAssignmentText => Format::BufferAssignmentText,
         Sniffed::Empty | Sniffed::OldPickle | Sniffed::Unknown | Sniffed::ProtobufGroup => {
             return Err(no_profile(&path, sniffed))
         }
@@ -433,5 +438,6 @@ fn load_into(profile: &mut Profile, source: Source, options: &LoadOptions) -> Re
             _ => Ok(()),
         },
         Format::HloProto => xla_dump::read(profile, &path, &*data),
+        Format::BufferAssignmentText => xla_dump::buffer_assignment::read(profile, &path, &*data),
     }
 }

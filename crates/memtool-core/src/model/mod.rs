@@ -62,6 +62,9 @@ pub enum Format {
     /// An `xla.HloProto` of an XLA dump (`*.hlo.pb`): a compiled module with
     /// its buffer assignment.
     HloProto,
+    /// XLA's text buffer assignment of a dump without protos
+    /// (`*-buffer-assignment.txt`).
+    BufferAssignmentText,
 }
 
 impl Format {
@@ -75,6 +78,7 @@ impl Format {
             Format::TorchMemoryTimeline => "torch_memory_timeline",
             Format::XlaReport => "xla_report",
             Format::HloProto => "hlo_proto",
+            Format::BufferAssignmentText => "buffer_assignment_text",
         }
     }
 }
@@ -282,6 +286,10 @@ pub struct Memory {
     /// file this memory is: `leaks` compares the ends of the files as the
     /// points of one series. `None` for formats whose series are instants.
     pub series: Option<SeriesPart>,
+    /// The position in [`Profile::inputs`] of the file it was read from:
+    /// which run a compiled program belongs to when several runs are read
+    /// together (its id, with a per-process compile counter, does not say).
+    pub input: usize,
     /// Allocations the allocator failed to make (PyTorch `oom` trace
     /// entries), in axis order. The input of the OOM post-mortem.
     pub out_of_memory: Vec<OutOfMemory>,
@@ -330,6 +338,21 @@ pub struct HeldChange {
     /// Taken (`segment_alloc`, `segment_map`) or given back (`segment_free`,
     /// `segment_unmap`).
     pub reserved: bool,
+}
+
+/// The op and region of a device's stack reservation (TPU
+/// `bytes_reserved` in an XSpace), as XProf names it: one allocation, live
+/// while reserved, with no address.
+pub const STACK_RESERVATION: &str = "stack";
+
+impl Names {
+    /// Whether `site` is a stack reservation's ([`STACK_RESERVATION`] as
+    /// its op and region).
+    pub fn is_stack_reservation(&self, site: SiteId) -> bool {
+        let site = self.site_of(site);
+        let named = |s: Option<StrId>| s.is_some_and(|s| self.str(s) == STACK_RESERVATION);
+        named(site.op) && named(site.category)
+    }
 }
 
 /// One file's recording of a device that several files of a series record.
@@ -422,6 +445,25 @@ pub struct ProgramInfo {
     /// the step being executed when the event happened, if known.
     #[serde(skip)]
     pub event_steps: Vec<Option<u32>>,
+    /// The space's buffer allocations by XLA's index (what an error's
+    /// `#allocationN` names), each with its largest buffer; thread-local
+    /// ones and those holding no named buffer left out.
+    #[serde(skip)]
+    pub allocations: Vec<ProgramAllocation>,
+}
+
+/// One buffer allocation of a compiled program, as XLA's buffer assignment
+/// numbers it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProgramAllocation {
+    /// XLA's index (`allocation 7`, `#allocation7` in an error).
+    pub index: i64,
+    /// Its size.
+    pub bytes: u64,
+    /// Its largest buffer's op, shape, category and source line.
+    pub site: SiteId,
+    /// Its largest buffer.
+    pub buffer: ProgramBuffer,
 }
 
 /// What the program says about one buffer.
@@ -663,6 +705,7 @@ impl Memory {
             held: Vec::new(),
             held_changes: Vec::new(),
             series: None,
+            input: 0,
             out_of_memory: Vec::new(),
             allocator_settings: BTreeMap::new(),
             recording_origin: None,

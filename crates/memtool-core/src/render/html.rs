@@ -179,7 +179,7 @@ pub fn html(inputs: Inputs<'_>, options: &RenderOptions) -> String {
 
 /// The out-of-memory post-mortems of `profile`, as `memtool oom` gives them.
 fn oom_views(profile: &Profile, options: &Options) -> Vec<OomView> {
-    crate::analysis::oom::post_mortems(profile, options)
+    crate::analysis::oom_report::post_mortems(profile, options)
         .iter()
         .map(|pm| OomView {
             verdict: pm.note(),

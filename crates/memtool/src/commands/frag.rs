@@ -29,6 +29,7 @@ pub struct FragArgs {
 
 pub fn run(args: &FragArgs) -> Result<Outcome> {
     let profile = inputs::load(&args.input, &args.analysis, args.output.output.as_deref())?;
+    inputs::require_timeline(&profile, "frag")?;
     let report = frag::frag(&profile, &args.analysis.options());
     output::write(&report, &args.output, &args.analysis)?;
     inputs::free_at_exit((profile, report));

@@ -30,6 +30,7 @@ pub struct LeaksArgs {
 
 pub fn run(args: &LeaksArgs) -> Result<Outcome> {
     let profile = inputs::load(&args.input, &args.analysis, args.output.output.as_deref())?;
+    inputs::require_timeline(&profile, "leaks")?;
     let mut report = memtool_core::timings::time("analysis", || {
         leaks::leaks(&profile, &args.analysis.options())
     });

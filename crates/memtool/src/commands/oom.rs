@@ -1,6 +1,6 @@
 use anyhow::Result;
 use clap::Args;
-use memtool_core::analysis::oom;
+use memtool_core::analysis::oom_report as oom;
 
 use crate::cli::{AnalysisArgs, CapacityArgs, InputArgs, OutputArgs};
 use crate::{inputs, output, Outcome};
@@ -24,14 +24,17 @@ use crate::{inputs, output, Outcome};
 /// `RESOURCE_EXHAUSTED: Allocation (size=…) would exceed memory`, the GPU's
 /// `Out of memory while trying to allocate N bytes` with the BFC allocator's
 /// dump): the report's capacity, excess and usage, the largest allocations
-/// with each tiled layout's padding explained, and what would fit. Exits 0:
-/// the failure is the input, not a gate.
+/// with each tiled layout's padding explained, and what would fit; with
+/// --dump, each `#allocationN` it names found in the XLA dump of the same
+/// compile (its op, shape and source line). Exits 0: the failure is the
+/// input, not a gate.
 #[derive(Args, Debug)]
 #[command(after_help = "Examples:
   memtool oom oom_snapshot.pickle
   memtool oom oom_snapshot.pickle --capacity 80GiB
   memtool oom trace.xplane.pb --capacity 16GiB
   memtool oom train.log                      # XLA's RESOURCE_EXHAUSTED report
+  memtool oom train.log --dump xla_dump/     # #allocationN found in XLA_FLAGS=--xla_dump_to's dump
   pbpaste | memtool oom -
   memtool oom oom_snapshot.pickle --format json | jq '.oom[] | {verdict, request_bytes}'")]
 pub struct OomArgs {
@@ -41,6 +44,12 @@ pub struct OomArgs {
     pub analysis: AnalysisArgs,
     #[command(flatten)]
     pub capacity: CapacityArgs,
+    /// An XLA dump of the failed compile (`XLA_FLAGS=--xla_dump_to=DIR`: the
+    /// folder, a `*.hlo.pb` or a `*-buffer-assignment.txt`), or an XSpace
+    /// of it, in which to find each `#allocationN` that an out-of-memory
+    /// report of the log names: its program, op, shape and source line.
+    #[arg(long, value_name = "PATH")]
+    pub dump: Option<String>,
     #[command(flatten)]
     pub output: OutputArgs,
 }
@@ -49,8 +58,18 @@ pub fn run(args: &OomArgs) -> Result<Outcome> {
     let profile = inputs::load(&args.input, &args.analysis, args.output.output.as_deref())?;
     let mut options = args.analysis.report_options(args.output.format);
     args.capacity.apply(&mut options);
-    let report = memtool_core::timings::time("analysis", || oom::oom(&profile, &options));
+    let dump = match &args.dump {
+        Some(path) => {
+            let paths = [path.clone()];
+            let mut read = inputs::load_several(&[&paths], &args.input.read, None)?;
+            Some(read.remove(0))
+        }
+        None => None,
+    };
+    let report = memtool_core::timings::time("analysis", || {
+        oom::oom_with_dump(&profile, dump.as_ref(), &options)
+    });
     output::write(&report, &args.output, &args.analysis)?;
-    inputs::free_at_exit((profile, report));
+    inputs::free_at_exit((profile, dump, report));
     Ok(Outcome::Success)
 }

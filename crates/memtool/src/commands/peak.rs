@@ -67,6 +67,7 @@ pub fn run(args: &PeakArgs) -> Result<Outcome> {
         anyhow::bail!("--format pprof writes the live set at the peak; --at and --at-entry take table, json, csv or md");
     }
     let profile = inputs::load(&args.input, &args.analysis, args.output.output.as_deref())?;
+    inputs::require_timeline(&profile, "peak")?;
     let mut options = args.analysis.report_options(args.output.format);
     args.xprof.apply(&mut options);
     let settings = peak::PeakSettings {

@@ -151,11 +151,21 @@ pub struct HighestVsMedian {
 /// that could not be read.
 pub fn fleet(mut ranks: Vec<RankSummary>, failed: Vec<FailedFile>) -> RanksReport {
     ranks.sort_by(|a, b| {
-        (a.rank_number.is_none(), a.rank_number, &a.file, &a.memory).cmp(&(
+        (a.rank_number.is_none(), a.rank_number, &a.file).cmp(&(
             b.rank_number.is_none(),
             b.rank_number,
             &b.file,
-            &b.memory,
+        ))
+    });
+    // Programs labelled by what they are, then in label order within a
+    // file, so the same program sorts alike in every rank.
+    super::label_programs(&mut ranks);
+    ranks.sort_by(|a, b| {
+        (a.rank_number.is_none(), a.rank_number, &a.file, &a.rank).cmp(&(
+            b.rank_number.is_none(),
+            b.rank_number,
+            &b.file,
+            &b.rank,
         ))
     });
     tell_apart(&mut ranks);
@@ -248,12 +258,10 @@ pub fn fleet(mut ranks: Vec<RankSummary>, failed: Vec<FailedFile>) -> RanksRepor
 /// or a number that is no rank's) are shown by file name without
 /// extensions instead, and by the file as given where those collide too.
 fn tell_apart(ranks: &mut [RankSummary]) {
-    let device = |r: &RankSummary, base: String| {
-        if r.rank.contains('/') {
-            format!("{base}/{}", crate::analysis::display_id(&r.memory))
-        } else {
-            base
-        }
+    // The memory's part of the label (its program's key) stays.
+    let device = |r: &RankSummary, base: String| match r.rank.split_once('/') {
+        Some((_, memory)) => format!("{base}/{memory}"),
+        None => base,
     };
     let relabel = |ranks: &mut [RankSummary], name: &dyn Fn(&RankSummary) -> String| {
         let mut seen: BTreeMap<String, usize> = BTreeMap::new();

@@ -14,8 +14,9 @@ use serde::Serialize;
 
 use super::group::{GroupBy, Totals};
 use super::oom::Verdict;
+use super::program_match;
 use super::{diff, frag, order_by_peak, replay, segments, summary, Options, PeakFacts};
-use crate::model::{Axis, Phase, Profile, Warning};
+use crate::model::{Axis, Memory, MemoryKind, Phase, Profile, ProgramInfo, Warning};
 
 pub use fleet::{
     fleet, versus_median, FailedFile, HighestVsMedian, OomRank, RanksReport, StageGroup,
@@ -95,6 +96,78 @@ pub struct RankSummary {
     /// covers (so the peak is one of them): what the page's strip draws.
     #[serde(skip)]
     pub strip: Vec<u64>,
+    /// What the memory is, for pairing it with the other ranks' (a
+    /// compiled program's module, memory space and signature); `None` for
+    /// a memory that is no program.
+    #[serde(skip)]
+    pub program: Option<ProgramIdentity>,
+}
+
+/// A compiled program as [`super::program_match`] pairs it across runs.
+#[derive(Clone, Debug, Default)]
+pub struct ProgramIdentity {
+    /// The module with its compile counter, `jit_train_step(26)`.
+    pub module: String,
+    /// The memory space.
+    pub memory_space: i64,
+    /// The entry computation's parameter and result shapes.
+    pub signature: Option<String>,
+}
+
+/// The memories of the ranks' files shown alike when they are the same
+/// program: each file's programs paired with the first file's by
+/// [`program_match::pair`], as `diff` pairs two runs (name, then
+/// signature, then order; never the compile counter, which differs between
+/// processes), and labelled by the pair's key (`3/jit_train_step`, not
+/// `3/jit_train_step(26)`). Files of one memory keep their label.
+pub(crate) fn label_programs(ranks: &mut [RankSummary]) {
+    // The ranks' indices by file, files in first-seen order, in one pass:
+    // linear in the ranks whatever the number of files.
+    let mut by_file: Vec<Vec<usize>> = Vec::new();
+    let mut file_slot: HashMap<&str, usize> = HashMap::new();
+    for (i, r) in ranks.iter().enumerate() {
+        if !r.rank.contains('/') {
+            continue;
+        }
+        let slot = *file_slot.entry(r.file.as_str()).or_insert_with(|| {
+            by_file.push(Vec::new());
+            by_file.len() - 1
+        });
+        by_file[slot].push(i);
+    }
+    let stand_in = |r: &RankSummary| {
+        let mut m = Memory::new(&r.memory, MemoryKind::ProgramSpace, r.axis);
+        m.program = r.program.as_ref().map(|p| {
+            Box::new(ProgramInfo {
+                module: p.module.clone(),
+                memory_space: p.memory_space,
+                signature: p.signature.clone(),
+                ..ProgramInfo::default()
+            })
+        });
+        m
+    };
+    let Some(first) = by_file.first() else { return };
+    let reference: Vec<Memory> = first.iter().map(|&i| stand_in(&ranks[i])).collect();
+    let reference: Vec<&Memory> = reference.iter().collect();
+    for these in &by_file {
+        if these.iter().all(|&i| ranks[i].program.is_none()) {
+            continue;
+        }
+        let memories: Vec<Memory> = these.iter().map(|&i| stand_in(&ranks[i])).collect();
+        let memories: Vec<&Memory> = memories.iter().collect();
+        let keys: HashMap<String, String> = program_match::pair(&reference, &memories)
+            .into_iter()
+            .filter_map(|p| Some((p.new?.id.clone(), p.key)))
+            .collect();
+        for &i in these {
+            let r = &mut ranks[i];
+            if let Some(key) = keys.get(&r.memory) {
+                let base = r.rank.split_once('/').map_or("", |(b, _)| b).to_string();
+                r.rank = format!("{base}/{key}");
+            }
+        }
+    }
 }
 
 /// A rank's out-of-memory failure, as `oom` explains it.
@@ -249,6 +322,11 @@ pub fn reduce(profile: &Profile, file: &str, options: &Options) -> Vec<RankSumma
             by_op,
             axis: memory.axis,
             strip: strip(memory),
+            program: memory.program.as_ref().map(|p| ProgramIdentity {
+                module: p.module.clone(),
+                memory_space: p.memory_space,
+                signature: p.signature.clone(),
+            }),
         });
     }
     out

@@ -49,6 +49,7 @@ pub(crate) fn rank(n: u64, peak: u64) -> RankSummary {
         strip: (0..STRIP_COLUMNS as u64)
             .map(|c| peak * (50 - c.abs_diff(50)) / 50)
             .collect(),
+        program: None,
     }
 }
 

@@ -4,7 +4,11 @@
 //! XProf's Memory Viewer, so it is read by the same code
 //! (`xspace::programs`), one memory per memory space, named as in an XSpace
 //! (`jit_train_step(26)`: the module id is the program id). A dump folder
-//! is the binary's to list: it passes each `*after_optimizations.hlo.pb`.
+//! is the binary's to list: it passes each `*after_optimizations.hlo.pb`,
+//! and the text `*after_optimizations-buffer-assignment.txt` of a module
+//! dumped without protos (`buffer_assignment.rs`).
+
+pub(crate) mod buffer_assignment;
 
 use memtool_proto::wire::reader::varint_at;
 

@@ -126,8 +126,10 @@ pub(crate) fn append_host(profile: &mut Profile, host: Profile) {
     let renames = profile.names.import(&names);
     drop(names);
     let path = inputs.first().map_or("", |i| i.path.as_str());
+    let input = profile.inputs.len();
     for mut memory in memories {
         memory.rename(&renames);
+        memory.input = input;
         if memory.kind == MemoryKind::Allocator {
             let host = memory.host.clone().unwrap_or_default();
             let id = allocator_id(profile, &memory.id, &host, path);

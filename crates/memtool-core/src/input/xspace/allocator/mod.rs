@@ -43,7 +43,7 @@ use merge::{merged, Fallback};
 use sequential::sequential;
 
 /// The op label of stack reserved on the device (TPU), as XProf names it.
-pub(super) const STACK_OP: &str = "stack";
+pub(super) const STACK_OP: &str = crate::model::STACK_RESERVATION;
 
 const HOST_PLANE: &str = "/host:CPU";
 const TASK_ENVIRONMENT: &str = "Task Environment";

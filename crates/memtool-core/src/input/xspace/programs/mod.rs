@@ -29,7 +29,7 @@ use rustc_hash::FxHashMap as HashMap;
 
 use assignment::{Decoded, LogicalBuffer, Trace};
 use memtool_proto::xla::{
-    BufferAllocationProto, HloInstructionProto, ShapeProto, StackFrameIndexProto,
+    BufferAllocationProto, HloInstructionProto, HloModuleProto, ShapeProto, StackFrameIndexProto,
 };
 use replay::SpaceReader;
 
@@ -95,6 +95,53 @@ pub(crate) fn read_hlo_proto(
     let id = hlo.module.as_ref().map_or(0, |m| m.id);
     Module::new(&hlo, u64::try_from(id).unwrap_or(0)).read_into(profile, path);
     Ok(())
+}
+
+/// A buffer assignment read from XLA's text dump
+/// (`input::xla_dump::buffer_assignment`): the module holds one instruction
+/// per value (its name and shape; no metadata), each value is a logical
+/// buffer defined by the instruction of its id, and there is no heap
+/// simulator trace.
+#[derive(Debug)]
+pub(crate) struct TextAssignment {
+    pub module: HloModuleProto,
+    pub buffers: Vec<TextBuffer>,
+    pub allocations: Vec<BufferAllocationProto>,
+}
+
+/// One value of a text buffer assignment: its id (also its instruction's),
+/// size and memory space.
+#[derive(Debug)]
+pub(crate) struct TextBuffer {
+    pub id: i64,
+    pub size: i64,
+    pub color: i64,
+}
+
+/// Adds the memories of a text buffer assignment, read as a module of an
+/// XSpace is, except that each temporary allocation, whose trace the text
+/// lacks, counts whole for the whole program.
+pub(crate) fn read_text_assignment(profile: &mut Profile, path: &str, text: TextAssignment) {
+    let program_id = u64::try_from(text.module.id).unwrap_or(0);
+    let hlo = Decoded {
+        module: Some(text.module),
+        logical_buffers: text
+            .buffers
+            .iter()
+            .map(|b| LogicalBuffer {
+                id: b.id,
+                size: b.size,
+                color: b.color,
+                instruction_id: Some(b.id),
+                shape_index: Box::new([]),
+            })
+            .collect(),
+        allocations: text.allocations,
+        traces: Vec::new(),
+    };
+    let mut module = Module::new(&hlo, program_id);
+    module.temporaries_whole = true;
+    module.read_into(profile, path);
 }
 
 /// How XProf names a buffer allocation's role.
@@ -168,6 +215,9 @@ struct Module<'h> {
     /// Whether the module computes gradients, so op names can tell phases.
     has_backward: bool,
     missing: usize,
+    /// Whether temporary allocations count whole, live from the start: the
+    /// module has no heap simulator trace to replay (a text dump).
+    temporaries_whole: bool,
 }
 
 impl<'h> Module<'h> {
@@ -247,6 +297,7 @@ impl<'h> Module<'h> {
             trace_of,
             has_backward,
             missing,
+            temporaries_whole: false,
         }
     }
 

@@ -12,7 +12,7 @@ use memtool_proto::xla::BufferAllocationProto;
 
 use crate::model::{
     AddressRange, AllocId, Allocation, Axis, Event, EventKind, Frame, FrameId, Memory, MemoryKind,
-    Profile, ProgramBuffer, ProgramInfo, Site, SiteId, StackId, StrId,
+    Profile, ProgramAllocation, ProgramBuffer, ProgramInfo, Site, SiteId, StackId, StrId,
 };
 
 /// Bytes one memory may hold in all its allocations together, so that no sum
@@ -163,10 +163,6 @@ impl<'m, 'h, 'p> SpaceReader<'m, 'h, 'p> {
             if allocation.is_constant {
                 self.info.constant_bytes = self.info.constant_bytes.saturating_add(bytes);
             }
-            if !is_indefinite(allocation) {
-                self.info.temporary_bytes = self.info.temporary_bytes.saturating_add(bytes);
-                continue;
-            }
             // Named after its largest logical buffer, the first of equals.
             let mut best: Option<&Buffer<'h>> = None;
             for assigned in &allocation.assigned {
@@ -177,9 +173,29 @@ impl<'m, 'h, 'p> SpaceReader<'m, 'h, 'p> {
                     best = Some(buffer);
                 }
             }
+            let named = best.map(|best| self.named(best, category(allocation)));
+            if let Some((site, buffer)) = named {
+                self.info.allocations.push(ProgramAllocation {
+                    index: allocation.index,
+                    bytes,
+                    site,
+                    buffer,
+                });
+            }
+            if !is_indefinite(allocation) {
+                self.info.temporary_bytes = self.info.temporary_bytes.saturating_add(bytes);
+                if self.module.temporaries_whole {
+                    // No trace says when its values live (a text dump): the
+                    // allocation is reserved whole for the program's run.
+                    let named = self.whole_temporary(allocation);
+                    let address = self.base_of(position);
+                    let id = self.push(bytes, bytes, address, Some(named));
+                    self.memory.live_at_start.push(id);
+                }
+                continue;
+            }
             // XProf counts an allocation only through a named buffer.
-            let Some(best) = best else { continue };
-            let named = self.named(best, category(allocation));
+            let Some(named) = named else { continue };
             let address = self.base_of(position);
             let id = self.push(bytes, bytes, address, Some(named));
             self.memory.live_at_start.push(id);
@@ -336,6 +352,31 @@ impl<'m, 'h, 'p> SpaceReader<'m, 'h, 'p> {
     }
 
     /// The site and program description of a buffer, interned once.
+    /// A temporary allocation counted whole: `allocation 9 (temporary, 7
+    /// values)`, no op or shape of its own.
+    fn whole_temporary(&mut self, allocation: &BufferAllocationProto) -> (SiteId, ProgramBuffer) {
+        let names = &mut self.profile.names;
+        let category = Some(names.string(category(allocation)));
+        let site = names.site(Site {
+            category,
+            ..Site::default()
+        });
+        let values = allocation.assigned.len();
+        let name = format!(
+            "allocation {} (temporary, {values} value{})",
+            allocation.index,
+            if values == 1 { "" } else { "s" }
+        );
+        let bytes = size(allocation.size);
+        let program = ProgramBuffer {
+            name: names.string(&name),
+            opcode: None,
+            own_bytes: bytes,
+            own_unpadded_bytes: bytes,
+        };
+        (site, program)
+    }
+
     fn named(&mut self, buffer: &Buffer<'h>, category: &'static str) -> (SiteId, ProgramBuffer) {
         let key = (buffer.proto.id, category);
         if let Some(&named) = self.sites.get(&key) {

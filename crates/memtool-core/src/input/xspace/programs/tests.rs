@@ -461,7 +461,8 @@ fn sizes_past_64_bits_are_capped_with_a_warning() {
 /// each, so all but 8 bytes of the one live at the peak is padding.
 #[test]
 fn a_program_over_capacity_gets_a_post_mortem_with_its_padding() {
-    use crate::analysis::oom::{self, CapacitySource, Verdict};
+    use crate::analysis::oom::{CapacitySource, Verdict};
+    use crate::analysis::oom_report;
     use crate::analysis::{peak, Options};
     let half = MIB / 2;
     let events = [
@@ -475,7 +476,7 @@ fn a_program_over_capacity_gets_a_post_mortem_with_its_padding() {
     let capacity = MIB as u64 + 64;
     profile.memories[0].capacity = Some(capacity);
 
-    let found = oom::post_mortems(&profile, &Options::default());
+    let found = oom_report::post_mortems(&profile, &Options::default());
     assert_eq!(found.len(), 1);
     let pm = &found[0];
     assert_eq!(pm.verdict, Verdict::Capacity);
@@ -501,7 +502,7 @@ fn a_program_over_capacity_gets_a_post_mortem_with_its_padding() {
 
     // A capacity that fits gives none; a budget below the peak gives the same post-mortem.
     profile.memories[0].capacity = Some(peak_bytes);
-    assert!(oom::post_mortems(&profile, &Options::default()).is_empty());
+    assert!(oom_report::post_mortems(&profile, &Options::default()).is_empty());
     let settings = peak::PeakSettings {
         budget: Some(capacity),
         xprof_compat: false,
