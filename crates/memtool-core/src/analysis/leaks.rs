@@ -400,6 +400,7 @@ impl LeaksReport {
             measured_bytes: i64::try_from(measured).unwrap_or(i64::MAX),
             measured_percent: None,
             failed_memories,
+            group: None,
             message,
         })
     }
