@@ -244,6 +244,9 @@ pub struct Memory {
     /// Training or inference steps on the memory's axis, in order; empty
     /// when the profile marks none. Leak detection compares step boundaries.
     pub steps: Vec<Step>,
+    /// Whether `steps` are the training cycles the phases show
+    /// ([`Memory::steps_from_phase_cycles`]) because the file marks none.
+    pub steps_from_phases: bool,
     /// The step XProf's memory profile puts each event in, as runs in event
     /// order, where the format gives events a profiler group (`group_id`,
     /// XSpace allocators); empty otherwise. See [`Memory::xprof_step_of_event`].
@@ -637,6 +640,7 @@ impl Memory {
             allocator_samples: Vec::new(),
             allocator_peak_bytes: None,
             steps: Vec::new(),
+            steps_from_phases: false,
             xprof_steps: Vec::new(),
             phases: Vec::new(),
             program: None,
