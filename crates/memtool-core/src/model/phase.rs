@@ -8,7 +8,7 @@
 
 use serde::Serialize;
 
-use super::{EventKind, Memory, Names, Step};
+use super::{Axis, EventKind, Memory, Names, Step};
 
 /// A phase of a training step.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -106,8 +106,11 @@ impl Memory {
     /// or more: one pass, or forward passes alone (inference), are no
     /// repetitions of a training step; a last forward pass with no backward
     /// pass after it (the recording ended in it) is left out.
+    /// A compiled program's memory space is one run of the program, whose
+    /// ops' phases may alternate (a JAX `jit(train_step)` interleaves
+    /// forward and backward ops): never steps.
     pub fn steps_from_phase_cycles(&mut self) {
-        if !self.steps.is_empty() {
+        if !self.steps.is_empty() || self.program.is_some() || self.axis == Axis::ProgramOrder {
             return;
         }
         let mut starts: Vec<i64> = Vec::new();
@@ -254,6 +257,19 @@ mod tests {
         assert!(steps_of(&[F, L, B, O]).is_empty());
         assert!(steps_of(&[F]).is_empty());
         assert!(steps_of(&[F, B, O, F]).is_empty());
+        // A compiled program's ops alternate inside one run: never steps.
+        let mut program = Memory::new("p", MemoryKind::ProgramSpace, Axis::ProgramOrder);
+        program.phases = [F, B, F, B]
+            .iter()
+            .enumerate()
+            .map(|(i, &phase)| PhaseSpan {
+                phase,
+                start: i as i64,
+                end: i as i64,
+            })
+            .collect();
+        program.steps_from_phase_cycles();
+        assert!(program.steps.is_empty() && !program.steps_from_phases);
     }
 
     #[test]
