@@ -302,6 +302,27 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("`{text}` is not a size (examples: 1000, 64KiB, 2GiB, 500MB)"))
 }
 
+/// A gate's limit, on the whole or on one group: `5%`, `64MiB`,
+/// `activation:5%`, `optimizer_state:2GiB`.
+#[derive(Clone, Debug)]
+pub struct GateArg<L> {
+    /// The group it judges (a category, or a group of `--by`), if any.
+    pub group: Option<String>,
+    /// The limit.
+    pub limit: L,
+}
+
+impl<L> GateArg<L> {
+    /// Parses `[GROUP:]LIMIT`, the limit by `parse`.
+    pub fn parse(text: &str, parse: impl Fn(&str) -> Result<L, String>) -> Result<Self, String> {
+        let (group, limit) = memtool_core::analysis::group_gate::split(text);
+        Ok(GateArg {
+            group: group.map(str::to_string),
+            limit: parse(limit)?,
+        })
+    }
+}
+
 /// Fails when a `--memory` / `--module` name selects nothing in any of
 /// `profiles` (a diff's sides: a memory that only one side has is a change to
 /// report), listing what there is, rather than printing empty tables.

@@ -212,3 +212,96 @@ fn without_a_gate_nothing_is_printed_on_stderr_about_one() {
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(doc.get("gate").is_none());
 }
+
+const CAPTURES: &str = "crates/memtool/tests/data/categories";
+
+/// `--fail-on-growth GROUP:LIMIT` judges one category's bytes at the peaks:
+/// activation checkpointing cuts the CNN's activations (1,049,032 B →
+/// 328 B) and doubles its temporaries (524,288 B → 1,048,576 B, the
+/// recomputed block's), in every format.
+#[test]
+fn growth_gate_on_one_category() {
+    let base = format!("{CAPTURES}/cnn_sgd_momentum.snapshot.pickle.gz");
+    let new = format!("{CAPTURES}/cnn_sgd_momentum_checkpoint.snapshot.pickle.gz");
+    let (line, doc) = gate_line(
+        &["diff", &base, &new, "--fail-on-growth", "activation:0%"],
+        0,
+    );
+    assert!(
+        line.contains("growth gate passed: category activation growth -1.00 MiB (-1048704 B), -99.97% of the base 1.00 MiB (1049032 B), is within the limit 0%"),
+        "{line}"
+    );
+    assert_eq!(doc["gate"]["group"]["by"], "category");
+    assert_eq!(doc["gate"]["group"]["key"], "activation");
+    assert_eq!(doc["gate"]["measured_bytes"], -1_048_704);
+    let (line, doc) = gate_line(
+        &["diff", &base, &new, "--fail-on-growth", "temporary:50%"],
+        1,
+    );
+    assert!(
+        line.contains("growth gate FAILED: category temporary growth +512.00 KiB (+524288 B), +100.00% of the base 512.00 KiB (524288 B), exceeds the limit 50%"),
+        "{line}"
+    );
+    assert_eq!(doc["gate"]["measured_percent"], 100.0);
+    // The whole is judged as before when no group is named.
+    let (line, _) = gate_line(&["diff", &base, &new, "--fail-on-growth", "1%"], 0);
+    assert!(line.contains(": total growth "), "{line}");
+}
+
+/// `peak --budget GROUP:BYTES` checks one category's bytes at each peak:
+/// the AdamW CNN holds 44,152 B of optimizer state at its peak.
+#[test]
+fn budget_gate_on_one_category() {
+    let file = format!("{CAPTURES}/cnn_adamw.snapshot.pickle.gz");
+    let (line, doc) = gate_line(&["peak", &file, "--budget", "optimizer_state:44152"], 0);
+    assert!(
+        line.ends_with("budget gate passed: category optimizer_state at device:0's peak, 43.12 KiB (44152 B), is within the budget 43.12 KiB (44152 B)"),
+        "{line}"
+    );
+    assert_eq!(doc["gate"]["measured_bytes"], 44_152);
+    let (line, doc) = gate_line(&["peak", &file, "--budget", "optimizer_state:40KiB"], 1);
+    assert!(
+        line.ends_with("budget gate FAILED: device:0 holds 43.12 KiB (44152 B) of category optimizer_state at its peak, 3.12 KiB (3192 B) over the budget 40.00 KiB (40960 B)"),
+        "{line}"
+    );
+    assert_eq!(doc["gate"]["failed_memories"][0], "device:0");
+    assert_eq!(doc["gate"]["group"]["key"], "optimizer_state");
+    // The whole peak is not what is judged: it is far above 40 KiB and no
+    // per-memory budget table is made.
+    assert!(doc["memories"][0].get("budget").is_none());
+}
+
+/// A group no allocation has is a usage error (exit 2) naming those there
+/// are: a typo must not pass a gate by measuring nothing.
+#[test]
+fn a_gate_on_a_group_that_does_not_exist_says_which_do() {
+    let file = format!("{CAPTURES}/cnn_adamw.snapshot.pickle.gz");
+    let out = memtool()
+        .current_dir(repo())
+        .args(["peak", &file, "--budget", "optimiser_state:2GiB"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        stderr.contains("--budget: no allocation has category `optimiser_state` (there are: <none>, activation, autograd_detail, gradient, input, optimizer_state, parameter, temporary, unknown)"),
+        "{stderr}"
+    );
+    let out = memtool()
+        .current_dir(repo())
+        .args(["diff", &file, &file, "--fail-on-growth", "activaton:5%"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+/// On a plain CUDA snapshot the gate judges the inferred categories.
+#[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
+fn budget_gate_on_an_inferred_category() {
+    let file = common::shared_fixture("torch/bcrafton_memory_snapshot.pickle");
+    let file = file.to_str().unwrap();
+    let (line, _) = gate_line(&["peak", file, "--budget", "optimizer_state:2GiB"], 0);
+    assert!(line.contains("1.71 GiB (1832460288 B)"), "{line}");
+    gate_line(&["peak", file, "--budget", "optimizer_state:1GiB"], 1);
+}

@@ -592,6 +592,58 @@ fn generated_memory_timelines_replay_their_categories() {
     }
 }
 
+/// A memory timeline records no device: it is named for the one its file
+/// name says, else `cuda:0` (`export_memory_timeline`'s default where CUDA
+/// was used), and a note says so, that its buffers are categories, and how
+/// much it holds from before profiling.
+#[test]
+fn memory_timelines_are_named_for_their_device_and_say_what_they_hold() {
+    let path = common::repo_fixture("torch/synthetic.memory_timeline.json");
+    let summary = common::json(&["summary", path.to_str().unwrap()]);
+    assert_eq!(summary["memories"][0]["id"], "cuda:0");
+    let notes: Vec<&str> = summary["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|w| w["note"] == true)
+        .filter_map(|w| w["message"].as_str())
+        .collect();
+    assert!(
+        notes.iter().any(|n| n.starts_with(
+            "a PyTorch memory timeline, named cuda:0: the file records no device and cuda:0 is export_memory_timeline's default"
+        ) && n.contains("its buffers are categories")
+            && !n.contains("before profiling")),
+        "{notes:?}"
+    );
+}
+
+/// The CPU transformer's timeline is `cpu` by its name, and holds 7,846,732 B
+/// from before profiling (its first row, which `export_memory_timeline`
+/// writes at the first time of the rest: the weights and Adam state of the
+/// iterations before), which its trace cannot see.
+#[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
+fn a_timeline_says_what_it_holds_from_before_profiling() {
+    let path = common::shared_fixture("torch/torch_cpu_transformer.memory_timeline.json");
+    let summary = common::json(&["summary", path.to_str().unwrap()]);
+    assert_eq!(summary["memories"][0]["id"], "cpu");
+    let note = summary["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["note"] == true)
+        .and_then(|w| w["message"].as_str())
+        .unwrap()
+        .to_string();
+    assert!(
+        note.starts_with("a PyTorch memory timeline of cpu, as its file name says; ")
+            && note.ends_with(
+                "it includes 7.48 MiB (7846732 B) made before profiling, which the trace of the same run cannot see"
+            ),
+        "{note}"
+    );
+}
+
 #[test]
 fn hostile_json_is_an_error_not_a_panic() {
     let dir = std::env::temp_dir().join(format!("memtool-torch-{}", std::process::id()));

@@ -278,6 +278,7 @@ pub fn infer_memory(names: &Names, memory: &Memory) -> Vec<Inferred> {
         frees_before[i + 1] = frees_before[i] + u32::from(e.kind == EventKind::Free);
     }
     let freed_first = |made: usize, freed: usize| frees_before[freed] == frees_before[made + 1];
+    let recomputed_freed_by = recomputation_cutoffs(names, memory);
     let versions = versions(names, memory);
     let replaced: rustc_hash::FxHashSet<AllocId> = versions.values().copied().collect();
     let span_of = |event: usize| {
@@ -331,6 +332,14 @@ pub fn infer_memory(names: &Names, memory: &Memory) -> Vec<Inferred> {
             Some(Phase::Backward) if span.freed.is_some_and(|f| freed_first(made, f)) => {
                 Inferred::Temporary
             }
+            Some(Phase::Backward)
+                if span
+                    .freed
+                    .zip(recomputed_freed_by.get(&made))
+                    .is_some_and(|(f, &cutoff)| f < cutoff) =>
+            {
+                Inferred::Temporary
+            }
             Some(Phase::Backward) if freed_in_span => Inferred::AutogradDetail,
             Some(Phase::Backward) => Inferred::Gradient,
             Some(Phase::Optimizer) if freed_in_span => Inferred::Temporary,
@@ -367,6 +376,57 @@ pub fn infer_memory(names: &Names, memory: &Memory) -> Vec<Inferred> {
             if let Some(slot) = out.get_mut(e.alloc.index()) {
                 *slot = old;
             }
+        }
+    }
+    out
+}
+
+/// Activation checkpointing recomputes a block's forward pass inside the
+/// backward pass, when the first autograd node that needs one of its saved
+/// tensors unpacks it (`torch/utils/checkpoint.py` in the stack). That node
+/// uses what it asked for, makes its gradient (the first allocation after
+/// the recomputation) and frees its inputs: a recomputed tensor freed
+/// before the allocation after that one lived inside that node, a
+/// temporary of it as PyTorch's memory profiler files it; the rest are kept
+/// for later nodes (`autograd_detail`). For each allocation event of a
+/// recomputation, the event before which it must be freed to be a
+/// temporary.
+fn recomputation_cutoffs(names: &Names, memory: &Memory) -> FxHashMap<usize, usize> {
+    let events = &memory.events;
+    let mut recomputing: FxHashMap<SiteId, bool> = FxHashMap::default();
+    let mut is_recomputed = |id: AllocId| {
+        let Some(site) = memory.allocations.get(id.index()).map(|a| a.site) else {
+            return false;
+        };
+        *recomputing.entry(site).or_insert_with(|| {
+            names.frames_of(names.site_of(site).stack).any(|f| {
+                names
+                    .str(names.frame_of(f).file)
+                    .ends_with("torch/utils/checkpoint.py")
+            })
+        })
+    };
+    let allocs: Vec<(usize, bool)> = events
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| e.kind == EventKind::Alloc)
+        .map(|(i, e)| (i, is_recomputed(e.alloc)))
+        .collect();
+    let mut out = FxHashMap::default();
+    let mut k = 0;
+    while k < allocs.len() {
+        if !allocs[k].1 {
+            k += 1;
+            continue;
+        }
+        let start = k;
+        while k < allocs.len() && allocs[k].1 {
+            k += 1;
+        }
+        // `k` is the node's gradient; the allocation after it, the cutoff.
+        let cutoff = allocs.get(k + 1).map_or(events.len(), |&(i, _)| i);
+        for &(i, _) in &allocs[start..k] {
+            out.insert(i, cutoff);
         }
     }
     out

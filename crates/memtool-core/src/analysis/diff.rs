@@ -59,7 +59,7 @@ fn delta(new: u64, base: u64) -> i64 {
 }
 
 impl DeltaTotals {
-    fn new(base_bytes: u64, new_bytes: u64) -> Self {
+    pub(super) fn new(base_bytes: u64, new_bytes: u64) -> Self {
         let delta_bytes = delta(new_bytes, base_bytes);
         DeltaTotals {
             base_bytes,
@@ -294,7 +294,7 @@ pub fn diff_by(
             .iter()
             .fold(0u64, |t, m| t.saturating_add(m.totals.new_bytes)),
     );
-    let gate = limit.map(|limit| gate(&total, limit));
+    let gate = limit.map(|limit| growth_gate(&total, limit, "total growth"));
     let mut warnings = base.warnings.clone();
     warnings.extend(new.warnings.iter().cloned());
     DiffReport {
@@ -309,7 +309,9 @@ pub fn diff_by(
     }
 }
 
-fn gate(total: &DeltaTotals, limit: GrowthLimit) -> GateResult {
+/// The growth gate on `total`, the growth of what `subject` names (`total
+/// growth`, `category activation growth`).
+pub(super) fn growth_gate(total: &DeltaTotals, limit: GrowthLimit, subject: &str) -> GateResult {
     let growth = total.delta_bytes;
     // Unrounded: `delta_percent` is rounded to two decimals for display, and
     // 1.004% must fail a 1% limit.
@@ -341,12 +343,12 @@ fn gate(total: &DeltaTotals, limit: GrowthLimit) -> GateResult {
     };
     let message = if passed {
         format!(
-            "growth gate passed: total growth {shown} is within the limit {}",
+            "growth gate passed: {subject} {shown} is within the limit {}",
             limit.describe()
         )
     } else {
         format!(
-            "growth gate FAILED: total growth {shown} exceeds the limit {}",
+            "growth gate FAILED: {subject} {shown} exceeds the limit {}",
             limit.describe()
         )
     };
@@ -360,6 +362,7 @@ fn gate(total: &DeltaTotals, limit: GrowthLimit) -> GateResult {
             _ => None,
         },
         failed_memories: Vec::new(),
+        group: None,
         message,
     }
 }
@@ -517,6 +520,10 @@ impl Report for DiffReport {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn gate(total: &DeltaTotals, limit: GrowthLimit) -> GateResult {
+        growth_gate(total, limit, "total growth")
+    }
 
     #[test]
     fn the_gate_compares_total_growth() {

@@ -60,6 +60,10 @@ pub struct GateResult {
     pub measured_percent: Option<f64>,
     /// The memories that failed it.
     pub failed_memories: Vec<String>,
+    /// For a gate on one kind of memory (`activation:5%`): the group it
+    /// judged; absent for a gate on the whole.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub group: Option<super::group_gate::GatedGroup>,
     /// The verdict in one line with the measured figure and the threshold,
     /// as printed on stderr.
     pub message: String,

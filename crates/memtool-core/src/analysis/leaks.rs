@@ -55,6 +55,10 @@ pub struct MemoryLeaks {
     /// What the points are: `snapshot`, `step` (the end of each step) or
     /// `event` (evenly spaced events of a stream without steps).
     pub point_kind: &'static str,
+    /// Whether the steps are the forward → backward cycles the phases show,
+    /// the file marking none (`Memory::steps_from_phases`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub steps_from_phases: bool,
     /// One line: the strongest finding, or why there is none, and what a
     /// point is.
     pub verdict: String,
@@ -176,6 +180,8 @@ impl PointKind {
 /// The points a memory (or a series of memories) is compared at.
 struct Points {
     kind: PointKind,
+    /// The steps are the phases' cycles (the file marks none).
+    steps_from_phases: bool,
     labels: Vec<String>,
     per_point: Vec<SiteTotals>,
 }
@@ -222,6 +228,7 @@ fn points_of(memory: &Memory) -> Points {
         .collect();
     Points {
         kind,
+        steps_from_phases: kind == PointKind::Step && memory.steps_from_phases,
         labels,
         per_point: series::site_totals_at(memory, &points),
     }
@@ -233,6 +240,7 @@ fn points_of(memory: &Memory) -> Points {
 fn points_of_files(profile: &Profile, parts: &[&Memory]) -> Points {
     Points {
         kind: PointKind::Snapshot,
+        steps_from_phases: false,
         labels: parts
             .iter()
             .map(|m| match &m.series {
@@ -371,6 +379,7 @@ pub fn leaks(profile: &Profile, options: &Options) -> LeaksReport {
             points: points.labels,
             total_bytes,
             point_kind: points.kind.name(),
+            steps_from_phases: points.steps_from_phases,
             verdict,
             leaking,
             findings,
@@ -449,6 +458,7 @@ impl LeaksReport {
             measured_bytes: i64::try_from(measured).unwrap_or(i64::MAX),
             measured_percent: None,
             failed_memories,
+            group: None,
             message,
         })
     }
@@ -624,9 +634,13 @@ fn counted(n: usize, point_kind: &str) -> String {
 }
 
 /// What one point is, for the verdict line.
-fn point_meaning(kind: PointKind) -> &'static str {
-    match kind {
+fn point_meaning(points: &Points) -> &'static str {
+    match points.kind {
         PointKind::Snapshot => "a point is one snapshot of the series",
+        PointKind::Step if points.steps_from_phases => {
+            "a point is the end of a step; the file marks no steps, so a step is a forward → \
+             backward cycle of the training phases"
+        }
         PointKind::Step => "a point is the end of a step",
         PointKind::Event => {
             "a point is an event of one recording without steps, not a repetition of the same \
@@ -673,7 +687,7 @@ fn verdict(findings: &[LeakFinding], points: &Points, total_bytes: &[u64]) -> St
     let n = labels.len();
     let first = labels.first().map(String::as_str).unwrap_or("");
     let last = labels.last().map(String::as_str).unwrap_or("");
-    let meaning = point_meaning(points.kind);
+    let meaning = point_meaning(points);
     let Some(f) = findings.first() else {
         return format!("no growth: no group holds more at {last} than at {first} ({n} {units_name}; {meaning})");
     };

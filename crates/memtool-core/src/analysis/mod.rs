@@ -11,6 +11,7 @@ pub mod frag;
 pub mod frames;
 pub mod gate;
 pub mod group;
+pub mod group_gate;
 pub mod leaks;
 pub mod moment;
 pub mod oom;

@@ -491,6 +491,7 @@ fn budget_gate(memories: &[MemoryPeak], budget: u64) -> GateResult {
         measured_bytes: highest.map_or(0, |m| i64::try_from(m.peak.peak_bytes).unwrap_or(i64::MAX)),
         measured_percent: None,
         failed_memories: over.iter().map(|m| m.header.id.clone()).collect(),
+        group: None,
         message,
     }
 }

@@ -82,6 +82,10 @@ pub struct MemorySummary {
     /// the difference; absent when the profile records none.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub annotation_stages: Vec<Stage>,
+    /// Whether the steps are the forward → backward cycles the phases show,
+    /// the file marking none (`ProfilerStep#N`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub steps_from_phases: bool,
     /// The training phases on the memory's axis, in order (each run of
     /// allocations made in one phase), for memories whose allocations name
     /// them.
@@ -192,6 +196,7 @@ pub fn summarize(profile: &Profile, options: &Options) -> SummaryReport {
             live_allocations_at_end: counts.map(|_| last.buffers),
             steps: steps::per_step(memory),
             annotation_stages: stages::stages(memory, &profile.names, &options.frames),
+            steps_from_phases: memory.steps_from_phases,
             phases: memory.phases.clone(),
             events_by_action: memory.recorded_events.clone(),
             reserved_bytes: layout.as_ref().map(|l| l.reserved_bytes).or_else(|| {
@@ -459,7 +464,14 @@ impl Report for SummaryReport {
             .filter(|m| !m.steps.is_empty())
         {
             let mut t = Table::ranked(
-                format!("Steps — {}", display_id(&m.header.id)),
+                if m.steps_from_phases {
+                    format!(
+                        "Steps — {} (the file marks none: each is a forward → backward cycle of the phases)",
+                        display_id(&m.header.id)
+                    )
+                } else {
+                    format!("Steps — {}", display_id(&m.header.id))
+                },
                 vec![
                     "step",
                     "peak_bytes",

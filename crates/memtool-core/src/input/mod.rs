@@ -178,6 +178,7 @@ pub(crate) fn load(sources: Vec<Source>, options: &LoadOptions) -> Result<Profil
     } = &mut profile;
     for memory in memories {
         memory.find_phases(names);
+        memory.steps_from_phase_cycles();
     }
     warn_of_impossible_sizes(&mut profile);
     Ok(profile)

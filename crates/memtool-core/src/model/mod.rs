@@ -253,6 +253,9 @@ pub struct Memory {
     /// other than `ProfilerStep#N`), in order of their start; empty when
     /// the profile records none.
     pub annotations: Vec<Annotation>,
+    /// Whether `steps` are the training cycles the phases show
+    /// ([`Memory::steps_from_phase_cycles`]) because the file marks none.
+    pub steps_from_phases: bool,
     /// The step XProf's memory profile puts each event in, as runs in event
     /// order, where the format gives events a profiler group (`group_id`,
     /// XSpace allocators); empty otherwise. See [`Memory::xprof_step_of_event`].
@@ -697,6 +700,7 @@ impl Memory {
             allocator_peak_bytes: None,
             steps: Vec::new(),
             annotations: Vec::new(),
+            steps_from_phases: false,
             xprof_steps: Vec::new(),
             phases: Vec::new(),
             program: None,

@@ -8,7 +8,7 @@
 
 use serde::Serialize;
 
-use super::{EventKind, Memory, Names};
+use super::{Axis, EventKind, Memory, Names, Step};
 
 /// A phase of a training step.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -97,6 +97,65 @@ impl Memory {
         self.phases = spans;
     }
 
+    /// Where the file marks no steps (`ProfilerStep#N`), makes the training
+    /// cycles the phases show its steps: each forward pass that follows a
+    /// backward pass (or is the first) starts one, which runs to just
+    /// before the next one starts (the last, to the end of the recording),
+    /// so a step is forward → loss → backward → optimizer → `zero_grad`,
+    /// whatever the loop does between. Only when there are two such cycles
+    /// or more: one pass, or forward passes alone (inference), are no
+    /// repetitions of a training step; a last forward pass with no backward
+    /// pass after it (the recording ended in it) is left out.
+    /// A compiled program's memory space is one run of the program, whose
+    /// ops' phases may alternate (a JAX `jit(train_step)` interleaves
+    /// forward and backward ops): never steps.
+    pub fn steps_from_phase_cycles(&mut self) {
+        if !self.steps.is_empty() || self.program.is_some() || self.axis == Axis::ProgramOrder {
+            return;
+        }
+        let mut starts: Vec<i64> = Vec::new();
+        let mut backward_since_start = true;
+        for span in &self.phases {
+            match span.phase {
+                Phase::Forward if backward_since_start => {
+                    starts.push(span.start);
+                    backward_since_start = false;
+                }
+                Phase::Backward => backward_since_start = true,
+                _ => {}
+            }
+        }
+        // A last cycle cut short before its backward pass (the recording
+        // ended in a forward pass) is no step: the one before ends where it
+        // starts.
+        let mut last = self
+            .events
+            .last()
+            .map(|e| e.at)
+            .into_iter()
+            .chain(self.phases.last().map(|s| s.end))
+            .max()
+            .unwrap_or(i64::MIN);
+        if !backward_since_start {
+            if let Some(cut) = starts.pop() {
+                last = cut - 1;
+            }
+        }
+        if starts.len() < 2 {
+            return;
+        }
+        self.steps = starts
+            .iter()
+            .enumerate()
+            .map(|(i, &start)| Step {
+                id: i as i64,
+                start,
+                end: starts.get(i + 1).map_or(last, |next| next - 1).max(start),
+            })
+            .collect();
+        self.steps_from_phases = true;
+    }
+
     /// The phase at a position: the span that holds it (the last one, where
     /// two meet at one position), else none.
     pub fn phase_at(&self, at: i64) -> Option<Phase> {
@@ -164,6 +223,53 @@ mod tests {
         assert_eq!(m.phase_at(70), Some(Phase::Backward));
         assert_eq!(m.phase_at(5), None);
         assert_eq!(m.phase_at(71), None);
+    }
+
+    /// Spans of phases at positions 10, 20, ...; then the steps made of them.
+    fn steps_of(phases: &[Phase]) -> Vec<(i64, i64, i64)> {
+        let mut m = Memory::new("m", MemoryKind::Allocator, Axis::EventIndex);
+        m.phases = phases
+            .iter()
+            .enumerate()
+            .map(|(i, &phase)| PhaseSpan {
+                phase,
+                start: 10 * i as i64 + 10,
+                end: 10 * i as i64 + 15,
+            })
+            .collect();
+        m.steps_from_phase_cycles();
+        assert_eq!(m.steps_from_phases, !m.steps.is_empty());
+        m.steps.iter().map(|s| (s.id, s.start, s.end)).collect()
+    }
+
+    #[test]
+    fn forward_backward_cycles_are_steps_when_nothing_marks_them() {
+        use Phase::{Backward as B, Forward as F, Loss as L, Optimizer as O, ZeroGrad as Z};
+        assert_eq!(
+            steps_of(&[F, L, B, O, Z, F, L, B, O]),
+            [(0, 10, 59), (1, 60, 95)]
+        );
+        // Gradient accumulation: each forward → backward is a step.
+        assert_eq!(steps_of(&[F, B, F, B, O]), [(0, 10, 29), (1, 30, 55)]);
+        // A last cycle cut short is left out.
+        assert_eq!(steps_of(&[F, B, O, F, B, O, F]), [(0, 10, 39), (1, 40, 69)]);
+        // One cycle or forward passes alone: none.
+        assert!(steps_of(&[F, L, B, O]).is_empty());
+        assert!(steps_of(&[F]).is_empty());
+        assert!(steps_of(&[F, B, O, F]).is_empty());
+        // A compiled program's ops alternate inside one run: never steps.
+        let mut program = Memory::new("p", MemoryKind::ProgramSpace, Axis::ProgramOrder);
+        program.phases = [F, B, F, B]
+            .iter()
+            .enumerate()
+            .map(|(i, &phase)| PhaseSpan {
+                phase,
+                start: i as i64,
+                end: i as i64,
+            })
+            .collect();
+        program.steps_from_phase_cycles();
+        assert!(program.steps.is_empty() && !program.steps_from_phases);
     }
 
     #[test]

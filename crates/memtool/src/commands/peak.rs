@@ -1,10 +1,10 @@
 use anyhow::Result;
 use clap::Args;
 use memtool_core::analysis::moment::Moment;
-use memtool_core::analysis::peak;
+use memtool_core::analysis::{group_gate, peak};
 
 use crate::cli::{
-    parse_size, AnalysisArgs, FormatArg, GroupKeyArg, InputArgs, OutputArgs, XprofArgs,
+    parse_size, AnalysisArgs, FormatArg, GateArg, GroupKeyArg, InputArgs, OutputArgs, XprofArgs,
 };
 use crate::{inputs, output, Outcome};
 
@@ -18,6 +18,7 @@ use crate::{inputs, output, Outcome};
   memtool peak snapshot.pickle --by phase                   # forward, backward, optimizer
   memtool peak trace.xplane.pb --module jit_train_step      # a compiled program's heap
   memtool peak trace.xplane.pb --budget 16GiB               # what must shrink to fit
+  memtool peak snapshot.pickle --budget optimizer_state:2GiB # one category's bytes at the peak
   memtool peak snapshot.pickle --format pprof -o peak.pb.gz # then: go tool pprof -http=: peak.pb.gz
   memtool peak snapshot.pickle --at t+25ms                  # the live set 25 ms in, not at the peak
   memtool peak snapshot.pickle --at annotation:AdamW.step:end
@@ -30,9 +31,11 @@ pub struct PeakArgs {
     /// Check each peak against this size and list the largest buffers live at
     /// the peak that together cover the excess; exit 1 when a peak exceeds
     /// it, with one pass/fail line on stderr in every format. Accepts units:
-    /// 16GiB, 500MB.
-    #[arg(long, value_name = "BYTES", value_parser = parse_size, conflicts_with_all = ["at", "at_entry"])]
-    pub budget: Option<u64>,
+    /// 16GiB, 500MB. `GROUP:BYTES` checks one group's bytes at each peak
+    /// instead: a category (`optimizer_state:2GiB`), or a group of `--by`
+    /// when it is not `stack`.
+    #[arg(long, value_name = "[GROUP:]BYTES", value_parser = parse_budget, conflicts_with_all = ["at", "at_entry"])]
+    pub budget: Option<GateArg<u64>>,
     /// Show the live set at this moment instead of the peak, grouped the
     /// same way: a time since the recording started (`t+25ms`, `t+1.5s`,
     /// `t+300us`: after every event up to it), or the START of an annotated
@@ -55,9 +58,13 @@ pub struct PeakArgs {
     pub output: OutputArgs,
 }
 
+fn parse_budget(text: &str) -> Result<GateArg<u64>, String> {
+    GateArg::parse(text, parse_size)
+}
+
 pub fn run(args: &PeakArgs) -> Result<Outcome> {
-    if let Some(b) = args.budget {
-        crate::output::warn_of_tiny_limit("--budget", b);
+    if let Some(b) = &args.budget {
+        crate::output::warn_of_tiny_limit("--budget", b.limit);
     }
     output::check_pprof_destination("peak", &args.output)?;
     if matches!(args.output.format, FormatArg::Pprof)
@@ -71,7 +78,11 @@ pub fn run(args: &PeakArgs) -> Result<Outcome> {
     let mut options = args.analysis.report_options(args.output.format);
     args.xprof.apply(&mut options);
     let settings = peak::PeakSettings {
-        budget: args.budget,
+        budget: args
+            .budget
+            .as_ref()
+            .filter(|b| b.group.is_none())
+            .map(|b| b.limit),
         xprof_compat: args.xprof.xprof_compat,
         by: args.by.map(Into::into),
         at: args.at.clone().or_else(|| {
@@ -79,7 +90,7 @@ pub fn run(args: &PeakArgs) -> Result<Outcome> {
                 .map(|n| (Moment::Entry(n), format!("entry {n}")))
         }),
     };
-    let report = memtool_core::timings::time("analysis", || {
+    let mut report = memtool_core::timings::time("analysis", || {
         peak::peak_with(&profile, &options, &settings)
     });
     if let Some((_, moment)) = &settings.at {
@@ -89,12 +100,25 @@ pub fn run(args: &PeakArgs) -> Result<Outcome> {
             );
         }
     }
+    if let Some(GateArg {
+        group: Some(key),
+        limit,
+    }) = &args.budget
+    {
+        let gated = group_gate::GatedGroup {
+            by: group_gate::grouping(settings.by),
+            key: key.clone(),
+        };
+        let gate = group_gate::budget(&profile, &options, gated, *limit)
+            .map_err(|e| anyhow::anyhow!("--budget: {e}"))?;
+        report.gate = Some(gate);
+    }
     match args.output.format {
         FormatArg::Pprof => output::write_pprof(&report, &args.output, &profile, &options)?,
         _ => output::write(&report, &args.output, &args.analysis)?,
     }
     output::gate_line(report.gate.as_ref());
-    let over_budget = report.over_budget();
+    let over_budget = report.over_budget() || report.gate.as_ref().is_some_and(|g| !g.passed);
     inputs::free_at_exit((profile, report));
     Ok(if over_budget {
         Outcome::GateFailed

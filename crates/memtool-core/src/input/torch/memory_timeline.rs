@@ -47,8 +47,19 @@ fn read_timeline(profile: &mut Profile, path: &str, bytes: &[u8]) -> Result<()> 
     let mut changes: Vec<(Option<i64>, usize, i128)> = Vec::new();
     let mut totals = [0i128; CATEGORIES.len()];
     let mut bad_rows = 0u64;
+    // The coalesced form writes memory made before profiling (time -1) as
+    // its first row and then gives that row the first time of the rest, so
+    // a first time written twice marks it: that row's bytes.
+    let mut made_before: Option<u64> = None;
     match timeline {
         Timeline::Coalesced((times, sizes)) => {
+            let first_time_twice = times.len() >= 2 && times[0].int() == times[1].int();
+            made_before = sizes.first().filter(|_| first_time_twice).map(|row| {
+                row.iter()
+                    .skip(1)
+                    .filter_map(Loose::int)
+                    .fold(0u64, |t, v| t.saturating_add(u64::try_from(v).unwrap_or(0)))
+            });
             for (t, row) in times.iter().zip(&sizes) {
                 let at = t.int();
                 for (c, total) in totals.iter_mut().enumerate() {
@@ -158,9 +169,89 @@ fn read_timeline(profile: &mut Profile, path: &str, bytes: &[u8]) -> Result<()> 
             format!("{negative} category totals go below zero; read as 0"),
         );
     }
-    let memory = profile.memory_mut("timeline", MemoryKind::Device, Axis::TimeUs);
+    let before_profiling: u64 = live_at_start
+        .iter()
+        .filter_map(|a| allocations.get(a.index()))
+        .fold(0, |t, a| t.saturating_add(a.bytes));
+    let named = device_in_name(path);
+    let device = named.clone().unwrap_or_else(|| "cuda:0".to_string());
+    let mut note = match named {
+        Some(device) => format!("a PyTorch memory timeline of {device}, as its file name says"),
+        None => "a PyTorch memory timeline, named cuda:0: the file records no device and \
+                 cuda:0 is export_memory_timeline's default where CUDA was used (a file name \
+                 with cpu or cuda:N in it names it)"
+            .to_string(),
+    };
+    note.push_str(
+        "; it records each category's total, not buffers, so its buffers are categories \
+         (parameter, activation, ...)",
+    );
+    let made_before = made_before.unwrap_or(0).max(before_profiling);
+    if made_before > 0 {
+        note.push_str(&format!(
+            "; it includes {} made before profiling, which the trace of the same run cannot see",
+            crate::units::exact_bytes(made_before)
+        ));
+    }
+    profile.note(path, note);
+    let memory = profile.memory_mut(&device, MemoryKind::Device, Axis::TimeUs);
     memory.allocations = allocations;
     memory.events = events;
     memory.live_at_start = live_at_start;
     Ok(())
+}
+
+/// The device a timeline's file name names: `export_memory_timeline`
+/// writes one device's timeline and records none, so a name like
+/// `run.cuda1.memory_timeline.json` or `cpu_timeline.json` is all there is.
+/// `cpu`, or `cuda:N` for `cuda` followed by an optional `:`, `_` or `-`
+/// and a number (`cuda` alone is `cuda:0`); matched in the file name only.
+fn device_in_name(path: &str) -> Option<String> {
+    let name = path
+        .rsplit(['/', '\\'])
+        .next()
+        .unwrap_or(path)
+        .to_ascii_lowercase();
+    if let Some(at) = name.find("cuda") {
+        let rest = name[at + 4..].trim_start_matches([':', '_', '-']);
+        let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+        let n = digits.parse::<u32>().unwrap_or(0);
+        return Some(format!("cuda:{n}"));
+    }
+    let is_token = |at: usize, len: usize| {
+        let before = name[..at].chars().next_back();
+        let after = name[at + len..].chars().next();
+        !before.is_some_and(|c| c.is_ascii_alphabetic())
+            && !after.is_some_and(|c| c.is_ascii_alphabetic())
+    };
+    name.match_indices("cpu")
+        .any(|(at, _)| is_token(at, 3))
+        .then(|| "cpu".to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::device_in_name;
+
+    #[test]
+    fn a_timeline_is_named_for_the_device_its_file_name_names() {
+        let cases = [
+            (
+                "runs/torch_cpu_transformer.memory_timeline.json",
+                Some("cpu"),
+            ),
+            ("x/cpu-timeline.raw.json.gz", Some("cpu")),
+            ("step.cuda1.memory_timeline.json", Some("cuda:1")),
+            ("step_cuda_3_timeline.json", Some("cuda:3")),
+            ("cuda:2.json", Some("cuda:2")),
+            ("CUDA.json", Some("cuda:0")),
+            ("hta_memory_timeline.raw.json.gz", None),
+            // `cpu` inside a word is not a device.
+            ("cpuset/mycpus.json", None),
+            ("cpus/timeline.json", None),
+        ];
+        for (path, want) in cases {
+            assert_eq!(device_in_name(path).as_deref(), want, "{path}");
+        }
+    }
 }
