@@ -11,6 +11,7 @@ pub mod frag;
 pub mod frames;
 pub mod gate;
 pub mod group;
+pub mod landmarks;
 pub mod leaks;
 pub mod oom;
 pub mod peak;
