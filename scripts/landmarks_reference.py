@@ -28,7 +28,9 @@ it):
     after), the recompute waves (four or more backward allocations in a row
     whose two innermost frames are those of a forward allocation of the
     step); in step 1, the optimizer state (optimizer allocations live past
-    the step);
+    the step, where its optimizer spans raise what is in use by at least
+    half of their bytes: state made before the recording and remade is not
+    made here);
   - the floor: the least in use from the second step's start to the end;
   - the largest allocation (the first of the largest size).
 
@@ -244,10 +246,13 @@ def landmarks(data, device):
                             "bytes": sum(events[e][2]["size"] for e in w)})
     if steps:
         s = steps[0]
-        state = [events[e][2] for r in s["runs"] if r[0] == OPTIMIZER for e in range(r[1], r[2] + 1)
+        opt = [r for r in s["runs"] if r[0] == OPTIMIZER]
+        state = [events[e][2] for r in opt for e in range(r[1], r[2] + 1)
                  if events[e][1] == "alloc" and events[e][2]["phase"] == OPTIMIZER
                  and (events[e][2]["freed"] is None or events[e][2]["freed"] > s["last"])]
-        if state:
+        kept = sum(a["size"] for a in state)
+        grew = in_use[opt[-1][2]] - (in_use[opt[0][1] - 1] if opt and opt[0][1] else start) if opt else 0
+        if state and grew * 2 >= kept:
             out.append({"kind": "optimizer_state", "step": 1, "start": at(state[0]["made"]),
                         "end": at(state[-1]["made"]), "bytes": sum(a["size"] for a in state),
                         "allocation_count": len(state)})

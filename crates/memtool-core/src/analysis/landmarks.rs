@@ -454,7 +454,7 @@ fn step_landmarks(
         let Some(first) = of_phase.next() else {
             continue;
         };
-        let last = of_phase.last().unwrap_or(first);
+        let last = of_phase.next_back().unwrap_or(first);
         let (from, to) = (first.first, last.last);
         let (_, high) = t.highest(from, to);
         let before = t.before(from);
@@ -712,7 +712,8 @@ fn recompute(t: &Timeline<'_>, step: &StepRange, frames: &FrameFilter) -> Vec<La
 }
 
 /// The optimizer's state: allocations the first step's optimizer step
-/// makes that outlive the step.
+/// makes that outlive the step, where that step raises what is in use by at
+/// least half as much.
 fn optimizer_state(t: &Timeline<'_>, step: &StepRange) -> Option<Landmark> {
     let mut ids: Vec<AllocId> = Vec::new();
     for run in step.runs.iter().filter(|r| r.phase == Phase::Optimizer) {
@@ -728,7 +729,16 @@ fn optimizer_state(t: &Timeline<'_>, step: &StepRange) -> Option<Landmark> {
         }
     }
     let bytes: u64 = ids.iter().map(|&i| t.bytes(i)).sum();
-    if bytes == 0 {
+    // Made, not remade: a profile that records in-place updates as new
+    // allocations shows state made before the recording being replaced;
+    // only state that raises what is in use across the optimizer step is
+    // made there.
+    let mut spans = step.runs.iter().filter(|r| r.phase == Phase::Optimizer);
+    let grew = match (spans.clone().next(), spans.next_back()) {
+        (Some(first), Some(last)) => t.in_use[last.last].saturating_sub(t.before(first.first)),
+        _ => 0,
+    };
+    if bytes == 0 || grew.saturating_mul(2) < bytes {
         return None;
     }
     let first = t.made[ids[0].index()].unwrap_or(step.first);
