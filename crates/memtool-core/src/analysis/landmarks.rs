@@ -225,6 +225,10 @@ impl Timeline<'_> {
                 frames.frame_text(self.names, user)
             ),
             (_, Some(user)) => frames.frame_text(self.names, user),
+            _ if site.category.is_some() => site
+                .category
+                .map(|c| self.names.str(c).to_string())
+                .unwrap_or_default(),
             _ => match site.phase {
                 Some(phase) => format!("<no stack, {}>", phase.name()),
                 None => "<no stack>".to_string(),
@@ -250,6 +254,13 @@ impl Timeline<'_> {
         let stack = self.names.site_of(self.memory.allocation(id).site).stack;
         let mut frames = self.names.frames_of(stack);
         Some((frames.next()?, frames.next()))
+    }
+}
+
+fn allocations_text(n: usize) -> String {
+    match n {
+        1 => "1 allocation".to_string(),
+        n => format!("{n} allocations"),
     }
 }
 
@@ -318,9 +329,16 @@ pub fn find(names: &Names, memory: &Memory, frames: &FrameFilter) -> Vec<Landmar
     }
     out.extend(largest(&t, frames));
     out.extend(floor);
+    // In order of kind, then position; the largest allocations largest
+    // first (their order is their rank).
     out.sort_by(|a, b| {
+        let rank = |l: &Landmark| match l.kind {
+            LandmarkKind::LargestAllocation => std::cmp::Reverse(l.bytes),
+            _ => std::cmp::Reverse(0),
+        };
         a.kind
             .cmp(&b.kind)
+            .then(rank(a).cmp(&rank(b)))
             .then(a.start.cmp(&b.start))
             .then(a.end.cmp(&b.end))
     });
@@ -542,10 +560,13 @@ fn spike(
         start_label: String::new(),
         bytes,
         label: format!(
-            "spike{}: +{} on the peak for {} events ({what})",
+            "spike{}: +{} on the peak for {} ({what})",
             id.map(|s| format!(" in step {s}")).unwrap_or_default(),
             units::bytes(bytes),
-            to - from
+            match to - from {
+                1 => "1 event".to_string(),
+                n => format!("{n} events"),
+            }
         ),
         allocations,
         allocation_count,
@@ -581,7 +602,12 @@ fn cliffs(
         }
     }
     runs.extend(open.take());
-    let threshold = (peak.saturating_sub(floor) / 20).max(1);
+    // Without steps there is no floor to stand on: a tenth of the peak.
+    let threshold = match id {
+        Some(_) => peak.saturating_sub(floor) / 20,
+        None => peak / 10,
+    }
+    .max(1);
     runs.retain(|r| r.2 >= threshold);
     runs.sort_by_key(|r| (std::cmp::Reverse(r.2), r.0));
     runs.truncate(3);
@@ -634,9 +660,9 @@ fn cliffs(
                 start_label: String::new(),
                 bytes,
                 label: format!(
-                    "cliff{when}: {} freed at once ({} allocations{what})",
+                    "cliff{when}: {} freed at once ({}{what})",
                     units::bytes(bytes),
-                    allocation_count
+                    allocations_text(allocation_count)
                 ),
                 allocations,
                 allocation_count,
@@ -697,11 +723,11 @@ fn recompute(t: &Timeline<'_>, step: &StepRange, frames: &FrameFilter) -> Vec<La
                 start_label: String::new(),
                 bytes,
                 label: format!(
-                    "recompute wave {} of step {}: {} in {} allocations ({})",
+                    "recompute wave {} of step {}: {} in {} ({})",
                     n + 1,
                     step.id,
                     units::bytes(bytes),
-                    allocation_count,
+                    allocations_text(allocation_count),
                     t.what(ids[0], frames)
                 ),
                 allocations,
@@ -752,10 +778,10 @@ fn optimizer_state(t: &Timeline<'_>, step: &StepRange) -> Option<Landmark> {
         start_label: String::new(),
         bytes,
         label: format!(
-            "optimizer state made in step {}: {} in {} allocations",
+            "optimizer state made in step {}: {} in {}",
             step.id,
             units::bytes(bytes),
-            allocation_count
+            allocations_text(allocation_count)
         ),
         allocations,
         allocation_count,
