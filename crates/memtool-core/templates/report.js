@@ -66,6 +66,24 @@ function drawLandmarks(svg, g, marks, sx, sy, d0, d1, box) {
   });
 }
 
+// Where a timeline opens: when it begins with a flat stretch (no column
+// more than 1 % of its range away from the stretch's first) longer than half
+// of it, a little before the stretch ends (a twentieth of what follows),
+// else null (the whole of it).
+function activityDomain(t, full) {
+  var n = t.x.length;
+  if (n < 3) { return null; }
+  var top = -Infinity, bottom = Infinity;
+  for (var i = 0; i < n; i++) { top = Math.max(top, t.hi[i]); bottom = Math.min(bottom, t.lo[i]); }
+  var tol = (top - bottom) / 100;
+  var k = 1;
+  while (k < n && Math.abs(t.hi[k] - t.hi[0]) <= tol && Math.abs(t.lo[k] - t.lo[0]) <= tol) { k++; }
+  if (k >= n) { return null; }
+  var first = t.x[k - 1];
+  if (first - full[0] <= 0.5 * (full[1] - full[0])) { return null; }
+  return [Math.max(full[0], first - (full[1] - first) / 20), full[1]];
+}
+
 function svgEl(tag, attrs, text) {
     var e = document.createElementNS(SVGNS, tag);
     for (var k in attrs) { if (Object.prototype.hasOwnProperty.call(attrs, k)) { e.setAttribute(k, String(attrs[k])); } }
@@ -171,6 +189,10 @@ function svgEl(tag, attrs, text) {
     var full = n === 1 ? [t.x[0] - 0.5, t.x[0] + 0.5] : [t.x[0], t.x[n - 1] + lastW];
     if (full[0] === full[1]) { full = [full[0] - 1, full[1] + 1]; }
     var domain = full.slice(), yDomain = null;
+    // A timeline flat for more than half its length before anything changes
+    // opens where the activity is (saying so); reset zoom shows it all.
+    var opening = activityDomain(t, full);
+    if (opening) { domain = opening.slice(); }
     // Memory allocated before the recording lies at the bottom; it can be
     // hidden, and the axis then starts at the least of it in view.
     var order = [], preCount = 0;
@@ -183,6 +205,11 @@ function svgEl(tag, attrs, text) {
     var bar = htmlEl('div', 'hint');
     var reset = htmlEl('button', 'reset', 'reset zoom'); reset.type = 'button'; reset.hidden = true;
     bar.appendChild(reset);
+    var zoomNote = null;
+    if (opening) {
+      zoomNote = htmlEl('span', 'zoomnote', 'Zoomed to the activity, from ' + fmtX(m, opening[0]) + ': before it, what is in use stays flat (reset zoom shows all). ');
+      bar.insertBefore(zoomNote, reset);
+    }
     container.appendChild(svg);
     container.appendChild(bar);
     var legend = htmlEl('div', 'legend'); container.appendChild(legend);
@@ -204,6 +231,16 @@ function svgEl(tag, attrs, text) {
       box.addEventListener('change', function () { hidePre = box.checked; yDomain = null; draw(); });
       legend.appendChild(lab);
     }
+    // The phase strip's colours, each phase once.
+    var phaseSeen = {};
+    (m.phases || []).forEach(function (ph) {
+      if (phaseSeen[ph.phase]) { return; }
+      phaseSeen[ph.phase] = true;
+      var item = htmlEl('span', 'item');
+      var sw = htmlEl('span', 'swatch phase'); sw.style.background = ph.color;
+      item.appendChild(sw); item.appendChild(document.createTextNode(' ' + ph.phase + ' (phase strip)'));
+      legend.appendChild(item);
+    });
     var capLegend = null;
     if (m.capacity) { capLegend = htmlEl('span', 'item', 'capacity ' + fmtBytes(m.capacity) + ' (dashed)'); legend.appendChild(capLegend); }
     var reservedLegend = null;
@@ -327,7 +364,7 @@ function svgEl(tag, attrs, text) {
         var r = svgEl('rect', { x: a, y: T - 6, width: b - a, height: 5, fill: ph.color, 'class': 'phase' });
         r.appendChild(svgEl('title', {}, ph.phase));
         svg.appendChild(r);
-        if (b - a > 8 * ph.phase.length) {
+        if (b - a > 5.4 * ph.phase.length + 4) {
           svg.appendChild(svgEl('text', { x: a, y: T - 8, 'class': 'phaselabel' }, ph.phase));
         }
       });
@@ -344,6 +381,7 @@ function svgEl(tag, attrs, text) {
       cursor = svgEl('line', { x1: 0, x2: 0, y1: T, y2: H - B, 'class': 'cursor', visibility: 'hidden' }); svg.appendChild(cursor);
       sel = svgEl('rect', { x: 0, y: T, width: 0, height: H - T - B, 'class': 'selection', visibility: 'hidden' }); svg.appendChild(sel);
       reset.hidden = domain[0] === full[0] && domain[1] === full[1] && yDomain === null;
+      if (zoomNote) { zoomNote.hidden = !(domain[0] === opening[0] && domain[1] === opening[1] && yDomain === null); }
     }
     var cursor, sel, dragFrom = null;
     function invX(px) { return domain[0] + (px - L) / (W - L - R) * (domain[1] - domain[0]); }
@@ -877,6 +915,29 @@ function svgEl(tag, attrs, text) {
     });
   }
 
+  // ---- long tables: the top rows, the rest behind a control -------------
+  // A table of more than FOLDED_ROWS + 5 rows shows its top FOLDED_ROWS (in
+  // the order it is sorted; CSS hides the rest) until asked; a filter shows
+  // every row that matches.
+  var FOLDED_ROWS = 20;
+  function foldable(table) {
+    var n = table.tBodies[0] ? table.tBodies[0].rows.length : 0;
+    if (n <= FOLDED_ROWS + 5) { return; }
+    var open = false;
+    table.classList.add('folded');
+    var more = htmlEl('button', 'unfold', 'show all ' + n + ' rows');
+    more.type = 'button';
+    var input = table.previousElementSibling;
+    var filtering = function () { return input && input.classList.contains('filter') && input.value !== ''; };
+    var refold = function () {
+      table.classList.toggle('folded', !open && !filtering());
+      more.textContent = open ? 'show the top ' + FOLDED_ROWS + ' rows' : 'show all ' + n + ' rows';
+    };
+    more.addEventListener('click', function () { open = !open; refold(); });
+    if (input && input.classList.contains('filter')) { input.addEventListener('input', refold); }
+    table.parentNode.insertBefore(more, table.nextSibling);
+  }
+
   function each(selector, fn) {
     Array.prototype.forEach.call(document.querySelectorAll(selector), function (e) {
       try { fn(e); } catch (err) { errors.push(selector + ': ' + (err && err.message ? err.message : String(err))); }
@@ -906,6 +967,7 @@ function svgEl(tag, attrs, text) {
   each('.state[data-mem]', function (e) { stateView(e, byDom[e.getAttribute('data-mem')]); });
   each('table.sortable', sortable);
   each('input.filter', filterable);
+  each('table.sortable', foldable);
   // Opened as report.html#memtool-selftest (the browser check does), the page
   // drives its own controls with synthetic events and records what happened.
   function selfTest() {

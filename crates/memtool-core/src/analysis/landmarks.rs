@@ -93,6 +93,9 @@ impl LandmarkKind {
     }
 }
 
+/// The most characters of an allocation's name in a label.
+const WHAT_CHARS: usize = 100;
+
 /// Allocations listed per landmark; the rest are counted.
 pub const LISTED_ALLOCATIONS: usize = 32;
 
@@ -212,6 +215,11 @@ impl Timeline<'_> {
     /// frame's function and the user's frame it was called from (`linear in
     /// step train.py:87`), else the phase it was made in.
     fn what(&self, id: AllocId, frames: &FrameFilter) -> String {
+        // A name a file gives may be any length: labels stay short.
+        crate::report::shorten(&self.what_whole(id, frames), WHAT_CHARS)
+    }
+
+    fn what_whole(&self, id: AllocId, frames: &FrameFilter) -> String {
         let site = self.names.site_of(self.memory.allocation(id).site);
         if let Some(op) = site.op {
             return self.names.str(op).to_string();
@@ -240,6 +248,7 @@ impl Timeline<'_> {
     fn shape(&self, id: AllocId) -> Option<String> {
         let site = self.names.site_of(self.memory.allocation(id).site);
         let shape = self.names.str(site.shape?);
+        let shape = crate::report::shorten(shape, WHAT_CHARS);
         Some(match site.dtype {
             Some(dtype) if !shape.starts_with(self.names.str(dtype)) => {
                 format!("{}{shape}", self.names.str(dtype))
@@ -859,10 +868,15 @@ fn floor(t: &Timeline<'_>, steps: &[StepRange]) -> Option<Landmark> {
     }
     let mut parts: Vec<(&str, u64)> = by_category.into_iter().collect();
     parts.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
-    let parts: Vec<String> = parts
+    let more = parts.len().saturating_sub(4);
+    let mut parts: Vec<String> = parts
         .iter()
-        .map(|(name, b)| format!("{name} {}", units::bytes(*b)))
+        .take(4)
+        .map(|(name, b)| format!("{} {}", crate::report::shorten(name, 40), units::bytes(*b)))
         .collect();
+    if more > 0 {
+        parts.push(format!("{more} more"));
+    }
     ids.sort_by_key(|&i| (std::cmp::Reverse(t.bytes(i)), i.0));
     let (allocations, allocation_count) = listed(&ids);
     Some(Landmark {

@@ -69,6 +69,9 @@ pub(super) fn relative_time(axis: Axis, at: i64, start: Option<i64>) -> Option<S
     Some(units::moment(ps, None, None))
 }
 
+/// About how many steps the pictures name.
+const MARKED_STEPS: usize = 40;
+
 /// The landmarks the pictures label ([`landmarks::find`]), positions
 /// relative to `x0`: each step, the largest allocation, the highest spike,
 /// the first step's cliffs and recompute waves, the optimizer state and the
@@ -89,11 +92,22 @@ pub(super) fn landmark_marks(
         .iter()
         .filter(|l| l.kind == LandmarkKind::Spike)
         .max_by_key(|l| (l.bytes, std::cmp::Reverse(l.start)));
+    // Steps named at most about MARKED_STEPS times, evenly: the page stays
+    // small whatever the number of steps (the labels would not fit anyway).
+    let steps = all.iter().filter(|l| l.kind == LandmarkKind::Step).count();
+    let every = steps.div_ceil(MARKED_STEPS).max(1);
+    let mut step_index = 0;
     let mut waves = 0;
     let mut marks = Vec::new();
     for l in &all {
         let text = match l.kind {
-            LandmarkKind::Step => format!("step {}", l.step.unwrap_or_default()),
+            LandmarkKind::Step => {
+                step_index += 1;
+                if (step_index - 1) % every != 0 {
+                    continue;
+                }
+                format!("step {}", l.step.unwrap_or_default())
+            }
             LandmarkKind::LargestAllocation
                 if all
                     .iter()
