@@ -911,3 +911,6 @@ fn callee_name(function: &str) -> &str {
         })
         .unwrap_or(function)
 }
+
+#[cfg(test)]
+mod tests;
