@@ -8,7 +8,7 @@ use crate::model::{Allocation, Axis, Event, Frame, MemoryKind, Site, SiteId};
 /// only.
 fn two_steps() -> (Names, Memory) {
     let mut names = Names::default();
-    let mut frame = |names: &mut Names, function: &str| {
+    let frame = |names: &mut Names, function: &str| {
         let function = names.string(function);
         let file = names.string("model.py");
         names.frame(Frame {
@@ -21,7 +21,7 @@ fn two_steps() -> (Names, Memory) {
     let forward = frame(&mut names, "forward");
     let engine = frame(&mut names, "engine");
     let adam = frame(&mut names, "adam");
-    let mut site = |names: &mut Names, frames: &[FrameId], phase| {
+    let site = |names: &mut Names, frames: &[FrameId], phase| {
         let stack = names.stack_leaf_first(frames);
         names.site(Site {
             stack,
@@ -40,7 +40,7 @@ fn two_steps() -> (Names, Memory) {
         m.events.push(Event { at, kind, alloc });
         at += 1;
     };
-    let mut alloc = |m: &mut Memory, site: SiteId, bytes: u64| {
+    let alloc = |m: &mut Memory, site: SiteId, bytes: u64| {
         m.push_allocation(Allocation {
             bytes,
             requested: bytes,
