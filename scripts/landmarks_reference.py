@@ -26,8 +26,8 @@ it):
     the peak above the floor), the spike (allocations live at the peak made
     at most max(2, events/100) events before it and freed at most that many
     after), the recompute waves (four or more backward allocations in a row
-    whose two innermost frames are those of a forward allocation of the
-    step); in step 1, the optimizer state (optimizer allocations live past
+    whose two innermost Python frames are those of a forward allocation of
+    the step); in step 1, the optimizer state (optimizer allocations live past
     the step, where its optimizer spans raise what is in use by at least
     half of their bytes: state made before the recording and remade is not
     made here);
@@ -96,9 +96,11 @@ def phase_of(frames):
 
 
 def frame_key(frames, i):
-    if i >= len(frames):
+    """The i-th innermost Python frame (its file ends in `.py`), as written."""
+    python = [f for f in frames if split_frame(f)[1].endswith(".py")]
+    if i >= len(python):
         return None
-    f = frames[i]
+    f = python[i]
     return (f.get("name"), f.get("filename"), f.get("line"))
 
 
@@ -224,7 +226,7 @@ def landmarks(data, device):
         fwd = {(frame_key(a["frames"], 0), frame_key(a["frames"], 1))
                for r in s["runs"] if r[0] == FORWARD
                for e in range(r[1], r[2] + 1) if events[e][1] == "alloc"
-               for a in [events[e][2]] if a["phase"] == FORWARD and a["frames"]}
+               for a in [events[e][2]] if a["phase"] == FORWARD and frame_key(a["frames"], 0)}
         waves, wave = [], []
         for r in s["runs"]:
             if r[0] != BACKWARD:
@@ -233,7 +235,7 @@ def landmarks(data, device):
                 if events[e][1] != "alloc" or events[e][2]["phase"] != BACKWARD:
                     continue
                 a = events[e][2]
-                if a["frames"] and (frame_key(a["frames"], 0), frame_key(a["frames"], 1)) in fwd:
+                if frame_key(a["frames"], 0) and (frame_key(a["frames"], 0), frame_key(a["frames"], 1)) in fwd:
                     wave.append(e)
                 elif wave:
                     waves.append(wave)

@@ -487,3 +487,32 @@ fn torch_cpu_transformer() {
         ],
     );
 }
+
+/// Native frames lead every stack of a snapshot that records C++ frames
+/// (`torch::unwind::unwind()` first): recompute waves are told by Python
+/// frames alone, so a loop without checkpointing shows none. None of the
+/// shared snapshots checkpoints activations (the reference finds no wave).
+#[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
+fn no_recompute_waves_without_checkpointing() {
+    for name in [
+        "bcrafton_memory_snapshot.pickle",
+        "magma27_memory_snapshot.pickle",
+        "silmont2000_mem_snapshot.pickle",
+        "silmont2000_memory_forward_bf16_128.pickle",
+        "silmont2000_memory_forward_fp32_128.pickle",
+        "torch_cpu_transformer.snapshot.pickle",
+        "transformer_nuggets_mini_snapshot.pickle",
+    ] {
+        let path = shared_fixture(&format!("torch/{name}"));
+        let doc = json(&["summary", path.to_str().unwrap()]);
+        for m in doc["memories"].as_array().unwrap() {
+            let kinds: Vec<&str> = m["landmarks"]
+                .as_array()
+                .map(|ls| ls.iter().filter_map(|l| l["kind"].as_str()).collect())
+                .unwrap_or_default();
+            assert!(kinds.contains(&"largest_allocation"), "{name}: {kinds:?}");
+            assert!(!kinds.contains(&"recompute"), "{name}: {kinds:?}");
+        }
+    }
+}

@@ -257,12 +257,16 @@ impl Timeline<'_> {
         })
     }
 
-    /// The innermost two frames of an allocation's stack: what a
-    /// recomputation repeats.
+    /// The innermost two Python frames of an allocation's stack (files
+    /// ending in `.py`): what a recomputation repeats. Native frames are
+    /// left out: an unwinder's own frames lead every stack that has them.
     fn frames_key(&self, id: AllocId) -> Option<(FrameId, Option<FrameId>)> {
         let stack = self.names.site_of(self.memory.allocation(id).site).stack;
-        let mut frames = self.names.frames_of(stack);
-        Some((frames.next()?, frames.next()))
+        let mut python = self
+            .names
+            .frames_of(stack)
+            .filter(|&f| self.names.str(self.names.frame_of(f).file).ends_with(".py"));
+        Some((python.next()?, python.next()))
     }
 }
 
@@ -681,7 +685,7 @@ fn cliffs(
 }
 
 /// Recomputation waves: runs of at least four allocations inside a step's
-/// backward pass whose innermost two frames are those of an allocation of
+/// backward pass whose innermost two Python frames are those of an allocation of
 /// the step's forward pass (activation checkpointing runs the forward
 /// again, under the autograd engine).
 fn recompute(t: &Timeline<'_>, step: &StepRange, frames: &FrameFilter) -> Vec<Landmark> {
