@@ -8,7 +8,8 @@
 //!
 //! Steps are the profile's own when it marks them; otherwise a step is a
 //! cycle of phases: it begins at a forward pass that follows a backward
-//! pass, an optimizer step or `zero_grad`.
+//! pass, an optimizer step or `zero_grad` (a compiled program's memory is
+//! one step: one run of the program).
 
 use rustc_hash::{FxHashMap, FxHashSet};
 use serde::Serialize;
@@ -427,10 +428,14 @@ fn steps(t: &Timeline<'_>) -> Vec<StepRange> {
         }
         if let Some(step) = steps.last_mut() {
             step.runs.push(run);
-            closed |= matches!(
-                run.phase,
-                Phase::Backward | Phase::Optimizer | Phase::ZeroGrad
-            );
+            // A compiled program's memory is one run of the program: one
+            // step, whatever its op names say (a transpose named backward
+            // between two forward ops ends nothing).
+            closed |= t.memory.program.is_none()
+                && matches!(
+                    run.phase,
+                    Phase::Backward | Phase::Optimizer | Phase::ZeroGrad
+                );
         }
     }
     steps
@@ -689,6 +694,11 @@ fn cliffs(
 /// the step's forward pass (activation checkpointing runs the forward
 /// again, under the autograd engine).
 fn recompute(t: &Timeline<'_>, step: &StepRange, frames: &FrameFilter) -> Vec<Landmark> {
+    // A compiled program's backward ops keep their forward op's source
+    // line (JAX's transposes): its frames tell no recomputation.
+    if t.memory.program.is_some() {
+        return Vec::new();
+    }
     let mut forward: FxHashSet<(FrameId, Option<FrameId>)> = FxHashSet::default();
     let mut backward: Vec<usize> = Vec::new();
     for run in &step.runs {
