@@ -516,3 +516,39 @@ fn no_recompute_waves_without_checkpointing() {
         }
     }
 }
+
+/// `summary`'s table says what the timeline shows, a row per landmark with
+/// its position and bytes (the figures above).
+#[test]
+fn the_table_says_what_the_timeline_shows() {
+    let path = common::repo().join(
+        "crates/memtool/tests/data/categories/transformer_adamw_checkpoint.snapshot.pickle.gz",
+    );
+    let out = common::memtool()
+        .args(["summary", path.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let section = text
+        .split("What the timeline shows — device:0")
+        .nth(1)
+        .expect("the section");
+    let row = |name: &str| {
+        section
+            .lines()
+            .find(|l| l.trim_start().starts_with(name))
+            .unwrap_or_else(|| panic!("no row {name} in {section}"))
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    assert!(row("step 1").starts_with("step 1 #0 2.50 MiB forward #0"));
+    assert!(row("step 2").starts_with("step 2 #2601 2.88 MiB"));
+    assert!(row("cliff after the loss").starts_with("cliff after the loss #271 500.00 KiB"));
+    assert!(row("optimizer state made in step 1")
+        .starts_with("optimizer state made in step 1 #1007 1.00 MiB"));
+    assert!(row("constant floor").starts_with("constant floor #5039 1.51 MiB"));
+    // Two waves of 1,198,668 B each.
+    assert!(row("recompute in step 1").starts_with("recompute in step 1 #281 2.29 MiB 2 waves"));
+}

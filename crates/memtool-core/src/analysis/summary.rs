@@ -581,19 +581,28 @@ fn timeline_table(m: &MemorySummary) -> Option<Table> {
     rows.extend(of(LandmarkKind::OptimizerState));
     rows.extend(of(LandmarkKind::Floor));
     for l in rows {
-        let what = if l.kind == LandmarkKind::Step {
-            step_phases(m, l)
-        } else {
-            l.label.clone()
+        // The label's name before its first colon is the row's name, the
+        // rest what it says (the `what` column has the room).
+        let (name, what) = match l.kind {
+            LandmarkKind::Step => (
+                format!("step {}", l.step.unwrap_or_default()),
+                step_phases(m, l),
+            ),
+            LandmarkKind::LargestAllocation => ("largest allocation".into(), l.label.clone()),
+            _ => match l.label.split_once(": ") {
+                Some((name, what)) => (name.to_string(), what.to_string()),
+                None => (l.kind.name().replace('_', " "), l.label.clone()),
+            },
         };
-        t.rows.push(landmark_row(l, what));
+        t.rows.push(landmark_row(l, name, what));
     }
     if let (Some(first), Some(step)) = (waves.first(), first_step) {
         let bytes: u64 = waves.iter().map(|w| w.bytes).sum();
         t.rows.push(landmark_row(
             first,
+            format!("recompute in step {step}"),
             format!(
-                "{} recompute waves in step {step}'s backward (activation checkpointing)",
+                "{} waves in the backward pass (activation checkpointing)",
                 waves.len()
             ),
         ));
@@ -604,9 +613,9 @@ fn timeline_table(m: &MemorySummary) -> Option<Table> {
     Some(t)
 }
 
-fn landmark_row(l: &Landmark, what: String) -> Vec<Cell> {
+fn landmark_row(l: &Landmark, name: String, what: String) -> Vec<Cell> {
     vec![
-        l.kind.name().into(),
+        name.into(),
         Cell::Figure {
             value: Some(l.start),
             label: l.start_label.clone(),
@@ -628,9 +637,5 @@ fn step_phases(m: &MemorySummary, step: &Landmark) -> String {
         .iter()
         .map(|l| format!("{} {}", l.kind.name(), l.start_label))
         .collect();
-    format!(
-        "step {}: {}",
-        step.step.map_or_else(String::new, |s| s.to_string()),
-        parts.join(", ")
-    )
+    parts.join(", ")
 }
