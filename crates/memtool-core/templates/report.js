@@ -19,7 +19,72 @@
   window.addEventListener('error', function (e) { errors.push(String(e.message)); setStatus(); });
 
   var SVGNS = 'http://www.w3.org/2000/svg';
-  function svgEl(tag, attrs, text) {
+  // ---------------------------------------------------------------------------
+// Landmarks (summary's landmarks[]): a tick on the axis at each, the floor a
+// dotted line, and their names in rows under the axis, each in the first row
+// where it overlaps no other (starting at its tick, else ending there), else
+// left out; the tick keeps the whole label as its title. render/marks.rs's
+// label_rows lays out the SVG's the same way.
+var LANDMARK_ROWS = 4, LANDMARK_ROW = 12;
+function layOutLabels(labels, rows, gap, lo, hi) {
+  var taken = [];
+  for (var r = 0; r < rows; r++) { taken.push([]); }
+  return labels.map(function (l) {
+    var fit = function (left) { return Math.max(lo, Math.min(hi - l.w, left)); };
+    for (var row = 0; row < rows; row++) {
+      var cands = [fit(l.x), fit(l.x - l.w)];
+      for (var c = 0; c < cands.length; c++) {
+        var left = cands[c];
+        var clear = taken[row].every(function (p) { return left + l.w + gap <= p[0] || p[1] + gap <= left; });
+        if (clear) { taken[row].push([left, left + l.w]); return { row: row, x: left }; }
+      }
+    }
+    return null;
+  });
+}
+function drawLandmarks(svg, g, marks, sx, sy, d0, d1, box) {
+  // A landmark at the recording's start is before the first column.
+  var shown = marks.filter(function (l) { return l.at <= d1 && (l.at >= d0 || d0 <= box.start); });
+  var plotBottom = box.bottom - 20;
+  var labels = shown.map(function (l) { return { x: Math.max(box.L, sx(l.at)), w: 5.6 * l.text.length }; });
+  var places = layOutLabels(labels, LANDMARK_ROWS, 6, box.L, box.W - box.R);
+  shown.forEach(function (l, k) {
+    var x = Math.max(box.L, sx(l.at));
+    if (l.kind === 'floor') {
+      var fl = svgEl('line', { x1: box.L, x2: box.W - box.R, y1: Math.max(box.T, sy(l.bytes)), y2: Math.max(box.T, sy(l.bytes)), 'class': 'floor' });
+      fl.appendChild(svgEl('title', {}, l.title));
+      g.appendChild(fl);
+    }
+    var tick = svgEl('line', { x1: x, x2: x, y1: plotBottom - 6, y2: plotBottom, 'class': 'landmarktick' });
+    tick.appendChild(svgEl('title', {}, l.title));
+    svg.appendChild(tick);
+    var at = places[k];
+    if (!at) { return; }
+    var text = svgEl('text', { x: at.x, y: box.bottom + at.row * LANDMARK_ROW + 8, 'class': 'landmark' }, l.text);
+    text.appendChild(svgEl('title', {}, l.title));
+    svg.appendChild(text);
+  });
+}
+
+// Where a timeline opens: when it begins with a flat stretch (no column
+// more than 1 % of its range away from the stretch's first) longer than half
+// of it, a little before the stretch ends (a twentieth of what follows),
+// else null (the whole of it).
+function activityDomain(t, full) {
+  var n = t.x.length;
+  if (n < 3) { return null; }
+  var top = -Infinity, bottom = Infinity;
+  for (var i = 0; i < n; i++) { top = Math.max(top, t.hi[i]); bottom = Math.min(bottom, t.lo[i]); }
+  var tol = (top - bottom) / 100;
+  var k = 1;
+  while (k < n && Math.abs(t.hi[k] - t.hi[0]) <= tol && Math.abs(t.lo[k] - t.lo[0]) <= tol) { k++; }
+  if (k >= n) { return null; }
+  var first = t.x[k - 1];
+  if (first - full[0] <= 0.5 * (full[1] - full[0])) { return null; }
+  return [Math.max(full[0], first - (full[1] - first) / 20), full[1]];
+}
+
+function svgEl(tag, attrs, text) {
     var e = document.createElementNS(SVGNS, tag);
     for (var k in attrs) { if (Object.prototype.hasOwnProperty.call(attrs, k)) { e.setAttribute(k, String(attrs[k])); } }
     if (text !== undefined) { e.textContent = text; }
@@ -115,12 +180,19 @@
     if (n === 0) { return; }
     container.classList.add('chart');
     var W = 1000, H = 300, L = 70, R = 14, T = 16, B = 28;
+    // Rows of landmark labels under the axis (landmarks: drawLandmarks).
+    var laneRows = (m.landmarks && m.landmarks.length) ? LANDMARK_ROWS : 0;
+    H += laneRows * LANDMARK_ROW; B += laneRows * LANDMARK_ROW;
     // Each column holds until the next one; the last holds for one average
     // column, so a final snapshot (often the peak) has a width like the others.
     var lastW = n > 1 ? (t.x[n - 1] - t.x[0]) / (n - 1) : 1;
     var full = n === 1 ? [t.x[0] - 0.5, t.x[0] + 0.5] : [t.x[0], t.x[n - 1] + lastW];
     if (full[0] === full[1]) { full = [full[0] - 1, full[1] + 1]; }
     var domain = full.slice(), yDomain = null;
+    // A timeline flat for more than half its length before anything changes
+    // opens where the activity is (saying so); reset zoom shows it all.
+    var opening = activityDomain(t, full);
+    if (opening) { domain = opening.slice(); }
     // Memory allocated before the recording lies at the bottom; it can be
     // hidden, and the axis then starts at the least of it in view.
     var order = [], preCount = 0;
@@ -133,6 +205,11 @@
     var bar = htmlEl('div', 'hint');
     var reset = htmlEl('button', 'reset', 'reset zoom'); reset.type = 'button'; reset.hidden = true;
     bar.appendChild(reset);
+    var zoomNote = null;
+    if (opening) {
+      zoomNote = htmlEl('span', 'zoomnote', 'Zoomed to the activity, from ' + fmtX(m, opening[0]) + ': before it, what is in use stays flat (reset zoom shows all). ');
+      bar.insertBefore(zoomNote, reset);
+    }
     container.appendChild(svg);
     container.appendChild(bar);
     var legend = htmlEl('div', 'legend'); container.appendChild(legend);
@@ -154,10 +231,22 @@
       box.addEventListener('change', function () { hidePre = box.checked; yDomain = null; draw(); });
       legend.appendChild(lab);
     }
+    // The phase strip's colours, each phase once.
+    var phaseSeen = {};
+    (m.phases || []).forEach(function (ph) {
+      if (phaseSeen[ph.phase]) { return; }
+      phaseSeen[ph.phase] = true;
+      var item = htmlEl('span', 'item');
+      var sw = htmlEl('span', 'swatch phase'); sw.style.background = ph.color;
+      item.appendChild(sw); item.appendChild(document.createTextNode(' ' + ph.phase + ' (phase strip)'));
+      legend.appendChild(item);
+    });
     var capLegend = null;
     if (m.capacity) { capLegend = htmlEl('span', 'item', 'capacity ' + fmtBytes(m.capacity) + ' (dashed)'); legend.appendChild(capLegend); }
+    var reservedLegend = null;
     if (m.reserved && m.reserved.length) {
-      legend.appendChild(htmlEl('span', 'item', 'allocator reserved (line)'));
+      reservedLegend = htmlEl('span', 'item', 'allocator reserved (line)');
+      legend.appendChild(reservedLegend);
     }
     var sx, sy, yLo, yHi, vis;
     function draw() {
@@ -168,7 +257,10 @@
       var top = 0, base = Infinity;
       for (var i = i0; i <= i1; i++) { top = Math.max(top, t.hi[i]); base = Math.min(base, preTotal[i]); }
       if (!hidePre || preCount === 0) { base = 0; }
-      (m.reserved || []).forEach(function (r) { if (r[0] >= d0 && r[0] <= d1) { top = Math.max(top, r[1]); } });
+      // The byte axis fits what is in use; the allocator's reserved memory
+      // is a line that may run off the top, its value said there.
+      var reservedTop = 0;
+      (m.reserved || []).forEach(function (r) { if (r[0] >= d0 && r[0] <= d1) { reservedTop = Math.max(reservedTop, r[1]); } });
       var capOnScale = m.capacity && m.capacity <= Math.max(top, 1) * 1.5;
       if (capOnScale) { top = Math.max(top, m.capacity); }
       if (capLegend) { capLegend.hidden = !capOnScale; }
@@ -247,6 +339,9 @@
       if (m.reserved && m.reserved.length) {
         var rp = m.reserved.map(function (r) { return sx(r[0]).toFixed(1) + ',' + sy(r[1]).toFixed(1); });
         g.appendChild(svgEl('polyline', { points: rp.join(' '), 'class': 'reserved' }));
+        if (reservedLegend) {
+          reservedLegend.textContent = 'allocator reserved (line)' + (reservedTop > yHi ? ': up to ' + fmtBytes(reservedTop) + ', above the axis' : '');
+        }
       }
       if (capOnScale) {
         g.appendChild(svgEl('line', { x1: L, x2: W - R, y1: sy(m.capacity), y2: sy(m.capacity), 'class': 'capacity' }));
@@ -269,7 +364,7 @@
         var r = svgEl('rect', { x: a, y: T - 6, width: b - a, height: 5, fill: ph.color, 'class': 'phase' });
         r.appendChild(svgEl('title', {}, ph.phase));
         svg.appendChild(r);
-        if (b - a > 8 * ph.phase.length) {
+        if (b - a > 5.4 * ph.phase.length + 4) {
           svg.appendChild(svgEl('text', { x: a, y: T - 8, 'class': 'phaselabel' }, ph.phase));
         }
       });
@@ -278,11 +373,15 @@
         g.appendChild(svgEl('line', { x1: px, x2: px, y1: sy(m.peak.bytes), y2: H - B, 'class': 'peak' }));
         g.appendChild(svgEl('circle', { cx: px, cy: sy(m.peak.bytes), r: 3.5, fill: 'none', 'class': 'peak' }));
         var right = px > W * 0.75;
-        svg.appendChild(svgEl('text', { x: px + (right ? -6 : 6), y: Math.max(T + 10, sy(m.peak.bytes) - 6), 'class': 'peaklabel', 'text-anchor': right ? 'end' : 'start' }, 'peak ' + m.peak.text + ' at ' + m.peak.label));
+        // Under the step labels, which it would cross.
+        var peakTop = T + (steps.length ? 22 : 10);
+        svg.appendChild(svgEl('text', { x: px + (right ? -6 : 6), y: Math.max(peakTop, sy(m.peak.bytes) - 6), 'class': 'peaklabel', 'text-anchor': right ? 'end' : 'start' }, 'peak ' + m.peak.text + ' at ' + m.peak.label));
       }
+      drawLandmarks(svg, g, m.landmarks || [], sx, sy, d0, d1, { L: L, R: R, W: W, T: T, bottom: H - B + 20, start: full[0] });
       cursor = svgEl('line', { x1: 0, x2: 0, y1: T, y2: H - B, 'class': 'cursor', visibility: 'hidden' }); svg.appendChild(cursor);
       sel = svgEl('rect', { x: 0, y: T, width: 0, height: H - T - B, 'class': 'selection', visibility: 'hidden' }); svg.appendChild(sel);
       reset.hidden = domain[0] === full[0] && domain[1] === full[1] && yDomain === null;
+      if (zoomNote) { zoomNote.hidden = !(domain[0] === opening[0] && domain[1] === opening[1] && yDomain === null); }
     }
     var cursor, sel, dragFrom = null;
     function invX(px) { return domain[0] + (px - L) / (W - L - R) * (domain[1] - domain[0]); }
@@ -816,6 +915,29 @@
     });
   }
 
+  // ---- long tables: the top rows, the rest behind a control -------------
+  // A table of more than FOLDED_ROWS + 5 rows shows its top FOLDED_ROWS (in
+  // the order it is sorted; CSS hides the rest) until asked; a filter shows
+  // every row that matches.
+  var FOLDED_ROWS = 20;
+  function foldable(table) {
+    var n = table.tBodies[0] ? table.tBodies[0].rows.length : 0;
+    if (n <= FOLDED_ROWS + 5) { return; }
+    var open = false;
+    table.classList.add('folded');
+    var more = htmlEl('button', 'unfold', 'show all ' + n + ' rows');
+    more.type = 'button';
+    var input = table.previousElementSibling;
+    var filtering = function () { return input && input.classList.contains('filter') && input.value !== ''; };
+    var refold = function () {
+      table.classList.toggle('folded', !open && !filtering());
+      more.textContent = open ? 'show the top ' + FOLDED_ROWS + ' rows' : 'show all ' + n + ' rows';
+    };
+    more.addEventListener('click', function () { open = !open; refold(); });
+    if (input && input.classList.contains('filter')) { input.addEventListener('input', refold); }
+    table.parentNode.insertBefore(more, table.nextSibling);
+  }
+
   function each(selector, fn) {
     Array.prototype.forEach.call(document.querySelectorAll(selector), function (e) {
       try { fn(e); } catch (err) { errors.push(selector + ': ' + (err && err.message ? err.message : String(err))); }
@@ -852,6 +974,7 @@
   });
   each('table.sortable', sortable);
   each('input.filter', filterable);
+  each('table.sortable', foldable);
   // Opened as report.html#memtool-selftest (the browser check does), the page
   // drives its own controls with synthetic events and records what happened.
   function selfTest() {

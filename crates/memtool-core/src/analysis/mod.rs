@@ -12,6 +12,7 @@ pub mod frames;
 pub mod gate;
 pub mod group;
 pub mod group_gate;
+pub mod landmarks;
 pub mod leaks;
 pub mod moment;
 pub mod oom;

@@ -10,6 +10,7 @@ use crate::report::{Cell, Report, Table};
 
 use super::group::{self, Group, GroupBy};
 use super::stages::{self, Stage};
+use super::landmarks::{self, Landmark, LandmarkKind};
 use super::steps::{self, StepStats};
 use super::{
     display_id, point_label, replay, MemoryHeader, Options, PeakFacts, PeakFigures, Provenance,
@@ -91,6 +92,11 @@ pub struct MemorySummary {
     /// them.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub phases: Vec<PhaseSpan>,
+    /// What the timeline shows, named: steps and their phases, the largest
+    /// allocations, spikes, cliffs, recomputation waves, the optimizer
+    /// state's creation and the constant floor ([`super::landmarks`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub landmarks: Vec<Landmark>,
     /// Events per kind as the file records them (PyTorch trace actions).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub events_by_action: BTreeMap<String, u64>,
@@ -198,6 +204,9 @@ pub fn summarize(profile: &Profile, options: &Options) -> SummaryReport {
             annotation_stages: stages::stages(memory, &profile.names, &options.frames),
             steps_from_phases: memory.steps_from_phases,
             phases: memory.phases.clone(),
+            landmarks: crate::timings::time("landmarks", || {
+                landmarks::find(&profile.names, memory, &options.frames)
+            }),
             events_by_action: memory.recorded_events.clone(),
             reserved_bytes: layout.as_ref().map(|l| l.reserved_bytes).or_else(|| {
                 memory
@@ -502,6 +511,11 @@ impl Report for SummaryReport {
         {
             tables.extend(stages::tables(&m.header.id, &m.annotation_stages));
         }
+        for m in self.order().main.iter().map(|&i| &self.memories[i]) {
+            if let Some(t) = timeline_table(m) {
+                tables.push(t);
+            }
+        }
         let exes: Vec<_> = self
             .provenance
             .inputs
@@ -586,4 +600,88 @@ impl Report for SummaryReport {
         }
         notes
     }
+}
+
+/// "What the timeline shows": a few lines of a memory's landmarks — its
+/// steps with their spans, the largest allocation, the highest spike, the
+/// first step's cliffs, recomputation waves, the optimizer state and the
+/// floor. JSON has them all.
+fn timeline_table(m: &MemorySummary) -> Option<Table> {
+    if m.landmarks.is_empty() {
+        return None;
+    }
+    let mut t = Table::new(
+        format!("What the timeline shows — {}", display_id(&m.header.id)),
+        vec!["landmark", "at", "bytes", "what"],
+    );
+    let of = |kind: LandmarkKind| m.landmarks.iter().filter(move |l| l.kind == kind);
+    let first_step = of(LandmarkKind::Step).next().and_then(|l| l.step);
+    let mut rows: Vec<&Landmark> = Vec::new();
+    rows.extend(of(LandmarkKind::Step));
+    rows.extend(of(LandmarkKind::LargestAllocation).take(1));
+    rows.extend(of(LandmarkKind::Spike).max_by_key(|l| (l.bytes, std::cmp::Reverse(l.start))));
+    rows.extend(of(LandmarkKind::Cliff).filter(|l| l.step == first_step));
+    let waves: Vec<&Landmark> = of(LandmarkKind::Recompute)
+        .filter(|l| l.step == first_step)
+        .collect();
+    rows.extend(of(LandmarkKind::OptimizerState));
+    rows.extend(of(LandmarkKind::Floor));
+    for l in rows {
+        // The label's name before its first colon is the row's name, the
+        // rest what it says (the `what` column has the room).
+        let (name, what) = match l.kind {
+            LandmarkKind::Step => (
+                format!("step {}", l.step.unwrap_or_default()),
+                step_phases(m, l),
+            ),
+            LandmarkKind::LargestAllocation => ("largest allocation".into(), l.label.clone()),
+            _ => match l.label.split_once(": ") {
+                Some((name, what)) => (name.to_string(), what.to_string()),
+                None => (l.kind.name().replace('_', " "), l.label.clone()),
+            },
+        };
+        t.rows.push(landmark_row(l, name, what));
+    }
+    if let (Some(first), Some(step)) = (waves.first(), first_step) {
+        let bytes: u64 = waves.iter().map(|w| w.bytes).sum();
+        t.rows.push(landmark_row(
+            first,
+            format!("recompute in step {step}"),
+            format!(
+                "{} waves in the backward pass (activation checkpointing)",
+                waves.len()
+            ),
+        ));
+        if let Some(row) = t.rows.last_mut() {
+            row[2] = Cell::Bytes(bytes);
+        }
+    }
+    Some(t)
+}
+
+fn landmark_row(l: &Landmark, name: String, what: String) -> Vec<Cell> {
+    vec![
+        name.into(),
+        Cell::Figure {
+            value: Some(l.start),
+            label: l.start_label.clone(),
+        },
+        Cell::Bytes(l.bytes),
+        Cell::Text(what),
+    ]
+}
+
+/// A step's spans in order, each with where it starts.
+fn step_phases(m: &MemorySummary, step: &Landmark) -> String {
+    let mut spans: Vec<&Landmark> = m
+        .landmarks
+        .iter()
+        .filter(|l| l.step == step.step && l.kind.is_phase())
+        .collect();
+    spans.sort_by_key(|l| l.start);
+    let parts: Vec<String> = spans
+        .iter()
+        .map(|l| format!("{} {}", l.kind.name(), l.start_label))
+        .collect();
+    parts.join(", ")
 }

@@ -12,7 +12,7 @@ use crate::model::{Axis, CategorySource, Memory, Profile};
 use crate::report::units;
 
 use super::flame::{self, Node, Tree};
-use super::marks::{phase_marks, recording_start, relative_label, relative_time};
+use super::marks::{landmark_marks, phase_marks, recording_start, relative_label, relative_time};
 use super::page::*;
 use super::{
     addr, alloc_view, at_peak, blocks, color, escape, program_chart, timeline, Inputs,
@@ -620,6 +620,7 @@ fn memory_view(
     let reserved = reserved_series(memory, tl.x0, options.width);
     let steps = step_marks(memory, tl.x0);
     let phases = phase_marks(memory, tl.x0, options.width);
+    let landmarks = landmark_marks(&profile.names, memory, filter, tl.x0);
     let data = MemoryData {
         dom,
         axis: memory.axis,
@@ -636,6 +637,7 @@ fn memory_view(
         reserved,
         steps,
         phases,
+        landmarks,
         flame,
         addr,
         program,

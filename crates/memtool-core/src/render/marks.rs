@@ -3,12 +3,13 @@
 //! and phase) and the training phases as bands. Shared by `html` and `svg`
 //! so neither imports the other for them.
 
-use crate::analysis::replay;
-use crate::model::{Axis, Memory};
+use crate::analysis::landmarks::{self, LandmarkKind};
+use crate::analysis::{replay, FrameFilter};
+use crate::model::{Axis, Memory, Names};
 use crate::report::units;
 
 use super::color;
-use super::page::PhaseMark;
+use super::page::{LandmarkMark, PhaseMark};
 
 /// The training phases of one memory, drawn as bands along the top of its
 /// timeline. At most about two per pixel column are kept: past that, spans
@@ -66,4 +67,156 @@ pub(super) fn relative_time(axis: Axis, at: i64, start: Option<i64>) -> Option<S
         _ => return None,
     };
     Some(units::moment(ps, None, None))
+}
+
+/// About how many steps the pictures name.
+const MARKED_STEPS: usize = 40;
+
+/// The landmarks the pictures label ([`landmarks::find`]), positions
+/// relative to `x0`: each step, the largest allocation, the highest spike,
+/// the first step's cliffs and recompute waves, the optimizer state and the
+/// floor — the spans are the phase strip's. `text` is the short label
+/// drawn, `title` the whole one (hover).
+pub(super) fn landmark_marks(
+    names: &Names,
+    memory: &Memory,
+    frames: &FrameFilter,
+    x0: i64,
+) -> Vec<LandmarkMark> {
+    let all = landmarks::find(names, memory, frames);
+    let first_step = all
+        .iter()
+        .find(|l| l.kind == LandmarkKind::Step)
+        .and_then(|l| l.step);
+    let spike = all
+        .iter()
+        .filter(|l| l.kind == LandmarkKind::Spike)
+        .max_by_key(|l| (l.bytes, std::cmp::Reverse(l.start)));
+    // Steps named at most about MARKED_STEPS times, evenly: the page stays
+    // small whatever the number of steps (the labels would not fit anyway).
+    let steps = all.iter().filter(|l| l.kind == LandmarkKind::Step).count();
+    let every = steps.div_ceil(MARKED_STEPS).max(1);
+    let mut step_index = 0;
+    let mut waves = 0;
+    let mut marks = Vec::new();
+    for l in &all {
+        let text = match l.kind {
+            LandmarkKind::Step => {
+                step_index += 1;
+                if (step_index - 1) % every != 0 {
+                    continue;
+                }
+                format!("step {}", l.step.unwrap_or_default())
+            }
+            LandmarkKind::LargestAllocation
+                if all
+                    .iter()
+                    .find(|f| f.kind == LandmarkKind::LargestAllocation)
+                    .is_some_and(|f| std::ptr::eq(f, l)) =>
+            {
+                format!("largest: {}", crate::report::shorten(&l.label, 48))
+            }
+            LandmarkKind::Spike if spike.is_some_and(|s| std::ptr::eq(s, l)) => {
+                format!("spike +{}", units::bytes(l.bytes))
+            }
+            LandmarkKind::Cliff if l.step == first_step => match l.label.split_once(':') {
+                Some((name, _)) => format!("{name} −{}", units::bytes(l.bytes)),
+                None => format!("cliff −{}", units::bytes(l.bytes)),
+            },
+            LandmarkKind::Recompute if l.step == first_step => {
+                waves += 1;
+                format!("recompute {waves}")
+            }
+            LandmarkKind::OptimizerState => format!("optimizer state +{}", units::bytes(l.bytes)),
+            LandmarkKind::Floor => format!("floor {}", units::bytes(l.bytes)),
+            _ => continue,
+        };
+        marks.push(LandmarkMark {
+            at: l.start.wrapping_sub(x0),
+            kind: l.kind.name(),
+            text,
+            title: l.label.clone(),
+            bytes: l.bytes,
+        });
+    }
+    // In order of importance: the labels laid out first get the room.
+    let rank = |kind: &str| match kind {
+        "step" => 0,
+        "cliff" => 1,
+        "largest_allocation" => 2,
+        "spike" => 3,
+        "optimizer_state" => 4,
+        "recompute" => 5,
+        _ => 6,
+    };
+    marks.sort_by_key(|m| (rank(m.kind), m.at));
+    marks
+}
+
+/// Places labels along an axis so that none overlaps another: each label
+/// (its mark's `x` and its estimated `width`, in pixels, in order of
+/// importance) goes to the first of `rows` rows where it clears every label
+/// already there by `gap`, starting at its mark, else ending there; `None`
+/// where no row has room (the label is left out; its mark keeps its title).
+/// Returns each label's row and left edge, kept within `[lo, hi]`. The
+/// page's script lays its labels out the same way.
+pub(super) fn label_rows(
+    labels: &[(f64, f64)],
+    rows: usize,
+    gap: f64,
+    (lo, hi): (f64, f64),
+) -> Vec<Option<(usize, f64)>> {
+    let mut taken: Vec<Vec<(f64, f64)>> = vec![Vec::new(); rows];
+    labels
+        .iter()
+        .map(|&(x, w)| {
+            let fit = |left: f64| left.min(hi - w).max(lo);
+            for (row, placed) in taken.iter_mut().enumerate() {
+                for left in [fit(x), fit(x - w)] {
+                    if placed
+                        .iter()
+                        .all(|&(a, b)| left + w + gap <= a || b + gap <= left)
+                    {
+                        placed.push((left, left + w));
+                        return Some((row, left));
+                    }
+                }
+            }
+            None
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::label_rows;
+
+    #[test]
+    fn labels_go_to_the_first_row_they_clear_and_are_left_out_without_one() {
+        let rows = label_rows(
+            &[
+                (0.0, 50.0),
+                (40.0, 50.0),
+                (60.0, 10.0),
+                (45.0, 30.0),
+                (200.0, 5.0),
+                (300.0, 40.0),
+            ],
+            2,
+            4.0,
+            (0.0, 320.0),
+        );
+        assert_eq!(
+            rows,
+            vec![
+                Some((0, 0.0)),
+                Some((1, 40.0)),
+                Some((0, 60.0)),
+                None,
+                Some((0, 200.0)),
+                // Kept inside the axis: ends at its right edge.
+                Some((0, 280.0)),
+            ]
+        );
+    }
 }

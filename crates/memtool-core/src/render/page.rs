@@ -93,6 +93,18 @@ pub(super) struct PhaseMark {
     pub color: String,
 }
 
+/// A landmark the pictures label (`render/marks.rs`): where it starts,
+/// relative to the timeline's `x0`, its kind, the short text drawn, the
+/// whole label (hover) and its bytes (the floor's height).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub(super) struct LandmarkMark {
+    pub at: i64,
+    pub kind: &'static str,
+    pub text: String,
+    pub title: String,
+    pub bytes: u64,
+}
+
 // ---------------------------------------------------------------------------
 // Data embedded as JSON for the page's script.
 
@@ -140,6 +152,8 @@ pub(super) struct MemoryData {
     pub(super) steps: Vec<StepMark>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub(super) phases: Vec<PhaseMark>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(super) landmarks: Vec<LandmarkMark>,
     pub(super) flame: Node,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) addr: Option<addr::AddressView>,

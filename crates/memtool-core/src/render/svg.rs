@@ -10,8 +10,8 @@ use crate::model::{Memory, Profile};
 use crate::report::units;
 
 use super::escape::xml;
-use super::marks::{phase_marks, relative_label};
-use super::page::PhaseMark;
+use super::marks::{label_rows, landmark_marks, phase_marks, relative_label};
+use super::page::{LandmarkMark, PhaseMark};
 use super::timeline::{self, Timeline};
 use super::{Inputs, RenderOptions};
 
@@ -22,6 +22,9 @@ const RIGHT: f64 = 16.0;
 const TITLE: f64 = 30.0;
 const AXIS: f64 = 24.0;
 const LEGEND_ROW: f64 = 16.0;
+/// Rows of landmark labels under the axis, and their height.
+const LANDMARK_ROWS: usize = 4;
+const LANDMARK_ROW: f64 = 13.0;
 
 /// One memory's panel.
 pub(super) struct Panel<'a> {
@@ -38,6 +41,8 @@ pub(super) struct Panel<'a> {
     pub capacity: Option<u64>,
     /// The training phases, drawn as a strip along the top of the plot.
     pub phases: Vec<PhaseMark>,
+    /// The landmarks named under the axis.
+    pub landmarks: Vec<LandmarkMark>,
 }
 
 /// A static SVG of every memory's timeline (for `render A B`, base then new).
@@ -54,12 +59,17 @@ pub fn svg(inputs: Inputs<'_>, options: &RenderOptions) -> String {
             };
             let (by, tl) =
                 timeline::of_memory(&profile.names, memory, facts.point().index, options);
-            timelines.push((role, memory, facts, by, tl));
+            let landmarks = landmark_marks(&profile.names, memory, &options.analysis.frames, tl.x0);
+            timelines.push((role, memory, facts, by, tl, landmarks));
         }
     }
     let panels: Vec<Panel<'_>> = timelines
         .iter()
-        .map(|(role, memory, facts, by, tl)| panel(role, memory, facts, *by, tl))
+        .map(|(role, memory, facts, by, tl, landmarks)| {
+            let mut p = panel(role, memory, facts, *by, tl);
+            p.landmarks = landmarks.clone();
+            p
+        })
         .collect();
     document(&panels)
 }
@@ -97,6 +107,7 @@ pub(super) fn panel<'a>(
         peak_label,
         capacity: memory.capacity,
         phases: phase_marks(memory, tl.x0, tl.x.len()),
+        landmarks: Vec::new(),
     }
 }
 
@@ -125,7 +136,7 @@ pub(super) fn document(panels: &[Panel<'_>]) -> String {
         .iter()
         .map(|p| {
             let rows = p.timeline.bands.len().div_ceil(2) as f64;
-            TITLE + PLOT_HEIGHT + AXIS + rows * LEGEND_ROW + 20.0
+            TITLE + PLOT_HEIGHT + AXIS + landmark_lane(p) + rows * LEGEND_ROW + 20.0
         })
         .collect();
     let total: f64 = heights.iter().sum::<f64>().max(40.0);
@@ -299,7 +310,8 @@ fn write_panel(out: &mut String, p: &Panel<'_>, top: f64) {
         fmt(sy(p.peak_bytes)),
         fmt(plot_bottom),
         fmt(if right { px - 6.0 } else { px + 6.0 }),
-        fmt((sy(p.peak_bytes) - 6.0).max(plot_top + 10.0)),
+        // Under the phase strip, whose names it would cross.
+        fmt((sy(p.peak_bytes) - 6.0).max(plot_top + if p.phases.is_empty() { 10.0 } else { 22.0 })),
         if right { "end" } else { "start" },
         xml(&format!("peak {} at {}", p.peak_text, p.peak_label)),
         x = fmt(px),
@@ -312,7 +324,8 @@ fn write_panel(out: &mut String, p: &Panel<'_>, top: f64) {
         if n > 1 { xml(&p.x_labels[1]) } else { String::new() },
         y = fmt(plot_bottom + 16.0),
     );
-    let legend_top = plot_bottom + AXIS + 8.0;
+    write_landmarks(out, p, &sx, &sy, plot_top, plot_bottom);
+    let legend_top = plot_bottom + AXIS + landmark_lane(p) + 8.0;
     for (i, band) in t.bands.iter().enumerate() {
         let col = (i % 2) as f64;
         let row = (i / 2) as f64;
@@ -335,6 +348,70 @@ fn write_panel(out: &mut String, p: &Panel<'_>, top: f64) {
             fmt(y),
             xml(&key),
             xml(&band.key)
+        );
+    }
+}
+
+/// The height of a panel's landmark labels under its axis.
+fn landmark_lane(p: &Panel<'_>) -> f64 {
+    if p.landmarks.is_empty() {
+        0.0
+    } else {
+        LANDMARK_ROWS as f64 * LANDMARK_ROW + 4.0
+    }
+}
+
+/// Landmarks: a tick on the plot's bottom edge at each, the floor a dotted
+/// line across, and their names in rows under the axis labels, each in the
+/// first row where it overlaps none ([`label_rows`]), else left out (the
+/// tick keeps the whole label as its title).
+fn write_landmarks(
+    out: &mut String,
+    p: &Panel<'_>,
+    sx: &dyn Fn(f64) -> f64,
+    sy: &dyn Fn(u64) -> f64,
+    plot_top: f64,
+    plot_bottom: f64,
+) {
+    let lane_top = plot_bottom + AXIS;
+    // 10 px type: about 5.6 px a character.
+    let xs: Vec<(f64, f64)> = p
+        .landmarks
+        .iter()
+        .map(|l| {
+            let x = sx(l.at as f64).clamp(LEFT, WIDTH - RIGHT);
+            (x, 5.6 * l.text.chars().count() as f64)
+        })
+        .collect();
+    let rows = label_rows(&xs, LANDMARK_ROWS, 6.0, (LEFT, WIDTH - RIGHT));
+    for ((l, &(tick, _)), place) in p.landmarks.iter().zip(&xs).zip(rows) {
+        if l.kind == "floor" {
+            let _ = writeln!(
+                out,
+                "<line x1=\"{LEFT}\" x2=\"{}\" y1=\"{y}\" y2=\"{y}\" stroke=\"#1d2127\" stroke-opacity=\"0.6\" stroke-dasharray=\"1 3\"><title>{}</title></line>",
+                WIDTH - RIGHT,
+                xml(&l.title),
+                y = fmt(sy(l.bytes).max(plot_top)),
+            );
+        }
+        let _ = writeln!(
+            out,
+            "<line x1=\"{x}\" x2=\"{x}\" y1=\"{}\" y2=\"{}\" stroke=\"#1d2127\" stroke-width=\"1.5\"><title>{}</title></line>",
+            fmt(plot_bottom - 6.0),
+            fmt(plot_bottom),
+            xml(&l.title),
+            x = fmt(tick),
+        );
+        let Some((row, x)) = place else {
+            continue;
+        };
+        let _ = writeln!(
+            out,
+            "<text class=\"landmark\" x=\"{}\" y=\"{}\" font-size=\"10\" fill=\"#1d2127\">{}<title>{}</title></text>",
+            fmt(x),
+            fmt(lane_top + LANDMARK_ROW * (row as f64 + 1.0) - 2.0),
+            xml(&l.text),
+            xml(&l.title)
         );
     }
 }

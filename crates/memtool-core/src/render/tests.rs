@@ -434,7 +434,7 @@ fn svg_timelines_are_static_and_escaped() {
         &RenderOptions::default(),
     );
     assert_eq!(
-        diff.matches("peak ").count(),
+        diff.matches("— peak ").count() + diff.matches(">peak ").count(),
         4,
         "two titles and two peak marks"
     );

@@ -1,0 +1,930 @@
+//! The landmarks of a memory's timeline, named: the training steps and their
+//! forward, loss, backward and optimizer spans, the largest allocations,
+//! the spike on each step's peak, the cliffs where much is freed at once,
+//! activation checkpointing's recomputation waves, the optimizer state made
+//! in the first step, and the constant floor beneath it all — the shapes a
+//! reader of PyTorch's memory_viz learns to see, found from the events and
+//! the sites' phases, the same way for every format.
+//!
+//! Steps are the profile's own when it marks them; otherwise a step is a
+//! cycle of phases: it begins at a forward pass that follows a backward
+//! pass, an optimizer step or `zero_grad` (a compiled program's memory is
+//! one step: one run of the program).
+
+use rustc_hash::{FxHashMap, FxHashSet};
+use serde::Serialize;
+
+use crate::model::{AllocId, EventKind, FrameId, Memory, Names, Phase};
+use crate::units;
+
+use super::frames::FrameFilter;
+use super::replay;
+
+/// What a landmark is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LandmarkKind {
+    /// A training step, from its first event to the next step's.
+    Step,
+    /// A step's forward pass: the ramp of activations.
+    Forward,
+    /// A step's loss.
+    Loss,
+    /// A step's backward pass.
+    Backward,
+    /// A step's optimizer step.
+    Optimizer,
+    /// A step's `zero_grad`, where it allocates.
+    ZeroGrad,
+    /// One of the largest allocations (the largest of its site).
+    LargestAllocation,
+    /// Short-lived allocations on top of a step's peak.
+    Spike,
+    /// Much freed at once: a run of frees with no allocation between.
+    Cliff,
+    /// Activation checkpointing: frames of the forward pass allocating
+    /// again inside the backward pass.
+    Recompute,
+    /// The optimizer's state, made in the first step and kept.
+    OptimizerState,
+    /// Memory live from the second step (the first, if there is one) to the
+    /// end: parameters, optimizer state, memory from before the recording.
+    Floor,
+}
+
+impl LandmarkKind {
+    /// The name used in every output (as in JSON).
+    pub const fn name(self) -> &'static str {
+        match self {
+            LandmarkKind::Step => "step",
+            LandmarkKind::Forward => "forward",
+            LandmarkKind::Loss => "loss",
+            LandmarkKind::Backward => "backward",
+            LandmarkKind::Optimizer => "optimizer",
+            LandmarkKind::ZeroGrad => "zero_grad",
+            LandmarkKind::LargestAllocation => "largest_allocation",
+            LandmarkKind::Spike => "spike",
+            LandmarkKind::Cliff => "cliff",
+            LandmarkKind::Recompute => "recompute",
+            LandmarkKind::OptimizerState => "optimizer_state",
+            LandmarkKind::Floor => "floor",
+        }
+    }
+
+    /// Whether it is one of a step's phase spans.
+    pub const fn is_phase(self) -> bool {
+        matches!(
+            self,
+            LandmarkKind::Forward
+                | LandmarkKind::Loss
+                | LandmarkKind::Backward
+                | LandmarkKind::Optimizer
+                | LandmarkKind::ZeroGrad
+        )
+    }
+
+    fn of_phase(phase: Phase) -> LandmarkKind {
+        match phase {
+            Phase::Forward => LandmarkKind::Forward,
+            Phase::Loss => LandmarkKind::Loss,
+            Phase::Backward => LandmarkKind::Backward,
+            Phase::Optimizer => LandmarkKind::Optimizer,
+            Phase::ZeroGrad => LandmarkKind::ZeroGrad,
+        }
+    }
+}
+
+/// The most characters of an allocation's name in a label.
+const WHAT_CHARS: usize = 100;
+
+/// Allocations listed per landmark; the rest are counted.
+pub const LISTED_ALLOCATIONS: usize = 32;
+
+/// One named feature of a memory's timeline.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Landmark {
+    /// What it is.
+    pub kind: LandmarkKind,
+    /// The step it lies in (the profile's number, else counted from 1).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub step: Option<i64>,
+    /// Where it starts on the memory's axis (as `peak_at`).
+    pub start: i64,
+    /// Where it ends.
+    pub end: i64,
+    /// Where it starts as a person reads it: the time since the recording
+    /// began on a time axis (`t+25.43 ms (step 3)`), else the position
+    /// (`#262`).
+    pub start_label: String,
+    /// How many bytes it stands for; what they are depends on the kind (see
+    /// docs/json/summary.md): a step's or span's highest point in use, an
+    /// allocation's size, the bytes of a spike, a cliff, a wave, the
+    /// optimizer state or the floor.
+    pub bytes: u64,
+    /// What a person reads on the picture.
+    pub label: String,
+    /// The allocations it stands for (indices into the memory's
+    /// allocations, as `export` numbers them), at most
+    /// [`LISTED_ALLOCATIONS`]; none for steps and spans.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub allocations: Vec<u32>,
+    /// How many allocations it stands for in all.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub allocation_count: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+/// A run of allocations made in one phase, by event index (the runs of
+/// [`Memory::find_phases`], which keeps positions).
+#[derive(Clone, Copy, Debug)]
+struct Run {
+    phase: Phase,
+    first: usize,
+    last: usize,
+}
+
+/// A step by event index.
+#[derive(Clone, Debug)]
+struct StepRange {
+    id: i64,
+    first: usize,
+    last: usize,
+    runs: Vec<Run>,
+}
+
+/// What the walk over a memory's events knows.
+struct Timeline<'m> {
+    memory: &'m Memory,
+    names: &'m Names,
+    /// Bytes in use after each event.
+    in_use: Vec<u64>,
+    /// Per allocation, the event that made it and the one that freed it.
+    made: Vec<Option<usize>>,
+    freed: Vec<Option<usize>>,
+}
+
+impl Timeline<'_> {
+    fn at(&self, event: usize) -> i64 {
+        self.memory.events.get(event).map_or(0, |e| e.at)
+    }
+
+    fn bytes(&self, id: AllocId) -> u64 {
+        self.memory.allocation(id).bytes
+    }
+
+    fn phase(&self, id: AllocId) -> Option<Phase> {
+        self.names.site_of(self.memory.allocation(id).site).phase
+    }
+
+    /// The first event of `first..=last` where most is in use, and that much.
+    fn highest(&self, first: usize, last: usize) -> (usize, u64) {
+        let mut best = (first, 0);
+        for i in first..=last.min(self.in_use.len().saturating_sub(1)) {
+            if self.in_use[i] > best.1 {
+                best = (i, self.in_use[i]);
+            }
+        }
+        best
+    }
+
+    /// In use before event `i`.
+    fn before(&self, i: usize) -> u64 {
+        match i.checked_sub(1) {
+            Some(j) => self.in_use[j],
+            None => self.in_use_at_start(),
+        }
+    }
+
+    fn in_use_at_start(&self) -> u64 {
+        self.memory
+            .live_at_start
+            .iter()
+            .map(|&id| self.bytes(id))
+            .sum()
+    }
+
+    /// Whether the allocation is live after event `last` having been live
+    /// (or made) at or before it.
+    fn live_after(&self, id: AllocId, last: usize) -> bool {
+        self.freed[id.index()].is_none_or(|f| f > last)
+    }
+
+    /// What a person calls an allocation: its op, else its innermost
+    /// frame's function and the user's frame it was called from (`linear in
+    /// step train.py:87`), else the phase it was made in.
+    fn what(&self, id: AllocId, frames: &FrameFilter) -> String {
+        // A name a file gives may be any length: labels stay short.
+        crate::report::shorten(&self.what_whole(id, frames), WHAT_CHARS)
+    }
+
+    fn what_whole(&self, id: AllocId, frames: &FrameFilter) -> String {
+        let site = self.names.site_of(self.memory.allocation(id).site);
+        if let Some(op) = site.op {
+            return self.names.str(op).to_string();
+        }
+        let user = frames.user_frame(self.names, site.stack);
+        let leaf = self.names.leaf(site.stack);
+        match (leaf, user) {
+            (Some(leaf), Some(user)) if leaf != user => format!(
+                "{} in {}",
+                callee_name(self.names.str(self.names.frame_of(leaf).function)),
+                frames.frame_text(self.names, user)
+            ),
+            (_, Some(user)) => frames.frame_text(self.names, user),
+            _ if site.category.is_some() => site
+                .category
+                .map(|c| self.names.str(c).to_string())
+                .unwrap_or_default(),
+            _ => match site.phase {
+                Some(phase) => format!("<no stack, {}>", phase.name()),
+                None => "<no stack>".to_string(),
+            },
+        }
+    }
+
+    /// The shape with its element type, when the file says.
+    fn shape(&self, id: AllocId) -> Option<String> {
+        let site = self.names.site_of(self.memory.allocation(id).site);
+        let shape = self.names.str(site.shape?);
+        let shape = crate::report::shorten(shape, WHAT_CHARS);
+        Some(match site.dtype {
+            Some(dtype) if !shape.starts_with(self.names.str(dtype)) => {
+                format!("{}{shape}", self.names.str(dtype))
+            }
+            _ => shape.to_string(),
+        })
+    }
+
+    /// The innermost two Python frames of an allocation's stack (files
+    /// ending in `.py`): what a recomputation repeats. Native frames are
+    /// left out: an unwinder's own frames lead every stack that has them.
+    fn frames_key(&self, id: AllocId) -> Option<(FrameId, Option<FrameId>)> {
+        let stack = self.names.site_of(self.memory.allocation(id).site).stack;
+        let mut python = self
+            .names
+            .frames_of(stack)
+            .filter(|&f| self.names.str(self.names.frame_of(f).file).ends_with(".py"));
+        Some((python.next()?, python.next()))
+    }
+}
+
+fn allocations_text(n: usize) -> String {
+    match n {
+        1 => "1 allocation".to_string(),
+        n => format!("{n} allocations"),
+    }
+}
+
+fn listed(ids: &[AllocId]) -> (Vec<u32>, usize) {
+    (
+        ids.iter().take(LISTED_ALLOCATIONS).map(|id| id.0).collect(),
+        ids.len(),
+    )
+}
+
+/// The landmarks of a memory of events, in order of kind, then position;
+/// none for memories of snapshots (no events to find them in).
+pub fn find(names: &Names, memory: &Memory, frames: &FrameFilter) -> Vec<Landmark> {
+    if replay::uses_instants(memory) || memory.events.is_empty() {
+        return Vec::new();
+    }
+    let n = memory.allocations.len();
+    let mut t = Timeline {
+        memory,
+        names,
+        in_use: Vec::with_capacity(memory.events.len()),
+        made: vec![None; n],
+        freed: vec![None; n],
+    };
+    replay::for_each_point(memory, |p| {
+        if p.index > 0 {
+            t.in_use.push(p.bytes);
+        }
+    });
+    replay::for_each_lifespan(memory, |span| {
+        if let Some(slot) = t.made.get_mut(span.alloc.index()) {
+            *slot = span.made;
+        }
+        if let Some(slot) = t.freed.get_mut(span.alloc.index()) {
+            *slot = span.freed;
+        }
+    });
+    let steps = steps(&t);
+    let last_event = memory.events.len() - 1;
+    let floor = floor(&t, &steps);
+    let mut out = Vec::new();
+    for step in &steps {
+        step_landmarks(
+            &t,
+            step,
+            floor.as_ref().map_or(0, |f| f.bytes),
+            frames,
+            &mut out,
+        );
+    }
+    if let Some(first) = steps.first() {
+        out.extend(optimizer_state(&t, first));
+    }
+    if steps.is_empty() {
+        // Without steps, the whole recording is the one stretch its spike
+        // and cliffs are looked for in.
+        let whole = StepRange {
+            id: 0,
+            first: 0,
+            last: last_event,
+            runs: Vec::new(),
+        };
+        let (peak_event, peak) = t.highest(0, last_event);
+        out.extend(spike(&t, &whole, None, peak_event, peak, frames));
+        out.extend(cliffs(&t, &whole, None, peak, 0, frames));
+    }
+    out.extend(largest(&t, frames));
+    out.extend(floor);
+    // In order of kind, then position; the largest allocations largest
+    // first (their order is their rank).
+    out.sort_by(|a, b| {
+        let rank = |l: &Landmark| match l.kind {
+            LandmarkKind::LargestAllocation => std::cmp::Reverse(l.bytes),
+            _ => std::cmp::Reverse(0),
+        };
+        a.kind
+            .cmp(&b.kind)
+            .then(rank(a).cmp(&rank(b)))
+            .then(a.start.cmp(&b.start))
+            .then(a.end.cmp(&b.end))
+    });
+    for l in &mut out {
+        l.start_label =
+            super::moment_label(memory, l.start).unwrap_or_else(|| format!("#{}", l.start));
+    }
+    out
+}
+
+/// The runs of one phase, in event order.
+fn runs(t: &Timeline<'_>) -> Vec<Run> {
+    let mut runs: Vec<Run> = Vec::new();
+    for (i, e) in t.memory.events.iter().enumerate() {
+        if e.kind != EventKind::Alloc {
+            continue;
+        }
+        let Some(phase) = t.phase(e.alloc) else {
+            continue;
+        };
+        match runs.last_mut() {
+            Some(last) if last.phase == phase => last.last = i,
+            _ => runs.push(Run {
+                phase,
+                first: i,
+                last: i,
+            }),
+        }
+    }
+    runs
+}
+
+/// The steps: the profile's own where it marks them, else cycles of phases.
+fn steps(t: &Timeline<'_>) -> Vec<StepRange> {
+    let runs = runs(t);
+    let last_event = t.memory.events.len() - 1;
+    let mut steps: Vec<StepRange> = Vec::new();
+    if !t.memory.steps.is_empty() {
+        for s in &t.memory.steps {
+            let first = t.memory.events.partition_point(|e| e.at < s.start);
+            let end = t.memory.events.partition_point(|e| e.at <= s.end);
+            if end == 0 || first >= end {
+                continue;
+            }
+            steps.push(StepRange {
+                id: s.id,
+                first,
+                last: end - 1,
+                runs: runs
+                    .iter()
+                    .filter(|r| r.first >= first && r.first < end)
+                    .copied()
+                    .collect(),
+            });
+        }
+        return steps;
+    }
+    let mut closed = true;
+    let runs = extend_backward(t, runs);
+    for run in runs {
+        let starts = run.phase == Phase::Forward && closed;
+        if starts {
+            if let Some(last) = steps.last_mut() {
+                last.last = run.first - 1;
+            }
+            steps.push(StepRange {
+                id: steps.len() as i64 + 1,
+                first: run.first,
+                last: last_event,
+                runs: Vec::new(),
+            });
+            closed = false;
+        }
+        if let Some(step) = steps.last_mut() {
+            step.runs.push(run);
+            // A compiled program's memory is one run of the program: one
+            // step, whatever its op names say (a transpose named backward
+            // between two forward ops ends nothing).
+            closed |= t.memory.program.is_none()
+                && matches!(
+                    run.phase,
+                    Phase::Backward | Phase::Optimizer | Phase::ZeroGrad
+                );
+        }
+    }
+    steps
+}
+
+/// A backward run followed by allocations of no phase up to the next run:
+/// the autograd engine's own thread, which has no Python stack, allocates
+/// them, so they are the backward pass's.
+fn extend_backward(t: &Timeline<'_>, mut runs: Vec<Run>) -> Vec<Run> {
+    let ends: Vec<usize> = runs
+        .iter()
+        .skip(1)
+        .map(|r| r.first)
+        .chain([t.memory.events.len()])
+        .collect();
+    for (run, end) in runs.iter_mut().zip(ends) {
+        if run.phase != Phase::Backward {
+            continue;
+        }
+        for i in run.last + 1..end {
+            let e = &t.memory.events[i];
+            if e.kind == EventKind::Alloc && t.phase(e.alloc).is_none() {
+                run.last = i;
+            }
+        }
+    }
+    runs
+}
+
+/// A step, its phase spans, its spike, cliffs and recomputation waves.
+fn step_landmarks(
+    t: &Timeline<'_>,
+    step: &StepRange,
+    floor: u64,
+    frames: &FrameFilter,
+    out: &mut Vec<Landmark>,
+) {
+    let (peak_event, peak) = t.highest(step.first, step.last);
+    out.push(Landmark {
+        kind: LandmarkKind::Step,
+        step: Some(step.id),
+        start: t.at(step.first),
+        end: t.at(step.last),
+        start_label: String::new(),
+        bytes: peak,
+        label: format!("step {}: peak {}", step.id, units::bytes(peak)),
+        allocations: Vec::new(),
+        allocation_count: 0,
+    });
+    for phase in Phase::ALL {
+        let mut of_phase = step.runs.iter().filter(|r| r.phase == phase);
+        let Some(first) = of_phase.next() else {
+            continue;
+        };
+        let last = of_phase.next_back().unwrap_or(first);
+        let (from, to) = (first.first, last.last);
+        let (_, high) = t.highest(from, to);
+        let before = t.before(from);
+        let label = match phase {
+            Phase::Forward => format!(
+                "step {} forward: {} → {}",
+                step.id,
+                units::bytes(before),
+                units::bytes(t.in_use[to])
+            ),
+            _ => format!(
+                "step {} {}: up to {}",
+                step.id,
+                phase_words(phase),
+                units::bytes(high)
+            ),
+        };
+        out.push(Landmark {
+            kind: LandmarkKind::of_phase(phase),
+            step: Some(step.id),
+            start: t.at(from),
+            end: t.at(to),
+            start_label: String::new(),
+            bytes: high,
+            label,
+            allocations: Vec::new(),
+            allocation_count: 0,
+        });
+    }
+    out.extend(spike(t, step, Some(step.id), peak_event, peak, frames));
+    out.extend(cliffs(t, step, Some(step.id), peak, floor, frames));
+    out.extend(recompute(t, step, frames));
+}
+
+fn phase_words(phase: Phase) -> &'static str {
+    match phase {
+        Phase::Forward => "forward",
+        Phase::Loss => "loss",
+        Phase::Backward => "backward",
+        Phase::Optimizer => "optimizer step",
+        Phase::ZeroGrad => "zero_grad",
+    }
+}
+
+/// The allocations live at a step's peak that were made shortly before it
+/// and freed shortly after (within a hundredth of the step's events, at
+/// least two): temporaries on top of the peak, such as a softmax's.
+fn spike(
+    t: &Timeline<'_>,
+    step: &StepRange,
+    id: Option<i64>,
+    peak_event: usize,
+    peak: u64,
+    frames: &FrameFilter,
+) -> Option<Landmark> {
+    let near = ((step.last - step.first) / 100).max(2);
+    let mut ids: Vec<AllocId> = Vec::new();
+    let (mut from, mut to) = (peak_event, peak_event);
+    for made in peak_event.saturating_sub(near)..=peak_event {
+        let e = &t.memory.events[made];
+        if e.kind != EventKind::Alloc || t.made[e.alloc.index()] != Some(made) {
+            continue;
+        }
+        let Some(freed) = t.freed[e.alloc.index()] else {
+            continue;
+        };
+        if freed > peak_event && freed <= peak_event + near {
+            ids.push(e.alloc);
+            from = from.min(made);
+            to = to.max(freed);
+        }
+    }
+    let bytes: u64 = ids.iter().map(|&i| t.bytes(i)).sum();
+    if bytes == 0 || bytes.saturating_mul(100) < peak {
+        return None;
+    }
+    ids.sort_by_key(|&i| (std::cmp::Reverse(t.bytes(i)), i.0));
+    let what = t.what(ids[0], frames);
+    let (allocations, allocation_count) = listed(&ids);
+    Some(Landmark {
+        kind: LandmarkKind::Spike,
+        step: id,
+        start: t.at(from),
+        end: t.at(to),
+        start_label: String::new(),
+        bytes,
+        label: format!(
+            "spike{}: +{} on the peak for {} ({what})",
+            id.map(|s| format!(" in step {s}")).unwrap_or_default(),
+            units::bytes(bytes),
+            match to - from {
+                1 => "1 event".to_string(),
+                n => format!("{n} events"),
+            }
+        ),
+        allocations,
+        allocation_count,
+    })
+}
+
+/// Cliffs: the three largest runs of frees with no allocation between them
+/// inside a step, each at least a tenth of what the step holds above the
+/// floor (at least two allocations or the largest run).
+fn cliffs(
+    t: &Timeline<'_>,
+    step: &StepRange,
+    id: Option<i64>,
+    peak: u64,
+    floor: u64,
+    frames: &FrameFilter,
+) -> Vec<Landmark> {
+    let mut runs: Vec<(usize, usize, u64)> = Vec::new();
+    let mut open: Option<(usize, usize, u64)> = None;
+    for i in step.first..=step.last {
+        let e = &t.memory.events[i];
+        // A free of something not live changes nothing and breaks nothing.
+        let changed = i == 0 || t.in_use[i] != t.before(i);
+        match e.kind {
+            EventKind::Free if changed => {
+                let freed = t.before(i) - t.in_use[i].min(t.before(i));
+                let run = open.get_or_insert((i, i, 0));
+                run.1 = i;
+                run.2 += freed;
+            }
+            EventKind::Free => {}
+            EventKind::Alloc => runs.extend(open.take()),
+        }
+    }
+    runs.extend(open.take());
+    // Without steps there is no floor to stand on: a tenth of the peak.
+    let threshold = match id {
+        Some(_) => peak.saturating_sub(floor) / 20,
+        None => peak / 10,
+    }
+    .max(1);
+    runs.retain(|r| r.2 >= threshold);
+    runs.sort_by_key(|r| (std::cmp::Reverse(r.2), r.0));
+    runs.truncate(3);
+    runs.sort_by_key(|r| r.0);
+    let loss_end = step
+        .runs
+        .iter()
+        .filter(|r| r.phase == Phase::Loss)
+        .map(|r| r.last)
+        .max();
+    let optimizer_end = step
+        .runs
+        .iter()
+        .filter(|r| r.phase == Phase::Optimizer)
+        .map(|r| r.last)
+        .max();
+    let mut named_after_loss = false;
+    runs.iter()
+        .map(|&(first, last, bytes)| {
+            let mut ids: Vec<AllocId> = (first..=last)
+                .map(|i| t.memory.events[i].alloc)
+                .filter(|&a| t.freed[a.index()].is_some_and(|f| f >= first && f <= last))
+                .collect();
+            ids.sort_by_key(|&i| (std::cmp::Reverse(t.bytes(i)), i.0));
+            ids.dedup();
+            let when = if loss_end.is_some_and(|l| first > l)
+                && optimizer_end.is_none_or(|o| first < o)
+                && !named_after_loss
+            {
+                named_after_loss = true;
+                " after the loss".to_string()
+            } else if optimizer_end.is_some_and(|o| first > o) {
+                " after the optimizer step".to_string()
+            } else {
+                t.memory
+                    .phase_at(t.at(first))
+                    .map(|p| format!(" in {}", phase_words(p)))
+                    .unwrap_or_default()
+            };
+            let what = ids
+                .first()
+                .map(|&i| format!(", largest {}", t.what(i, frames)))
+                .unwrap_or_default();
+            let (allocations, allocation_count) = listed(&ids);
+            Landmark {
+                kind: LandmarkKind::Cliff,
+                step: id,
+                start: t.at(first),
+                end: t.at(last),
+                start_label: String::new(),
+                bytes,
+                label: format!(
+                    "cliff{when}: {} freed at once ({}{what})",
+                    units::bytes(bytes),
+                    allocations_text(allocation_count)
+                ),
+                allocations,
+                allocation_count,
+            }
+        })
+        .collect()
+}
+
+/// Recomputation waves: runs of at least four allocations inside a step's
+/// backward pass whose innermost two Python frames are those of an allocation of
+/// the step's forward pass (activation checkpointing runs the forward
+/// again, under the autograd engine).
+fn recompute(t: &Timeline<'_>, step: &StepRange, frames: &FrameFilter) -> Vec<Landmark> {
+    // A compiled program's backward ops keep their forward op's source
+    // line (JAX's transposes): its frames tell no recomputation.
+    if t.memory.program.is_some() {
+        return Vec::new();
+    }
+    let mut forward: FxHashSet<(FrameId, Option<FrameId>)> = FxHashSet::default();
+    let mut backward: Vec<usize> = Vec::new();
+    for run in &step.runs {
+        for i in run.first..=run.last {
+            let e = &t.memory.events[i];
+            if e.kind != EventKind::Alloc || t.phase(e.alloc) != Some(run.phase) {
+                continue;
+            }
+            match run.phase {
+                Phase::Forward => forward.extend(t.frames_key(e.alloc)),
+                Phase::Backward => backward.push(i),
+                _ => {}
+            }
+        }
+    }
+    let mut waves: Vec<Vec<usize>> = Vec::new();
+    let mut open: Vec<usize> = Vec::new();
+    for &i in &backward {
+        let again = t
+            .frames_key(t.memory.events[i].alloc)
+            .is_some_and(|k| forward.contains(&k));
+        if again {
+            open.push(i);
+        } else if !open.is_empty() {
+            waves.push(std::mem::take(&mut open));
+        }
+    }
+    if !open.is_empty() {
+        waves.push(open);
+    }
+    waves.retain(|w| w.len() >= 4);
+    waves
+        .iter()
+        .enumerate()
+        .map(|(n, wave)| {
+            let ids: Vec<AllocId> = wave.iter().map(|&i| t.memory.events[i].alloc).collect();
+            let bytes: u64 = ids.iter().map(|&i| t.bytes(i)).sum();
+            let (first, last) = (wave[0], wave[wave.len() - 1]);
+            let (allocations, allocation_count) = listed(&ids);
+            Landmark {
+                kind: LandmarkKind::Recompute,
+                step: Some(step.id),
+                start: t.at(first),
+                end: t.at(last),
+                start_label: String::new(),
+                bytes,
+                label: format!(
+                    "recompute wave {} of step {}: {} in {} ({})",
+                    n + 1,
+                    step.id,
+                    units::bytes(bytes),
+                    allocations_text(allocation_count),
+                    t.what(ids[0], frames)
+                ),
+                allocations,
+                allocation_count,
+            }
+        })
+        .collect()
+}
+
+/// The optimizer's state: allocations the first step's optimizer step
+/// makes that outlive the step, where that step raises what is in use by at
+/// least half as much.
+fn optimizer_state(t: &Timeline<'_>, step: &StepRange) -> Option<Landmark> {
+    let mut ids: Vec<AllocId> = Vec::new();
+    for run in step.runs.iter().filter(|r| r.phase == Phase::Optimizer) {
+        for i in run.first..=run.last {
+            let e = &t.memory.events[i];
+            if e.kind == EventKind::Alloc
+                && t.phase(e.alloc) == Some(Phase::Optimizer)
+                && t.made[e.alloc.index()] == Some(i)
+                && t.live_after(e.alloc, step.last)
+            {
+                ids.push(e.alloc);
+            }
+        }
+    }
+    let bytes: u64 = ids.iter().map(|&i| t.bytes(i)).sum();
+    // Made, not remade: a profile that records in-place updates as new
+    // allocations shows state made before the recording being replaced;
+    // only state that raises what is in use across the optimizer step is
+    // made there.
+    let mut spans = step.runs.iter().filter(|r| r.phase == Phase::Optimizer);
+    let grew = match (spans.clone().next(), spans.next_back()) {
+        (Some(first), Some(last)) => t.in_use[last.last].saturating_sub(t.before(first.first)),
+        _ => 0,
+    };
+    if bytes == 0 || grew.saturating_mul(2) < bytes {
+        return None;
+    }
+    let first = t.made[ids[0].index()].unwrap_or(step.first);
+    let last = t.made[ids[ids.len() - 1].index()].unwrap_or(step.last);
+    let (allocations, allocation_count) = listed(&ids);
+    Some(Landmark {
+        kind: LandmarkKind::OptimizerState,
+        step: Some(step.id),
+        start: t.at(first),
+        end: t.at(last),
+        start_label: String::new(),
+        bytes,
+        label: format!(
+            "optimizer state made in step {}: {} in {}",
+            step.id,
+            units::bytes(bytes),
+            allocations_text(allocation_count)
+        ),
+        allocations,
+        allocation_count,
+    })
+}
+
+/// The three largest allocations of distinct sites, with their shape and op
+/// where the file records them.
+fn largest(t: &Timeline<'_>, frames: &FrameFilter) -> Vec<Landmark> {
+    let mut by_site: FxHashMap<u32, AllocId> = FxHashMap::default();
+    for (index, made) in t.made.iter().enumerate() {
+        if made.is_none() {
+            continue;
+        }
+        let id = AllocId(index as u32);
+        let site = t.memory.allocation(id).site.0;
+        let slot = by_site.entry(site).or_insert(id);
+        if t.bytes(id) > t.bytes(*slot) {
+            *slot = id;
+        }
+    }
+    let mut ids: Vec<AllocId> = by_site.into_values().collect();
+    ids.sort_by_key(|&i| (std::cmp::Reverse(t.bytes(i)), t.made[i.index()], i.0));
+    ids.truncate(3);
+    let last = t.memory.events.len() - 1;
+    ids.iter()
+        .map(|&id| {
+            let made = t.made[id.index()].unwrap_or(0);
+            let freed = t.freed[id.index()].unwrap_or(last);
+            let mut parts = vec![t.what(id, frames)];
+            parts.extend(t.shape(id));
+            parts.push(units::bytes(t.bytes(id)));
+            Landmark {
+                kind: LandmarkKind::LargestAllocation,
+                step: None,
+                start: t.at(made),
+                end: t.at(freed),
+                start_label: String::new(),
+                bytes: t.bytes(id),
+                label: parts.join(", "),
+                allocations: vec![id.0],
+                allocation_count: 1,
+            }
+        })
+        .collect()
+}
+
+/// The constant floor: the least in use from the start of the second step
+/// (the first, with one; the recording, with none) to the end, and what is
+/// live there, by category. A level, not a set of allocations kept
+/// throughout: a profile may record an in-place update (an optimizer's) as
+/// a free and a new allocation.
+fn floor(t: &Timeline<'_>, steps: &[StepRange]) -> Option<Landmark> {
+    let from = steps.get(1).or(steps.first()).map_or(0, |s| s.first);
+    let last = t.memory.events.len() - 1;
+    let (mut low_event, mut low) = (from, u64::MAX);
+    for i in from..=last {
+        if t.in_use[i] < low {
+            (low_event, low) = (i, t.in_use[i]);
+        }
+    }
+    if low == 0 || low == u64::MAX {
+        return None;
+    }
+    let mut ids = replay::live_at(t.memory, low_event + 1);
+    let mut by_category: FxHashMap<&str, u64> = FxHashMap::default();
+    for &id in &ids {
+        let site = t.names.site_of(t.memory.allocation(id).site);
+        let name = match site.category {
+            Some(c) => t.names.str(c),
+            None if t.names.before_recording_op(site.op).is_some() => "before recording",
+            None => "unnamed",
+        };
+        *by_category.entry(name).or_default() += t.bytes(id);
+    }
+    let mut parts: Vec<(&str, u64)> = by_category.into_iter().collect();
+    parts.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    let more = parts.len().saturating_sub(4);
+    let mut parts: Vec<String> = parts
+        .iter()
+        .take(4)
+        .map(|(name, b)| format!("{} {}", crate::report::shorten(name, 40), units::bytes(*b)))
+        .collect();
+    if more > 0 {
+        parts.push(format!("{more} more"));
+    }
+    ids.sort_by_key(|&i| (std::cmp::Reverse(t.bytes(i)), i.0));
+    let (allocations, allocation_count) = listed(&ids);
+    Some(Landmark {
+        kind: LandmarkKind::Floor,
+        step: None,
+        start: t.at(low_event),
+        end: t.at(last),
+        start_label: String::new(),
+        bytes: low,
+        label: format!(
+            "constant floor: {} ({})",
+            units::bytes(low),
+            parts.join(", ")
+        ),
+        allocations,
+        allocation_count,
+    })
+}
+
+/// A function's short name: `linear` for the profiler's `<built-in function
+/// linear>` and `zeros_like` for `<built-in method zeros_like of type object
+/// at 0x…>`, anything else as written.
+fn callee_name(function: &str) -> &str {
+    function
+        .strip_prefix("<built-in function ")
+        .or_else(|| function.strip_prefix("<built-in method "))
+        .map(|rest| {
+            rest.split([' ', '>'])
+                .next()
+                .filter(|n| !n.is_empty())
+                .unwrap_or(function)
+        })
+        .unwrap_or(function)
+}
+
+#[cfg(test)]
+mod tests;

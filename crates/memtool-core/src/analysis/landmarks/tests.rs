@@ -1,0 +1,148 @@
+//! The landmarks of a small made-up training loop, counted by hand.
+
+use super::*;
+use crate::model::{Allocation, Axis, Event, Frame, MemoryKind, Site, SiteId};
+
+/// Two steps: forward (two layers), loss, backward with the layers made
+/// again (checkpointing), an optimizer step that makes state in step 1
+/// only.
+fn two_steps() -> (Names, Memory) {
+    let mut names = Names::default();
+    let frame = |names: &mut Names, function: &str| {
+        let function = names.string(function);
+        let file = names.string("model.py");
+        names.frame(Frame {
+            function,
+            file,
+            line: 1,
+        })
+    };
+    let layer = frame(&mut names, "layer");
+    let forward = frame(&mut names, "forward");
+    let engine = frame(&mut names, "engine");
+    let adam = frame(&mut names, "adam");
+    let site = |names: &mut Names, frames: &[FrameId], phase| {
+        let stack = names.stack_leaf_first(frames);
+        names.site(Site {
+            stack,
+            phase: Some(phase),
+            ..Site::default()
+        })
+    };
+    let fwd = site(&mut names, &[layer, forward], Phase::Forward);
+    let loss = site(&mut names, &[forward], Phase::Loss);
+    let again = site(&mut names, &[layer, forward, engine], Phase::Backward);
+    let grad = site(&mut names, &[engine], Phase::Backward);
+    let opt = site(&mut names, &[adam], Phase::Optimizer);
+    let mut m = Memory::new("m", MemoryKind::Allocator, Axis::EventIndex);
+    let mut at = 0;
+    let mut push = |m: &mut Memory, kind, alloc: AllocId| {
+        m.events.push(Event { at, kind, alloc });
+        at += 1;
+    };
+    let alloc = |m: &mut Memory, site: SiteId, bytes: u64| {
+        m.push_allocation(Allocation {
+            bytes,
+            requested: bytes,
+            count: 1,
+            address: None,
+            site,
+        })
+    };
+    for step in 0..2 {
+        let acts: Vec<AllocId> = (0..2).map(|_| alloc(&mut m, fwd, 100)).collect();
+        for &a in &acts {
+            push(&mut m, EventKind::Alloc, a);
+        }
+        let l = alloc(&mut m, loss, 10);
+        push(&mut m, EventKind::Alloc, l);
+        // The forward's activations and the loss go at once.
+        for &a in acts.iter().chain([&l]) {
+            push(&mut m, EventKind::Free, a);
+        }
+        let wave: Vec<AllocId> = (0..4).map(|_| alloc(&mut m, again, 50)).collect();
+        for &a in &wave {
+            push(&mut m, EventKind::Alloc, a);
+        }
+        let g = alloc(&mut m, grad, 20);
+        push(&mut m, EventKind::Alloc, g);
+        for &a in &wave {
+            push(&mut m, EventKind::Free, a);
+        }
+        if step == 0 {
+            let state = alloc(&mut m, opt, 40);
+            push(&mut m, EventKind::Alloc, state);
+        }
+        let tmp = alloc(&mut m, opt, 5);
+        push(&mut m, EventKind::Alloc, tmp);
+        push(&mut m, EventKind::Free, tmp);
+        push(&mut m, EventKind::Free, g);
+    }
+    m.find_phases(&names);
+    (names, m)
+}
+
+#[test]
+fn steps_spans_waves_cliffs_state_and_floor_of_two_steps() {
+    let (names, m) = two_steps();
+    let all = find(&names, &m, &FrameFilter::All);
+    let of = |kind| -> Vec<(Option<i64>, i64, i64, u64)> {
+        all.iter()
+            .filter(|l| l.kind == kind)
+            .map(|l| (l.step, l.start, l.end, l.bytes))
+            .collect()
+    };
+    // Step 1: events 0..=18, its peak 220 B (activations freed, the
+    // wave and the gradient live) at 10; step 2 from 19, 40 B higher:
+    // the state made at 15.
+    assert_eq!(
+        of(LandmarkKind::Step),
+        vec![(Some(1), 0, 18, 220), (Some(2), 19, 36, 260)]
+    );
+    assert_eq!(
+        of(LandmarkKind::Forward),
+        vec![(Some(1), 0, 1, 200), (Some(2), 19, 20, 240)]
+    );
+    assert_eq!(
+        of(LandmarkKind::Loss),
+        vec![(Some(1), 2, 2, 210), (Some(2), 21, 21, 250)]
+    );
+    // The backward pass: the wave (4 × 50 B) made again, then a gradient.
+    assert_eq!(
+        of(LandmarkKind::Recompute),
+        vec![(Some(1), 6, 9, 200), (Some(2), 25, 28, 200)]
+    );
+    assert_eq!(
+        of(LandmarkKind::OptimizerState),
+        vec![(Some(1), 15, 15, 40)]
+    );
+    // At once: the activations and the loss (210 B) after the loss, the
+    // wave's 200 B in the backward pass, the optimizer's temporary and
+    // the gradient (25 B) at the end: each over (220 - 40) / 20 B.
+    let cliffs = of(LandmarkKind::Cliff);
+    assert_eq!(
+        cliffs[..3],
+        [
+            (Some(1), 3, 5, 210),
+            (Some(1), 11, 14, 200),
+            (Some(1), 17, 18, 25)
+        ]
+    );
+    assert!(all
+        .iter()
+        .any(|l| l.kind == LandmarkKind::Cliff && l.label.starts_with("cliff after the loss")));
+    // From step 2 on, the state is always there: 40 B, first reached
+    // when step 2's loss is freed.
+    assert_eq!(of(LandmarkKind::Floor), vec![(None, 24, 36, 40)]);
+    assert_eq!(of(LandmarkKind::LargestAllocation)[0].3, 100);
+}
+
+#[test]
+fn built_in_names_are_short() {
+    assert_eq!(callee_name("<built-in function linear>"), "linear");
+    assert_eq!(
+        callee_name("<built-in method zeros_like of type object at 0x7f>"),
+        "zeros_like"
+    );
+    assert_eq!(callee_name("forward"), "forward");
+}
