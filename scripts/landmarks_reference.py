@@ -27,7 +27,7 @@ it):
     at most max(2, events/100) events before it and freed at most that many
     after), the recompute waves (four or more backward allocations in a row
     whose two innermost Python frames are those of a forward allocation of
-    the step); in step 1, the optimizer state (optimizer allocations live past
+    the step); in the first step, the optimizer state (optimizer allocations live past
     the step, where its optimizer spans raise what is in use by at least
     half of their bytes: state made before the recording and remade is not
     made here);
@@ -173,7 +173,7 @@ def landmarks(data, device):
         if run[0] == FORWARD and closed:
             if steps:
                 steps[-1]["last"] = run[1] - 1
-            steps.append({"id": len(steps) + 1, "first": run[1], "last": n - 1, "runs": []})
+            steps.append({"id": len(steps), "first": run[1], "last": n - 1, "runs": []})
             closed = False
         if steps:
             steps[-1]["runs"].append(run)

@@ -419,7 +419,7 @@ fn steps(t: &Timeline<'_>) -> Vec<StepRange> {
                 last.last = run.first - 1;
             }
             steps.push(StepRange {
-                id: steps.len() as i64 + 1,
+                id: steps.len() as i64,
                 first: run.first,
                 last: last_event,
                 runs: Vec::new(),

@@ -92,29 +92,29 @@ fn steps_spans_waves_cliffs_state_and_floor_of_two_steps() {
             .map(|l| (l.step, l.start, l.end, l.bytes))
             .collect()
     };
-    // Step 1: events 0..=18, its peak 220 B (activations freed, the
-    // wave and the gradient live) at 10; step 2 from 19, 40 B higher:
+    // Step 0: events 0..=18, its peak 220 B (activations freed, the
+    // wave and the gradient live) at 10; step 1 from 19, 40 B higher:
     // the state made at 15.
     assert_eq!(
         of(LandmarkKind::Step),
-        vec![(Some(1), 0, 18, 220), (Some(2), 19, 36, 260)]
+        vec![(Some(0), 0, 18, 220), (Some(1), 19, 36, 260)]
     );
     assert_eq!(
         of(LandmarkKind::Forward),
-        vec![(Some(1), 0, 1, 200), (Some(2), 19, 20, 240)]
+        vec![(Some(0), 0, 1, 200), (Some(1), 19, 20, 240)]
     );
     assert_eq!(
         of(LandmarkKind::Loss),
-        vec![(Some(1), 2, 2, 210), (Some(2), 21, 21, 250)]
+        vec![(Some(0), 2, 2, 210), (Some(1), 21, 21, 250)]
     );
     // The backward pass: the wave (4 × 50 B) made again, then a gradient.
     assert_eq!(
         of(LandmarkKind::Recompute),
-        vec![(Some(1), 6, 9, 200), (Some(2), 25, 28, 200)]
+        vec![(Some(0), 6, 9, 200), (Some(1), 25, 28, 200)]
     );
     assert_eq!(
         of(LandmarkKind::OptimizerState),
-        vec![(Some(1), 15, 15, 40)]
+        vec![(Some(0), 15, 15, 40)]
     );
     // At once: the activations and the loss (210 B) after the loss, the
     // wave's 200 B in the backward pass, the optimizer's temporary and
@@ -123,9 +123,9 @@ fn steps_spans_waves_cliffs_state_and_floor_of_two_steps() {
     assert_eq!(
         cliffs[..3],
         [
-            (Some(1), 3, 5, 210),
-            (Some(1), 11, 14, 200),
-            (Some(1), 17, 18, 25)
+            (Some(0), 3, 5, 210),
+            (Some(0), 11, 14, 200),
+            (Some(0), 17, 18, 25)
         ]
     );
     assert!(all
