@@ -1,7 +1,9 @@
 //! PyTorch profiler Chrome trace with N `[memory]` instant events: a real
 //! trace kept whole once (metadata, ops and its memory events), then its
 //! `[memory]` events repeated, shifted in `ts`, `Addr`, `Ev Idx` and the
-//! running totals, written in Kineto's own layout one event at a time.
+//! running totals, written in Kineto's own layout one event at a time. With
+//! `devices` > 0 the repetitions are dealt round-robin to that many CUDA
+//! devices (`Device Type` 1, `Device Id` 0…), for traces of many memories.
 
 use std::io::Write;
 
@@ -26,7 +28,7 @@ fn int(args: &Map<String, Value>, key: &str) -> i64 {
     args.get(key).and_then(Value::as_i64).unwrap_or(0)
 }
 
-pub fn generate(pattern: &[u8], n: u64, out: &mut dyn Write) -> Result<u64> {
+pub fn generate(pattern: &[u8], n: u64, devices: u64, out: &mut dyn Write) -> Result<u64> {
     let json: Value = serde_json::from_slice(pattern).context("the pattern is not JSON")?;
     let Some(top) = json.as_object() else {
         bail!("the pattern is not a trace object");
@@ -120,7 +122,12 @@ pub fn generate(pattern: &[u8], n: u64, out: &mut dyn Write) -> Result<u64> {
     }
     for k in 1..reps {
         let kf = k as f64;
-        let ki = k as i64;
+        // Dealt to devices, the running totals grow per device: repetition k
+        // is the (k / devices)-th on its device.
+        let (device, ki) = match devices {
+            0 => (None, k as i64),
+            d => (Some((k % d) as i64), (k / d) as i64),
+        };
         for m in &memory {
             if emitted == n {
                 break;
@@ -145,12 +152,12 @@ pub fn generate(pattern: &[u8], n: u64, out: &mut dyn Write) -> Result<u64> {
                 },
                 m.total_allocated.saturating_add(growth.saturating_mul(ki)),
                 m.bytes,
-                m.device_id,
-                m.device_type,
-                m.addr.saturating_add(addr_span.saturating_mul(ki)),
+                device.unwrap_or(m.device_id),
+                if device.is_some() { 1 } else { m.device_type },
+                m.addr.saturating_add(addr_span.saturating_mul(k as i64)),
             )?;
             if let Some(idx) = m.ev_idx {
-                write!(w, ", \"Ev Idx\": {}", idx + idx_span * ki)?;
+                write!(w, ", \"Ev Idx\": {}", idx + idx_span * k as i64)?;
             }
             w.write_all(b"\n    }\n  }")?;
         }

@@ -407,12 +407,19 @@ pub fn runs(logdir: &Path) -> Vec<Run> {
         }
     }
     let mut runs: Vec<Run> = Vec::new();
+    // A run reached from two roots (`logdir` is itself `plugins/profile`)
+    // is listed once; a set, so 30,000 runs are not compared pairwise.
+    let mut seen: std::collections::HashSet<PathBuf> = std::collections::HashSet::new();
     for (prefix, root) in roots {
         for dir in subdirs(&root) {
-            let files = xspace_files(&dir);
-            if files.is_empty() || runs.iter().any(|r| r.dir == dir) {
+            if seen.contains(&dir) {
                 continue;
             }
+            let files = xspace_files(&dir);
+            if files.is_empty() {
+                continue;
+            }
+            seen.insert(dir.clone());
             let folder = dir
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
@@ -448,6 +455,9 @@ fn timestamp(name: &str) -> Option<Vec<u64>> {
     (parts.len() >= 3 && parts[0] >= 1970).then_some(parts)
 }
 
+/// Runs named in the error for a `--run` that names none, newest first.
+const RUNS_NAMED: usize = 20;
+
 /// The run `wanted` names (its full name or its folder's), else the newest.
 fn choose_run<'r>(logdir: &str, runs: &'r [Run], wanted: Option<&str>) -> Result<&'r Run> {
     let Some(wanted) = wanted else {
@@ -457,11 +467,18 @@ fn choose_run<'r>(logdir: &str, runs: &'r [Run], wanted: Option<&str>) -> Result
         .iter()
         .filter(|r| r.name == wanted || r.name.rsplit('/').next() == Some(wanted))
         .collect();
+    // The newest few, oldest first: a logdir of thousands of runs makes no
+    // readable line.
     let names = || {
-        runs.iter()
-            .map(|r| r.name.as_str())
-            .collect::<Vec<_>>()
-            .join(", ")
+        let older = runs.len().saturating_sub(RUNS_NAMED);
+        let newest: Vec<&str> = runs[older..].iter().map(|r| r.name.as_str()).collect();
+        match older {
+            0 => newest.join(", "),
+            more => format!(
+                "{more} older, then {}; --list-runs lists them all",
+                newest.join(", ")
+            ),
+        }
     };
     match matches.as_slice() {
         [run] => Ok(run),

@@ -193,44 +193,91 @@ fn profile_view(
     data: &mut Vec<MemoryData>,
 ) -> ProfileView {
     let leaks = leaks::leaks(profile, &options.analysis);
+    // Found by id through a map: a scan per memory is quadratic in them.
+    let leaks_of: std::collections::HashMap<&str, &MemoryLeaks> = leaks
+        .memories
+        .iter()
+        .map(|l| (l.header.id.as_str(), l))
+        .collect();
     let mut empty = Vec::new();
+    let mut empty_more = 0;
     // The peak the `peak` and `summary` commands report (the allocator's
     // own figure when it gives one, `--ties`).
     let mut with_peaks: Vec<(usize, &Memory, PeakFacts)> = Vec::new();
     for (m, memory) in options.analysis.selected(profile).enumerate() {
         match PeakFacts::of(memory, options.analysis.ties) {
             Some(peak) => with_peaks.push((m, memory, peak)),
-            None => empty.push(display_id(&memory.id)),
+            None if empty.len() < FoldedTable::ROWS => empty.push(display_id(&memory.id)),
+            None => empty_more += 1,
         }
     }
     // The page opens on the memory that matters: biggest peak first, the
-    // trivial ones one row each in a table after the others.
+    // first [`SECTIONS`] drawn, the others one row each in a compact table
+    // (and the trivial ones in another), so the page stays a few MB
+    // whatever the number of memories.
     let peaks: Vec<(&str, u64)> = with_peaks
         .iter()
         .map(|(_, memory, facts)| (memory.id.as_str(), facts.peak.bytes))
         .collect();
     let order = crate::analysis::order_by_peak(&peaks);
-    let trivial = order
-        .trivial
-        .iter()
-        .map(|&i| {
-            let (_, memory, facts) = &with_peaks[i];
-            TrivialRow {
-                memory: display_id(&memory.id),
-                kind: memory.kind.name().to_string(),
-                peak: bytes_cell(facts.peak.bytes),
-                buffers: count_cell(facts.point().buffers),
-                at: facts.label.clone(),
-            }
-        })
-        .collect();
-    let mut memories = Vec::new();
-    for &i in &order.main {
-        let (m, memory, peak) = &with_peaks[i];
-        let leak = leaks
-            .memories
+    let drawn = order.main.len().min(SECTIONS);
+    let folded_table = |class: &'static str, summary: String, indices: &[usize]| {
+        let rows = indices
             .iter()
-            .find(|l| l.header.id == memory.id)
+            .take(FoldedTable::ROWS)
+            .map(|&i| {
+                let (_, memory, facts) = &with_peaks[i];
+                TrivialRow {
+                    memory: display_id(&memory.id),
+                    kind: memory.kind.name().to_string(),
+                    peak: bytes_cell(facts.peak.bytes),
+                    buffers: count_cell(facts.point().buffers),
+                    at: facts.label.clone(),
+                }
+            })
+            .collect();
+        let sums: Vec<(u64, u64)> = indices
+            .iter()
+            .map(|&i| (with_peaks[i].2.peak.bytes, with_peaks[i].2.point().buffers))
+            .collect();
+        FoldedTable::new(class, summary, rows, &sums)
+    };
+    let plural = |n: usize| if n == 1 { "memory" } else { "memories" };
+    let beyond = &order.main[drawn..];
+    let trivial = &order.trivial;
+    let folded = [
+        folded_table(
+            "beyond",
+            format!(
+                "{} more {} not drawn: the page draws the {SECTIONS} with the largest peaks \
+                 (JSON output keeps every memory){}",
+                beyond.len(),
+                plural(beyond.len()),
+                listed_note(beyond.len()),
+            ),
+            beyond,
+        ),
+        folded_table(
+            "trivial",
+            format!(
+                "{} more {} too small to matter (peak under 1% of the largest and under 1 MiB), \
+                 not drawn{}",
+                trivial.len(),
+                plural(trivial.len()),
+                listed_note(trivial.len()),
+            ),
+            trivial,
+        ),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    let mut memories = Vec::new();
+    for &i in &order.main[..drawn] {
+        let (m, memory, peak) = &with_peaks[i];
+        let leak = leaks_of
+            .get(memory.id.as_str())
+            .copied()
             .filter(|_| memory.program.is_none());
         let dom = format!("m{n}-{m}");
         let (view, memory_data) = memory_view(profile, memory, peak.clone(), leak, dom, options);
@@ -240,8 +287,28 @@ fn profile_view(
     ProfileView {
         heading,
         memories,
-        trivial,
+        folded,
         empty,
+        empty_more,
+    }
+}
+
+/// Memories of a profile drawn in sections of their own, biggest peak
+/// first; the others are rows of a compact table. A section weighs up to a
+/// few hundred KB (timeline, call tree, address grid, blocks), so this
+/// bounds the page.
+pub(super) const SECTIONS: usize = 16;
+
+/// What a folded table's summary adds when it lists only some rows.
+fn listed_note(n: usize) -> String {
+    if n > FoldedTable::ROWS {
+        format!(
+            "; the {} largest listed, the other {} summed in the last row",
+            FoldedTable::ROWS,
+            n - FoldedTable::ROWS
+        )
+    } else {
+        String::new()
     }
 }
 
