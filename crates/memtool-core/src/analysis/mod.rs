@@ -355,6 +355,45 @@ pub fn beyond_note(n: usize) -> String {
     )
 }
 
+/// Notes about one memory each, `(display id, text)`, as lines `id: text`.
+/// Past [`LISTED_MEMORIES`] of them, those of one text are one line naming
+/// the first few memories and counting the others, in the order the texts
+/// first come: 10^5 devices without a fragmentation figure are one line,
+/// not 10^5.
+pub fn memory_notes(notes: Vec<(String, String)>) -> Vec<String> {
+    if notes.len() <= LISTED_MEMORIES {
+        return notes
+            .into_iter()
+            .map(|(id, text)| format!("{id}: {text}"))
+            .collect();
+    }
+    const NAMED: usize = 5;
+    let mut order: Vec<String> = Vec::new();
+    let mut ids: std::collections::HashMap<String, (Vec<String>, usize)> =
+        std::collections::HashMap::new();
+    for (id, text) in notes {
+        let entry = ids.entry(text.clone()).or_insert_with(|| {
+            order.push(text);
+            (Vec::new(), 0)
+        });
+        if entry.0.len() < NAMED {
+            entry.0.push(id);
+        } else {
+            entry.1 += 1;
+        }
+    }
+    order
+        .into_iter()
+        .map(|text| {
+            let (named, more) = &ids[&text];
+            match more {
+                0 => format!("{}: {text}", named.join(", ")),
+                n => format!("{} and {n} more memories: {text}", named.join(", ")),
+            }
+        })
+        .collect()
+}
+
 /// The note under a listing that folds the memories trivial beside the
 /// largest into one row (`+3 small`): which they are (the first
 /// [`LISTED_MEMORIES`] named). `None` for fewer than two (a single one keeps
