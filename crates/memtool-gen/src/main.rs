@@ -76,9 +76,10 @@ enum Command {
     TorchTrace {
         #[arg(long, value_name = "N")]
         events: u64,
-        /// Deal the repetitions of the pattern's `[memory]` events
-        /// round-robin to D CUDA devices (`cuda:0`…), for traces of many
-        /// memories; 0 keeps the pattern's devices.
+        /// Deal the `[memory]` events to D CUDA devices (`cuda:0`…) by
+        /// address, an allocation and its free on one device, each with its
+        /// own running totals: traces of many memories (N / D events each);
+        /// 0 keeps the pattern's devices.
         #[arg(long, value_name = "D", default_value_t = 0)]
         devices: u64,
         /// Pattern trace (.json or .json.gz).

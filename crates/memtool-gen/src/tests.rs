@@ -340,7 +340,8 @@ fn torch_trace_dealt_to_many_devices_is_that_many_memories() {
         .iter()
         .filter(|e| e["name"] == "[memory]")
         .count() as u64;
-    // The pattern once as it is, then 7 repetitions, one per CUDA device.
+    // Every [memory] event dealt to 7 CUDA devices: each has some, and the
+    // pattern's other events (its ops) stay.
     let mut out = Vec::new();
     torch_trace::generate(&p, per * 8, 7, &mut out).unwrap();
     let source = memtool_core::Source::from_bytes("many.pt.trace.json", out);
@@ -349,8 +350,9 @@ fn torch_trace_dealt_to_many_devices_is_that_many_memories() {
     ids.sort_unstable();
     assert_eq!(
         ids,
-        ["cpu", "cuda:0", "cuda:1", "cuda:2", "cuda:3", "cuda:4", "cuda:5", "cuda:6"]
+        ["cuda:0", "cuda:1", "cuda:2", "cuda:3", "cuda:4", "cuda:5", "cuda:6"]
     );
-    let events: Vec<usize> = profile.memories.iter().map(|m| m.events.len()).collect();
-    assert!(events.iter().all(|&n| n == events[0]), "{events:?}");
+    let events: usize = profile.memories.iter().map(|m| m.events.len()).sum();
+    assert_eq!(events as u64, per * 8);
+    assert!(profile.memories.iter().all(|m| m.events.len() as u64 > per));
 }

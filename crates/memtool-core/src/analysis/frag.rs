@@ -507,7 +507,11 @@ impl Report for FragReport {
 
     fn tables(&self) -> Vec<Table> {
         let mut tables = vec![self.fragmentation_table(true)];
-        for m in self.biggest_first().into_iter().take(super::LISTED_MEMORIES) {
+        for m in self
+            .biggest_first()
+            .into_iter()
+            .take(super::LISTED_MEMORIES)
+        {
             let Some(layout) = &m.layout else { continue };
             let mut t = Table::ranked(
                 format!(

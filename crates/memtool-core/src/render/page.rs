@@ -277,18 +277,19 @@ impl FoldedTable {
     /// Rows listed one memory each; the rest are one row.
     pub(super) const ROWS: usize = 200;
 
-    /// `rows` (biggest peak first) folded: the first [`Self::ROWS`] kept,
-    /// the others summed into `rest`. `None` for no rows.
+    /// The memories whose `(peak, buffers)` are `sums` (biggest peak
+    /// first) folded: `rows`, the first [`Self::ROWS`]'s rows, kept, the
+    /// others summed into `rest`. `None` for no memories.
     pub(super) fn new(
         class: &'static str,
         summary: String,
         mut rows: Vec<TrivialRow>,
         sums: &[(u64, u64)],
     ) -> Option<FoldedTable> {
-        if rows.is_empty() {
+        if sums.is_empty() {
             return None;
         }
-        let rest = (rows.len() > Self::ROWS).then(|| {
+        let rest = (sums.len() > Self::ROWS).then(|| {
             let more = &sums[Self::ROWS..];
             let (peaks, buffers) = more.iter().fold((0u64, 0u64), |(p, b), &(peak, buf)| {
                 (p.saturating_add(peak), b.saturating_add(buf))
