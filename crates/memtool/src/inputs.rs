@@ -590,3 +590,38 @@ fn host_of(file: &Path) -> String {
 pub fn free_at_exit<T>(value: T) {
     std::mem::forget(value);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_that_is_not_there_names_the_newest_runs_only() {
+        let runs: Vec<Run> = (0..25)
+            .map(|i| Run {
+                name: format!("2026_01_01_00_{i:02}_00"),
+                dir: PathBuf::from(format!("logdir/{i}")),
+                stamp: timestamp(&format!("2026_01_01_00_{i:02}_00")),
+                modified: std::time::UNIX_EPOCH,
+            })
+            .collect();
+        let err = choose_run("logdir", &runs, Some("2027_01_01_00_00_00"))
+            .err()
+            .unwrap()
+            .to_string();
+        // 25 runs: the 5 oldest counted, the newest 20 named, oldest first.
+        assert!(
+            err.starts_with(
+                "logdir: no run `2027_01_01_00_00_00` (runs: 5 older, then 2026_01_01_00_05_00, "
+            ),
+            "{err}"
+        );
+        assert!(
+            err.ends_with("2026_01_01_00_24_00; --list-runs lists them all)"),
+            "{err}"
+        );
+        assert!(!err.contains("2026_01_01_00_04_00"), "{err}");
+        let chosen = choose_run("logdir", &runs, Some("2026_01_01_00_03_00")).unwrap();
+        assert_eq!(chosen.dir, PathBuf::from("logdir/3"));
+    }
+}
