@@ -332,13 +332,16 @@ fn memory_view(
     mark_before_recording(names, memory, by, filter, &mut tl);
     // The chart as a picture, for viewers that run no script (a ticket's
     // attachment preview, a mail client); the script replaces it.
-    let static_svg = super::svg::document(&[super::svg::panel(
-        "",
-        memory,
-        &facts,
-        by,
-        &tl.coarsened(STATIC_COLUMNS),
-    )])
+    let static_svg = super::svg::document(
+        &[super::svg::panel(
+            "",
+            memory,
+            &facts,
+            by,
+            &tl.coarsened(STATIC_COLUMNS),
+        )],
+        None,
+    )
     // Inline in HTML the namespace is implied; the page names no address.
     .replacen(" xmlns=\"http://www.w3.org/2000/svg\"", "", 1);
     let by_site = group::totals_by_site(memory, &replay::live_at(memory, peak.index));

@@ -181,3 +181,23 @@ fn tables_fold_past_the_largest_and_json_keeps_every_memory() {
     );
     assert!(leaks.contains(&format!("+{more} more memories have no growth table")));
 }
+
+#[test]
+fn the_image_draws_the_largest_memories_only() {
+    let options = RenderOptions::default();
+    let small = svg(Inputs::One(&many_devices(100)), &options);
+    let big = svg(Inputs::One(&many_devices(1_000)), &options);
+    assert!(small.contains(">84 more memories not drawn: the image draws the 16 with"));
+    assert!(big.contains(">984 more memories not drawn: the image draws the 16 with"));
+    // Sixteen panels either way: the same size but for the count.
+    assert!(
+        big.len().abs_diff(small.len()) < 200,
+        "{} then {}",
+        small.len(),
+        big.len()
+    );
+    // Sixteen memories or fewer: every one drawn, no note.
+    let few = svg(Inputs::One(&many_devices(16)), &options);
+    assert!(!few.contains("not drawn"));
+    assert!(few.contains(">dev:15"), "{few}");
+}
