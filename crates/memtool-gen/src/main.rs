@@ -76,6 +76,12 @@ enum Command {
     TorchTrace {
         #[arg(long, value_name = "N")]
         events: u64,
+        /// Deal the `[memory]` events to D CUDA devices (`cuda:0`…) by
+        /// address, an allocation and its free on one device, each with its
+        /// own running totals: traces of many memories (N / D events each);
+        /// 0 keeps the pattern's devices.
+        #[arg(long, value_name = "D", default_value_t = 0)]
+        devices: u64,
         /// Pattern trace (.json or .json.gz).
         #[arg(long, value_name = "FILE")]
         from: Option<PathBuf>,
@@ -168,11 +174,14 @@ fn run(cli: Cli) -> Result<()> {
         }
         Command::TorchTrace {
             events,
+            devices,
             from,
             output,
         } => {
             let pattern = read_pattern(&from, "torch/torch_cpu_transformer.pt.trace.json.gz")?;
-            let n = write_file(&output, |out| torch_trace::generate(&pattern, events, out))?;
+            let n = write_file(&output, |out| {
+                torch_trace::generate(&pattern, events, devices, out)
+            })?;
             eprintln!("{}: {events} [memory] events, {n} bytes", output.display());
         }
         Command::Pprof {

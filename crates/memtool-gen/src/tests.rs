@@ -201,7 +201,7 @@ fn torch_trace_has_n_memory_events_in_time_order() {
         return;
     };
     let mut out = Vec::new();
-    torch_trace::generate(&p, 6000, &mut out).unwrap();
+    torch_trace::generate(&p, 6000, 0, &mut out).unwrap();
     let json: serde_json::Value = serde_json::from_slice(&out).unwrap();
     let memory: Vec<&serde_json::Value> = json["traceEvents"]
         .as_array()
@@ -326,4 +326,33 @@ fn pprof_samples_dealt_to_many_devices_are_that_many_memories() {
         .sum();
     assert_eq!(total, expected);
     assert!(profile.memories.iter().all(|m| m.allocations.len() == 100));
+}
+
+#[test]
+fn torch_trace_dealt_to_many_devices_is_that_many_memories() {
+    let Some(p) = pattern("torch/torch_cpu_transformer.pt.trace.json.gz") else {
+        return;
+    };
+    let json: serde_json::Value = serde_json::from_slice(&p).unwrap();
+    let per = json["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["name"] == "[memory]")
+        .count() as u64;
+    // Every [memory] event dealt to 7 CUDA devices: each has some, and the
+    // pattern's other events (its ops) stay.
+    let mut out = Vec::new();
+    torch_trace::generate(&p, per * 8, 7, &mut out).unwrap();
+    let source = memtool_core::Source::from_bytes("many.pt.trace.json", out);
+    let profile = memtool_core::load(vec![source], &Default::default()).unwrap();
+    let mut ids: Vec<&str> = profile.memories.iter().map(|m| m.id.as_str()).collect();
+    ids.sort_unstable();
+    assert_eq!(
+        ids,
+        ["cuda:0", "cuda:1", "cuda:2", "cuda:3", "cuda:4", "cuda:5", "cuda:6"]
+    );
+    let events: usize = profile.memories.iter().map(|m| m.events.len()).sum();
+    assert_eq!(events as u64, per * 8);
+    assert!(profile.memories.iter().all(|m| m.events.len() as u64 > per));
 }

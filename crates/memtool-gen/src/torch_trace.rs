@@ -1,7 +1,12 @@
 //! PyTorch profiler Chrome trace with N `[memory]` instant events: a real
 //! trace kept whole once (metadata, ops and its memory events), then its
 //! `[memory]` events repeated, shifted in `ts`, `Addr`, `Ev Idx` and the
-//! running totals, written in Kineto's own layout one event at a time.
+//! running totals, written in Kineto's own layout one event at a time. With
+//! `devices` > 0 every `[memory]` event (the first repetition's too) goes
+//! to one of that many CUDA devices (`Device Type` 1, `Device Id` 0…)
+//! chosen by its address, so an allocation and its free stay on one device,
+//! with each device's own running totals: traces of many memories, a few
+//! events each.
 
 use std::io::Write;
 
@@ -26,7 +31,7 @@ fn int(args: &Map<String, Value>, key: &str) -> i64 {
     args.get(key).and_then(Value::as_i64).unwrap_or(0)
 }
 
-pub fn generate(pattern: &[u8], n: u64, out: &mut dyn Write) -> Result<u64> {
+pub fn generate(pattern: &[u8], n: u64, devices: u64, out: &mut dyn Write) -> Result<u64> {
     let json: Value = serde_json::from_slice(pattern).context("the pattern is not JSON")?;
     let Some(top) = json.as_object() else {
         bail!("the pattern is not a trace object");
@@ -107,8 +112,12 @@ pub fn generate(pattern: &[u8], n: u64, out: &mut dyn Write) -> Result<u64> {
         first = false;
         Ok(())
     };
-    // Repetition 0: the pattern as it is, memory events counted against N.
+    // Repetition 0: the pattern as it is, memory events counted against N
+    // (dealt to devices, they are written below like the others).
     for e in events {
+        if is_memory(e) && devices > 0 {
+            continue;
+        }
         if is_memory(e) {
             if emitted == n {
                 continue;
@@ -118,7 +127,10 @@ pub fn generate(pattern: &[u8], n: u64, out: &mut dyn Write) -> Result<u64> {
         sep(&mut w)?;
         write!(w, "  {e}")?;
     }
-    for k in 1..reps {
+    // Per device dealt to: (allocated, reserved) running totals.
+    let mut totals: std::collections::HashMap<i64, (i64, i64)> = Default::default();
+    let first_generated = if devices > 0 { 0 } else { 1 };
+    for k in first_generated..reps {
         let kf = k as f64;
         let ki = k as i64;
         for m in &memory {
@@ -127,6 +139,27 @@ pub fn generate(pattern: &[u8], n: u64, out: &mut dyn Write) -> Result<u64> {
             }
             emitted += 1;
             sep(&mut w)?;
+            let addr = m.addr.saturating_add(addr_span.saturating_mul(ki));
+            let (device_id, device_type, total_allocated, total_reserved) = match devices {
+                0 => (
+                    m.device_id,
+                    m.device_type,
+                    m.total_allocated.saturating_add(growth.saturating_mul(ki)),
+                    // A CPU trace reports no reserved memory; it stays 0.
+                    if m.total_reserved > 0 {
+                        m.total_reserved.saturating_add(growth.saturating_mul(ki))
+                    } else {
+                        m.total_reserved
+                    },
+                ),
+                d => {
+                    let device = (mix(addr as u64) % d) as i64;
+                    let (allocated, reserved) = totals.entry(device).or_default();
+                    *allocated = allocated.saturating_add(m.bytes).max(0);
+                    *reserved = (*reserved).max(*allocated);
+                    (device, 1, *allocated, *reserved)
+                }
+            };
             write!(
                 w,
                 "  {{\n    \"ph\": \"i\", \"cat\": {}, \"s\": \"t\", \"name\": \"[memory]\", \
@@ -137,17 +170,12 @@ pub fn generate(pattern: &[u8], n: u64, out: &mut dyn Write) -> Result<u64> {
                 m.pid,
                 m.tid,
                 m.ts + period * kf,
-                // A CPU trace reports no reserved memory; it stays 0.
-                if m.total_reserved > 0 {
-                    m.total_reserved.saturating_add(growth.saturating_mul(ki))
-                } else {
-                    m.total_reserved
-                },
-                m.total_allocated.saturating_add(growth.saturating_mul(ki)),
+                total_reserved,
+                total_allocated,
                 m.bytes,
-                m.device_id,
-                m.device_type,
-                m.addr.saturating_add(addr_span.saturating_mul(ki)),
+                device_id,
+                device_type,
+                addr,
             )?;
             if let Some(idx) = m.ev_idx {
                 write!(w, ", \"Ev Idx\": {}", idx + idx_span * ki)?;
@@ -158,6 +186,14 @@ pub fn generate(pattern: &[u8], n: u64, out: &mut dyn Write) -> Result<u64> {
     w.write_all(b"\n  ]\n}\n")?;
     w.flush()?;
     Ok(w.written)
+}
+
+/// SplitMix64's finalizer: addresses (aligned, so their low bits are
+/// zero) spread evenly over the devices.
+fn mix(mut x: u64) -> u64 {
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
 }
 
 struct Counting<'a> {

@@ -433,12 +433,19 @@ pub fn runs(logdir: &Path) -> Vec<Run> {
         }
     }
     let mut runs: Vec<Run> = Vec::new();
+    // A run reached from two roots (`logdir` is itself `plugins/profile`)
+    // is listed once; a set, so 30,000 runs are not compared pairwise.
+    let mut seen: std::collections::HashSet<PathBuf> = std::collections::HashSet::new();
     for (prefix, root) in roots {
         for dir in subdirs(&root) {
-            let files = xspace_files(&dir);
-            if files.is_empty() || runs.iter().any(|r| r.dir == dir) {
+            if seen.contains(&dir) {
                 continue;
             }
+            let files = xspace_files(&dir);
+            if files.is_empty() {
+                continue;
+            }
+            seen.insert(dir.clone());
             let folder = dir
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
@@ -474,6 +481,9 @@ fn timestamp(name: &str) -> Option<Vec<u64>> {
     (parts.len() >= 3 && parts[0] >= 1970).then_some(parts)
 }
 
+/// Runs named in the error for a `--run` that names none, newest first.
+const RUNS_NAMED: usize = 20;
+
 /// The run `wanted` names (its full name or its folder's), else the newest.
 fn choose_run<'r>(logdir: &str, runs: &'r [Run], wanted: Option<&str>) -> Result<&'r Run> {
     let Some(wanted) = wanted else {
@@ -483,11 +493,18 @@ fn choose_run<'r>(logdir: &str, runs: &'r [Run], wanted: Option<&str>) -> Result
         .iter()
         .filter(|r| r.name == wanted || r.name.rsplit('/').next() == Some(wanted))
         .collect();
+    // The newest few, oldest first: a logdir of thousands of runs makes no
+    // readable line.
     let names = || {
-        runs.iter()
-            .map(|r| r.name.as_str())
-            .collect::<Vec<_>>()
-            .join(", ")
+        let older = runs.len().saturating_sub(RUNS_NAMED);
+        let newest: Vec<&str> = runs[older..].iter().map(|r| r.name.as_str()).collect();
+        match older {
+            0 => newest.join(", "),
+            more => format!(
+                "{more} older, then {}; --list-runs lists them all",
+                newest.join(", ")
+            ),
+        }
     };
     match matches.as_slice() {
         [run] => Ok(run),
@@ -602,4 +619,39 @@ fn host_of(file: &Path) -> String {
 /// Only for values that live until the command ends.
 pub fn free_at_exit<T>(value: T) {
     std::mem::forget(value);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_that_is_not_there_names_the_newest_runs_only() {
+        let runs: Vec<Run> = (0..25)
+            .map(|i| Run {
+                name: format!("2026_01_01_00_{i:02}_00"),
+                dir: PathBuf::from(format!("logdir/{i}")),
+                stamp: timestamp(&format!("2026_01_01_00_{i:02}_00")),
+                modified: std::time::UNIX_EPOCH,
+            })
+            .collect();
+        let err = choose_run("logdir", &runs, Some("2027_01_01_00_00_00"))
+            .err()
+            .unwrap()
+            .to_string();
+        // 25 runs: the 5 oldest counted, the newest 20 named, oldest first.
+        assert!(
+            err.starts_with(
+                "logdir: no run `2027_01_01_00_00_00` (runs: 5 older, then 2026_01_01_00_05_00, "
+            ),
+            "{err}"
+        );
+        assert!(
+            err.ends_with("2026_01_01_00_24_00; --list-runs lists them all)"),
+            "{err}"
+        );
+        assert!(!err.contains("2026_01_01_00_04_00"), "{err}");
+        let chosen = choose_run("logdir", &runs, Some("2026_01_01_00_03_00")).unwrap();
+        assert_eq!(chosen.dir, PathBuf::from("logdir/3"));
+    }
 }

@@ -443,6 +443,61 @@ impl FragReport {
         });
         all
     }
+
+    /// One row per memory, biggest in use at its peak first; with `fold`,
+    /// those past the [`super::LISTED_MEMORIES`] largest are one row (CSV
+    /// keeps every row).
+    fn fragmentation_table(&self, fold: bool) -> Table {
+        let mut t = Table::new(
+            "Fragmentation",
+            vec![
+                "memory",
+                "allocator_max",
+                "allocator_mean",
+                "allocator_at_peak",
+                "reserved_at_peak",
+                "unused_at_peak",
+                "unused_max",
+                "address_at_peak",
+                "address_at_end",
+                "largest_gap_at_peak",
+            ],
+        );
+        let bytes = |b: Option<u64>| b.map_or(Cell::Text("n/a".into()), Cell::Bytes);
+        let all = self.biggest_first();
+        let listed = if fold {
+            all.len().min(super::LISTED_MEMORIES)
+        } else {
+            all.len()
+        };
+        for m in &all[..listed] {
+            let peak = m.at_peak.as_ref();
+            t.rows.push(vec![
+                display_id(&m.header.id).into(),
+                percent(m.allocator.as_ref().map(|a| a.max)),
+                percent(m.allocator.as_ref().map(|a| a.mean)),
+                percent(peak.and_then(|p| p.allocator_fragmentation)),
+                bytes(peak.and_then(|p| p.reserved_bytes)),
+                bytes(peak.and_then(|p| p.unused_reserved_bytes)),
+                bytes(m.unused_reserved.as_ref().map(|u| u.max_bytes)),
+                percent(peak.and_then(|p| p.address.map(|a| a.fragmentation))),
+                percent(
+                    m.at_end
+                        .as_ref()
+                        .and_then(|p| p.address.map(|a| a.fragmentation)),
+                ),
+                bytes(peak.and_then(|p| p.address).map(|a| a.largest_gap_bytes)),
+            ]);
+        }
+        if listed < all.len() {
+            let more = all.len() - listed;
+            let mut row = vec![Cell::Empty; t.columns.len()];
+            row[0] = format!("+{more} more").into();
+            t.rows.push(row);
+            t.notes.push(super::beyond_note(more));
+        }
+        t
+    }
 }
 
 impl Report for FragReport {
@@ -451,8 +506,12 @@ impl Report for FragReport {
     }
 
     fn tables(&self) -> Vec<Table> {
-        let mut tables = vec![self.csv_table()];
-        for m in self.biggest_first() {
+        let mut tables = vec![self.fragmentation_table(true)];
+        for m in self
+            .biggest_first()
+            .into_iter()
+            .take(super::LISTED_MEMORIES)
+        {
             let Some(layout) = &m.layout else { continue };
             let mut t = Table::ranked(
                 format!(
@@ -550,44 +609,8 @@ impl Report for FragReport {
     }
 
     fn csv_table(&self) -> Table {
-        let mut t = Table::new(
-            "Fragmentation",
-            vec![
-                "memory",
-                "allocator_max",
-                "allocator_mean",
-                "allocator_at_peak",
-                "reserved_at_peak",
-                "unused_at_peak",
-                "unused_max",
-                "address_at_peak",
-                "address_at_end",
-                "largest_gap_at_peak",
-            ],
-        );
-        let bytes = |b: Option<u64>| b.map_or(Cell::Text("n/a".into()), Cell::Bytes);
-        for m in self.biggest_first() {
-            let peak = m.at_peak.as_ref();
-            t.rows.push(vec![
-                display_id(&m.header.id).into(),
-                percent(m.allocator.as_ref().map(|a| a.max)),
-                percent(m.allocator.as_ref().map(|a| a.mean)),
-                percent(peak.and_then(|p| p.allocator_fragmentation)),
-                bytes(peak.and_then(|p| p.reserved_bytes)),
-                bytes(peak.and_then(|p| p.unused_reserved_bytes)),
-                bytes(m.unused_reserved.as_ref().map(|u| u.max_bytes)),
-                percent(peak.and_then(|p| p.address.map(|a| a.fragmentation))),
-                percent(
-                    m.at_end
-                        .as_ref()
-                        .and_then(|p| p.address.map(|a| a.fragmentation)),
-                ),
-                bytes(peak.and_then(|p| p.address).map(|a| a.largest_gap_bytes)),
-            ]);
-        }
-        t
+        self.fragmentation_table(false)
     }
-
     fn warnings(&self) -> Vec<String> {
         super::warning_notes(&self.provenance.warnings)
     }
@@ -610,36 +633,48 @@ impl Report for FragReport {
                     .to_string(),
             );
         }
+        let mut about: Vec<(String, String)> = Vec::new();
         for m in &self.memories {
             let id = display_id(&m.header.id);
             if let Some(u) = m.unused_reserved.as_ref().filter(|u| u.max_bytes > 0) {
-                notes.push(format!(
-                    "{id}: most reserved memory unused: {} of {} reserved, at {}",
-                    crate::report::units::bytes(u.max_bytes),
-                    crate::report::units::bytes(u.max_reserved_bytes),
-                    u.max_label
+                about.push((
+                    id.clone(),
+                    format!(
+                        "most reserved memory unused: {} of {} reserved, at {}",
+                        crate::report::units::bytes(u.max_bytes),
+                        crate::report::units::bytes(u.max_reserved_bytes),
+                        u.max_label
+                    ),
                 ));
             }
             if never_fragmented(m) {
-                notes.push(format!(
-                    "{id}: the allocator's fragmentation stays under 0.05% at all its {} \
-                     points: no worst moment to list",
-                    m.samples_with_fragmentation
+                about.push((
+                    id.clone(),
+                    format!(
+                        "the allocator's fragmentation stays under 0.05% at all its {} \
+                         points: no worst moment to list",
+                        m.samples_with_fragmentation
+                    ),
                 ));
             }
             let addressed = m.has_addresses;
             if m.allocator.is_none() && m.unused_reserved.is_none() && !with_gaps(&m.at_peak) {
-                notes.push(format!(
-                    "{id}: no fragmentation figure: the allocator reports none, and the \
-                     profile does not say which address ranges it holds"
+                about.push((
+                    id,
+                    "no fragmentation figure: the allocator reports none, and the profile \
+                     does not say which address ranges it holds"
+                        .to_string(),
                 ));
             } else if !with_gaps(&m.at_peak) && addressed {
-                notes.push(format!(
-                    "{id}: address gaps n/a: the profile does not say which address ranges \
-                     the allocator holds"
+                about.push((
+                    id,
+                    "address gaps n/a: the profile does not say which address ranges the \
+                     allocator holds"
+                        .to_string(),
                 ));
             }
         }
+        notes.extend(super::memory_notes(about));
         notes
     }
 }

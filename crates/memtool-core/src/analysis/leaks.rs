@@ -736,6 +736,23 @@ fn verdict(findings: &[LeakFinding], points: &Points, total_bytes: &[u64]) -> St
     }
 }
 
+impl LeaksReport {
+    /// The memories given a growth table, in profile order: all of them up
+    /// to [`super::LISTED_MEMORIES`], else that many, those that leak
+    /// first, then those with findings, then the others.
+    fn listed(&self) -> Vec<&MemoryLeaks> {
+        if self.memories.len() <= super::LISTED_MEMORIES {
+            return self.memories.iter().collect();
+        }
+        let mut order: Vec<usize> = (0..self.memories.len()).collect();
+        let rank = |m: &MemoryLeaks| (!m.leaking, m.findings.is_empty());
+        order.sort_by_key(|&i| rank(&self.memories[i]));
+        order.truncate(super::LISTED_MEMORIES);
+        order.sort_unstable();
+        order.into_iter().map(|i| &self.memories[i]).collect()
+    }
+}
+
 impl Report for LeaksReport {
     fn write_json(&self, out: &mut dyn Write) -> serde_json::Result<()> {
         serde_json::to_writer_pretty(out, self)
@@ -743,7 +760,7 @@ impl Report for LeaksReport {
 
     fn tables(&self) -> Vec<Table> {
         let mut tables = Vec::new();
-        for m in &self.memories {
+        for m in self.listed() {
             let mut t = Table::ranked(
                 format!(
                     "Growth — {} ({} points: {} … {})",
@@ -799,10 +816,22 @@ impl Report for LeaksReport {
     }
 
     fn notes(&self) -> Vec<String> {
-        self.memories
-            .iter()
-            .map(|m| format!("{}: {}", display_id(&m.header.id), m.verdict))
-            .collect()
+        let mut notes = super::memory_notes(
+            self.memories
+                .iter()
+                .map(|m| (display_id(&m.header.id), m.verdict.clone()))
+                .collect(),
+        );
+        let more = self.memories.len() - self.listed().len();
+        if more > 0 {
+            notes.push(format!(
+                "+{more} more memories have no growth table: the {} listed are those that \
+                 leak, then those with findings, then the first (JSON and CSV list every \
+                 memory)",
+                super::LISTED_MEMORIES
+            ));
+        }
+        notes
     }
 
     fn warnings(&self) -> Vec<String> {

@@ -312,10 +312,22 @@ pub struct PeakOrder {
     pub trivial: Vec<usize>,
 }
 
+/// Memories a text table lists a row each (biggest peak first): past
+/// these, the others that matter are one row with their count and totals,
+/// so a profile of 10^5 devices prints a table, not a book (JSON and CSV
+/// keep every memory).
+pub const LISTED_MEMORIES: usize = 50;
+
 impl PeakOrder {
     /// Every index, `main` then `trivial`.
     pub fn all(&self) -> impl Iterator<Item = usize> + '_ {
         self.main.iter().chain(&self.trivial).copied()
+    }
+
+    /// `main` split into the memories a table lists ([`LISTED_MEMORIES`])
+    /// and those it folds into one row.
+    pub fn listed(&self) -> (&[usize], &[usize]) {
+        self.main.split_at(self.main.len().min(LISTED_MEMORIES))
     }
 }
 
@@ -340,14 +352,71 @@ pub fn order_by_peak(peaks: &[(&str, u64)]) -> PeakOrder {
     PeakOrder { main, trivial }
 }
 
+/// The note under a table that lists the [`LISTED_MEMORIES`] largest
+/// memories and folds the `n` others into one row.
+pub fn beyond_note(n: usize) -> String {
+    format!(
+        "+{n} more: memories past the {LISTED_MEMORIES} largest peaks, one row with their \
+         count and totals (JSON and CSV list every memory)"
+    )
+}
+
+/// Notes about one memory each, `(display id, text)`, as lines `id: text`.
+/// Past [`LISTED_MEMORIES`] of them, those of one text are one line naming
+/// the first few memories and counting the others, in the order the texts
+/// first come: 10^5 devices without a fragmentation figure are one line,
+/// not 10^5.
+pub fn memory_notes(notes: Vec<(String, String)>) -> Vec<String> {
+    if notes.len() <= LISTED_MEMORIES {
+        return notes
+            .into_iter()
+            .map(|(id, text)| format!("{id}: {text}"))
+            .collect();
+    }
+    const NAMED: usize = 5;
+    let mut order: Vec<String> = Vec::new();
+    let mut ids: std::collections::HashMap<String, (Vec<String>, usize)> =
+        std::collections::HashMap::new();
+    for (id, text) in notes {
+        let entry = ids.entry(text.clone()).or_insert_with(|| {
+            order.push(text);
+            (Vec::new(), 0)
+        });
+        if entry.0.len() < NAMED {
+            entry.0.push(id);
+        } else {
+            entry.1 += 1;
+        }
+    }
+    order
+        .into_iter()
+        .map(|text| {
+            let (named, more) = &ids[&text];
+            match more {
+                0 => format!("{}: {text}", named.join(", ")),
+                n => format!("{} and {n} more memories: {text}", named.join(", ")),
+            }
+        })
+        .collect()
+}
+
 /// The note under a listing that folds the memories trivial beside the
-/// largest into one row (`+3 small`): which they are. `None` for fewer than
-/// two (a single one keeps its own row).
+/// largest into one row (`+3 small`): which they are (the first
+/// [`LISTED_MEMORIES`] named). `None` for fewer than two (a single one keeps
+/// its own row).
 pub fn trivial_note(ids: &[&str]) -> Option<String> {
     (ids.len() > 1).then(|| {
-        let names: Vec<String> = ids.iter().map(|id| display_id(id)).collect();
+        let names: Vec<String> = ids
+            .iter()
+            .take(LISTED_MEMORIES)
+            .map(|id| display_id(id))
+            .collect();
+        let more = match ids.len().saturating_sub(LISTED_MEMORIES) {
+            0 => String::new(),
+            n => format!(" and {n} more"),
+        };
         format!(
-            "+{} small: memories whose peak is under 1% of the largest and under 1 MiB, one row: {}",
+            "+{} small: memories whose peak is under 1% of the largest and under 1 MiB, one row: {}{more}",
             ids.len(),
             names.join(", ")
         )

@@ -838,31 +838,55 @@ impl Report for PeakReport {
             .map(|m| (m.header.id.as_str(), m.peak.peak_bytes))
             .collect();
         let order = super::order_by_peak(&peaks);
-        let folded: &[usize] = if order.trivial.len() > 1 {
-            &order.trivial
-        } else {
-            &[]
-        };
-        for i in order.all().filter(|i| !folded.contains(i)) {
-            let m = &self.memories[i];
-            t.rows.push(vec![
+        let (listed, beyond) = order.listed();
+        let fold_trivial = order.trivial.len() > 1;
+        let row = |m: &MemoryPeak| -> Vec<Cell> {
+            vec![
                 display_id(&m.header.id).into(),
                 Cell::Bytes(m.peak.peak_bytes),
                 Cell::Bytes(m.peak.peak_requested_bytes),
                 Cell::Count(m.peak.buffers),
                 m.peak.moment(),
-            ]);
+            ]
+        };
+        for &i in listed {
+            t.rows.push(row(&self.memories[i]));
         }
-        if let Some(&largest) = folded.first() {
+        if !beyond.is_empty() {
+            let sum = |f: fn(&MemoryPeak) -> u64| {
+                beyond
+                    .iter()
+                    .fold(0u64, |s, &i| s.saturating_add(f(&self.memories[i])))
+            };
             t.rows.push(vec![
-                format!("+{} small", folded.len()).into(),
+                format!("+{} more (totals)", beyond.len()).into(),
+                Cell::Bytes(sum(|m| m.peak.peak_bytes)),
+                Cell::Bytes(sum(|m| m.peak.peak_requested_bytes)),
+                Cell::Count(sum(|m| m.peak.buffers)),
+                Cell::Empty,
+            ]);
+            t.notes.push(super::beyond_note(beyond.len()));
+        }
+        match order.trivial.first() {
+            Some(&largest) if fold_trivial => t.rows.push(vec![
+                format!("+{} small", order.trivial.len()).into(),
                 Cell::Bytes(self.memories[largest].peak.peak_bytes),
                 Cell::Empty,
                 Cell::Empty,
                 Cell::Empty,
-            ]);
+            ]),
+            _ => {
+                for &i in &order.trivial {
+                    t.rows.push(row(&self.memories[i]));
+                }
+            }
         }
-        for m in &self.memories {
+        // Tied peaks are named for the memories with a row of their own.
+        let mut folded = vec![false; self.memories.len()];
+        for &i in beyond {
+            folded[i] = true;
+        }
+        for (m, _) in self.memories.iter().zip(&folded).filter(|(_, &f)| !f) {
             if let Some(n) = m.peak.peak_moments {
                 t.notes.push(format!(
                     "{}: the peak is tied — {n} separate moments reach {}; the table shows \
@@ -873,12 +897,18 @@ impl Report for PeakReport {
             }
         }
         tables.push(t);
-        let shown: Vec<&MemoryPeak> = order
-            .all()
-            .filter(|i| {
-                !order.trivial.contains(i)
-                    || self.memories[*i].budget.as_ref().is_some_and(|b| !b.fits)
-            })
+        // Breakdowns of the memories listed, and of any other over a budget.
+        let over_budget = |i: &usize| self.memories[*i].budget.as_ref().is_some_and(|b| !b.fits);
+        let shown: Vec<&MemoryPeak> = listed
+            .iter()
+            .copied()
+            .chain(
+                beyond
+                    .iter()
+                    .chain(&order.trivial)
+                    .copied()
+                    .filter(over_budget),
+            )
             .map(|i| &self.memories[i])
             .collect();
         // A memory whose sites name no op, shape or dtype (a memory

@@ -248,8 +248,27 @@ pub fn summarize(profile: &Profile, options: &Options) -> SummaryReport {
 impl SummaryReport {
     /// The memories biggest peak first (ties by id), as the tables of
     /// every memory list them, like the Memories table.
+    /// Per memory, whether the memories table folds it into its `+N more`
+    /// row (past the [`super::LISTED_MEMORIES`] largest).
+    fn folded(&self) -> Vec<bool> {
+        let mut folded = vec![false; self.memories.len()];
+        for &i in self.order().listed().1 {
+            folded[i] = true;
+        }
+        folded
+    }
+
+    /// The memories biggest peak first, past the [`super::LISTED_MEMORIES`]
+    /// largest (trivial ones aside) left out: the per-memory tables list
+    /// what the memories table lists.
     fn biggest_first(&self) -> Vec<&MemorySummary> {
-        let mut all: Vec<&MemorySummary> = self.memories.iter().collect();
+        let mut all: Vec<&MemorySummary> = self
+            .memories
+            .iter()
+            .zip(self.folded())
+            .filter(|(_, f)| !f)
+            .map(|(m, _)| m)
+            .collect();
         all.sort_by(|a, b| {
             b.peak
                 .peak_bytes
@@ -286,14 +305,14 @@ impl SummaryReport {
             ],
         );
         let order = self.order();
-        let folded = if fold && order.trivial.len() > 1 {
-            order.trivial.as_slice()
+        let (listed, beyond) = if fold {
+            order.listed()
         } else {
-            &[]
+            (order.main.as_slice(), &[][..])
         };
-        for i in order.all().filter(|i| !folded.contains(i)) {
-            let m = &self.memories[i];
-            t.rows.push(vec![
+        let fold_trivial = fold && order.trivial.len() > 1;
+        let row = |m: &MemorySummary| -> Vec<Cell> {
+            vec![
                 display_id(&m.header.id).into(),
                 m.header.kind.name().into(),
                 Cell::Bytes(m.peak.peak_bytes),
@@ -301,18 +320,43 @@ impl SummaryReport {
                 m.peak.moment(),
                 Cell::Bytes(m.final_bytes),
                 Cell::Count(m.final_buffers),
-            ]);
+            ]
+        };
+        for &i in listed {
+            t.rows.push(row(&self.memories[i]));
         }
-        if let Some(&largest) = folded.first() {
+        if !beyond.is_empty() {
+            let sum = |f: fn(&MemorySummary) -> u64| {
+                beyond
+                    .iter()
+                    .fold(0u64, |s, &i| s.saturating_add(f(&self.memories[i])))
+            };
             t.rows.push(vec![
-                format!("+{} small", folded.len()).into(),
+                format!("+{} more (totals)", beyond.len()).into(),
+                Cell::Empty,
+                Cell::Bytes(sum(|m| m.peak.peak_bytes)),
+                Cell::Count(sum(|m| m.peak.buffers)),
+                Cell::Empty,
+                Cell::Bytes(sum(|m| m.final_bytes)),
+                Cell::Count(sum(|m| m.final_buffers)),
+            ]);
+            t.notes.push(super::beyond_note(beyond.len()));
+        }
+        match order.trivial.first() {
+            Some(&largest) if fold_trivial => t.rows.push(vec![
+                format!("+{} small", order.trivial.len()).into(),
                 Cell::Empty,
                 Cell::Bytes(self.memories[largest].peak.peak_bytes),
                 Cell::Empty,
                 Cell::Empty,
                 Cell::Empty,
                 Cell::Empty,
-            ]);
+            ]),
+            _ => {
+                for &i in &order.trivial {
+                    t.rows.push(row(&self.memories[i]));
+                }
+            }
         }
         t
     }
@@ -389,7 +433,7 @@ impl Report for SummaryReport {
         let series = self.memories.iter().any(|m| m.snapshots.len() > 1);
         if series {
             let mut t = Table::new("Snapshots", vec!["snapshot", "memory", "bytes", "buffers"]);
-            for m in &self.memories {
+            for (m, _) in self.memories.iter().zip(self.folded()).filter(|(_, f)| !f) {
                 for s in &m.snapshots {
                     t.rows.push(vec![
                         s.label.clone().into(),
@@ -537,7 +581,7 @@ impl Report for SummaryReport {
             tables.push(t);
         }
         // Biggest peak first; a trivial memory's stacks say nothing.
-        for m in self.order().main.iter().map(|&i| &self.memories[i]) {
+        for m in self.order().listed().0.iter().map(|&i| &self.memories[i]) {
             if m.omitted_stacks == 0
                 && super::group::says_nothing(m.top_stacks.iter().map(|g| &*g.key))
             {

@@ -12,7 +12,9 @@ use crate::model::{Axis, CategorySource, Memory, Profile};
 use crate::report::units;
 
 use super::flame::{self, Node, Tree};
-use super::marks::{landmark_marks, phase_marks, recording_start, relative_label, relative_time};
+use super::marks::{
+    landmark_marks, phase_marks, recording_start, relative_label, relative_time, SECTIONS,
+};
 use super::page::*;
 use super::{
     addr, alloc_view, at_peak, blocks, color, escape, program_chart, timeline, Inputs,
@@ -211,44 +213,91 @@ fn profile_view(
     data: &mut Vec<MemoryData>,
 ) -> ProfileView {
     let leaks = leaks::leaks(profile, &options.analysis);
+    // Found by id through a map: a scan per memory is quadratic in them.
+    let leaks_of: std::collections::HashMap<&str, &MemoryLeaks> = leaks
+        .memories
+        .iter()
+        .map(|l| (l.header.id.as_str(), l))
+        .collect();
     let mut empty = Vec::new();
+    let mut empty_more = 0;
     // The peak the `peak` and `summary` commands report (the allocator's
     // own figure when it gives one, `--ties`).
     let mut with_peaks: Vec<(usize, &Memory, PeakFacts)> = Vec::new();
     for (m, memory) in options.analysis.selected(profile).enumerate() {
         match PeakFacts::of(memory, options.analysis.ties) {
             Some(peak) => with_peaks.push((m, memory, peak)),
-            None => empty.push(display_id(&memory.id)),
+            None if empty.len() < FoldedTable::ROWS => empty.push(display_id(&memory.id)),
+            None => empty_more += 1,
         }
     }
     // The page opens on the memory that matters: biggest peak first, the
-    // trivial ones one row each in a table after the others.
+    // first [`SECTIONS`] drawn, the others one row each in a compact table
+    // (and the trivial ones in another), so the page stays a few MB
+    // whatever the number of memories.
     let peaks: Vec<(&str, u64)> = with_peaks
         .iter()
         .map(|(_, memory, facts)| (memory.id.as_str(), facts.peak.bytes))
         .collect();
     let order = crate::analysis::order_by_peak(&peaks);
-    let trivial = order
-        .trivial
-        .iter()
-        .map(|&i| {
-            let (_, memory, facts) = &with_peaks[i];
-            TrivialRow {
-                memory: display_id(&memory.id),
-                kind: memory.kind.name().to_string(),
-                peak: bytes_cell(facts.peak.bytes),
-                buffers: count_cell(facts.point().buffers),
-                at: facts.label.clone(),
-            }
-        })
-        .collect();
-    let mut memories = Vec::new();
-    for &i in &order.main {
-        let (m, memory, peak) = &with_peaks[i];
-        let leak = leaks
-            .memories
+    let drawn = order.main.len().min(SECTIONS);
+    let folded_table = |class: &'static str, summary: String, indices: &[usize]| {
+        let rows = indices
             .iter()
-            .find(|l| l.header.id == memory.id)
+            .take(FoldedTable::ROWS)
+            .map(|&i| {
+                let (_, memory, facts) = &with_peaks[i];
+                TrivialRow {
+                    memory: display_id(&memory.id),
+                    kind: memory.kind.name().to_string(),
+                    peak: bytes_cell(facts.peak.bytes),
+                    buffers: count_cell(facts.point().buffers),
+                    at: facts.label.clone(),
+                }
+            })
+            .collect();
+        let sums: Vec<(u64, u64)> = indices
+            .iter()
+            .map(|&i| (with_peaks[i].2.peak.bytes, with_peaks[i].2.point().buffers))
+            .collect();
+        FoldedTable::new(class, summary, rows, &sums)
+    };
+    let plural = |n: usize| if n == 1 { "memory" } else { "memories" };
+    let beyond = &order.main[drawn..];
+    let trivial = &order.trivial;
+    let folded = [
+        folded_table(
+            "beyond",
+            format!(
+                "{} more {} not drawn: the page draws the {SECTIONS} with the largest peaks \
+                 (JSON output keeps every memory){}",
+                beyond.len(),
+                plural(beyond.len()),
+                listed_note(beyond.len()),
+            ),
+            beyond,
+        ),
+        folded_table(
+            "trivial",
+            format!(
+                "{} more {} too small to matter (peak under 1% of the largest and under 1 MiB), \
+                 not drawn{}",
+                trivial.len(),
+                plural(trivial.len()),
+                listed_note(trivial.len()),
+            ),
+            trivial,
+        ),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    let mut memories = Vec::new();
+    for &i in &order.main[..drawn] {
+        let (m, memory, peak) = &with_peaks[i];
+        let leak = leaks_of
+            .get(memory.id.as_str())
+            .copied()
             .filter(|_| memory.program.is_none());
         let dom = format!("m{n}-{m}");
         let (view, memory_data) = memory_view(profile, memory, peak.clone(), leak, dom, options);
@@ -258,8 +307,22 @@ fn profile_view(
     ProfileView {
         heading,
         memories,
-        trivial,
+        folded,
         empty,
+        empty_more,
+    }
+}
+
+/// What a folded table's summary adds when it lists only some rows.
+fn listed_note(n: usize) -> String {
+    if n > FoldedTable::ROWS {
+        format!(
+            "; the {} largest listed, the other {} summed in the last row",
+            FoldedTable::ROWS,
+            n - FoldedTable::ROWS
+        )
+    } else {
+        String::new()
     }
 }
 
@@ -283,13 +346,16 @@ fn memory_view(
     mark_before_recording(names, memory, by, filter, &mut tl);
     // The chart as a picture, for viewers that run no script (a ticket's
     // attachment preview, a mail client); the script replaces it.
-    let static_svg = super::svg::document(&[super::svg::panel(
-        "",
-        memory,
-        &facts,
-        by,
-        &tl.coarsened(STATIC_COLUMNS),
-    )])
+    let static_svg = super::svg::document(
+        &[super::svg::panel(
+            "",
+            memory,
+            &facts,
+            by,
+            &tl.coarsened(STATIC_COLUMNS),
+        )],
+        None,
+    )
     // Inline in HTML the namespace is implied; the page names no address.
     .replacen(" xmlns=\"http://www.w3.org/2000/svg\"", "", 1);
     let by_site = group::totals_by_site(memory, &replay::live_at(memory, peak.index));

@@ -11,6 +11,12 @@ use crate::report::units;
 use super::color;
 use super::page::{LandmarkMark, PhaseMark};
 
+/// Memories of a profile drawn in sections of their own, biggest peak
+/// first; the others are rows of a compact table. A section weighs up to a
+/// few hundred KB (timeline, call tree, address grid, blocks), so this
+/// bounds the page (and the SVG, which draws the same memories).
+pub(super) const SECTIONS: usize = 16;
+
 /// The training phases of one memory, drawn as bands along the top of its
 /// timeline. At most about two per pixel column are kept: past that, spans
 /// narrower than half a column are left out (they would not show), so the

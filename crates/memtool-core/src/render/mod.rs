@@ -90,4 +90,6 @@ fn at_peak(memory: &Memory, ties: replay::Ties) -> group::SiteTotals {
 }
 
 #[cfg(test)]
+mod many_tests;
+#[cfg(test)]
 mod tests;

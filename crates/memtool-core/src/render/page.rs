@@ -286,14 +286,70 @@ pub(super) struct TrivialRow {
     pub(super) at: String,
 }
 
+/// Memories folded into one compact table instead of sections: its
+/// one-line summary (what they are, why not drawn), a row each for the
+/// first [`FoldedTable::ROWS`], and one row for the rest with their count
+/// and totals, so the page's size is bounded whatever the number of
+/// memories.
+pub(super) struct FoldedTable {
+    /// `trivial` (too small to matter) or `beyond` (past the sections drawn).
+    pub(super) class: &'static str,
+    pub(super) summary: String,
+    pub(super) rows: Vec<TrivialRow>,
+    /// The memories past the rows, summed into one.
+    pub(super) rest: Option<TrivialRow>,
+}
+
+impl FoldedTable {
+    /// Rows listed one memory each; the rest are one row.
+    pub(super) const ROWS: usize = 200;
+
+    /// The memories whose `(peak, buffers)` are `sums` (biggest peak
+    /// first) folded: `rows`, the first [`Self::ROWS`]'s rows, kept, the
+    /// others summed into `rest`. `None` for no memories.
+    pub(super) fn new(
+        class: &'static str,
+        summary: String,
+        mut rows: Vec<TrivialRow>,
+        sums: &[(u64, u64)],
+    ) -> Option<FoldedTable> {
+        if sums.is_empty() {
+            return None;
+        }
+        let rest = (sums.len() > Self::ROWS).then(|| {
+            let more = &sums[Self::ROWS..];
+            let (peaks, buffers) = more.iter().fold((0u64, 0u64), |(p, b), &(peak, buf)| {
+                (p.saturating_add(peak), b.saturating_add(buf))
+            });
+            TrivialRow {
+                memory: format!("+{} more (totals)", more.len()),
+                kind: String::new(),
+                peak: bytes_cell(peaks),
+                buffers: count_cell(buffers),
+                at: "peaks summed".into(),
+            }
+        });
+        rows.truncate(Self::ROWS);
+        Some(FoldedTable {
+            class,
+            summary,
+            rows,
+            rest,
+        })
+    }
+}
+
 pub(super) struct ProfileView {
     pub(super) heading: String,
     /// Biggest peak first.
     pub(super) memories: Vec<MemoryView>,
-    /// Memories trivial beside the largest, biggest peak first.
-    pub(super) trivial: Vec<TrivialRow>,
-    /// Memories with no data at all.
+    /// The memories not drawn: those past the sections the page draws,
+    /// then those trivial beside the largest, each a compact table.
+    pub(super) folded: Vec<FoldedTable>,
+    /// Memories with no data at all (the first [`FoldedTable::ROWS`]).
     pub(super) empty: Vec<String>,
+    /// How many more memories have no data.
+    pub(super) empty_more: usize,
 }
 
 pub(super) struct DiffRowView {

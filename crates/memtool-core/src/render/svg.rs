@@ -10,7 +10,7 @@ use crate::model::{Memory, Profile};
 use crate::report::units;
 
 use super::escape::xml;
-use super::marks::{label_rows, landmark_marks, phase_marks, relative_label};
+use super::marks::{label_rows, landmark_marks, phase_marks, relative_label, SECTIONS};
 use super::page::{LandmarkMark, PhaseMark};
 use super::timeline::{self, Timeline};
 use super::{Inputs, RenderOptions};
@@ -52,11 +52,28 @@ pub fn svg(inputs: Inputs<'_>, options: &RenderOptions) -> String {
         Inputs::Diff { base, new } => vec![("base: ", base), ("new: ", new)],
     };
     let mut timelines = Vec::new();
+    let mut not_drawn = 0;
     for (role, profile) in list {
-        for memory in options.analysis.selected(profile) {
-            let Some(facts) = PeakFacts::of(memory, options.analysis.ties) else {
-                continue;
-            };
+        let with_peaks: Vec<(&Memory, PeakFacts)> = options
+            .analysis
+            .selected(profile)
+            .filter_map(|m| PeakFacts::of(m, options.analysis.ties).map(|f| (m, f)))
+            .collect();
+        // As the page: past [`SECTIONS`] memories, the largest peaks only
+        // (in profile order), so the image's size is bounded.
+        let mut drawn = vec![true; with_peaks.len()];
+        if with_peaks.len() > SECTIONS {
+            let peaks: Vec<(&str, u64)> = with_peaks
+                .iter()
+                .map(|(m, f)| (m.id.as_str(), f.peak.bytes))
+                .collect();
+            drawn.fill(false);
+            for i in crate::analysis::order_by_peak(&peaks).all().take(SECTIONS) {
+                drawn[i] = true;
+            }
+            not_drawn += with_peaks.len() - SECTIONS;
+        }
+        for ((memory, facts), _) in with_peaks.into_iter().zip(drawn).filter(|(_, d)| *d) {
             let (by, tl) =
                 timeline::of_memory(&profile.names, memory, facts.point().index, options);
             let landmarks = landmark_marks(&profile.names, memory, &options.analysis.frames, tl.x0);
@@ -71,7 +88,14 @@ pub fn svg(inputs: Inputs<'_>, options: &RenderOptions) -> String {
             p
         })
         .collect();
-    document(&panels)
+    // A line under the panels says what is missing.
+    let note = (not_drawn > 0).then(|| {
+        format!(
+            "{not_drawn} more memories not drawn: the image draws the {SECTIONS} with the \
+             largest peaks (render's page lists them all)"
+        )
+    });
+    document(&panels, note.as_deref())
 }
 
 /// The panel of `memory`'s timeline `tl`, grouped `by`, with the peak of
@@ -131,7 +155,7 @@ fn tick_step(max: u64) -> u64 {
     ((step * unit as f64).round() as u64).max(1)
 }
 
-pub(super) fn document(panels: &[Panel<'_>]) -> String {
+pub(super) fn document(panels: &[Panel<'_>], note: Option<&str>) -> String {
     let heights: Vec<f64> = panels
         .iter()
         .map(|p| {
@@ -139,7 +163,8 @@ pub(super) fn document(panels: &[Panel<'_>]) -> String {
             TITLE + PLOT_HEIGHT + AXIS + landmark_lane(p) + rows * LEGEND_ROW + 20.0
         })
         .collect();
-    let total: f64 = heights.iter().sum::<f64>().max(40.0);
+    let panels_height: f64 = heights.iter().sum();
+    let total: f64 = (panels_height + if note.is_some() { 30.0 } else { 0.0 }).max(40.0);
     let mut out = String::new();
     let _ = write!(
         out,
@@ -156,6 +181,14 @@ pub(super) fn document(panels: &[Panel<'_>]) -> String {
     for (panel, height) in panels.iter().zip(&heights) {
         write_panel(&mut out, panel, top);
         top += height;
+    }
+    if let Some(note) = note {
+        let _ = writeln!(
+            out,
+            "<text x=\"10\" y=\"{}\" fill=\"#333\">{}</text>",
+            fmt(panels_height + 20.0),
+            xml(note)
+        );
     }
     out.push_str("</svg>\n");
     out

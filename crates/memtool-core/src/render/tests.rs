@@ -215,7 +215,8 @@ fn frag_sections_show_when_given() {
         memory_count: 1,
         profiles: vec![ProfileView {
             heading: String::new(),
-            trivial: Vec::new(),
+            folded: Vec::new(),
+            empty_more: 0,
             memories: vec![MemoryView {
                 frag: Some(FragSection::from_table(
                     "external fragmentation 12%".into(),

@@ -450,19 +450,12 @@ impl<'a> Grouper<'a> {
             key: u32,
             totals: Totals,
         }
-        // By text id: its rank among all texts + 1, and whether it begins
-        // another text (the next in order begins with it if any does).
-        let mut order: Vec<u32> = (0..self.texts.len() as u32).collect();
-        order.sort_unstable_by(|&a, &b| self.texts[a as usize].cmp(&self.texts[b as usize]));
-        let mut rank = vec![0u32; self.texts.len()];
-        // By rank; rank 0 (the end of a label) begins nothing.
-        let mut begins_another = vec![false; self.texts.len() + 1];
-        for (i, &text) in order.iter().enumerate() {
-            rank[text as usize] = i as u32 + 1;
-            begins_another[i + 1] = order.get(i + 1).is_some_and(|&next| {
-                self.texts[next as usize].starts_with(&*self.texts[text as usize])
-            });
-        }
+        // The texts of the rows' first frames (text id + 1; 0: the label
+        // ended), then each one's rank among those texts + 1 and whether it
+        // begins another of them (the next in order begins with it if any
+        // does). Only these texts: the table holds every memory's, and
+        // ranking it whole for each memory made a profile of 10^5 devices
+        // quadratic.
         let mut rows: Vec<Row> = summed
             .into_iter()
             .map(|(key, totals)| {
@@ -473,7 +466,7 @@ impl<'a> Grouper<'a> {
                         break;
                     }
                     let (text, caller) = self.nodes[node as usize];
-                    *r = rank[text as usize];
+                    *r = text + 1;
                     node = caller;
                 }
                 Row {
@@ -484,6 +477,29 @@ impl<'a> Grouper<'a> {
                 }
             })
             .collect();
+        let mut order: Vec<u32> = rows
+            .iter()
+            .flat_map(|r| r.ranks)
+            .filter(|&t| t != 0)
+            .map(|t| t - 1)
+            .collect();
+        order.sort_unstable();
+        order.dedup();
+        order.sort_unstable_by(|&a, &b| self.texts[a as usize].cmp(&self.texts[b as usize]));
+        let mut rank: FxHashMap<u32, u32> = FxHashMap::default();
+        // By rank; rank 0 (the end of a label) begins nothing.
+        let mut begins_another = vec![false; order.len() + 1];
+        for (i, &text) in order.iter().enumerate() {
+            rank.insert(text, i as u32 + 1);
+            begins_another[i + 1] = order.get(i + 1).is_some_and(|&next| {
+                self.texts[next as usize].starts_with(&*self.texts[text as usize])
+            });
+        }
+        for row in &mut rows {
+            for r in row.ranks.iter_mut().filter(|r| **r != 0) {
+                *r = rank[&(*r - 1)];
+            }
+        }
         let this = &*self;
         let by_label = |a: &Row, b: &Row| {
             // The empty stack's label is not made of frames.
