@@ -1,106 +1,75 @@
-//! The merged walk: every `/host:CPU` line read at once through a cursor of
-//! its own, merged by time, each event going straight to its allocator's
-//! builder on a second thread.
+//! The merged walk: every `/host:CPU` line cut into runs ([`super::runs`]),
+//! runs decoded on every core, lines merged by time on this thread, each
+//! event going straight to its allocator's builder on another.
 
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, VecDeque};
 use std::sync::mpsc;
 
 use super::build::{Collected, MemoryBuilder, SiteCache};
-use super::decode::{Decoder, Interned, LineClock, PlaneKeys, RawEvent};
+use super::decode::{Decoder, Fallback, LineClock, PlaneKeys, RawEvent};
+use super::runs::{self, Adopted, LineAt, Run, Split};
 use super::{HOST_PLANE, SKIM_CHUNK};
 use crate::error::Result;
 use crate::input::source::ByteSource;
-use crate::input::xspace::stream::{header_i64, FieldAt, Skim, Stream, MAX_EVENT_BYTES};
-use crate::input::xspace::{Planes, StreamError, Window};
+use crate::input::xspace::stream::{header_i64, Skim};
+use crate::input::xspace::{Planes, Window};
 use crate::model::{Names, SiteId};
-use memtool_proto::wire::reader::{Header, WireError};
+use memtool_proto::wire::reader::Header;
 
-/// How much of the input the lines' windows read at a time, all together.
-const LINE_CHUNKS: usize = 4 << 20;
-/// Lines merged at most (a cursor and a window each); a host plane with more
-/// threads than this is read in file order and sorted.
+/// Lines merged at most (their decoded events are held until merged); a
+/// host plane with more threads than this is read in file order and sorted.
 const MAX_MERGED_LINES: usize = 4096;
 
-/// Why the merged walk gave up: the walk in file order takes over.
-#[derive(Debug)]
-pub(super) struct Fallback;
+/// One line in the merged walk: its runs, and its events decoded but not yet
+/// merged (the next is its head).
+struct LineEvents {
+    at: LineAt,
+    runs: Vec<Run>,
+    next_run: usize,
+    pending: VecDeque<RawEvent>,
+    /// The time of the last event decoded, which the next must not precede.
+    last_at: Option<i64>,
+}
 
-impl From<StreamError> for Fallback {
-    fn from(_: StreamError) -> Self {
-        Fallback
+impl LineEvents {
+    fn head(&self) -> Option<&RawEvent> {
+        self.pending.front()
     }
 }
 
-impl From<WireError> for Fallback {
-    fn from(_: WireError) -> Self {
-        Fallback
-    }
-}
-
-impl From<std::io::Error> for Fallback {
-    fn from(_: std::io::Error) -> Self {
-        Fallback
-    }
-}
-
-/// One line being read in the merged walk: its next allocator event is
-/// `head`.
-struct Cursor<'s> {
-    plane: usize,
-    /// The line's place in walk order (all host planes' lines counted).
-    rank: u64,
-    /// Events of the line read so far.
-    index: u64,
-    clock: LineClock,
-    fields: Stream,
-    window: Window<'s>,
-    head: Option<RawEvent>,
-    /// Whether events are decoded by [`Decoder::event_fast`].
+/// Decodes the line's next runs, up to one per job and in parallel, until it
+/// has an event to merge or none is left.
+fn refill(
+    line: &mut LineEvents,
+    adopted: &mut Adopted,
+    source: &dyn ByteSource,
+    planes: &[PlaneKeys],
+    split: Split,
     fast_events: bool,
-}
-
-impl Cursor<'_> {
-    fn advance(
-        &mut self,
-        decoder: &mut Decoder,
-        names: &mut Names,
-        interned: &mut Interned,
-        planes: &mut [PlaneKeys],
-    ) -> Result<(), Fallback> {
-        let last_at = self.head.take().map(|e| e.at);
-        let plane = planes.get_mut(self.plane).ok_or(Fallback)?;
-        while let Some((number, field)) = self.fields.next(&mut self.window)? {
-            match (number, field) {
-                // A timestamp after the events: they were timed too early.
-                (3, _) => return Err(Fallback),
-                (4, FieldAt::Bytes { at, len }) => {
-                    self.index += 1;
-                    if len > MAX_EVENT_BYTES {
-                        plane.oversized_event(&mut self.window, at, len)?;
-                        continue;
-                    }
-                    let bytes = self.window.bytes(at, len)?;
-                    let seen = (self.rank, self.index);
-                    let clock = &self.clock;
-                    let raw = if self.fast_events {
-                        decoder.event_fast(names, interned, plane, clock, bytes, at, seen)?
-                    } else {
-                        decoder.event(names, plane, clock, bytes, at, seen)?
-                    };
-                    if let Some(raw) = raw {
-                        if last_at.is_some_and(|last| raw.at < last) {
-                            return Err(Fallback);
-                        }
-                        self.head = Some(raw);
-                        return Ok(());
-                    }
+) -> Result<(), Fallback> {
+    while line.pending.is_empty() && line.next_run < line.runs.len() {
+        let take = split.jobs.max(1).min(line.runs.len() - line.next_run);
+        let wave: Vec<Run> = line.runs[line.next_run..line.next_run + take].to_vec();
+        line.next_run += take;
+        let at = line.at;
+        let decoded = crate::parallel::map_bounded(wave, split.jobs, |run| {
+            runs::decode(source, planes, at, run, fast_events)
+        });
+        for run in decoded {
+            let events = adopted.adopt(run?);
+            if let (Some(first), Some(last)) = (events.first(), line.last_at) {
+                if first.at < last {
+                    return Err(Fallback);
                 }
-                _ => {}
             }
+            if let Some(e) = events.last() {
+                line.last_at = Some(e.at);
+            }
+            line.pending.extend(events);
         }
-        Ok(())
     }
+    Ok(())
 }
 
 /// Reads the allocator events of every `/host:CPU` line at once, merging the
@@ -108,23 +77,24 @@ impl Cursor<'_> {
 /// what the model keeps. Profilers write each line's events in time order
 /// (TSL's `SortXSpace`); a line that is not, or any damage, ends this walk.
 /// Events are decoded by [`Decoder::event_fast`] when `fast_events`, else by
-/// [`Decoder::event`].
+/// [`Decoder::event`], on `split.jobs` threads.
 pub(super) fn merged(
     names: &mut Names,
     source: &dyn ByteSource,
     start_ns: Option<i64>,
     fast_events: bool,
+    split: Split,
 ) -> Result<Collected, Fallback> {
     let mut skim = Window::new(source, SKIM_CHUNK);
     let mut planes: Vec<PlaneKeys> = Vec::new();
-    // (plane, timestamp, where the first event is, line end)
-    let mut lines: Vec<(usize, i64, u64, u64)> = Vec::new();
+    // (plane, timestamp, runs of its events)
+    let mut lines: Vec<(usize, i64, Vec<Run>)> = Vec::new();
     let mut plane_iter = Planes::new(&skim);
     while let Some(plane) = plane_iter.next(&mut skim)? {
         if plane.name != HOST_PLANE {
             continue;
         }
-        planes.push(PlaneKeys::read(&mut skim, &plane)?);
+        planes.push(PlaneKeys::read(&mut skim, &plane, planes.len())?);
         let mut fields = Skim::new(plane.start, plane.end);
         while let Some((number, header, at)) = fields.next(&mut skim)? {
             let (3, Header::Len(len)) = (number, header) else {
@@ -148,7 +118,8 @@ pub(super) fn merged(
                     _ => {}
                 }
             }
-            lines.push((planes.len() - 1, timestamp_ns, first_event, line.end));
+            let runs = runs::split(&mut skim, first_event, line.end, split.run_bytes)?;
+            lines.push((planes.len() - 1, timestamp_ns, runs));
         }
     }
     drop(skim);
@@ -156,36 +127,55 @@ pub(super) fn merged(
         return Err(Fallback);
     }
 
-    let mut decoder = Decoder::new();
-    let mut decoded = Names::default();
-    let mut interned = Interned::default();
-    let chunk = (LINE_CHUNKS / lines.len().max(1)).clamp(16 << 10, 1 << 20);
-    let mut cursors: Vec<Cursor<'_>> = Vec::with_capacity(lines.len());
-    let mut queue = BinaryHeap::with_capacity(lines.len());
-    for (rank, &(plane, timestamp_ns, first_event, end)) in lines.iter().enumerate() {
-        let earliest_ns = match start_ns {
-            Some(_) => None,
-            None => lines.iter().filter(|l| l.0 == plane).map(|l| l.1).min(),
-        };
-        let mut cursor = Cursor {
-            plane,
-            rank: rank as u64,
-            index: 0,
-            clock: LineClock::new(timestamp_ns, start_ns, earliest_ns),
-            fields: Stream::new(first_event, end),
-            window: Window::new(source, chunk.min((end - first_event) as usize)),
-            head: None,
-            fast_events,
-        };
-        cursor.advance(&mut decoder, &mut decoded, &mut interned, &mut planes)?;
-        if let Some(head) = &cursor.head {
-            queue.push(Reverse((head.at, cursors.len())));
+    let mut adopted = Adopted {
+        decoder: Decoder::new(),
+        decoded: Names::default(),
+    };
+    let earliest = |plane: usize| match start_ns {
+        Some(_) => None,
+        None => lines.iter().filter(|l| l.0 == plane).map(|l| l.1).min(),
+    };
+    let mut merging: Vec<LineEvents> = Vec::with_capacity(lines.len());
+    for (rank, (plane, timestamp_ns, runs)) in lines.iter().enumerate() {
+        merging.push(LineEvents {
+            at: LineAt {
+                plane: *plane,
+                rank: rank as u64,
+                clock: LineClock::new(*timestamp_ns, start_ns, earliest(*plane)),
+            },
+            runs: runs.clone(),
+            next_run: 0,
+            pending: VecDeque::new(),
+            last_at: None,
+        });
+    }
+    drop(lines);
+    // Every line's first run at once: a host plane has many short lines.
+    let firsts: Vec<(LineAt, Run)> = merging
+        .iter_mut()
+        .filter_map(|l| {
+            let run = *l.runs.first()?;
+            l.next_run = 1;
+            Some((l.at, run))
+        })
+        .collect();
+    let decoded = crate::parallel::map_bounded(firsts, split.jobs, |(at, run)| {
+        runs::decode(source, &planes, at, run, fast_events)
+    });
+    let mut queue = BinaryHeap::with_capacity(merging.len());
+    for (i, (line, run)) in merging.iter_mut().zip(decoded).enumerate() {
+        let events = adopted.adopt(run?);
+        line.last_at = events.last().map(|e| e.at);
+        line.pending.extend(events);
+        refill(line, &mut adopted, source, &planes, split, fast_events)?;
+        if let Some(head) = line.head() {
+            queue.push(Reverse((head.at, i)));
         }
-        cursors.push(cursor);
     }
 
-    // Decoding and the merge stay on this thread; a second one builds the
-    // memories, batch by batch, in the order the merge gives.
+    // Decoding (by waves of runs) and the merge stay on this thread; a
+    // second one builds the memories, batch by batch, in the order the
+    // merge gives.
     let mut sites = SiteCache::default();
     let (sender, receiver) = mpsc::sync_channel::<Vec<(RawEvent, SiteId)>>(BATCHES_IN_FLIGHT);
     std::thread::scope(|scope| {
@@ -209,16 +199,16 @@ pub(super) fn merged(
         let mut merge = || -> Result<(), Fallback> {
             let mut batch = Vec::with_capacity(BATCH);
             while let Some(Reverse((_, i))) = queue.pop() {
-                let cursor = &mut cursors[i];
-                if let Some(event) = cursor.head {
-                    batch.push((event, sites.site(names, &decoded, &event)));
+                let line = merging.get_mut(i).ok_or(Fallback)?;
+                if let Some(event) = line.pending.pop_front() {
+                    batch.push((event, sites.site(names, &adopted.decoded, &event)));
                     if batch.len() == BATCH {
                         let full = std::mem::replace(&mut batch, Vec::with_capacity(BATCH));
                         sender.send(full).map_err(|_| Fallback)?;
                     }
                 }
-                cursor.advance(&mut decoder, &mut decoded, &mut interned, &mut planes)?;
-                if let Some(head) = &cursor.head {
+                refill(line, &mut adopted, source, &planes, split, fast_events)?;
+                if let Some(head) = line.head() {
                     queue.push(Reverse((head.at, i)));
                 }
             }
@@ -230,6 +220,7 @@ pub(super) fn merged(
             .join()
             .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
         merged?;
+        let Adopted { decoder, decoded } = adopted;
         Ok(Collected {
             decoder,
             decoded,
