@@ -8,7 +8,7 @@ use std::sync::mpsc;
 
 use super::build::{Collected, MemoryBuilder, SiteCache};
 use super::decode::{Decoder, Fallback, LineClock, PlaneKeys, RawEvent};
-use super::runs::{self, Adopted, LineAt, Run, Split};
+use super::runs::{self, Adopted, DecodedRun, LineAt, Run, Split, Windows};
 use super::{HOST_PLANE, SKIM_CHUNK};
 use crate::error::Result;
 use crate::input::source::ByteSource;
@@ -30,6 +30,9 @@ struct LineEvents {
     pending: VecDeque<RawEvent>,
     /// The time of the last event decoded, which the next must not precede.
     last_at: Option<i64>,
+    /// The line's remaining runs, decoded ahead on threads of their own
+    /// while this one merges: for the few lines that hold most events.
+    ahead: Option<mpsc::Receiver<Result<DecodedRun, Fallback>>>,
 }
 
 impl LineEvents {
@@ -43,33 +46,99 @@ impl LineEvents {
 fn refill(
     line: &mut LineEvents,
     adopted: &mut Adopted,
-    source: &dyn ByteSource,
+    windows: &Windows<'_>,
     planes: &[PlaneKeys],
     split: Split,
     fast_events: bool,
 ) -> Result<(), Fallback> {
-    while line.pending.is_empty() && line.next_run < line.runs.len() {
+    while line.pending.is_empty() {
+        if let Some(ahead) = &line.ahead {
+            match ahead.recv() {
+                Ok(run) => line.take(adopted.adopt(run?))?,
+                // Every run decoded and taken.
+                Err(_) => line.ahead = None,
+            }
+            continue;
+        }
+        if line.next_run >= line.runs.len() {
+            break;
+        }
         let take = split.jobs.max(1).min(line.runs.len() - line.next_run);
         let wave: Vec<Run> = line.runs[line.next_run..line.next_run + take].to_vec();
         line.next_run += take;
         let at = line.at;
         let decoded = crate::parallel::map_bounded(wave, split.jobs, |run| {
-            runs::decode(source, planes, at, run, fast_events)
+            runs::decode(windows, planes, at, run, fast_events)
         });
         for run in decoded {
-            let events = adopted.adopt(run?);
-            if let (Some(first), Some(last)) = (events.first(), line.last_at) {
-                if first.at < last {
-                    return Err(Fallback);
-                }
-            }
-            if let Some(e) = events.last() {
-                line.last_at = Some(e.at);
-            }
-            line.pending.extend(events);
+            line.take(adopted.adopt(run?))?;
         }
     }
     Ok(())
+}
+
+impl LineEvents {
+    /// Takes the events of the line's next run, which must not start before
+    /// the last run ended.
+    fn take(&mut self, events: Vec<RawEvent>) -> Result<(), Fallback> {
+        if let (Some(first), Some(last)) = (events.first(), self.last_at) {
+            if first.at < last {
+                return Err(Fallback);
+            }
+        }
+        if let Some(e) = events.last() {
+            self.last_at = Some(e.at);
+        }
+        self.pending.extend(events);
+        Ok(())
+    }
+}
+
+/// Starts decoding the remaining runs of the `split.jobs` lines with the
+/// most runs left (more than one wave of them) on threads of their own, a
+/// wave of `split.jobs` runs at a time, at most two waves ahead of the
+/// merge. A line whose thread does not start is decoded by [`refill`].
+fn decode_ahead<'scope, 'env: 'scope>(
+    scope: &'scope std::thread::Scope<'scope, 'env>,
+    merging: &mut [LineEvents],
+    windows: &'env Windows<'env>,
+    planes: &'env [PlaneKeys],
+    split: Split,
+    fast_events: bool,
+) {
+    let left = |l: &LineEvents| l.runs.len() - l.next_run.min(l.runs.len());
+    let mut big: Vec<usize> = (0..merging.len())
+        .filter(|&i| left(&merging[i]) > split.jobs)
+        .collect();
+    big.sort_by_key(|&i| std::cmp::Reverse(left(&merging[i])));
+    big.truncate(split.jobs);
+    for i in big {
+        let line = &mut merging[i];
+        let todo: Vec<Run> = line.runs[line.next_run..].to_vec();
+        let at = line.at;
+        let (sender, receiver) = mpsc::sync_channel(2 * split.jobs);
+        let spawned = std::thread::Builder::new()
+            .name("xspace-runs".into())
+            .spawn_scoped(scope, move || {
+                for wave in todo.chunks(split.jobs.max(1)) {
+                    let decoded = crate::parallel::map_bounded(wave.to_vec(), split.jobs, |run| {
+                        runs::decode(windows, planes, at, run, fast_events)
+                    });
+                    for run in decoded {
+                        let failed = run.is_err();
+                        // The merge gave up (the receiver is gone), or this
+                        // run will make it: nothing more to decode.
+                        if sender.send(run).is_err() || failed {
+                            return;
+                        }
+                    }
+                }
+            });
+        if spawned.is_ok() {
+            line.next_run = line.runs.len();
+            line.ahead = Some(receiver);
+        }
+    }
 }
 
 /// Reads the allocator events of every `/host:CPU` line at once, merging the
@@ -135,6 +204,7 @@ pub(super) fn merged(
         Some(_) => None,
         None => lines.iter().filter(|l| l.0 == plane).map(|l| l.1).min(),
     };
+    let windows = Windows::new(source);
     let mut merging: Vec<LineEvents> = Vec::with_capacity(lines.len());
     for (rank, (plane, timestamp_ns, runs)) in lines.iter().enumerate() {
         merging.push(LineEvents {
@@ -147,6 +217,7 @@ pub(super) fn merged(
             next_run: 0,
             pending: VecDeque::new(),
             last_at: None,
+            ahead: None,
         });
     }
     drop(lines);
@@ -160,25 +231,20 @@ pub(super) fn merged(
         })
         .collect();
     let decoded = crate::parallel::map_bounded(firsts, split.jobs, |(at, run)| {
-        runs::decode(source, &planes, at, run, fast_events)
+        runs::decode(&windows, &planes, at, run, fast_events)
     });
-    let mut queue = BinaryHeap::with_capacity(merging.len());
-    for (i, (line, run)) in merging.iter_mut().zip(decoded).enumerate() {
-        let events = adopted.adopt(run?);
-        line.last_at = events.last().map(|e| e.at);
-        line.pending.extend(events);
-        refill(line, &mut adopted, source, &planes, split, fast_events)?;
-        if let Some(head) = line.head() {
-            queue.push(Reverse((head.at, i)));
-        }
+    for (line, run) in merging.iter_mut().zip(decoded) {
+        line.take(adopted.adopt(run?))?;
     }
-
-    // Decoding (by waves of runs) and the merge stay on this thread; a
-    // second one builds the memories, batch by batch, in the order the
-    // merge gives.
+    // The merge stays on this thread, which decodes the lines of few runs
+    // (by waves of runs) when they run out; the lines of many are decoded
+    // ahead on threads of their own, and another builds the memories,
+    // batch by batch, in the order the merge gives.
     let mut sites = SiteCache::default();
     let (sender, receiver) = mpsc::sync_channel::<Vec<(RawEvent, SiteId)>>(BATCHES_IN_FLIGHT);
+    let (windows, planes) = (&windows, &planes[..]);
     std::thread::scope(|scope| {
+        let mut merging = merging;
         let builder = std::thread::Builder::new()
             .name("xspace-builder".into())
             .spawn_scoped(scope, move || {
@@ -196,7 +262,15 @@ pub(super) fn merged(
                 }
                 (builders, any)
             })?;
+        decode_ahead(scope, &mut merging, windows, planes, split, fast_events);
+        let mut queue = BinaryHeap::with_capacity(merging.len());
         let mut merge = || -> Result<(), Fallback> {
+            for (i, line) in merging.iter_mut().enumerate() {
+                refill(line, &mut adopted, windows, planes, split, fast_events)?;
+                if let Some(head) = line.head() {
+                    queue.push(Reverse((head.at, i)));
+                }
+            }
             let mut batch = Vec::with_capacity(BATCH);
             while let Some(Reverse((_, i))) = queue.pop() {
                 let line = merging.get_mut(i).ok_or(Fallback)?;
@@ -207,7 +281,7 @@ pub(super) fn merged(
                         sender.send(full).map_err(|_| Fallback)?;
                     }
                 }
-                refill(line, &mut adopted, source, &planes, split, fast_events)?;
+                refill(line, &mut adopted, windows, planes, split, fast_events)?;
                 if let Some(head) = line.head() {
                     queue.push(Reverse((head.at, i)));
                 }
@@ -215,6 +289,9 @@ pub(super) fn merged(
             sender.send(batch).map_err(|_| Fallback)
         };
         let merged = merge();
+        // Threads decoding ahead stop at their next run once the merge is
+        // done with them (a merge that gave up leaves them undrained).
+        drop(merging);
         drop(sender);
         let (builders, any) = builder
             .join()

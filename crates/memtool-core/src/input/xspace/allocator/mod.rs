@@ -446,6 +446,13 @@ mod tests {
             );
         }
         assert_eq!(dump(&read_split(Split::new(1, 0), true)), want);
+        // A line out of time order across runs, decoded ahead on threads of
+        // their own: the merged walk gives up.
+        let mut reversed = A;
+        reversed.reverse();
+        let bytes = xspace(&[line(0, &reversed, false), line(0, &B, false)]);
+        let mut names = Names::default();
+        assert!(merged(&mut names, &bytes, None, true, Split::new(2, 1)).is_err());
     }
 
     #[test]

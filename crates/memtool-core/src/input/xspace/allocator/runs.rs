@@ -6,6 +6,8 @@
 //! every core busy.
 
 use super::decode::{Decoder, Fallback, Interned, LineClock, PlaneKeys, RawEvent};
+use std::sync::Mutex;
+
 use crate::input::source::ByteSource;
 use crate::input::xspace::stream::{FieldAt, Skim, Stream, MAX_EVENT_BYTES};
 use crate::input::xspace::Window;
@@ -117,34 +119,75 @@ pub(super) struct DecodedRun {
     names: Names,
 }
 
+/// The windows runs are read through, kept for the next runs: a window's
+/// buffer (up to 1 MiB, as long as the runs it read) is zeroed when it
+/// grows, so a window per run would clear every byte of the file once more.
+pub(super) struct Windows<'s> {
+    source: &'s dyn ByteSource,
+    spare: Mutex<Vec<Window<'s>>>,
+}
+
+impl<'s> Windows<'s> {
+    pub(super) fn new(source: &'s dyn ByteSource) -> Windows<'s> {
+        Windows {
+            source,
+            spare: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn take(&self) -> Window<'s> {
+        let spare = self.spare.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        spare.unwrap_or_else(|| Window::new(self.source, WINDOW_CHUNK))
+    }
+
+    fn give_back(&self, window: Window<'s>) {
+        self.spare
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(window);
+    }
+}
+
+/// How much of a run its window reads at a time.
+const WINDOW_CHUNK: usize = 1 << 20;
+
 /// Decodes one run of `line` on the calling thread. A line out of time
 /// order within the run, a timestamp after events, or damage: `Fallback`.
 pub(super) fn decode(
-    source: &dyn ByteSource,
+    windows: &Windows<'_>,
+    planes: &[PlaneKeys],
+    line: LineAt,
+    run: Run,
+    fast_events: bool,
+) -> Result<DecodedRun, Fallback> {
+    let mut window = windows.take();
+    let decoded = decode_in(&mut window, planes, line, run, fast_events);
+    windows.give_back(window);
+    decoded
+}
+
+fn decode_in(
+    window: &mut Window<'_>,
     planes: &[PlaneKeys],
     line: LineAt,
     run: Run,
     fast_events: bool,
 ) -> Result<DecodedRun, Fallback> {
     let plane = planes.get(line.plane).ok_or(Fallback)?;
-    let chunk = usize::try_from(run.end - run.start)
-        .unwrap_or(usize::MAX)
-        .clamp(1, 1 << 20);
-    let mut window = Window::new(source, chunk);
     let mut decoder = Decoder::new();
     let mut names = Names::default();
     let mut interned = Interned::default();
     let mut events: Vec<RawEvent> = Vec::new();
     let mut index = run.first_index;
     let mut fields = Stream::new(run.start, run.end);
-    while let Some((number, field)) = fields.next(&mut window)? {
+    while let Some((number, field)) = fields.next(window)? {
         match (number, field) {
             // A timestamp after the events: they were timed too early.
             (3, _) => return Err(Fallback),
             (4, FieldAt::Bytes { at, len }) => {
                 index += 1;
                 if len > MAX_EVENT_BYTES {
-                    plane.oversized_event(&mut window, at, len)?;
+                    plane.oversized_event(window, at, len)?;
                     continue;
                 }
                 let bytes = window.bytes(at, len)?;
