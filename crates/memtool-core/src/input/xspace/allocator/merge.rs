@@ -97,7 +97,8 @@ impl LineEvents {
 /// Starts decoding the remaining runs of the `split.jobs` lines with the
 /// most runs left (more than one wave of them) on threads of their own, a
 /// wave of `split.jobs` runs at a time, at most two waves ahead of the
-/// merge. A line whose thread does not start is decoded by [`refill`].
+/// merge; with one job, none. A line whose thread does not start is decoded
+/// by [`refill`].
 fn decode_ahead<'scope, 'env: 'scope>(
     scope: &'scope std::thread::Scope<'scope, 'env>,
     merging: &mut [LineEvents],
@@ -106,6 +107,10 @@ fn decode_ahead<'scope, 'env: 'scope>(
     split: Split,
     fast_events: bool,
 ) {
+    if split.jobs <= 1 {
+        // One job: one thread decodes, the merging one.
+        return;
+    }
     let left = |l: &LineEvents| l.runs.len() - l.next_run.min(l.runs.len());
     let mut big: Vec<usize> = (0..merging.len())
         .filter(|&i| left(&merging[i]) > split.jobs)
