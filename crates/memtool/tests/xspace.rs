@@ -1243,3 +1243,65 @@ fn a_multi_gpu_tensorflow_run_breaks_its_peaks_down_as_xprof() {
         assert_eq!(listed, steps, "{id}");
     }
 }
+
+/// Everything a profile read from `path` holds, read on `jobs` threads with
+/// each XSpace line's events cut into runs of `run_bytes` (0: the default).
+/// Also returns how many allocator samples (one per allocator event) it has.
+fn dump_read(path: &Path, jobs: usize, run_bytes: u64) -> (String, usize) {
+    let options = memtool_core::LoadOptions {
+        jobs,
+        xspace_run_bytes: run_bytes,
+        ..memtool_core::LoadOptions::default()
+    };
+    let source =
+        memtool_core::Source::from_bytes(path.display().to_string(), std::fs::read(path).unwrap());
+    match memtool_core::load(vec![source], &options) {
+        Ok(p) => (
+            format!(
+                "inputs {:?}\nwarnings {:?}\nnames {:?}\nmemories {:#?}",
+                p.inputs, p.warnings, p.names, p.memories
+            ),
+            p.memories.iter().map(|m| m.allocator_samples.len()).sum(),
+        ),
+        Err(e) => (format!("error: {e}"), 0),
+    }
+}
+
+/// Decoding a profile's lines in runs on several threads gives the profile
+/// decoding it on one thread gives, on every XSpace of the shared fixtures
+/// and of the repository: runs of a few events (every line cut, several runs
+/// in flight at once) and of a few KiB.
+#[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
+fn decoding_in_runs_on_many_threads_gives_the_one_thread_profile() {
+    let mut files: Vec<PathBuf> = Vec::new();
+    for dir in [shared_fixture("xspace"), common::repo_fixture("xspace")] {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.to_str().is_some_and(|p| p.ends_with(".xplane.pb")) {
+                files.push(path);
+            }
+        }
+    }
+    files.sort();
+    assert!(files.len() >= 10, "{files:?}");
+    let (mut with_events, mut events) = (0, 0);
+    for file in &files {
+        let (one_thread, samples) = dump_read(file, 1, 0);
+        with_events += usize::from(samples > 0);
+        events += samples;
+        for (jobs, run_bytes) in [(4, 200), (3, 4096), (2, 0)] {
+            let (in_runs, _) = dump_read(file, jobs, run_bytes);
+            assert!(
+                in_runs == one_thread,
+                "{}: {jobs} jobs, runs of {run_bytes} bytes: not the one-thread profile",
+                file.display()
+            );
+        }
+    }
+    // The shared fixtures with allocator events, and the repository's.
+    assert!(
+        with_events >= WITH_ALLOCATOR_EVENTS.len() && events > 2_000,
+        "{with_events} files, {events} events"
+    );
+}

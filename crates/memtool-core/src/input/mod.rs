@@ -138,11 +138,18 @@ pub struct LoadOptions {
     /// target that check both paths give one profile.
     #[doc(hidden)]
     pub force_general_path: bool,
-    /// Threads that read the hosts of one run at once (each host's reader
-    /// also builds on a second thread); 0 for every core
+    /// Threads that read the hosts of one run at once, or one XSpace's
+    /// allocator events (each host's reader also builds on a thread of its
+    /// own); 0 for every core
     /// ([`crate::parallel::default_jobs`]). A run of 64 hosts read with 2
     /// jobs holds two hosts' events at a time, not 64.
     pub jobs: usize,
+    /// How many bytes of an XSpace line's events one thread decodes at a
+    /// time (0: the default, 1 MiB). Tiny runs, for the tests that check
+    /// that decoding in runs on many threads gives the profile decoding
+    /// on one does, even on small files.
+    #[doc(hidden)]
+    pub xspace_run_bytes: u64,
 }
 
 impl LoadOptions {
@@ -251,9 +258,19 @@ fn is_plain_xspace(source: &Source) -> bool {
 /// appended in argument order, which gives the profile reading them one after
 /// another would. The first error in argument order is the one reported.
 fn load_hosts(sources: Vec<Source>, options: &LoadOptions) -> Result<Profile> {
+    // The jobs are shared out among the hosts read at once, so each host's
+    // own decoding threads do not multiply them.
+    let jobs = match options.jobs {
+        0 => crate::parallel::default_jobs(),
+        jobs => jobs,
+    };
+    let per_host = LoadOptions {
+        jobs: (jobs / sources.len().max(1)).max(1),
+        ..*options
+    };
     let read = |source: Source| {
         let mut profile = Profile::default();
-        load_into(&mut profile, source, options).map(|()| profile)
+        load_into(&mut profile, source, &per_host).map(|()| profile)
     };
     let hosts = crate::parallel::map_bounded(sources, options.jobs, read);
     let mut profile = Profile::default();
@@ -421,7 +438,14 @@ fn load_into(profile: &mut Profile, source: Source, options: &LoadOptions) -> Re
             Some(bytes) => pprof::read(profile, &path, bytes, options.force_general_path),
             None => pprof::read(profile, &path, &whole(&*data)?, options.force_general_path),
         },
-        Format::XSpace => xspace::read(profile, &path, &*data, options.force_general_path),
+        Format::XSpace => xspace::read(
+            profile,
+            &path,
+            &*data,
+            options.force_general_path,
+            options.jobs,
+            options.xspace_run_bytes,
+        ),
         Format::TorchSnapshot => {
             let paths = if options.force_general_path {
                 torch::pickle::Paths::GeneralOnly

@@ -17,10 +17,26 @@ fn dump(profile: &Result<Profile>) -> String {
     }
 }
 
-/// Loads the inputs `sources` makes through the fast paths and through the
-/// general paths only; panics, naming `what`, where the two disagree.
+/// Loads the inputs `sources` makes through the fast paths (on one thread,
+/// and on four with an XSpace's lines cut into runs of a few events) and
+/// through the general paths only; panics, naming `what`, where they
+/// disagree.
 pub fn assert_paths_agree(what: &str, sources: impl Fn() -> Vec<Source>, options: &LoadOptions) {
-    let fast = load(sources(), options);
+    let one_thread = load(
+        sources(),
+        &LoadOptions {
+            jobs: 1,
+            ..*options
+        },
+    );
+    let in_runs = load(
+        sources(),
+        &LoadOptions {
+            jobs: 4,
+            xspace_run_bytes: 200,
+            ..*options
+        },
+    );
     let general = load(
         sources(),
         &LoadOptions {
@@ -28,7 +44,18 @@ pub fn assert_paths_agree(what: &str, sources: impl Fn() -> Vec<Source>, options
             ..*options
         },
     );
-    let (fast, general) = (dump(&fast), dump(&general));
+    let (one_thread, in_runs) = (dump(&one_thread), dump(&in_runs));
+    assert_agree(
+        what,
+        "fast, one thread",
+        &one_thread,
+        "fast, in runs",
+        &in_runs,
+    );
+    assert_agree(what, "fast", &one_thread, "general", &dump(&general));
+}
+
+fn assert_agree(what: &str, one: &str, fast: &str, other: &str, general: &str) {
     if fast != general {
         let line = fast
             .lines()
@@ -37,9 +64,9 @@ pub fn assert_paths_agree(what: &str, sources: impl Fn() -> Vec<Source>, options
             .unwrap_or(0);
         let at = |s: &str| s.lines().nth(line).unwrap_or("<end>").to_string();
         panic!(
-            "{what}: the fast and the general path disagree at line {line}:\n  fast:    {}\n  general: {}",
-            at(&fast),
-            at(&general)
+            "{what}: {one} and {other} disagree at line {line}:\n  {one}: {}\n  {other}: {}",
+            at(fast),
+            at(general)
         );
     }
 }

@@ -33,16 +33,22 @@ pub(crate) use walk::{Event, Metadata, Plane, StatKeys, StatValue};
 /// Reads an XSpace into `profile`, recording the input once: its allocator
 /// events, then its compiled programs ([`programs`]). One XSpace may hold
 /// both; each walks it in place, reading only the parts it needs.
-/// `force_general_path` decodes allocator events by the general decoder only.
+/// `force_general_path` decodes allocator events by the general decoder only;
+/// `jobs` threads decode them (0: every core), `run_bytes` of a line's
+/// events at a time (0: the default).
 pub(crate) fn read(
     profile: &mut Profile,
     path: &str,
     source: &dyn ByteSource,
     force_general_path: bool,
+    jobs: usize,
+    run_bytes: u64,
 ) -> Result<()> {
     let host = host_name(path, source)?;
     let first = profile.memories.len();
-    let has_allocator_events = allocator::read(profile, path, source, force_general_path, &host)?;
+    let split = allocator::Split::new(jobs, run_bytes);
+    let has_allocator_events =
+        allocator::read(profile, path, source, force_general_path, &host, split)?;
     profile.inputs.push(InputInfo {
         path: path.to_string(),
         format: Format::XSpace,

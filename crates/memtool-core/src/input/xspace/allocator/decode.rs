@@ -4,7 +4,10 @@
 
 use rustc_hash::FxHashMap;
 
-use super::fast::SmallKeys;
+use super::keys::{
+    Key, SmallKeys, ADDRESS, ALLOCATION_BYTES, AVAILABLE, GROUP, HEAP, PEAK_IN_USE, REQUESTED,
+    STACK, STAT_NAMES,
+};
 use crate::error::Result;
 use crate::input::xspace::stream::{event_metadata_id, Skim};
 use crate::input::xspace::{
@@ -13,46 +16,28 @@ use crate::input::xspace::{
 use crate::model::{Names, Step, StrId};
 use memtool_proto::wire::reader::{Header, WireError};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Key {
-    AllocatorName,
-    DeviceOrdinal,
-    IndexOnHost,
-    Reserved,
-    Allocated,
-    Available,
-    Fragmentation,
-    PeakInUse,
-    Requested,
-    AllocationBytes,
-    Address,
-    TfOp,
-    Region,
-    DataType,
-    Shape,
-    StepNum,
-    GroupId,
+/// Why the merged walk gave up (a line out of time order, damage, or what
+/// only the general decoder reads): the walk in file order takes over.
+#[derive(Debug)]
+pub(super) struct Fallback;
+
+impl From<StreamError> for Fallback {
+    fn from(_: StreamError) -> Self {
+        Fallback
+    }
 }
 
-const STAT_NAMES: [(&str, Key); 17] = [
-    ("allocator_name", Key::AllocatorName),
-    ("device_ordinal", Key::DeviceOrdinal),
-    ("index_on_host", Key::IndexOnHost),
-    ("bytes_reserved", Key::Reserved),
-    ("bytes_allocated", Key::Allocated),
-    ("bytes_available", Key::Available),
-    ("fragmentation", Key::Fragmentation),
-    ("peak_bytes_in_use", Key::PeakInUse),
-    ("requested_bytes", Key::Requested),
-    ("allocation_bytes", Key::AllocationBytes),
-    ("addr", Key::Address),
-    ("tf_op", Key::TfOp),
-    ("region_type", Key::Region),
-    ("data_type", Key::DataType),
-    ("shape", Key::Shape),
-    ("step_num", Key::StepNum),
-    ("group_id", Key::GroupId),
-];
+impl From<WireError> for Fallback {
+    fn from(_: WireError) -> Self {
+        Fallback
+    }
+}
+
+impl From<std::io::Error> for Fallback {
+    fn from(_: std::io::Error) -> Self {
+        Fallback
+    }
+}
 
 /// One allocator event as read, before it is placed in its memory. Kept
 /// compact (about 100 bytes): a profile holds millions of them until they
@@ -74,17 +59,6 @@ pub(super) struct RawEvent {
     pub(super) fragmentation: f64,
     pub(super) strings: [StrId; 4],
 }
-
-pub(super) const ADDRESS: usize = 0;
-pub(super) const ALLOCATION_BYTES: usize = 1;
-pub(super) const REQUESTED: usize = 2;
-pub(super) const STACK: usize = 3;
-pub(super) const HEAP: usize = 4;
-pub(super) const AVAILABLE: usize = 5;
-pub(super) const PEAK_IN_USE: usize = 6;
-/// The step the profiler grouped the event into (`group_id`), which XProf
-/// takes for its step when the profile marks none.
-pub(super) const GROUP: usize = 7;
 
 pub(super) const OP: usize = 0;
 pub(super) const SHAPE: usize = 1;
@@ -167,13 +141,18 @@ pub(super) struct PlaneKeys {
     pub(super) allocs: Vec<i64>,
     pub(super) frees: Vec<i64>,
     pub(super) has_steps: bool,
-    /// Interned text of `ref_value` stats, by ref id.
-    pub(super) ref_strings: Vec<Option<Option<StrId>>>,
+    /// The plane's place among the host planes read, for [`Interned`]'s
+    /// caches of its `ref_value` strings.
+    pub(super) index: usize,
 }
 
 impl PlaneKeys {
     /// Reads the plane's metadata maps (fields 4 and 5), skipping its lines.
-    pub(super) fn read(window: &mut Window<'_>, plane: &PlaneAt) -> Result<PlaneKeys, StreamError> {
+    pub(super) fn read(
+        window: &mut Window<'_>,
+        plane: &PlaneAt,
+        index: usize,
+    ) -> Result<PlaneKeys, StreamError> {
         let mut meta = Metadata::default();
         let mut fields = Skim::new(plane.start, plane.end);
         while let Some((number, header, at)) = fields.next(window)? {
@@ -189,7 +168,7 @@ impl PlaneKeys {
             small_keys: SmallKeys::new(&keys),
             keys,
             meta,
-            ref_strings: Vec::new(),
+            index,
         })
     }
 }
@@ -275,10 +254,12 @@ impl Decoder {
 
     /// One event of a line (its bytes at `base` in the input): the
     /// allocator event it is, if it is one; step marks are recorded.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn event(
         &mut self,
         names: &mut Names,
-        plane: &mut PlaneKeys,
+        interned: &mut Interned,
+        plane: &PlaneKeys,
         clock: &LineClock,
         bytes: &[u8],
         base: u64,
@@ -298,7 +279,8 @@ impl Decoder {
             return Ok(None);
         };
         if is_alloc || is_free {
-            let mut raw = self.allocator_event(names, plane, &event, at, is_free, seen)?;
+            let mut raw =
+                self.allocator_event(names, interned, plane, &event, at, is_free, seen)?;
             raw.either = is_alloc && is_free;
             Ok(Some(raw))
         } else {
@@ -333,10 +315,12 @@ impl Decoder {
         Ok(())
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn allocator_event(
         &mut self,
         names: &mut Names,
-        plane: &mut PlaneKeys,
+        interned: &mut Interned,
+        plane: &PlaneKeys,
         event: &Event<'_>,
         at: i64,
         free: bool,
@@ -366,7 +350,7 @@ impl Decoder {
                 _ => {}
             }
         }
-        self.place_strings(names, &mut Interned::default(), plane, &strings, &mut raw);
+        self.place_strings(names, interned, plane, &strings, &mut raw);
         Ok(raw)
     }
 
@@ -377,15 +361,21 @@ impl Decoder {
         &mut self,
         names: &mut Names,
         interned: &mut Interned,
-        plane: &mut PlaneKeys,
+        plane: &PlaneKeys,
         strings: &EventStrings<'_>,
         raw: &mut RawEvent,
     ) {
-        let PlaneKeys {
-            meta, ref_strings, ..
-        } = plane;
+        if interned.ref_strings.len() <= plane.index {
+            interned.ref_strings.resize_with(plane.index + 1, Vec::new);
+        }
+        let Interned {
+            ref_strings,
+            dtypes,
+            ordinals,
+        } = interned;
+        let ref_strings = &mut ref_strings[plane.index];
         // Strings are nearly always `ref_value`s: intern each once.
-        let mut string = |v: &StatValue<'_>| string_stat(meta, ref_strings, names, v);
+        let mut string = |v: &StatValue<'_>| string_stat(&plane.meta, ref_strings, names, v);
         for (slot, value) in [
             (OP, strings.op),
             (SHAPE, strings.shape),
@@ -399,22 +389,22 @@ impl Decoder {
         let allocator = match strings.allocator {
             AllocatorStat::Unset => None,
             AllocatorStat::Name(v) => string(&v),
-            AllocatorStat::Ordinal(n) => Some(match interned.ordinals.iter().find(|o| o.0 == n) {
+            AllocatorStat::Ordinal(n) => Some(match ordinals.iter().find(|o| o.0 == n) {
                 Some(&(_, id)) => id,
                 None => {
                     let id = names.string(&n.to_string());
-                    interned.ordinals.push((n, id));
+                    ordinals.push((n, id));
                     id
                 }
             }),
         };
         if let Some(index) = strings.dtype {
             let id = index.map(|i| {
-                if interned.dtypes.len() <= i {
-                    interned.dtypes.resize(i + 1, None);
+                if dtypes.len() <= i {
+                    dtypes.resize(i + 1, None);
                 }
                 let name = DTYPE_CODES.get(i).copied().unwrap_or("unknown");
-                *interned.dtypes[i].get_or_insert_with(|| names.string(name))
+                *dtypes[i].get_or_insert_with(|| names.string(name))
             });
             raw.set_string(DTYPE, id);
         }
@@ -492,10 +482,12 @@ impl<'a> EventStrings<'a> {
     }
 }
 
-/// Caches for what nearly every event repeats: `ref_value` strings (per
-/// plane, in [`PlaneKeys`]), dtype names and allocator ordinals.
+/// Caches, into one names table, of what nearly every event repeats:
+/// `ref_value` strings (by plane, then ref id), dtype names and allocator
+/// ordinals. One per table: each thread decoding a run has its own.
 #[derive(Default)]
 pub(super) struct Interned {
+    ref_strings: Vec<Vec<Option<Option<StrId>>>>,
     dtypes: Vec<Option<StrId>>,
     ordinals: Vec<(i64, StrId)>,
 }

@@ -1,13 +1,10 @@
 //! [`Decoder::event_fast`]: the merged walk's decoder, one pass over an
 //! event's bytes with its own inlined wire reading.
 
-use super::decode::{
-    Decoder, EventStrings, Interned, Key, LineClock, PlaneKeys, RawEvent, ADDRESS,
-    ALLOCATION_BYTES, AVAILABLE, GROUP, HEAP, PEAK_IN_USE, REQUESTED, STACK,
-};
-use super::merge::Fallback;
+use super::decode::{Decoder, EventStrings, Fallback, Interned, LineClock, PlaneKeys, RawEvent};
+use super::keys::{number_slot, Key, SMALL_FRAGMENTATION, SMALL_NONE, SMALL_STRING};
 use crate::error::Result;
-use crate::input::xspace::{as_i64, StatKeys, StatValue};
+use crate::input::xspace::{as_i64, StatValue};
 use crate::model::Names;
 use memtool_proto::wire::reader::{varint_at as varint, Value};
 
@@ -82,56 +79,6 @@ fn small_value<'a>(tag: u8, v: u64) -> StatValue<'a> {
     }
 }
 
-/// Where a size or address stat goes in [`RawEvent::numbers`].
-#[inline(always)]
-fn number_slot(key: Key) -> Option<usize> {
-    match key {
-        Key::Reserved => Some(STACK),
-        Key::Allocated => Some(HEAP),
-        Key::Available => Some(AVAILABLE),
-        Key::PeakInUse => Some(PEAK_IN_USE),
-        Key::Requested => Some(REQUESTED),
-        Key::AllocationBytes => Some(ALLOCATION_BYTES),
-        Key::Address => Some(ADDRESS),
-        Key::GroupId => Some(GROUP),
-        _ => None,
-    }
-}
-
-/// Stat metadata ids below this have their key in [`SmallKeys`]: real
-/// profiles number their stat metadata from 1, a few dozen at most, and a
-/// one-byte id is what [`stat`]'s common form takes.
-const SMALL_IDS: usize = 0x80;
-/// In [`SmallKeys`]: no key of ours.
-const SMALL_NONE: u8 = 0xff;
-/// In [`SmallKeys`]: `fragmentation`.
-const SMALL_FRAGMENTATION: u8 = 0xfe;
-/// In [`SmallKeys`]: a key [`EventStrings::take`] keeps.
-const SMALL_STRING: u8 = 0xfd;
-
-/// What [`Decoder::event_fast`] does with a stat of each one-byte metadata
-/// id, worked out once per plane: the [`RawEvent::numbers`] slot of a size
-/// or address, or one of the `SMALL_*` codes. One load per stat in place
-/// of the key's lookup and then its slot's.
-pub(super) struct SmallKeys([u8; SMALL_IDS]);
-
-impl SmallKeys {
-    pub(super) fn new(keys: &StatKeys<Key>) -> SmallKeys {
-        let mut codes = [SMALL_NONE; SMALL_IDS];
-        for (id, code) in codes.iter_mut().enumerate() {
-            let Some(key) = keys.get(id as i64) else {
-                continue;
-            };
-            *code = match number_slot(key) {
-                Some(slot) => slot as u8,
-                None if key == Key::Fragmentation => SMALL_FRAGMENTATION,
-                None => SMALL_STRING,
-            };
-        }
-        SmallKeys(codes)
-    }
-}
-
 impl Decoder {
     /// [`Decoder::event`] in one pass over the event's bytes, for the merged
     /// walk: the same event on valid input; `Err` on anything the slow path
@@ -142,7 +89,7 @@ impl Decoder {
         &mut self,
         names: &mut Names,
         interned: &mut Interned,
-        plane: &mut PlaneKeys,
+        plane: &PlaneKeys,
         clock: &LineClock,
         bytes: &[u8],
         base: u64,
@@ -231,14 +178,14 @@ impl Decoder {
         let is_free = plane.frees.contains(&metadata_id);
         if skipped && (is_alloc || is_free) {
             // A second metadata id made it an allocator event after all.
-            return Ok(self.event(names, plane, clock, bytes, base, seen)?);
+            return Ok(self.event(names, interned, plane, clock, bytes, base, seen)?);
         }
         if !is_alloc && !is_free {
             if !plane.has_steps {
                 return Ok(None);
             }
             // Step marks are few: the slow path reads them.
-            return Ok(self.event(names, plane, clock, bytes, base, seen)?);
+            return Ok(self.event(names, interned, plane, clock, bytes, base, seen)?);
         }
         let Some(at) = clock.at(offset_ps) else {
             self.bad_times += 1;

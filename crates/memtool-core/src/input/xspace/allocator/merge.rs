@@ -1,105 +1,148 @@
-//! The merged walk: every `/host:CPU` line read at once through a cursor of
-//! its own, merged by time, each event going straight to its allocator's
-//! builder on a second thread.
+//! The merged walk: every `/host:CPU` line cut into runs ([`super::runs`]),
+//! runs decoded on every core, lines merged by time on this thread, each
+//! event going straight to its allocator's builder on another.
 
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, VecDeque};
 use std::sync::mpsc;
 
 use super::build::{Collected, MemoryBuilder, SiteCache};
-use super::decode::{Decoder, Interned, LineClock, PlaneKeys, RawEvent};
+use super::decode::{Decoder, Fallback, LineClock, PlaneKeys, RawEvent};
+use super::runs::{self, Adopted, DecodedRun, LineAt, Run, Split, Windows};
 use super::{HOST_PLANE, SKIM_CHUNK};
 use crate::error::Result;
 use crate::input::source::ByteSource;
-use crate::input::xspace::stream::{header_i64, FieldAt, Skim, Stream, MAX_EVENT_BYTES};
-use crate::input::xspace::{Planes, StreamError, Window};
+use crate::input::xspace::stream::{header_i64, Skim};
+use crate::input::xspace::{Planes, Window};
 use crate::model::{Names, SiteId};
-use memtool_proto::wire::reader::{Header, WireError};
+use memtool_proto::wire::reader::Header;
 
-/// How much of the input the lines' windows read at a time, all together.
-const LINE_CHUNKS: usize = 4 << 20;
-/// Lines merged at most (a cursor and a window each); a host plane with more
-/// threads than this is read in file order and sorted.
+/// Lines merged at most (their decoded events are held until merged); a
+/// host plane with more threads than this is read in file order and sorted.
 const MAX_MERGED_LINES: usize = 4096;
 
-/// Why the merged walk gave up: the walk in file order takes over.
-#[derive(Debug)]
-pub(super) struct Fallback;
+/// One line in the merged walk: its runs, and its events decoded but not yet
+/// merged (the next is its head).
+struct LineEvents {
+    at: LineAt,
+    runs: Vec<Run>,
+    next_run: usize,
+    pending: VecDeque<RawEvent>,
+    /// The time of the last event decoded, which the next must not precede.
+    last_at: Option<i64>,
+    /// The line's remaining runs, decoded ahead on threads of their own
+    /// while this one merges: for the few lines that hold most events.
+    ahead: Option<mpsc::Receiver<Result<DecodedRun, Fallback>>>,
+}
 
-impl From<StreamError> for Fallback {
-    fn from(_: StreamError) -> Self {
-        Fallback
+impl LineEvents {
+    fn head(&self) -> Option<&RawEvent> {
+        self.pending.front()
     }
 }
 
-impl From<WireError> for Fallback {
-    fn from(_: WireError) -> Self {
-        Fallback
-    }
-}
-
-impl From<std::io::Error> for Fallback {
-    fn from(_: std::io::Error) -> Self {
-        Fallback
-    }
-}
-
-/// One line being read in the merged walk: its next allocator event is
-/// `head`.
-struct Cursor<'s> {
-    plane: usize,
-    /// The line's place in walk order (all host planes' lines counted).
-    rank: u64,
-    /// Events of the line read so far.
-    index: u64,
-    clock: LineClock,
-    fields: Stream,
-    window: Window<'s>,
-    head: Option<RawEvent>,
-    /// Whether events are decoded by [`Decoder::event_fast`].
+/// Decodes the line's next runs, up to one per job and in parallel, until it
+/// has an event to merge or none is left.
+fn refill(
+    line: &mut LineEvents,
+    adopted: &mut Adopted,
+    windows: &Windows<'_>,
+    planes: &[PlaneKeys],
+    split: Split,
     fast_events: bool,
+) -> Result<(), Fallback> {
+    while line.pending.is_empty() {
+        if let Some(ahead) = &line.ahead {
+            match ahead.recv() {
+                Ok(run) => line.take(adopted.adopt(run?))?,
+                // Every run decoded and taken.
+                Err(_) => line.ahead = None,
+            }
+            continue;
+        }
+        if line.next_run >= line.runs.len() {
+            break;
+        }
+        let take = split.jobs.max(1).min(line.runs.len() - line.next_run);
+        let wave: Vec<Run> = line.runs[line.next_run..line.next_run + take].to_vec();
+        line.next_run += take;
+        let at = line.at;
+        let decoded = crate::parallel::map_bounded(wave, split.jobs, |run| {
+            runs::decode(windows, planes, at, run, fast_events)
+        });
+        for run in decoded {
+            line.take(adopted.adopt(run?))?;
+        }
+    }
+    Ok(())
 }
 
-impl Cursor<'_> {
-    fn advance(
-        &mut self,
-        decoder: &mut Decoder,
-        names: &mut Names,
-        interned: &mut Interned,
-        planes: &mut [PlaneKeys],
-    ) -> Result<(), Fallback> {
-        let last_at = self.head.take().map(|e| e.at);
-        let plane = planes.get_mut(self.plane).ok_or(Fallback)?;
-        while let Some((number, field)) = self.fields.next(&mut self.window)? {
-            match (number, field) {
-                // A timestamp after the events: they were timed too early.
-                (3, _) => return Err(Fallback),
-                (4, FieldAt::Bytes { at, len }) => {
-                    self.index += 1;
-                    if len > MAX_EVENT_BYTES {
-                        plane.oversized_event(&mut self.window, at, len)?;
-                        continue;
-                    }
-                    let bytes = self.window.bytes(at, len)?;
-                    let seen = (self.rank, self.index);
-                    let clock = &self.clock;
-                    let raw = if self.fast_events {
-                        decoder.event_fast(names, interned, plane, clock, bytes, at, seen)?
-                    } else {
-                        decoder.event(names, plane, clock, bytes, at, seen)?
-                    };
-                    if let Some(raw) = raw {
-                        if last_at.is_some_and(|last| raw.at < last) {
-                            return Err(Fallback);
-                        }
-                        self.head = Some(raw);
-                        return Ok(());
-                    }
-                }
-                _ => {}
+impl LineEvents {
+    /// Takes the events of the line's next run, which must not start before
+    /// the last run ended.
+    fn take(&mut self, events: Vec<RawEvent>) -> Result<(), Fallback> {
+        if let (Some(first), Some(last)) = (events.first(), self.last_at) {
+            if first.at < last {
+                return Err(Fallback);
             }
         }
+        if let Some(e) = events.last() {
+            self.last_at = Some(e.at);
+        }
+        self.pending.extend(events);
         Ok(())
+    }
+}
+
+/// Starts decoding the remaining runs of the `split.jobs` lines with the
+/// most runs left (more than one wave of them) on threads of their own, a
+/// wave of `split.jobs` runs at a time, at most two waves ahead of the
+/// merge; with one job, none. A line whose thread does not start is decoded
+/// by [`refill`].
+fn decode_ahead<'scope, 'env: 'scope>(
+    scope: &'scope std::thread::Scope<'scope, 'env>,
+    merging: &mut [LineEvents],
+    windows: &'env Windows<'env>,
+    planes: &'env [PlaneKeys],
+    split: Split,
+    fast_events: bool,
+) {
+    if split.jobs <= 1 {
+        // One job: one thread decodes, the merging one.
+        return;
+    }
+    let left = |l: &LineEvents| l.runs.len() - l.next_run.min(l.runs.len());
+    let mut big: Vec<usize> = (0..merging.len())
+        .filter(|&i| left(&merging[i]) > split.jobs)
+        .collect();
+    big.sort_by_key(|&i| std::cmp::Reverse(left(&merging[i])));
+    big.truncate(split.jobs);
+    for i in big {
+        let line = &mut merging[i];
+        let todo: Vec<Run> = line.runs[line.next_run..].to_vec();
+        let at = line.at;
+        let (sender, receiver) = mpsc::sync_channel(2 * split.jobs);
+        let spawned = std::thread::Builder::new()
+            .name("xspace-runs".into())
+            .spawn_scoped(scope, move || {
+                for wave in todo.chunks(split.jobs.max(1)) {
+                    let decoded = crate::parallel::map_bounded(wave.to_vec(), split.jobs, |run| {
+                        runs::decode(windows, planes, at, run, fast_events)
+                    });
+                    for run in decoded {
+                        let failed = run.is_err();
+                        // The merge gave up (the receiver is gone), or this
+                        // run will make it: nothing more to decode.
+                        if sender.send(run).is_err() || failed {
+                            return;
+                        }
+                    }
+                }
+            });
+        if spawned.is_ok() {
+            line.next_run = line.runs.len();
+            line.ahead = Some(receiver);
+        }
     }
 }
 
@@ -108,23 +151,24 @@ impl Cursor<'_> {
 /// what the model keeps. Profilers write each line's events in time order
 /// (TSL's `SortXSpace`); a line that is not, or any damage, ends this walk.
 /// Events are decoded by [`Decoder::event_fast`] when `fast_events`, else by
-/// [`Decoder::event`].
+/// [`Decoder::event`], on `split.jobs` threads.
 pub(super) fn merged(
     names: &mut Names,
     source: &dyn ByteSource,
     start_ns: Option<i64>,
     fast_events: bool,
+    split: Split,
 ) -> Result<Collected, Fallback> {
     let mut skim = Window::new(source, SKIM_CHUNK);
     let mut planes: Vec<PlaneKeys> = Vec::new();
-    // (plane, timestamp, where the first event is, line end)
-    let mut lines: Vec<(usize, i64, u64, u64)> = Vec::new();
+    // (plane, timestamp, runs of its events)
+    let mut lines: Vec<(usize, i64, Vec<Run>)> = Vec::new();
     let mut plane_iter = Planes::new(&skim);
     while let Some(plane) = plane_iter.next(&mut skim)? {
         if plane.name != HOST_PLANE {
             continue;
         }
-        planes.push(PlaneKeys::read(&mut skim, &plane)?);
+        planes.push(PlaneKeys::read(&mut skim, &plane, planes.len())?);
         let mut fields = Skim::new(plane.start, plane.end);
         while let Some((number, header, at)) = fields.next(&mut skim)? {
             let (3, Header::Len(len)) = (number, header) else {
@@ -148,7 +192,8 @@ pub(super) fn merged(
                     _ => {}
                 }
             }
-            lines.push((planes.len() - 1, timestamp_ns, first_event, line.end));
+            let runs = runs::split(&mut skim, first_event, line.end, split.run_bytes)?;
+            lines.push((planes.len() - 1, timestamp_ns, runs));
         }
     }
     drop(skim);
@@ -156,39 +201,55 @@ pub(super) fn merged(
         return Err(Fallback);
     }
 
-    let mut decoder = Decoder::new();
-    let mut decoded = Names::default();
-    let mut interned = Interned::default();
-    let chunk = (LINE_CHUNKS / lines.len().max(1)).clamp(16 << 10, 1 << 20);
-    let mut cursors: Vec<Cursor<'_>> = Vec::with_capacity(lines.len());
-    let mut queue = BinaryHeap::with_capacity(lines.len());
-    for (rank, &(plane, timestamp_ns, first_event, end)) in lines.iter().enumerate() {
-        let earliest_ns = match start_ns {
-            Some(_) => None,
-            None => lines.iter().filter(|l| l.0 == plane).map(|l| l.1).min(),
-        };
-        let mut cursor = Cursor {
-            plane,
-            rank: rank as u64,
-            index: 0,
-            clock: LineClock::new(timestamp_ns, start_ns, earliest_ns),
-            fields: Stream::new(first_event, end),
-            window: Window::new(source, chunk.min((end - first_event) as usize)),
-            head: None,
-            fast_events,
-        };
-        cursor.advance(&mut decoder, &mut decoded, &mut interned, &mut planes)?;
-        if let Some(head) = &cursor.head {
-            queue.push(Reverse((head.at, cursors.len())));
-        }
-        cursors.push(cursor);
+    let mut adopted = Adopted {
+        decoder: Decoder::new(),
+        decoded: Names::default(),
+    };
+    let earliest = |plane: usize| match start_ns {
+        Some(_) => None,
+        None => lines.iter().filter(|l| l.0 == plane).map(|l| l.1).min(),
+    };
+    let windows = Windows::new(source);
+    let mut merging: Vec<LineEvents> = Vec::with_capacity(lines.len());
+    for (rank, (plane, timestamp_ns, runs)) in lines.iter().enumerate() {
+        merging.push(LineEvents {
+            at: LineAt {
+                plane: *plane,
+                rank: rank as u64,
+                clock: LineClock::new(*timestamp_ns, start_ns, earliest(*plane)),
+            },
+            runs: runs.clone(),
+            next_run: 0,
+            pending: VecDeque::new(),
+            last_at: None,
+            ahead: None,
+        });
     }
-
-    // Decoding and the merge stay on this thread; a second one builds the
-    // memories, batch by batch, in the order the merge gives.
+    drop(lines);
+    // Every line's first run at once: a host plane has many short lines.
+    let firsts: Vec<(LineAt, Run)> = merging
+        .iter_mut()
+        .filter_map(|l| {
+            let run = *l.runs.first()?;
+            l.next_run = 1;
+            Some((l.at, run))
+        })
+        .collect();
+    let decoded = crate::parallel::map_bounded(firsts, split.jobs, |(at, run)| {
+        runs::decode(&windows, &planes, at, run, fast_events)
+    });
+    for (line, run) in merging.iter_mut().zip(decoded) {
+        line.take(adopted.adopt(run?))?;
+    }
+    // The merge stays on this thread, which decodes the lines of few runs
+    // (by waves of runs) when they run out; the lines of many are decoded
+    // ahead on threads of their own, and another builds the memories,
+    // batch by batch, in the order the merge gives.
     let mut sites = SiteCache::default();
     let (sender, receiver) = mpsc::sync_channel::<Vec<(RawEvent, SiteId)>>(BATCHES_IN_FLIGHT);
+    let (windows, planes) = (&windows, &planes[..]);
     std::thread::scope(|scope| {
+        let mut merging = merging;
         let builder = std::thread::Builder::new()
             .name("xspace-builder".into())
             .spawn_scoped(scope, move || {
@@ -206,30 +267,42 @@ pub(super) fn merged(
                 }
                 (builders, any)
             })?;
+        decode_ahead(scope, &mut merging, windows, planes, split, fast_events);
+        let mut queue = BinaryHeap::with_capacity(merging.len());
         let mut merge = || -> Result<(), Fallback> {
+            for (i, line) in merging.iter_mut().enumerate() {
+                refill(line, &mut adopted, windows, planes, split, fast_events)?;
+                if let Some(head) = line.head() {
+                    queue.push(Reverse((head.at, i)));
+                }
+            }
             let mut batch = Vec::with_capacity(BATCH);
             while let Some(Reverse((_, i))) = queue.pop() {
-                let cursor = &mut cursors[i];
-                if let Some(event) = cursor.head {
-                    batch.push((event, sites.site(names, &decoded, &event)));
+                let line = merging.get_mut(i).ok_or(Fallback)?;
+                if let Some(event) = line.pending.pop_front() {
+                    batch.push((event, sites.site(names, &adopted.decoded, &event)));
                     if batch.len() == BATCH {
                         let full = std::mem::replace(&mut batch, Vec::with_capacity(BATCH));
                         sender.send(full).map_err(|_| Fallback)?;
                     }
                 }
-                cursor.advance(&mut decoder, &mut decoded, &mut interned, &mut planes)?;
-                if let Some(head) = &cursor.head {
+                refill(line, &mut adopted, windows, planes, split, fast_events)?;
+                if let Some(head) = line.head() {
                     queue.push(Reverse((head.at, i)));
                 }
             }
             sender.send(batch).map_err(|_| Fallback)
         };
         let merged = merge();
+        // Threads decoding ahead stop at their next run once the merge is
+        // done with them (a merge that gave up leaves them undrained).
+        drop(merging);
         drop(sender);
         let (builders, any) = builder
             .join()
             .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
         merged?;
+        let Adopted { decoder, decoded } = adopted;
         Ok(Collected {
             decoder,
             decoded,

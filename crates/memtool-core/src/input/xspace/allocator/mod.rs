@@ -32,14 +32,18 @@
 mod build;
 mod decode;
 mod fast;
+mod keys;
 mod merge;
+mod runs;
 mod sequential;
 
 use crate::error::Result;
 use crate::input::source::ByteSource;
 use crate::input::xspace::{Planes, StreamError, Window};
 use crate::model::Profile;
-use merge::{merged, Fallback};
+use decode::Fallback;
+use merge::merged;
+pub(super) use runs::Split;
 use sequential::sequential;
 
 /// The op label of stack reserved on the device (TPU), as XProf names it.
@@ -61,14 +65,15 @@ pub(super) const NO_EVENTS_HINT: &str =
 /// file order, which gives the same memories, or the error.
 /// `force_general_path` takes the walk in file order (which decodes with
 /// [`decode::Decoder::event`]) whatever the lines, for the check that both
-/// walks give one profile. Adds a memory per allocator; returns whether
-/// there were allocator events.
+/// walks give one profile. The merged walk decodes as `split` says. Adds a
+/// memory per allocator; returns whether there were allocator events.
 pub(crate) fn read(
     profile: &mut Profile,
     path: &str,
     source: &dyn ByteSource,
     force_general_path: bool,
     host: &str,
+    split: Split,
 ) -> Result<bool> {
     let mut window = Window::new(source, SKIM_CHUNK);
     let start_ns = profile_start_ns(&mut window).map_err(|e| e.into_error(path))?;
@@ -79,7 +84,7 @@ pub(crate) fn read(
         Err(Fallback)
     } else {
         let _span = crate::timings::span("xspace: allocator events");
-        merged(&mut profile.names, source, start_ns, true)
+        merged(&mut profile.names, source, start_ns, true, split)
     };
     let collected = match merged {
         Ok(collected) => collected,
@@ -225,7 +230,15 @@ mod tests {
 
     fn read_bytes(bytes: Vec<u8>) -> Profile {
         let mut profile = Profile::default();
-        read(&mut profile, "t.xplane.pb", &bytes, false, "t").unwrap();
+        read(
+            &mut profile,
+            "t.xplane.pb",
+            &bytes,
+            false,
+            "t",
+            Split::new(0, 0),
+        )
+        .unwrap();
         profile
     }
 
@@ -233,7 +246,7 @@ mod tests {
     fn lines_merge_by_time_and_memories_keep_walk_order() {
         let bytes = xspace(&[line(0, &A, false), line(0, &B, false)]);
         let mut names = Names::default();
-        assert!(merged(&mut names, &bytes, None, true).is_ok());
+        assert!(merged(&mut names, &bytes, None, true, Split::new(2, 0)).is_ok());
         let profile = read_bytes(bytes.clone());
         let got = memories(&profile);
         assert_eq!(got.len(), 2);
@@ -264,7 +277,7 @@ mod tests {
         reversed.reverse();
         let bytes = xspace(&[line(0, &reversed, false), line(0, &B, false)]);
         let mut names = Names::default();
-        assert!(merged(&mut names, &bytes, None, true).is_err());
+        assert!(merged(&mut names, &bytes, None, true, Split::new(2, 0)).is_err());
         assert_eq!(memories(&read_bytes(bytes)), memories(&in_order));
     }
 
@@ -273,7 +286,7 @@ mod tests {
         let first = read_bytes(xspace(&[line(7, &A, false), line(0, &B, false)]));
         let bytes = xspace(&[line(7, &A, true), line(0, &B, false)]);
         let mut names = Names::default();
-        assert!(merged(&mut names, &bytes, None, true).is_err());
+        assert!(merged(&mut names, &bytes, None, true, Split::new(2, 0)).is_err());
         let last = read_bytes(bytes);
         assert_eq!(memories(&last), memories(&first));
         assert!(memories(&last)[0].contains("(7010, false, 1)"));
@@ -325,6 +338,7 @@ mod tests {
                 &source,
                 force_general_path,
                 "t",
+                Split::new(0, 0),
             )
             .unwrap_err()
             .to_string();
@@ -355,6 +369,7 @@ mod tests {
                 &source,
                 force_general_path,
                 "t",
+                Split::new(0, 0),
             )
             .unwrap();
             assert_eq!(memories(&profile), memories(&plain));
@@ -363,5 +378,108 @@ mod tests {
             // than the event once.
             assert!(read_bytes < 4 << 20, "{read_bytes} bytes read");
         }
+    }
+
+    /// A generated profile: three lines of `per_line` events each,
+    /// interleaved in time, over three allocators, with frees of live and
+    /// of never-seen addresses.
+    fn generated(per_line: u64) -> Vec<u8> {
+        let allocators = ["x", "y", "z"];
+        let lines: Vec<Vec<u8>> = (0..3u64)
+            .map(|l| {
+                let events: Vec<Ev> = (0..per_line)
+                    .map(|i| {
+                        let free = i % 3 == 2;
+                        let address = if free { i - 1 + l * 7 } else { i + l * 7 };
+                        (
+                            i * 10 + l * 3,
+                            free,
+                            allocators[((i / 5 + l) % 3) as usize],
+                            address,
+                            (i % 97) * 256,
+                        )
+                    })
+                    .collect();
+                line(l * 2, &events, false)
+            })
+            .collect();
+        xspace(&lines)
+    }
+
+    fn dump(profile: &Profile) -> String {
+        format!(
+            "{:?}\n{:?}\n{:#?}",
+            profile.warnings, profile.names, profile.memories
+        )
+    }
+
+    #[test]
+    fn decoding_in_runs_on_many_threads_gives_the_one_thread_profile() {
+        let bytes = generated(5_000);
+        let read_split = |split: Split, force_general_path: bool| {
+            let mut profile = Profile::default();
+            read(
+                &mut profile,
+                "t.xplane.pb",
+                &bytes,
+                force_general_path,
+                "t",
+                split,
+            )
+            .unwrap();
+            profile
+        };
+        let one_thread = read_split(Split::new(1, u64::MAX), false);
+        assert_eq!(one_thread.memories.len(), 3);
+        let events: usize = one_thread.memories.iter().map(|m| m.events.len()).sum();
+        assert_eq!(events, 15_000);
+        let want = dump(&one_thread);
+        for (jobs, run_bytes) in [(4, 1), (4, 200), (2, 4096), (3, 100_000)] {
+            let split = Split::new(jobs, run_bytes);
+            // The merged walk reads it, not the walk in file order.
+            let mut names = Names::default();
+            assert!(merged(&mut names, &bytes, None, true, split).is_ok());
+            assert_eq!(
+                dump(&read_split(split, false)),
+                want,
+                "{jobs} jobs, runs of {run_bytes} bytes"
+            );
+        }
+        assert_eq!(dump(&read_split(Split::new(1, 0), true)), want);
+        // A line out of time order across runs, decoded ahead on threads of
+        // their own: the merged walk gives up.
+        let mut reversed = A;
+        reversed.reverse();
+        let bytes = xspace(&[line(0, &reversed, false), line(0, &B, false)]);
+        let mut names = Names::default();
+        assert!(merged(&mut names, &bytes, None, true, Split::new(2, 1)).is_err());
+    }
+
+    #[test]
+    fn runs_are_cut_at_field_boundaries_and_count_the_events_before_them() {
+        // A line's fields: its timestamp, then three events.
+        let bytes = line(0, &A, false);
+        let end = bytes.len() as u64;
+        let mut window = Window::new(&bytes, SKIM_CHUNK);
+        let cut = |window: &mut Window<'_>, run_bytes| {
+            runs::split(window, 0, end, run_bytes)
+                .unwrap()
+                .iter()
+                .map(|r| (r.start, r.end, r.first_index))
+                .collect::<Vec<_>>()
+        };
+        // One field per run; the runs cover the line, in order.
+        let each = cut(&mut window, 1);
+        assert_eq!(each.len(), 4, "{each:?}");
+        assert_eq!(each[0].0, 0);
+        assert_eq!(each[3].1, end);
+        assert!(each.windows(2).all(|w| w[0].1 == w[1].0), "{each:?}");
+        let first_indices: Vec<u64> = each.iter().map(|r| r.2).collect();
+        assert_eq!(first_indices, [0, 0, 1, 2]);
+        // A line no longer than one run is one run, not skimmed.
+        assert_eq!(cut(&mut window, end), [(0, end, 0)]);
+        // Damage: a field that runs past the line.
+        let mut window = Window::new(&bytes, SKIM_CHUNK);
+        assert!(runs::split(&mut window, 0, end - 1, 1).is_err());
     }
 }

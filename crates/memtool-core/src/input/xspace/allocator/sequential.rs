@@ -3,7 +3,7 @@
 //! order.
 
 use super::build::{Collected, MemoryBuilder, SiteCache};
-use super::decode::{Decoder, LineClock, PlaneKeys, RawEvent};
+use super::decode::{Decoder, Interned, LineClock, PlaneKeys, RawEvent};
 use super::{HOST_PLANE, SKIM_CHUNK};
 use crate::error::Result;
 use crate::input::source::ByteSource;
@@ -24,6 +24,7 @@ pub(super) fn sequential(
     let mut window = Window::new(source, 1 << 20);
     let mut decoder = Decoder::new();
     let mut decoded = Names::default();
+    let mut interned = Interned::default();
     let mut events: Vec<RawEvent> = Vec::new();
     let mut planes: Vec<PlaneKeys> = Vec::new();
     let mut rank = 0u64;
@@ -32,8 +33,8 @@ pub(super) fn sequential(
         if plane.name != HOST_PLANE {
             continue;
         }
-        planes.push(PlaneKeys::read(&mut skim, &plane)?);
-        let keys = planes.last_mut().expect("just pushed");
+        planes.push(PlaneKeys::read(&mut skim, &plane, planes.len())?);
+        let keys = planes.last().expect("just pushed");
         let earliest_ns = match start_ns {
             Some(_) => None,
             None => earliest_line_ns(&mut skim, &plane)?,
@@ -59,7 +60,9 @@ pub(super) fn sequential(
                 }
                 let bytes = window.bytes(at, len)?;
                 let seen = (rank, index);
-                if let Some(raw) = decoder.event(&mut decoded, keys, &clock, bytes, at, seen)? {
+                if let Some(raw) =
+                    decoder.event(&mut decoded, &mut interned, keys, &clock, bytes, at, seen)?
+                {
                     events.push(raw);
                 }
             }
