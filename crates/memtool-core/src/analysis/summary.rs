@@ -9,8 +9,8 @@ use crate::model::{PhaseSpan, Profile};
 use crate::report::{Cell, Report, Table};
 
 use super::group::{self, Group, GroupBy};
-use super::stages::{self, Stage};
 use super::landmarks::{self, Landmark, LandmarkKind};
+use super::stages::{self, Stage};
 use super::steps::{self, StepStats};
 use super::{
     display_id, point_label, replay, MemoryHeader, Options, PeakFacts, PeakFigures, Provenance,
