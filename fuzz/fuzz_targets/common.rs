@@ -16,7 +16,7 @@ use std::io::Read;
 use std::time::Duration;
 
 use memtool_core::analysis::peak::PeakSettings;
-use memtool_core::analysis::{diff, frag, leaks, oom, peak, summary, Options};
+use memtool_core::analysis::{diff, frag, leaks, oom_report, peak, summary, Options};
 use memtool_core::model::Profile;
 use memtool_core::report::{exporter, OutputFormat, Presentation, Report};
 use memtool_core::{load, LoadOptions, Source};
@@ -91,13 +91,25 @@ pub fn analyses(data: &[u8]) {
                 budget: Some(1 << 20),
                 xprof_compat: true,
                 by: Some(memtool_core::analysis::GroupBy::Phase),
+                at: None,
+            },
+        )),
+        // The live set at a moment other than the peak (`peak --at-entry`).
+        Box::new(peak::peak_with(
+            &profile,
+            &o,
+            &PeakSettings {
+                budget: None,
+                xprof_compat: false,
+                by: None,
+                at: Some((memtool_core::analysis::moment::Moment::Entry(3), "entry 3".into())),
             },
         )),
         Box::new(leaks::leaks(&profile, &o)),
         Box::new(frag::frag(&profile, &o)),
         Box::new(diff::diff(&profile, &profile, &o, None)),
         // A capacity every program exceeds: each gets a post-mortem.
-        Box::new(oom::oom(
+        Box::new(oom_report::oom(
             &profile,
             &Options {
                 capacity: Some(1),
