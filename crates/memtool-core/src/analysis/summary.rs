@@ -555,7 +555,8 @@ impl Report for SummaryReport {
         {
             tables.extend(stages::tables(&m.header.id, &m.annotation_stages));
         }
-        for m in self.order().main.iter().map(|&i| &self.memories[i]) {
+        // As every per-memory table: the memories the Memories table lists.
+        for m in self.order().listed().0.iter().map(|&i| &self.memories[i]) {
             if let Some(t) = timeline_table(m) {
                 tables.push(t);
             }
