@@ -37,7 +37,7 @@ SHARED = os.path.join(REPO, "..", "shared", "fixtures", "torch")
 OUTLIER_RATIO = 1.10
 
 
-def memtool(binary, *args):
+def run_memtool(binary, *args):
     return subprocess.run([binary, *args], check=True, capture_output=True).stdout
 
 
@@ -48,7 +48,7 @@ def reference_peaks(binary, files):
     `ranks[]` carry `rank` and `peak_bytes`.)"""
     peaks = {}
     for rank, path in files.items():
-        doc = json.loads(memtool(binary, "summary", path, "--format", "json"))
+        doc = json.loads(run_memtool(binary, "summary", path, "--format", "json"))
         for m in doc["memories"]:
             at_peak = sum(g["bytes"] for g in m["top_stacks"])
             peaks[(rank, m["id"])] = (m["peak_bytes"], at_peak)
@@ -86,7 +86,7 @@ def main():
         }
         assert got == expected, (got, expected)
         # The same peaks as `memtool ranks` gives over the folder.
-        doc = json.loads(memtool(binary, "ranks", ranks_dir, "--format", "json"))
+        doc = json.loads(run_memtool(binary, "ranks", ranks_dir, "--format", "json"))
         by_ranks = {(r["rank_number"], r["memory"]): r["peak_bytes"] for r in doc["ranks"]}
         # One rank rule: the job numbers files by `memtool.rank_of`, the
         # command by the same Rust function.
@@ -120,7 +120,7 @@ def main():
         ).to_table()
         for rank, path in files.items():
             exported = os.path.join(work, f"rank{rank}.parquet")
-            memtool(binary, "export", path, "-o", exported)
+            run_memtool(binary, "export", path, "-o", exported)
             want = pq.read_table(exported)
             mine = table.filter(ds.field("rank") == rank)
             assert mine.num_rows == want.num_rows, (rank, mine.num_rows, want.num_rows)
