@@ -6,6 +6,8 @@ use serde::Serialize;
 
 use crate::report::units;
 
+use super::group::GroupBy;
+
 /// A gate's threshold, as the user gave it.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "snake_case", tag = "unit", content = "value")]
@@ -63,7 +65,7 @@ pub struct GateResult {
     /// For a gate on one kind of memory (`activation:5%`): the group it
     /// judged; absent for a gate on the whole.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub group: Option<super::group_gate::GatedGroup>,
+    pub group: Option<GatedGroup>,
     /// The verdict in one line with the measured figure and the threshold,
     /// as printed on stderr.
     pub message: String,
@@ -103,5 +105,23 @@ mod tests {
         assert_eq!(percent_beside(1.004, 1.0), "+1.004%");
         assert_eq!(percent_beside(1.0, 1.0), "+1.00%");
         assert_eq!(percent_beside(-3.5, 1.0), "-3.50%");
+    }
+}
+
+/// The group a gate judges (`diff --fail-on-growth activation:5%`,
+/// `peak --budget optimizer_state:2GiB`): here, beside the result that
+/// names it, so the gates of `diff` and `group_gate` import it one way.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct GatedGroup {
+    /// The grouping it belongs to (`category`, `op`, ...).
+    pub by: GroupBy,
+    /// The group's key, as the grouping's rows name it (`activation`).
+    pub key: String,
+}
+
+impl GatedGroup {
+    /// The group in words: `category activation`.
+    pub fn describe(&self) -> String {
+        format!("{} {}", self.by.name().replace('_', " "), self.key)
     }
 }

@@ -6,31 +6,14 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use serde::Serialize;
-
 use crate::model::Profile;
 use crate::report::units;
 
 use super::diff::{growth_gate, memory_peak_groups, DeltaTotals};
+pub use super::gate::GatedGroup;
 use super::gate::{GateResult, Limit};
 use super::group::{self, GroupBy};
 use super::{display_id, Options};
-
-/// The group a gate judges.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct GatedGroup {
-    /// The grouping it belongs to (`category`, `op`, ...).
-    pub by: GroupBy,
-    /// The group's key, as the grouping's rows name it (`activation`).
-    pub key: String,
-}
-
-impl GatedGroup {
-    /// The group in words: `category activation`.
-    pub fn describe(&self) -> String {
-        format!("{} {}", self.by.name().replace('_', " "), self.key)
-    }
-}
 
 /// Splits a gate's `GROUP:LIMIT` (`activation:5%`, `optimizer_state:2GiB`)
 /// into the group and the limit's text; a bare limit has no group.
