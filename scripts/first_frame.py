@@ -79,22 +79,28 @@ class Browser:
         os.close(self.from_browser)
 
 
+def attach_page(browser, url, deadline):
+    """The DevTools session of the page at `url`, once the browser lists it;
+    None when it does not by `deadline` (time.monotonic())."""
+    while time.monotonic() < deadline:
+        targets = browser.call("Target.getTargets")["targetInfos"]
+        pages = [t for t in targets if t["type"] == "page" and t["url"] == url]
+        if pages:
+            return browser.call("Target.attachToTarget",
+                                {"targetId": pages[0]["targetId"], "flatten": True})["sessionId"]
+        time.sleep(0.05)
+    return None
+
+
 def first_frame_ms(chromium, page):
     url = "file://" + os.path.abspath(page)
     with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as profile_dir:
         browser = Browser(chromium, url, profile_dir)
         try:
             deadline = time.monotonic() + 20
-            while time.monotonic() < deadline:
-                targets = browser.call("Target.getTargets")["targetInfos"]
-                pages = [t for t in targets if t["type"] == "page" and t["url"] == url]
-                if pages:
-                    break
-                time.sleep(0.05)
-            else:
+            session = attach_page(browser, url, deadline)
+            if session is None:
                 return None
-            session = browser.call("Target.attachToTarget",
-                                   {"targetId": pages[0]["targetId"], "flatten": True})["sessionId"]
             while time.monotonic() < deadline:
                 value = browser.call("Runtime.evaluate", {
                     "expression": "document.documentElement && document.documentElement"

@@ -21,7 +21,7 @@ import time
 
 sys.dont_write_bytecode = True  # no __pycache__ beside the scripts
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from first_frame import Browser  # noqa: E402
+from first_frame import Browser, attach_page  # noqa: E402
 
 WIDTHS = (1400, 850)
 HEIGHT = 1000
@@ -86,16 +86,9 @@ def measure(chromium, page, width):
         browser = Browser(chromium, url, profile_dir)
         try:
             deadline = time.monotonic() + 30
-            while time.monotonic() < deadline:
-                targets = browser.call("Target.getTargets")["targetInfos"]
-                pages = [t for t in targets if t["type"] == "page" and t["url"] == url]
-                if pages:
-                    break
-                time.sleep(0.05)
-            else:
+            session = attach_page(browser, url, deadline)
+            if session is None:
                 return None
-            session = browser.call("Target.attachToTarget",
-                                   {"targetId": pages[0]["targetId"], "flatten": True})["sessionId"]
             browser.call("Emulation.setDeviceMetricsOverride",
                          {"width": width, "height": HEIGHT, "deviceScaleFactor": 1,
                           "mobile": False}, session)

@@ -361,6 +361,19 @@ pub fn beyond_note(n: usize) -> String {
     )
 }
 
+/// The label of the row that stands for the memories past the listed ones.
+pub fn beyond_label(n: usize) -> String {
+    format!("+{n} more (totals)")
+}
+
+/// The total of one figure over the memories `beyond` (indices into
+/// `memories`), saturating: the figures of the `+N more (totals)` row.
+pub fn beyond_total<T>(memories: &[T], beyond: &[usize], figure: impl Fn(&T) -> u64) -> u64 {
+    beyond
+        .iter()
+        .fold(0u64, |s, &i| s.saturating_add(figure(&memories[i])))
+}
+
 /// Notes about one memory each, `(display id, text)`, as lines `id: text`.
 /// Past [`LISTED_MEMORIES`] of them, those of one text are one line naming
 /// the first few memories and counting the others, in the order the texts

@@ -327,12 +327,10 @@ impl SummaryReport {
         }
         if !beyond.is_empty() {
             let sum = |f: fn(&MemorySummary) -> u64| {
-                beyond
-                    .iter()
-                    .fold(0u64, |s, &i| s.saturating_add(f(&self.memories[i])))
+                crate::analysis::beyond_total(&self.memories, beyond, f)
             };
             t.rows.push(vec![
-                format!("+{} more (totals)", beyond.len()).into(),
+                crate::analysis::beyond_label(beyond.len()).into(),
                 Cell::Empty,
                 Cell::Bytes(sum(|m| m.peak.peak_bytes)),
                 Cell::Count(sum(|m| m.peak.buffers)),

@@ -322,7 +322,7 @@ impl FoldedTable {
                 (p.saturating_add(peak), b.saturating_add(buf))
             });
             TrivialRow {
-                memory: format!("+{} more (totals)", more.len()),
+                memory: crate::analysis::beyond_label(more.len()),
                 kind: String::new(),
                 peak: bytes_cell(peaks),
                 buffers: count_cell(buffers),
