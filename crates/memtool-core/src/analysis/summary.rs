@@ -1,6 +1,6 @@
 //! `summary`: per memory, the peak, the end state, and the top stacks at peak.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 
 use serde::Serialize;
@@ -659,8 +659,9 @@ fn timeline_table(m: &MemorySummary) -> Option<Table> {
     );
     let of = |kind: LandmarkKind| m.landmarks.iter().filter(move |l| l.kind == kind);
     let first_step = of(LandmarkKind::Step).next().and_then(|l| l.step);
+    let steps: Vec<&Landmark> = of(LandmarkKind::Step).collect();
     let mut rows: Vec<&Landmark> = Vec::new();
-    rows.extend(of(LandmarkKind::Step));
+    rows.extend(steps.iter().take(LISTED_STEPS));
     rows.extend(of(LandmarkKind::LargestAllocation).take(1));
     rows.extend(of(LandmarkKind::Spike).max_by_key(|l| (l.bytes, std::cmp::Reverse(l.start))));
     rows.extend(of(LandmarkKind::Cliff).filter(|l| l.step == first_step));
@@ -669,13 +670,25 @@ fn timeline_table(m: &MemorySummary) -> Option<Table> {
         .collect();
     rows.extend(of(LandmarkKind::OptimizerState));
     rows.extend(of(LandmarkKind::Floor));
-    for l in rows {
+    // Each step's spans, gathered in one pass: a profile of 30,000 steps
+    // must not scan every landmark once per step.
+    let mut spans_of: HashMap<Option<i64>, Vec<&Landmark>> = HashMap::new();
+    if !steps.is_empty() {
+        for l in m.landmarks.iter().filter(|l| l.kind.is_phase()) {
+            spans_of.entry(l.step).or_default().push(l);
+        }
+    }
+    let listed_steps = steps.len().min(LISTED_STEPS);
+    for (i, l) in rows.into_iter().enumerate() {
+        if i == listed_steps && steps.len() > LISTED_STEPS {
+            t.rows.push(more_steps_row(&steps[LISTED_STEPS..]));
+        }
         // The label's name before its first colon is the row's name, the
         // rest what it says (the `what` column has the room).
         let (name, what) = match l.kind {
             LandmarkKind::Step => (
                 format!("step {}", l.step.unwrap_or_default()),
-                step_phases(m, l),
+                step_phases(spans_of.get(&l.step).map(Vec::as_slice).unwrap_or_default()),
             ),
             LandmarkKind::LargestAllocation => ("largest allocation".into(), l.label.clone()),
             _ => match l.label.split_once(": ") {
@@ -715,16 +728,104 @@ fn landmark_row(l: &Landmark, name: String, what: String) -> Vec<Cell> {
 }
 
 /// A step's spans in order, each with where it starts.
-fn step_phases(m: &MemorySummary, step: &Landmark) -> String {
-    let mut spans: Vec<&Landmark> = m
-        .landmarks
-        .iter()
-        .filter(|l| l.step == step.step && l.kind.is_phase())
-        .collect();
+fn step_phases(spans: &[&Landmark]) -> String {
+    let mut spans = spans.to_vec();
     spans.sort_by_key(|l| l.start);
     let parts: Vec<String> = spans
         .iter()
         .map(|l| format!("{} {}", l.kind.name(), l.start_label))
         .collect();
     parts.join(", ")
+}
+
+/// Steps listed one per row in "What the timeline shows"; the rest are one
+/// row (the table is a few lines; JSON's `landmarks[]` lists every step).
+const LISTED_STEPS: usize = 5;
+
+/// The row standing for the steps past [`LISTED_STEPS`]: the highest of
+/// them (where it starts, its bytes) and the range they cover.
+fn more_steps_row(rest: &[&Landmark]) -> Vec<Cell> {
+    let (first, last) = (rest[0], rest[rest.len() - 1]);
+    let highest = rest
+        .iter()
+        .copied()
+        .max_by_key(|l| (l.bytes, std::cmp::Reverse(l.start)))
+        .unwrap_or(first);
+    let row = landmark_row(
+        highest,
+        format!("+{} more steps", rest.len()),
+        format!(
+            "steps {}–{}, the highest shown",
+            first.step.unwrap_or_default(),
+            last.step.unwrap_or_default(),
+        ),
+    );
+    row
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Allocation, Axis, Event, EventKind, Memory, MemoryKind, Site, Step};
+    use crate::report::Report;
+
+    /// 30,000 steps of one allocation each: "What the timeline shows" lists
+    /// five steps and one row for the rest, naming their range and the
+    /// highest (a profile like this once took 24 s here: each step's row
+    /// scanned every landmark).
+    #[test]
+    fn many_steps_are_a_few_rows_of_the_timeline_table() {
+        let mut profile = Profile::default();
+        let site = profile.names.site(Site::default());
+        let mut m = Memory::new("m", MemoryKind::Allocator, Axis::EventIndex);
+        let steps = 30_000i64;
+        for s in 0..steps {
+            // Step 12,345 is the highest.
+            let bytes = if s == 12_345 {
+                300
+            } else {
+                100 + (s % 3) as u64
+            };
+            let a = m.push_allocation(Allocation {
+                bytes,
+                requested: bytes,
+                count: 1,
+                address: None,
+                site,
+            });
+            for (at, kind) in [(2 * s, EventKind::Alloc), (2 * s + 1, EventKind::Free)] {
+                m.events.push(Event { at, kind, alloc: a });
+            }
+            m.steps.push(Step {
+                id: s,
+                start: 2 * s,
+                end: 2 * s + 1,
+            });
+        }
+        profile.memories.push(m);
+        let report = summarize(&profile, &Options::default());
+        let table = report
+            .tables()
+            .into_iter()
+            .find(|t| t.title.starts_with("What the timeline shows"))
+            .expect("the table");
+        let text = |c: &Cell| match c {
+            Cell::Text(s) => s.clone(),
+            other => format!("{other:?}"),
+        };
+        let names: Vec<String> = table.rows.iter().map(|r| text(&r[0])).collect();
+        let steps_listed: Vec<&String> = names.iter().filter(|n| n.starts_with("step ")).collect();
+        assert_eq!(
+            steps_listed,
+            ["step 0", "step 1", "step 2", "step 3", "step 4"]
+        );
+        let more = table
+            .rows
+            .iter()
+            .find(|r| text(&r[0]) == "+29995 more steps")
+            .expect("one row for the rest");
+        assert_eq!(text(&more[3]), "steps 5–29999, the highest shown");
+        assert!(matches!(more[2], Cell::Bytes(300)), "{:?}", more[2]);
+        assert!(table.rows.len() < 15, "{names:?}");
+    }
 }
