@@ -749,195 +749,6 @@ function svgEl(tag, attrs, text) {
     drawn++;
   }
 
-  // ---- address × time grid ----------------------------------------------
-  // The grid comes run-length coded (`120000.` for an empty one, `2A4.2B`):
-  // a count before a cell code repeats it, so a memory with little in it
-  // does not cost the page its 600 × 200 cells.
-  function expandRuns(coded) {
-    var parts = [], n = 0;
-    for (var i = 0; i < coded.length; i++) {
-      var c = coded.charCodeAt(i);
-      if (c >= 48 && c <= 57) { n = n * 10 + (c - 48); continue; }
-      parts.push(n > 1 ? coded.charAt(i).repeat(n) : coded.charAt(i));
-      n = 0;
-    }
-    return parts.join('');
-  }
-  function addrView(container, m) {
-    var a = m.addr;
-    if (!a) { return; }
-    var grid = expandRuns(a.grid);
-    var colors = m.timeline.bands.map(function (b) { return b.color; });
-    var canvas = htmlEl('canvas', 'addrgrid');
-    canvas.width = a.cols; canvas.height = a.rows;
-    canvas.style.aspectRatio = a.cols + ' / ' + Math.max(a.rows, a.cols / 4);
-    var ctx = canvas.getContext('2d');
-    function bandIndex(ch) {
-      var c = ch.charCodeAt(0);
-      if (c >= 65 && c <= 90) { return c - 65; }
-      if (c >= 97 && c <= 122) { return c - 97 + 26; }
-      return -1;
-    }
-    // One ImageData for the grid: a fillRect per cell took seconds on big pages.
-    function rgb(hex) {
-      var v = /^#([0-9a-f]{6})$/i.exec(hex || '');
-      var x = v ? parseInt(v[1], 16) : 0x888888;
-      return [(x >> 16) & 255, (x >> 8) & 255, x & 255];
-    }
-    var rgbs = colors.map(rgb), grey = rgb('#888888');
-    var scheme = window.matchMedia ? window.matchMedia('(prefers-color-scheme: dark)') : null;
-    var painted = 0;
-    function paint() {
-      ctx.fillStyle = scheme && scheme.matches ? '#1e2228' : '#f5f7fa';
-      ctx.fillRect(0, 0, a.cols, a.rows);
-      var img = ctx.getImageData(0, 0, a.cols, a.rows), px = img.data;
-      painted = 0;
-      for (var r = 0; r < a.rows; r++) {
-        for (var c = 0; c < a.cols; c++) {
-          var b = bandIndex(grid.charAt(r * a.cols + c));
-          if (b < 0) { continue; }
-          painted++;
-          var col = rgbs[Math.min(b, rgbs.length - 1)] || grey, o = (r * a.cols + c) * 4;
-          px[o] = col[0]; px[o + 1] = col[1]; px[o + 2] = col[2]; px[o + 3] = 255;
-        }
-      }
-      ctx.putImageData(img, 0, 0);
-    }
-    paint();
-    // The free cells' colour follows the page's scheme when it changes.
-    if (scheme && scheme.addEventListener) { scheme.addEventListener('change', paint); }
-    // The plot: addresses down the left (where each range starts), a line
-    // where one range ends and the next begins, times along the bottom.
-    var plot = htmlEl('div', 'addrplot');
-    plot.appendChild(canvas);
-    var labelled = -1;
-    a.segments.forEach(function (seg, i) {
-      var top = 100 * seg[2] / a.rows;
-      if (i > 0) {
-        var line = htmlEl('div', 'addrrange');
-        line.style.top = top + '%';
-        plot.appendChild(line);
-      }
-      // A label per range with room for it (a tenth of the height apart).
-      if (labelled < 0 || seg[2] - labelled >= a.rows / 10) {
-        var lab = htmlEl('div', 'addrlabel', '0x' + seg[0].toString(16));
-        lab.style.top = top + '%';
-        lab.title = '0x' + seg[0].toString(16) + '–0x' + seg[1].toString(16) + ' (' + fmtBytes(seg[1] - seg[0]) + ')';
-        plot.appendChild(lab);
-        labelled = seg[2];
-      }
-    });
-    container.appendChild(plot);
-    var times = htmlEl('div', 'addrtimes');
-    [0, 0.5, 1].forEach(function (f) { times.appendChild(htmlEl('span', null, fmtX(m, a.x[0] + (a.x[1] - a.x[0]) * f))); });
-    container.appendChild(times);
-    // For the browser check: a canvas has no DOM to inspect.
-    container.setAttribute('data-cells', String(painted));
-    // The address a row shows (the middle of its bytes), and the listed
-    // block there at a moment, if any.
-    function addressOf(r) {
-      var off = (r + 0.5) * a.span / a.rows, seg = null;
-      for (var s = 0; s < a.segments.length; s++) { if (a.segments[s][3] <= off) { seg = a.segments[s]; } }
-      if (!seg || off - seg[3] >= seg[1] - seg[0]) { return null; }
-      return seg[0] + (off - seg[3]);
-    }
-    var bl = m.blocks, base = bl && bl.base ? parseInt(bl.base, 16) : null;
-    function blockAt(addr, x) {
-      if (base === null || addr === null) { return -1; }
-      var off = addr - base, found = -1;
-      for (var k = 0; k < bl.bytes.length; k++) {
-        if (bl.addr[k] >= 0 && bl.addr[k] <= off && off < bl.addr[k] + Math.max(1, bl.bytes[k]) && liveAt(bl, x, k)) { found = k; }
-      }
-      return found;
-    }
-    var tip = tooltip(container);
-    canvas.addEventListener('mousemove', function (ev) {
-      var rect = canvas.getBoundingClientRect();
-      var c = Math.floor((ev.clientX - rect.left) / rect.width * a.cols), r = Math.floor((ev.clientY - rect.top) / rect.height * a.rows);
-      if (c < 0 || r < 0 || c >= a.cols || r >= a.rows) { tip.hide(); return; }
-      var x = a.x[0] + (a.x[1] - a.x[0]) * c / Math.max(1, a.cols - 1);
-      var addr = addressOf(r);
-      var b = bandIndex(grid.charAt(r * a.cols + c));
-      var lines = [fmtX(m, x) + (addr !== null ? ' · 0x' + Math.floor(addr).toString(16) : '')];
-      var k = blockAt(addr, x);
-      if (k >= 0) {
-        var site = bl.site[k] >= 0 ? bl.sites[bl.site[k]] : null;
-        lines.push(fmtBytes(bl.bytes[k]) + ' block at ' + hexAddr(bl, k) + ', ' + madeText(m, bl, k));
-        var bk = m.timeline.bands[bl.band[k]];
-        lines.push(bk ? bk.key : 'in use');
-        if (site && site.op) { lines.push('op ' + site.op); }
-      } else {
-        var band = m.timeline.bands[Math.min(b, m.timeline.bands.length - 1)];
-        lines.push(b < 0 ? 'free' : band ? band.key : 'in use');
-      }
-      tip.show(lines, ev);
-    });
-    canvas.addEventListener('mouseleave', function () { tip.hide(); });
-    container.appendChild(htmlEl('div', 'hint', a.segments.length + ' address range(s) shown, ' + fmtBytes(a.span) + ' in all; rows top to bottom: low to high addresses.'));
-    drawn++;
-  }
-
-  // ---- sortable, filterable tables ---------------------------------------
-  function sortable(table) {
-    var heads = table.tHead ? table.tHead.rows[0].cells : [];
-    Array.prototype.forEach.call(heads, function (th, col) {
-      th.addEventListener('click', function () {
-        var body = table.tBodies[0];
-        var rows = Array.prototype.slice.call(body.rows);
-        var desc = !th.classList.contains('sorted-desc');
-        Array.prototype.forEach.call(heads, function (h) { h.classList.remove('sorted-asc', 'sorted-desc'); });
-        th.classList.add(desc ? 'sorted-desc' : 'sorted-asc');
-        var key = function (row) {
-          var cell = row.cells[col];
-          if (!cell) { return ''; }
-          var v = cell.getAttribute('data-v');
-          if (v !== null) { return parseFloat(v); }
-          var num = parseFloat(cell.textContent);
-          return isNaN(num) || String(num) !== cell.textContent.trim() ? cell.textContent.toLowerCase() : num;
-        };
-        rows.sort(function (a, b) {
-          var ka = key(a), kb = key(b);
-          var r = ka < kb ? -1 : ka > kb ? 1 : 0;
-          return desc ? -r : r;
-        });
-        rows.forEach(function (r) { body.appendChild(r); });
-      });
-    });
-  }
-  function filterable(input) {
-    var table = input.nextElementSibling;
-    if (!table || table.tagName !== 'TABLE') { return; }
-    input.addEventListener('input', function () {
-      var q = input.value.toLowerCase();
-      Array.prototype.forEach.call(table.tBodies[0].rows, function (row) {
-        row.hidden = q !== '' && row.textContent.toLowerCase().indexOf(q) < 0;
-      });
-    });
-  }
-
-  // ---- long tables: the top rows, the rest behind a control -------------
-  // A table of more than FOLDED_ROWS + 5 rows shows its top FOLDED_ROWS (in
-  // the order it is sorted; CSS hides the rest) until asked; a filter shows
-  // every row that matches.
-  var FOLDED_ROWS = 20;
-  function foldable(table) {
-    var n = table.tBodies[0] ? table.tBodies[0].rows.length : 0;
-    if (n <= FOLDED_ROWS + 5) { return; }
-    var open = false;
-    table.classList.add('folded');
-    var more = htmlEl('button', 'unfold', 'show all ' + n + ' rows');
-    more.type = 'button';
-    var input = table.previousElementSibling;
-    var filtering = function () { return input && input.classList.contains('filter') && input.value !== ''; };
-    var refold = function () {
-      table.classList.toggle('folded', !open && !filtering());
-      more.textContent = open ? 'show the top ' + FOLDED_ROWS + ' rows' : 'show all ' + n + ' rows';
-    };
-    more.addEventListener('click', function () { open = !open; refold(); });
-    if (input && input.classList.contains('filter')) { input.addEventListener('input', refold); }
-    table.parentNode.insertBefore(more, table.nextSibling);
-  }
-
   function each(selector, fn) {
     Array.prototype.forEach.call(document.querySelectorAll(selector), function (e) {
       try { fn(e); } catch (err) { errors.push(selector + ': ' + (err && err.message ? err.message : String(err))); }
@@ -947,6 +758,12 @@ function svgEl(tag, attrs, text) {
   try { data = JSON.parse(document.getElementById('memtool-data').textContent); } catch (err) { errors.push('data: ' + err.message); data = { memories: [] }; }
   var byDom = {};
   data.memories.forEach(function (m) { byDom[m.dom] = m; });
+  // The helpers the other scripts (alloc.js, program.js, addr.js, tables.js)
+  // draw with; `drew` counts a chart drawn.
+  var lib = {
+    htmlEl: htmlEl, fmtBytes: fmtBytes, fmtX: fmtX, tooltip: tooltip,
+    liveAt: liveAt, hexAddr: hexAddr, madeText: madeText, drew: function () { drawn++; }
+  };
   each('.timeline[data-mem]', function (e) { timeline(e, byDom[e.getAttribute('data-mem')]); });
   each('.flame[data-mem]', function (e) {
     var m = byDom[e.getAttribute('data-mem')], colors = {};
@@ -963,144 +780,20 @@ function svgEl(tag, attrs, text) {
   });
   each('.flame[data-diff]', function (e) { if (data.diff) { flame(e, data.diff, true); } });
   each('.leakchart[data-mem]', function (e) { leakChart(e, byDom[e.getAttribute('data-mem')]); });
-  each('.addr[data-mem]', function (e) { addrView(e, byDom[e.getAttribute('data-mem')]); });
+  each('.addr[data-mem]', function (e) { memtoolAddrView(e, byDom[e.getAttribute('data-mem')], lib); });
   each('.state[data-mem]', function (e) { stateView(e, byDom[e.getAttribute('data-mem')]); });
   // Compiled programs (templates/program.js): blocks, then the peak's bars.
-  var programLib = { htmlEl: htmlEl, fmtBytes: fmtBytes, fmtX: fmtX, tooltip: tooltip, drew: function () { drawn++; } };
-  each('.allocview[data-mem]', function (e) { memtoolAllocView(e, byDom[e.getAttribute('data-mem')], programLib); });
+  each('.allocview[data-mem]', function (e) { memtoolAllocView(e, byDom[e.getAttribute('data-mem')], lib); });
   each('.progchart[data-mem]', function (e) {
     var peakBars = e.parentNode.querySelector('.progpeak[data-mem="' + e.getAttribute('data-mem') + '"]');
-    memtoolProgramChart(e, peakBars, byDom[e.getAttribute('data-mem')], programLib);
+    memtoolProgramChart(e, peakBars, byDom[e.getAttribute('data-mem')], lib);
   });
-  each('table.sortable', sortable);
-  each('input.filter', filterable);
-  each('table.sortable', foldable);
-  // Opened as report.html#memtool-selftest (the browser check does), the page
-  // drives its own controls with synthetic events and records what happened.
-  function selfTest() {
-    var results = [];
-    function check(name, ok) { results.push(name + (ok ? ':ok' : ':FAIL')); }
-    function mouse(target, type, x, y) {
-      target.dispatchEvent(new MouseEvent(type, { bubbles: true, clientX: x, clientY: y, buttons: type === 'mouseup' ? 0 : 1 }));
-    }
-    var tl = document.querySelector('.timeline svg');
-    if (tl) {
-      var r = tl.getBoundingClientRect(), y = r.top + r.height * 0.8;
-      mouse(tl, 'mousemove', r.left + r.width * 0.5, y);
-      var tip = tl.parentNode.querySelector('.tooltip');
-      check('hover', tip && !tip.hidden && tip.textContent.indexOf('total') >= 0);
-      var reset = tl.parentNode.querySelector('button.reset');
-      var svgNow = tl;
-      mouse(tl, 'mousedown', r.left + r.width * 0.3, y);
-      mouse(tl, 'mousemove', r.left + r.width * 0.6, y);
-      mouse(tl, 'mouseup', r.left + r.width * 0.6, y);
-      check('zoom', reset && !reset.hidden);
-      svgNow.dispatchEvent(new MouseEvent('dblclick', { bubbles: true }));
-      check('unzoom', reset && reset.hidden);
-    }
-    var table = document.querySelector('table.sortable');
-    if (table && table.tBodies[0].rows.length > 1) {
-      var numCol = -1;
-      Array.prototype.forEach.call(table.tBodies[0].rows[0].cells, function (c, i) { if (numCol < 0 && c.hasAttribute('data-v')) { numCol = i; } });
-      if (numCol >= 0) {
-        var th = table.tHead.rows[0].cells[numCol];
-        th.click(); th.click();
-        var vals = Array.prototype.map.call(table.tBodies[0].rows, function (row) { return parseFloat(row.cells[numCol].getAttribute('data-v')); });
-        check('sort', vals.every(function (v, i) { return i === 0 || vals[i - 1] <= v; }));
-      }
-      var input = table.previousElementSibling;
-      if (input && input.classList.contains('filter')) {
-        input.value = '\u0000no such row\u0000';
-        input.dispatchEvent(new Event('input'));
-        var hidden = Array.prototype.every.call(table.tBodies[0].rows, function (row) { return row.hidden; });
-        input.value = '';
-        input.dispatchEvent(new Event('input'));
-        check('filter', hidden && !table.tBodies[0].rows[0].hidden);
-      }
-    }
-    var fl = document.querySelector('.flame');
-    if (fl) {
-      var boxes = fl.querySelectorAll('.fn');
-      var deep = boxes[boxes.length - 1];
-      if (deep && boxes.length > 1) {
-        deep.click();
-        var zoomed = fl.querySelectorAll('.fn.anc').length > 0;
-        fl.querySelector('.fn.anc').click();
-        check('flame', zoomed && fl.querySelectorAll('.fn.anc').length === 0);
-      }
-    }
-    // With blocks, a click on a frame lists those under it at the peak (the
-    // largest frame under the root: the page lists the largest blocks), on
-    // the root those of the whole tree.
-    var tf = document.querySelector('.flame[data-mem]');
-    var fm = tf && byDom[tf.getAttribute('data-mem')], treeDrill = tf && tf.nextElementSibling;
-    if (fm && fm.blocks && treeDrill && treeDrill.classList.contains('drill') && tf.querySelectorAll('.fn').length > 1) {
-      var rowsNow = function () { return treeDrill.querySelectorAll('table.blocks tbody tr').length; };
-      tf.querySelectorAll('.fn')[1].click();
-      var picked = rowsNow();
-      tf.querySelector('.fn.anc').click();
-      check('tree', picked > 0 && rowsNow() >= picked);
-    }
-    // The address view: its ranges named down the left, times along the
-    // bottom, and a tooltip over a cell.
-    var addr = document.querySelector('.addr[data-mem] canvas.addrgrid');
-    if (addr) {
-      var holder = addr.parentNode.parentNode;
-      var ar = addr.getBoundingClientRect();
-      mouse(addr, 'mousemove', ar.left + ar.width / 2, ar.top + ar.height / 2);
-      var shown = holder.querySelector('.tooltip');
-      check('addr', holder.querySelectorAll('.addrlabel').length > 0 &&
-        holder.querySelectorAll('.addrtimes span').length === 3 && shown && !shown.hidden && shown.textContent.length > 0);
-    }
-    // Drill-down: a click on the band under the peak lists its blocks; a
-    // click on the first lists its stack.
-    var tlc = document.querySelector('.timeline.chart');
-    var tm = tlc && byDom[tlc.getAttribute('data-mem')];
-    if (tlc && tm && tm.blocks) {
-      var mark = tlc.querySelector('circle.peak');
-      var t = tm.timeline, pc = t.hi.indexOf(Math.max.apply(null, t.hi));
-      if (mark) {
-        var mr = mark.getBoundingClientRect();
-        var cy = mr.top + mr.height / 2 + 6;
-        mouse(mark.ownerSVGElement, 'mousedown', mr.left + mr.width / 2, cy);
-        mouse(mark.ownerSVGElement, 'mouseup', mr.left + mr.width / 2, cy);
-      }
-      var rows = tlc.querySelectorAll('.drill table.blocks tbody tr');
-      if (rows.length === 0) {
-        // The peak mark sits on a sliver: ask for the biggest band there.
-        var big = 0;
-        t.bands.forEach(function (b, k) { if (b.v[pc] > t.bands[big].v[pc]) { big = k; } });
-        tlc.memtoolShow(pc, big);
-        rows = tlc.querySelectorAll('.drill table.blocks tbody tr');
-      }
-      check('drill', rows.length > 0);
-      if (rows.length) {
-        rows[0].click();
-        var sv = tlc.querySelector('.drill .stackview');
-        check('stack', sv !== null && (sv.querySelectorAll('li').length > 0 || sv.textContent.indexOf('no stack') >= 0));
-      }
-    }
-    // The allocation view and a compiled program's charts (alloc.js, program.js).
-    memtoolAllocView.selfTest(check);
-    memtoolProgramChart.selfTest(check);
-    var stv = document.querySelector('.state[data-mem]');
-    if (stv) {
-      var slider = stv.querySelector('input[type=range]');
-      slider.value = '0'; slider.dispatchEvent(new Event('input'));
-      slider.value = slider.max; slider.dispatchEvent(new Event('input'));
-      var segs = stv.querySelector('.segments');
-      var blk = stv.querySelector('rect.block');
-      var okState = segs && +segs.getAttribute('data-segments') > 0;
-      if (blk) {
-        blk.dispatchEvent(new MouseEvent('click', { bubbles: true }));
-        okState = okState && stv.querySelector('.stackview') !== null;
-      }
-      check('state', okState);
-    }
-    document.documentElement.setAttribute('data-memtool-selftest', results.join(' '));
-  }
+  var tables = memtoolTables(lib);
+  each('table.sortable', tables.sortable);
+  each('input.filter', tables.filterable);
+  each('table.sortable', tables.foldable);
   if (location.hash === '#memtool-selftest') {
-    try { selfTest(); } catch (err) { errors.push('selftest: ' + err.message); }
+    try { memtoolSelfTest(byDom); } catch (err) { errors.push('selftest: ' + err.message); }
   }
   setStatus();
   // For the browser check: when the page's script finished (time since the

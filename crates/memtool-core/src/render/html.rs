@@ -172,6 +172,9 @@ pub fn html(inputs: Inputs<'_>, options: &RenderOptions) -> String {
         js: JS,
         program_js: PROGRAM_JS,
         alloc_js: ALLOC_JS,
+        addr_js: ADDR_JS,
+        tables_js: TABLES_JS,
+        selftest_js: SELFTEST_JS,
         data_json: escape::script_json(&data),
     };
     // Rendering fails only on a formatting error of our own fields, which

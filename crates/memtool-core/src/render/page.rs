@@ -387,6 +387,14 @@ pub(super) struct Page {
     pub(super) program_js: &'static str,
     /// The allocation view's script, loaded before `js`, which calls it.
     pub(super) alloc_js: &'static str,
+    /// The address grid's script, loaded before `js`, which calls it.
+    pub(super) addr_js: &'static str,
+    /// The tables' sorting, filtering and folding, loaded before `js`, which
+    /// applies them.
+    pub(super) tables_js: &'static str,
+    /// The page's self-test (`#memtool-selftest`), loaded before `js`, which
+    /// runs it.
+    pub(super) selftest_js: &'static str,
     pub(super) data_json: String,
 }
 
@@ -394,3 +402,6 @@ pub(super) const CSS: &str = include_str!("../../templates/report.css");
 pub(super) const JS: &str = include_str!("../../templates/report.js");
 pub(super) const PROGRAM_JS: &str = include_str!("../../templates/program.js");
 pub(super) const ALLOC_JS: &str = include_str!("../../templates/alloc.js");
+pub(super) const ADDR_JS: &str = include_str!("../../templates/addr.js");
+pub(super) const TABLES_JS: &str = include_str!("../../templates/tables.js");
+pub(super) const SELFTEST_JS: &str = include_str!("../../templates/selftest.js");

@@ -237,6 +237,9 @@ fn frag_sections_show_when_given() {
         js: "",
         program_js: "",
         alloc_js: "",
+        addr_js: "",
+        tables_js: "",
+        selftest_js: "",
         data_json: "{}".into(),
     };
     let page = view.render().unwrap();
