@@ -7,6 +7,7 @@
 
 mod cli;
 mod commands;
+mod destination;
 mod inputs;
 mod mcp;
 mod output;

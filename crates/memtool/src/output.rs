@@ -15,6 +15,7 @@ use memtool_core::report::{exporter, OutputFormat, Presentation, Report};
 use rustix::fs::{AtFlags, Mode, OFlags, CWD};
 
 use crate::cli::{AnalysisArgs, FormatArg, OutputArgs};
+use crate::destination::{follow_links, is_stdout, temporary_name};
 
 /// The columns of the Markdown digest `--format mcp` writes after the JSON.
 const MCP_DIGEST_WIDTH: usize = 160;
@@ -134,11 +135,6 @@ fn terminal_width(output: Option<&Path>) -> Option<usize> {
     (size.ws_col > 0).then_some(usize::from(size.ws_col))
 }
 
-/// Whether output for `-o path` goes to standard output: no `-o`, or `-o -`.
-pub fn is_stdout(path: Option<&Path>) -> bool {
-    path.is_none_or(|p| p.as_os_str() == "-")
-}
-
 /// Writes what `fill` writes to `path` (see [`is_stdout`]), the one way every
 /// command's output leaves memtool. A device, FIFO or socket is written in
 /// place: replacing it with a file would break `-o /dev/null` (as root, the
@@ -173,45 +169,6 @@ pub fn write_to(
         Err(_) => write_atomically(&target, None, fill),
     }
     .with_context(|| format!("{}: cannot write output", path.display()))
-}
-
-/// The file `path` names once its symlinks are followed (each link's target
-/// read relative to the link's folder), or `path` when it is no symlink. A
-/// dangling link gives the path it points to, where the output is created,
-/// as a shell's `>` does.
-pub fn follow_links(path: &Path) -> io::Result<PathBuf> {
-    let mut path = path.to_path_buf();
-    // Linux's own limit on links followed in one lookup.
-    for _ in 0..40 {
-        match fs::symlink_metadata(&path) {
-            Ok(meta) if meta.file_type().is_symlink() => {
-                let to = fs::read_link(&path)?;
-                path = match path.parent() {
-                    Some(dir) => dir.join(to),
-                    None => to,
-                };
-            }
-            _ => return Ok(path),
-        }
-    }
-    Err(io::Error::other("too many levels of symbolic links"))
-}
-
-/// The name of the temporary file [`write_atomically`] gives the output for
-/// `path` (followed through its symlinks) while it renames it into place:
-/// `.NAME.memtool-PID.tmp` beside it, PID the one the caller sees
-/// ([`crate::supervise::visible_pid`]), so the supervisor can remove it
-/// when the process writing it is killed.
-pub fn temporary_name(path: &Path, pid: u32) -> PathBuf {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    dir.join(format!(".{name}.memtool-{pid}.tmp"))
 }
 
 fn is_special(kind: &fs::FileType) -> bool {

@@ -243,12 +243,14 @@ pub fn supervise(inputs: &[String], outputs: &[&Path]) -> Option<ExitCode> {
 /// rename. The names carry this process's id, so none is another run's.
 fn remove_temporary_names(outputs: &[&Path]) {
     for output in outputs {
-        if crate::output::is_stdout(Some(output)) {
+        if crate::destination::is_stdout(Some(output)) {
             continue;
         }
-        if let Ok(target) = crate::output::follow_links(output) {
-            let _ =
-                std::fs::remove_file(crate::output::temporary_name(&target, std::process::id()));
+        if let Ok(target) = crate::destination::follow_links(output) {
+            let _ = std::fs::remove_file(crate::destination::temporary_name(
+                &target,
+                std::process::id(),
+            ));
         }
     }
 }

@@ -66,7 +66,7 @@ pub fn run(args: &ExportArgs) -> Result<Outcome> {
     ]
     .into_iter()
     .flatten()
-    .filter(|&path| output::is_stdout(path))
+    .filter(|&path| crate::destination::is_stdout(path))
     .count();
     if to_stdout > 1 {
         bail!("the allocations and --memories cannot both go to stdout; give one of them a file");
