@@ -36,7 +36,7 @@ OUT="$(cd "$OUT" && pwd)"
 REPORTS="$OUT/reports"
 
 # --- the reports ------------------------------------------------------------
-cargo build -q -p memtool
+cargo build -q -p memtool -p memtool-gen
 MEMTOOL="${CARGO_TARGET_DIR:-target}/debug/memtool"
 # Event streams (allocator events with addresses, the hostile names) come from
 # the core's tests, which build them through the model.
@@ -66,6 +66,11 @@ if [ -d "$FIX/pprof" ]; then
   optional jax-transformer "$FIX/xspace/jax_transformer_small.xplane.pb"
   optional bcrafton-snapshot "$FIX/torch/bcrafton_memory_snapshot.pickle"
   optional hta-trace "$FIX/torch/hta_df_index_resolver.pt.trace.json.gz"
+  # A run busy from its first step to its last (900 steps of tf_cnn's
+  # pattern, then its flat tail): the first timeline must open on the whole
+  # run, its peak shown, not zoomed to the tail.
+  "${CARGO_TARGET_DIR:-target}/debug/memtool-gen" xspace --events 20000 --from "$FIX/xspace/tf_cnn.xplane.pb" -o "$OUT/busy_steps.xplane.pb" >/dev/null
+  optional busy-steps "$OUT/busy_steps.xplane.pb"
 elif [ "${MEMTOOL_REQUIRE_FIXTURES:-}" = 1 ]; then
   echo "browser-check: FAILED: $FIX is missing and MEMTOOL_REQUIRE_FIXTURES=1" >&2
   exit 1

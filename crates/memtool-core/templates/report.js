@@ -76,8 +76,15 @@ function activityDomain(t, full) {
   var top = -Infinity, bottom = Infinity;
   for (var i = 0; i < n; i++) { top = Math.max(top, t.hi[i]); bottom = Math.min(bottom, t.lo[i]); }
   var tol = (top - bottom) / 100;
+  // A flat column is one whose highest and lowest totals agree: a busy run
+  // whose every column reaches the same top is not flat (zooming to its end
+  // would hide its peak).
+  var flat = function (i) {
+    return t.hi[i] - t.lo[i] <= tol && Math.abs(t.hi[i] - t.hi[0]) <= tol && Math.abs(t.lo[i] - t.lo[0]) <= tol;
+  };
+  if (!flat(0)) { return null; }
   var k = 1;
-  while (k < n && Math.abs(t.hi[k] - t.hi[0]) <= tol && Math.abs(t.lo[k] - t.lo[0]) <= tol) { k++; }
+  while (k < n && flat(k)) { k++; }
   if (k >= n) { return null; }
   var first = t.x[k - 1];
   if (first - full[0] <= 0.5 * (full[1] - full[0])) { return null; }
@@ -348,13 +355,15 @@ function svgEl(tag, attrs, text) {
       }
       // Step boundaries; labels only where there is room for them.
       var steps = (m.steps || []).filter(function (st) { return st.x >= d0 && st.x <= d1; });
-      var lastLabel = -Infinity;
+      // A label starts past the end of the one before it (10px text: at
+      // most 6.2px a character), whatever the step numbers' length.
+      var labelEnd = -Infinity;
       steps.forEach(function (st) {
         var x = sx(st.x);
         g.appendChild(svgEl('line', { x1: x, x2: x, y1: T, y2: H - B, 'class': 'step' }));
-        if (x - lastLabel > 60) {
+        if (x + 3 > labelEnd + 8) {
           svg.appendChild(svgEl('text', { x: x + 3, y: T + 8, 'class': 'steplabel' }, st.label));
-          lastLabel = x;
+          labelEnd = x + 3 + 6.2 * st.label.length;
         }
       });
       // Training phases: a strip along the top, named where there is room.

@@ -10,6 +10,12 @@ function memtoolSelfTest(byDom) {
   function mouse(target, type, x, y) {
     target.dispatchEvent(new MouseEvent(type, { bubbles: true, clientX: x, clientY: y, buttons: type === 'mouseup' ? 0 : 1 }));
   }
+  // Before any control is touched: the first timeline shows its peak (an
+  // opening zoomed to the activity must never leave the peak outside).
+  var firstChart = document.querySelector('.timeline.chart');
+  if (firstChart && firstChart.querySelector('svg')) {
+    check('peakshown', firstChart.querySelector('circle.peak') !== null);
+  }
   var tl = document.querySelector('.timeline svg');
   if (tl) {
     var r = tl.getBoundingClientRect(), y = r.top + r.height * 0.8;
