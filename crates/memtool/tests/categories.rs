@@ -298,6 +298,12 @@ fn user_categories_win_in_every_format() {
             .find(|l| l.contains("my_optimizer"))
             .unwrap_or_else(|| panic!("{format}: {text}"));
         assert!(row.contains("user"), "{format}: {row}");
+        // The categories no rule named are said to be inferred.
+        let row = text
+            .lines()
+            .find(|l| l.contains("parameter"))
+            .unwrap_or_else(|| panic!("{format}: {text}"));
+        assert!(row.contains("inferred"), "{format}: {row}");
     }
     // The same rule from a file, after a rule that matches nothing.
     let dir = std::env::temp_dir().join(format!("memtool-categories-{}", std::process::id()));

@@ -310,6 +310,10 @@ pub struct Memory {
     /// Who named each category its sites carry (the file, memtool's
     /// inference, the user's rules), filled by `analysis::category::assign`.
     pub category_sources: CategorySources,
+    /// Whether each allocation is one category's running total, not a
+    /// buffer (a PyTorch memory timeline): where tables count buffers they
+    /// count categories.
+    pub category_totals: bool,
 }
 
 /// A range of addresses: `bytes` from `start`.
@@ -714,6 +718,7 @@ impl Memory {
             allocator_settings: BTreeMap::new(),
             recording_origin: None,
             category_sources: CategorySources::new(),
+            category_totals: false,
         }
     }
 

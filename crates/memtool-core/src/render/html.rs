@@ -580,7 +580,14 @@ fn memory_view(
     };
     let start = recording_start(memory);
     let facts_phase = facts.phase;
+    let facts_moments = facts.moments;
     let peak_label = relative_label(memory, peak.at, facts.step).unwrap_or(facts.label);
+    // A memory timeline's rows are categories' totals, not buffers.
+    let counted = if memory.category_totals {
+        "categories"
+    } else {
+        "buffers"
+    };
     let mut facts = vec![
         Fact {
             name: "kind",
@@ -590,14 +597,14 @@ fn memory_view(
             name: "peak",
             value: if reported.bytes == peak.bytes {
                 format!(
-                    "{} ({} bytes, {} buffers)",
+                    "{} ({} bytes, {} {counted})",
                     units::bytes(peak.bytes),
                     peak.bytes,
                     peak.buffers
                 )
             } else {
                 format!(
-                    "{} ({} bytes, as the allocator reported it; the events replayed there hold {} in {} buffers)",
+                    "{} ({} bytes, as the allocator reported it; the events replayed there hold {} in {} {counted})",
                     units::bytes(reported.bytes),
                     reported.bytes,
                     units::bytes(peak.bytes),
@@ -610,6 +617,15 @@ fn memory_view(
             value: peak_label.clone(),
         },
     ];
+    // A peak reached more than once says so, as `peak`'s table does.
+    if facts_moments > 1 {
+        facts.push(Fact {
+            name: "peak reached",
+            value: format!(
+                "{facts_moments} separate times (the peak is tied); the chart marks the first"
+            ),
+        });
+    }
     if let Some(phase) = facts_phase {
         facts.push(Fact {
             name: "peak in",
