@@ -669,6 +669,19 @@ fn a_timeline_says_what_it_holds_from_before_profiling() {
         page.contains("30.56 MiB (32045908 bytes, 5 categories)"),
         "page"
     );
+    // The page says among the memory's facts what the note says.
+    assert!(
+        page.contains(
+            "<dt>holds</dt><dd>each category&#39;s total (parameter, activation, ...), not \
+             buffers; 7.48 MiB (7846732 B) of it made before profiling, which the trace of the \
+             same run cannot see</dd>"
+        ),
+        "page"
+    );
+    assert!(
+        page.contains("<dt>content</dt><dd>4438 events, 2221 category totals"),
+        "page"
+    );
     // A trace counts buffers.
     let trace = common::shared_fixture("torch/torch_cpu_transformer.pt.trace.json.gz");
     let doc = common::json(&["summary", trace.to_str().unwrap()]);

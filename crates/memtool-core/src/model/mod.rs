@@ -314,6 +314,10 @@ pub struct Memory {
     /// buffer (a PyTorch memory timeline): where tables count buffers they
     /// count categories.
     pub category_totals: bool,
+    /// For a memory timeline: the bytes its file holds from before
+    /// profiling (its pre-existing rows, else its first row), which the
+    /// trace of the same run cannot see.
+    pub made_before_profiling: Option<u64>,
 }
 
 /// A range of addresses: `bytes` from `start`.
@@ -719,6 +723,7 @@ impl Memory {
             recording_origin: None,
             category_sources: CategorySources::new(),
             category_totals: false,
+            made_before_profiling: None,
         }
     }
 

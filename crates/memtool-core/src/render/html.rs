@@ -654,6 +654,12 @@ fn memory_view(
                 memory.instants.len(),
                 memory.allocations.len()
             )
+        } else if memory.category_totals {
+            format!(
+                "{} events, {} category totals (each held until its category's next change)",
+                memory.events.len(),
+                memory.allocations.len()
+            )
         } else {
             format!(
                 "{} events, {} allocations",
@@ -662,6 +668,24 @@ fn memory_view(
             )
         },
     });
+    // A memory timeline holds what was made before profiling, which the
+    // trace of the same run cannot see: said where its figures are read,
+    // not only among the notes of the reading.
+    if memory.category_totals {
+        let before = match memory.made_before_profiling.filter(|&b| b > 0) {
+            Some(bytes) => format!(
+                "{} of it made before profiling, which the trace of the same run cannot see",
+                units::exact_bytes(bytes)
+            ),
+            None => "none of it made before profiling".to_string(),
+        };
+        facts.push(Fact {
+            name: "holds",
+            value: format!(
+                "each category's total (parameter, activation, ...), not buffers; {before}"
+            ),
+        });
+    }
     let resolution = if tl.points > tl.x.len() {
         format!(
             "{} points drawn as {} columns (each column: highest total, with the lowest as a line)",

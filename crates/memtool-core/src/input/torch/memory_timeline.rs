@@ -199,6 +199,7 @@ fn read_timeline(profile: &mut Profile, path: &str, bytes: &[u8]) -> Result<()> 
     memory.events = events;
     memory.live_at_start = live_at_start;
     memory.category_totals = true;
+    memory.made_before_profiling = Some(made_before);
     Ok(())
 }
 
