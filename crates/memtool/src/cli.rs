@@ -85,6 +85,9 @@ pub enum GroupKeyArg {
     /// The training phase an allocation was made in (forward, backward,
     /// optimizer...).
     Phase,
+    /// The innermost annotated range (`record_function`, a user
+    /// annotation) an allocation was made in.
+    Annotation,
 }
 
 impl From<GroupKeyArg> for GroupBy {
@@ -97,6 +100,7 @@ impl From<GroupKeyArg> for GroupBy {
             GroupKeyArg::Dtype => GroupBy::Dtype,
             GroupKeyArg::Category => GroupBy::Category,
             GroupKeyArg::Phase => GroupBy::Phase,
+            GroupKeyArg::Annotation => GroupBy::Annotation,
         }
     }
 }

@@ -10,7 +10,9 @@ use memtool_core::model::Profile;
 use memtool_core::report::visible;
 use memtool_core::Source;
 
+use memtool_core::analysis::annotation_group;
 use memtool_core::analysis::category::{CategoryRule, Inference};
+use memtool_core::analysis::group::GroupBy;
 
 use crate::cli::{check_selection, AnalysisArgs, InputArgs, ReadArgs};
 use crate::output::Replaced;
@@ -226,6 +228,28 @@ pub fn categorize(profile: &mut Profile, analysis: &AnalysisArgs) -> Result<()> 
     }
     memtool_core::analysis::category::assign(profile, &rules, Inference::WhereMissing);
     Ok(())
+}
+
+/// For `--by annotation` (`by`): gives each allocation the innermost
+/// annotated range it was made in, with a note when no memory records one
+/// (every allocation is then outside any). Other groupings need nothing.
+pub fn group_by(profile: &mut Profile, by: Option<GroupBy>) {
+    if by != Some(GroupBy::Annotation) {
+        return;
+    }
+    if !annotation_group::has_annotations(profile) {
+        let path = profile.inputs.first().map_or("-", |i| i.path.as_str());
+        profile.warnings.push(memtool_core::model::Warning {
+            path: path.to_string(),
+            message: format!(
+                "no annotated ranges (record_function, user annotations) are recorded, so \
+                 every allocation is {}",
+                annotation_group::OUTSIDE_LABEL
+            ),
+            note: true,
+        });
+    }
+    annotation_group::assign(profile);
 }
 
 /// Reads the two sides of a comparison, the first file and the rest, in

@@ -286,3 +286,129 @@ fn what_each_stage_added_adds_up_to_its_growth() {
     // 1 + 6 + 1 stages.
     assert_eq!(checked, 8);
 }
+
+/// `--by annotation`: the live set at bcrafton's peak by the innermost
+/// annotated range each block was made in, as an independent replay says
+/// (`scripts/torch_annotation_replay.py FILE --by-annotation`: 3077285120 B
+/// outside every range — the blocks made before the recording among them —
+/// and 771947520 B made inside `Optimizer.step#AdamW.step`), in every
+/// format.
+#[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
+fn peak_by_annotation_matches_the_replay() {
+    let doc = peak_at(&["--by", "annotation"]);
+    let m = &doc["memories"][0];
+    assert_eq!(m["peak_bytes"], 3_849_232_640u64);
+    let b = &m["breakdowns"][0];
+    assert_eq!(b["by"], "annotation");
+    let by_key = common::bytes_by_key(&b["groups"]);
+    assert_eq!(
+        by_key.into_iter().collect::<Vec<_>>(),
+        [
+            ("<outside any annotation>".to_string(), 3_077_285_120u64),
+            ("Optimizer.step#AdamW.step".to_string(), 771_947_520),
+        ]
+    );
+    let file = "../shared/fixtures/torch/bcrafton_memory_snapshot.pickle";
+    let table = shown(&["peak", file, "--by", "annotation"]);
+    let row = table
+        .lines()
+        .find(|l| l.contains("Optimizer.step#AdamW.step"))
+        .unwrap_or_else(|| panic!("{table}"));
+    assert!(row.contains("736.19 MiB") && row.contains("20.1%"), "{row}");
+    assert!(
+        table.contains("Live at peak by annotation — cuda:0"),
+        "{table}"
+    );
+    let csv = shown(&["peak", file, "--by", "annotation", "--format", "csv"]);
+    assert!(
+        csv.lines().any(|l| l.starts_with("cuda:0,")
+            && l.contains(",annotation,Optimizer.step#AdamW.step,771947520,771947520,5,")),
+        "{csv}"
+    );
+    assert!(
+        csv.contains(",annotation,<outside any annotation>,3077285120,"),
+        "{csv}"
+    );
+    let md = shown(&["peak", file, "--by", "annotation", "--format", "md"]);
+    assert!(
+        md.contains("| Optimizer.step#AdamW.step | 736.19 MiB | 20.1% | 5 |"),
+        "{md}"
+    );
+    assert!(
+        md.contains("| &lt;outside any annotation&gt; | 2.87 GiB | 79.9% | 450 |"),
+        "{md}"
+    );
+}
+
+/// A trace's annotations are its CPU `user_annotation` spans: 41 ms into
+/// the shared transformer's trace, inside its first Adam step, one block
+/// the step made is live (`scripts/torch_annotation_replay.py TRACE
+/// --trace-at 4463188336907`: 512000 B in `Optimizer.step#Adam.step`,
+/// 4662180 B outside).
+#[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
+fn a_trace_groups_by_its_user_annotations() {
+    let trace = shared_fixture("torch/torch_cpu_transformer.pt.trace.json.gz");
+    let doc = json(&[
+        "peak",
+        trace.to_str().unwrap(),
+        "--by",
+        "annotation",
+        "--at",
+        "t+41ms",
+    ]);
+    let m = &doc["memories"][0];
+    assert_eq!(m["peak_at"], 4_463_188_336_907i64);
+    let by_key = common::bytes_by_key(&m["breakdowns"][0]["groups"]);
+    assert_eq!(by_key["Optimizer.step#Adam.step"], 512_000);
+    assert_eq!(by_key["<outside any annotation>"], 4_662_180);
+    assert_breakdowns_add_up(m);
+}
+
+/// `diff --by annotation` and `render --group-by annotation`: a file with
+/// no annotations is all outside (and a note says why), the rows are those
+/// of `peak`, and the page stacks its timeline by them.
+#[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
+fn diff_and_page_by_annotation() {
+    let base = shared_fixture("torch/magma27_memory_snapshot.pickle");
+    let new = shared_fixture(BCRAFTON);
+    let (base, new) = (base.to_str().unwrap(), new.to_str().unwrap());
+    let doc = json(&["diff", base, new, "--by", "annotation"]);
+    let rows = doc["rows"].as_array().unwrap();
+    let step = rows
+        .iter()
+        .find(|r| r["key"] == "Optimizer.step#AdamW.step")
+        .unwrap_or_else(|| panic!("{rows:?}"));
+    assert_eq!(step["base_bytes"], 0);
+    assert_eq!(step["new_bytes"], 771_947_520u64);
+    let out = common::memtool()
+        .args(["diff", base, new, "--by", "annotation"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        stderr.contains(
+            "magma27_memory_snapshot.pickle: no annotated ranges (record_function, user \
+             annotations) are recorded, so every allocation is <outside any annotation>"
+        ),
+        "{stderr}"
+    );
+    let table = String::from_utf8(out.stdout).unwrap();
+    assert!(table.contains("Change per annotation"), "{table}");
+    let page = common::memtool()
+        .args(["render", new, "--group-by", "annotation"])
+        .output()
+        .unwrap();
+    assert!(page.status.success());
+    let html = String::from_utf8(page.stdout).unwrap();
+    assert!(html.contains("Stacked by annotation"), "no such legend");
+    // The bands' keys, as the page's data writes them.
+    for key in [
+        r#""key":"Optimizer.step#AdamW.step""#,
+        r#""key":"\u003coutside any annotation\u003e""#,
+    ] {
+        assert!(html.contains(key), "{key}");
+    }
+}

@@ -594,7 +594,7 @@ fn generated_memory_timelines_replay_their_categories() {
 
 /// A memory timeline records no device: it is named for the one its file
 /// name says, else `cuda:0` (`export_memory_timeline`'s default where CUDA
-/// was used), and a note says so, that its buffers are categories, and how
+/// was used), and a note says so, that its rows are categories, and how
 /// much it holds from before profiling.
 #[test]
 fn memory_timelines_are_named_for_their_device_and_say_what_they_hold() {
@@ -611,7 +611,7 @@ fn memory_timelines_are_named_for_their_device_and_say_what_they_hold() {
     assert!(
         notes.iter().any(|n| n.starts_with(
             "a PyTorch memory timeline, named cuda:0: the file records no device and cuda:0 is export_memory_timeline's default"
-        ) && n.contains("its buffers are categories")
+        ) && n.contains("its rows are categories (parameter, activation, ...), counted where other files count buffers")
             && !n.contains("before profiling")),
         "{notes:?}"
     );
@@ -642,6 +642,50 @@ fn a_timeline_says_what_it_holds_from_before_profiling() {
             ),
         "{note}"
     );
+    // Its rows are categories' totals: JSON marks the memory, and the
+    // tables and the page count categories where they count buffers (5 at
+    // the peak: activation, optimizer state, autograd detail, parameter,
+    // input); CSV keeps its columns' names.
+    assert_eq!(summary["memories"][0]["category_totals"], true);
+    let file = path.to_str().unwrap();
+    let table = common::stdout_in_repo(&["summary", file], &[0]);
+    assert!(
+        table.contains("peak bytes   categories      peak at   final bytes   final categories"),
+        "{table}"
+    );
+    let peak = common::stdout_in_repo(&["peak", file, "--format", "md"], &[0]);
+    assert!(
+        peak.contains("| memory | peak_bytes | requested_bytes | categories | peak_at |")
+            && peak.contains("| cpu | 30.56 MiB | 30.56 MiB | 5 | t+22.73 ms |"),
+        "{peak}"
+    );
+    let csv = common::stdout_in_repo(&["summary", file, "--format", "csv"], &[0]);
+    assert!(
+        csv.starts_with("memory,kind,peak_bytes,buffers,peak_at,final_bytes,final_buffers\n"),
+        "{csv}"
+    );
+    let page = common::stdout_in_repo(&["render", file], &[0]);
+    assert!(
+        page.contains("30.56 MiB (32045908 bytes, 5 categories)"),
+        "page"
+    );
+    // The page says among the memory's facts what the note says.
+    assert!(
+        page.contains(
+            "<dt>holds</dt><dd>each category&#39;s total (parameter, activation, ...), not \
+             buffers; 7.48 MiB (7846732 B) of it made before profiling, which the trace of the \
+             same run cannot see</dd>"
+        ),
+        "page"
+    );
+    assert!(
+        page.contains("<dt>content</dt><dd>4438 events, 2221 category totals"),
+        "page"
+    );
+    // A trace counts buffers.
+    let trace = common::shared_fixture("torch/torch_cpu_transformer.pt.trace.json.gz");
+    let doc = common::json(&["summary", trace.to_str().unwrap()]);
+    assert!(doc["memories"][0].get("category_totals").is_none());
 }
 
 #[test]

@@ -42,7 +42,8 @@ fn live_before_recording_is_not_called_a_ring_buffer() {
 }
 
 /// The peak of a training loop is often reached once per step: JSON says
-/// how many moments reach it, and the Peaks table says so under it.
+/// how many moments reach it, the Peaks table (text and Markdown) says so
+/// under it, and the page among the memory's facts.
 #[test]
 #[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
 fn a_tied_peak_says_so_in_its_table() {
@@ -57,6 +58,21 @@ fn a_tied_peak_says_so_in_its_table() {
     assert!(
         peaks.contains("device:0: the peak is tied — 3 separate moments reach 30.56 MiB"),
         "{peaks}"
+    );
+    // Markdown says it under the table, the page among the memory's facts;
+    // CSV's rows are the live set's groups, with no place for it.
+    let md = stdout_of(&["peak", file, "--format", "md"]);
+    assert!(
+        md.contains("- device:0: the peak is tied — 3 separate moments reach 30.56 MiB"),
+        "{md}"
+    );
+    let page = stdout_of(&["render", file]);
+    assert!(
+        page.contains(
+            "<dt>peak reached</dt><dd>3 separate times (the peak is tied); the chart marks \
+             the first</dd>"
+        ),
+        "no tie on the page"
     );
     // A peak reached once has no such field.
     let once = shared_fixture("xspace/synth_bfc_3events.xplane.pb");

@@ -2,6 +2,7 @@
 //! returns a report value that the exporters in [`crate::report`] can write.
 //! Analyses see only the model: no format-specific code lives here.
 
+pub mod annotation_group;
 pub mod category;
 pub(crate) mod consistency;
 pub mod diff;
@@ -134,6 +135,35 @@ pub struct MemoryHeader {
     /// For a compiled program's memory: its memory space (0 = main memory).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub memory_space: Option<i64>,
+    /// Whether its allocations are categories' running totals (a PyTorch
+    /// memory timeline), so its `buffers` count categories; absent when
+    /// false.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub category_totals: bool,
+}
+
+impl MemoryHeader {
+    /// The name of a table's column of buffer counts for these memories:
+    /// `categories` when every one counts categories' totals (a memory
+    /// timeline's), else `buffers` (`final_` and the like prefixed by the
+    /// caller's choice of `names`: `[buffers, categories]`).
+    pub fn count_column<'h>(
+        headers: impl IntoIterator<Item = &'h MemoryHeader>,
+        names: [&'static str; 2],
+    ) -> &'static str {
+        let mut any = false;
+        for h in headers {
+            if !h.category_totals {
+                return names[0];
+            }
+            any = true;
+        }
+        if any {
+            names[1]
+        } else {
+            names[0]
+        }
+    }
 }
 
 impl MemoryHeader {
@@ -147,6 +177,7 @@ impl MemoryHeader {
             capacity_bytes: memory.capacity,
             module: memory.program.as_ref().map(|p| p.module.clone()),
             memory_space: memory.program.as_ref().map(|p| p.memory_space),
+            category_totals: memory.category_totals,
         }
     }
 }

@@ -292,16 +292,27 @@ impl SummaryReport {
     /// One row per memory, biggest peak first; with `fold`, the memories
     /// trivial beside the largest are one row (CSV keeps every row).
     fn memories_table(&self, fold: bool) -> Table {
+        // A memory timeline's rows are categories; CSV keeps its columns'
+        // names whatever the file.
+        let headers = self.memories.iter().map(|m| &m.header);
+        let (counted, final_counted) = if fold {
+            (
+                MemoryHeader::count_column(headers.clone(), ["buffers", "categories"]),
+                MemoryHeader::count_column(headers, ["final_buffers", "final_categories"]),
+            )
+        } else {
+            ("buffers", "final_buffers")
+        };
         let mut t = Table::new(
             "Memories",
             vec![
                 "memory",
                 "kind",
                 "peak_bytes",
-                "buffers",
+                counted,
                 "peak_at",
                 "final_bytes",
-                "final_buffers",
+                final_counted,
             ],
         );
         let order = self.order();

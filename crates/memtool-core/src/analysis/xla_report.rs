@@ -160,6 +160,7 @@ fn post_mortem(report: &XlaOomReport, options: &Options) -> PostMortem {
             capacity_bytes: None,
             module: None,
             memory_space: None,
+            category_totals: false,
         },
         verdict,
         explanation,

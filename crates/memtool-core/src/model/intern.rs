@@ -73,6 +73,10 @@ pub struct Site {
     pub category: Option<StrId>,
     /// The training phase it was made in, when the profile tells.
     pub phase: Option<super::Phase>,
+    /// The innermost annotated range ([`super::Annotation`]) it was made
+    /// in, set only for `--by annotation` (`analysis::annotation_group`):
+    /// `None` before, and for memory made outside every range.
+    pub annotation: Option<StrId>,
 }
 
 /// Memory allocated before the recording began, which every format can
@@ -310,6 +314,7 @@ impl Names {
             dtype,
             category,
             phase: None,
+            annotation: None,
         })
     }
 
@@ -501,6 +506,7 @@ impl Names {
                     dtype: site.dtype.map(rename),
                     category: site.category.map(rename),
                     phase: site.phase,
+                    annotation: None,
                 })
             })
             .collect();

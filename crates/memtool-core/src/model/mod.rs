@@ -310,6 +310,14 @@ pub struct Memory {
     /// Who named each category its sites carry (the file, memtool's
     /// inference, the user's rules), filled by `analysis::category::assign`.
     pub category_sources: CategorySources,
+    /// Whether each allocation is one category's running total, not a
+    /// buffer (a PyTorch memory timeline): where tables count buffers they
+    /// count categories.
+    pub category_totals: bool,
+    /// For a memory timeline: the bytes its file holds from before
+    /// profiling (its pre-existing rows, else its first row), which the
+    /// trace of the same run cannot see.
+    pub made_before_profiling: Option<u64>,
 }
 
 /// A range of addresses: `bytes` from `start`.
@@ -714,6 +722,8 @@ impl Memory {
             allocator_settings: BTreeMap::new(),
             recording_origin: None,
             category_sources: CategorySources::new(),
+            category_totals: false,
+            made_before_profiling: None,
         }
     }
 

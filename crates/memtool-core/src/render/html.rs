@@ -583,7 +583,14 @@ fn memory_view(
     };
     let start = recording_start(memory);
     let facts_phase = facts.phase;
+    let facts_moments = facts.moments;
     let peak_label = relative_label(memory, peak.at, facts.step).unwrap_or(facts.label);
+    // A memory timeline's rows are categories' totals, not buffers.
+    let counted = if memory.category_totals {
+        "categories"
+    } else {
+        "buffers"
+    };
     let mut facts = vec![
         Fact {
             name: "kind",
@@ -593,14 +600,14 @@ fn memory_view(
             name: "peak",
             value: if reported.bytes == peak.bytes {
                 format!(
-                    "{} ({} bytes, {} buffers)",
+                    "{} ({} bytes, {} {counted})",
                     units::bytes(peak.bytes),
                     peak.bytes,
                     peak.buffers
                 )
             } else {
                 format!(
-                    "{} ({} bytes, as the allocator reported it; the events replayed there hold {} in {} buffers)",
+                    "{} ({} bytes, as the allocator reported it; the events replayed there hold {} in {} {counted})",
                     units::bytes(reported.bytes),
                     reported.bytes,
                     units::bytes(peak.bytes),
@@ -613,6 +620,15 @@ fn memory_view(
             value: peak_label.clone(),
         },
     ];
+    // A peak reached more than once says so, as `peak`'s table does.
+    if facts_moments > 1 {
+        facts.push(Fact {
+            name: "peak reached",
+            value: format!(
+                "{facts_moments} separate times (the peak is tied); the chart marks the first"
+            ),
+        });
+    }
     if let Some(phase) = facts_phase {
         facts.push(Fact {
             name: "peak in",
@@ -641,6 +657,12 @@ fn memory_view(
                 memory.instants.len(),
                 memory.allocations.len()
             )
+        } else if memory.category_totals {
+            format!(
+                "{} events, {} category totals (each held until its category's next change)",
+                memory.events.len(),
+                memory.allocations.len()
+            )
         } else {
             format!(
                 "{} events, {} allocations",
@@ -649,6 +671,24 @@ fn memory_view(
             )
         },
     });
+    // A memory timeline holds what was made before profiling, which the
+    // trace of the same run cannot see: said where its figures are read,
+    // not only among the notes of the reading.
+    if memory.category_totals {
+        let before = match memory.made_before_profiling.filter(|&b| b > 0) {
+            Some(bytes) => format!(
+                "{} of it made before profiling, which the trace of the same run cannot see",
+                units::exact_bytes(bytes)
+            ),
+            None => "none of it made before profiling".to_string(),
+        };
+        facts.push(Fact {
+            name: "holds",
+            value: format!(
+                "each category's total (parameter, activation, ...), not buffers; {before}"
+            ),
+        });
+    }
     let resolution = if tl.points > tl.x.len() {
         format!(
             "{} points drawn as {} columns (each column: highest total, with the lowest as a line)",

@@ -57,8 +57,10 @@ pub fn run(args: &DiffArgs) -> Result<Outcome> {
     if let Some(GrowthLimit::Bytes(b)) = args.fail_on_growth.as_ref().map(|g| g.limit) {
         crate::output::warn_of_tiny_limit("--fail-on-growth", b);
     }
-    let (base, new) =
+    let (mut base, mut new) =
         inputs::load_pair(&args.input, &args.analysis, args.output.output.as_deref())?;
+    inputs::group_by(&mut base, Some(args.by.into()));
+    inputs::group_by(&mut new, Some(args.by.into()));
     let options = args.analysis.options();
     let whole = args
         .fail_on_growth

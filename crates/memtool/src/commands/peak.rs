@@ -16,6 +16,7 @@ use crate::{inputs, output, Outcome};
   memtool peak memory.prof --all-frames --top 20
   memtool peak memory.prof --format csv -o peak.csv
   memtool peak snapshot.pickle --by phase                   # forward, backward, optimizer
+  memtool peak snapshot.pickle --by annotation              # by the record_function range it was made in
   memtool peak trace.xplane.pb --module jit_train_step      # a compiled program's heap
   memtool peak trace.xplane.pb --budget 16GiB               # what must shrink to fit
   memtool peak snapshot.pickle --budget optimizer_state:2GiB # one category's bytes at the peak
@@ -73,8 +74,9 @@ pub fn run(args: &PeakArgs) -> Result<Outcome> {
         // The pprof writer takes each memory's peak from the model.
         anyhow::bail!("--format pprof writes the live set at the peak; --at and --at-entry take table, json, csv or md");
     }
-    let profile = inputs::load(&args.input, &args.analysis, args.output.output.as_deref())?;
+    let mut profile = inputs::load(&args.input, &args.analysis, args.output.output.as_deref())?;
     inputs::require_timeline(&profile, "peak")?;
+    inputs::group_by(&mut profile, args.by.map(Into::into));
     let mut options = args.analysis.report_options(args.output.format);
     args.xprof.apply(&mut options);
     let settings = peak::PeakSettings {

@@ -83,7 +83,10 @@ pub fn run(args: &RenderArgs) -> Result<Outcome> {
         ..RenderOptions::default()
     };
     let text = if args.input.files.len() == 2 && !args.series {
-        let (base, new) = inputs::load_pair(&args.input, &args.analysis, args.output.as_deref())?;
+        let (mut base, mut new) =
+            inputs::load_pair(&args.input, &args.analysis, args.output.as_deref())?;
+        inputs::group_by(&mut base, options.group_by);
+        inputs::group_by(&mut new, options.group_by);
         output::warn(&warning_notes(&base.warnings));
         output::warn(&warning_notes(&new.warnings));
         produce(
@@ -95,7 +98,8 @@ pub fn run(args: &RenderArgs) -> Result<Outcome> {
             &options,
         )
     } else {
-        let profile = inputs::load(&args.input, &args.analysis, args.output.as_deref())?;
+        let mut profile = inputs::load(&args.input, &args.analysis, args.output.as_deref())?;
+        inputs::group_by(&mut profile, options.group_by);
         output::warn(&warning_notes(&profile.warnings));
         let text = produce(Inputs::One(&profile), args.format, &options);
         inputs::free_at_exit(profile);

@@ -10,6 +10,7 @@ use rustc_hash::FxHashMap;
 
 use serde::Serialize;
 
+use super::annotation_group;
 use crate::model::{
     AllocId, BeforeRecording, FrameId, IdIndex, Memory, Names, Phase, SiteId, StackId,
 };
@@ -35,6 +36,11 @@ pub enum GroupBy {
     /// By the training phase it was made in (`forward`, `backward`,
     /// `optimizer`).
     Phase,
+    /// By the innermost annotated range (`record_function`, a user
+    /// annotation) it was made in; memory made outside every range is
+    /// [`annotation_group::OUTSIDE_LABEL`]. Sites carry it only after
+    /// [`annotation_group::assign`].
+    Annotation,
 }
 
 impl GroupBy {
@@ -48,6 +54,7 @@ impl GroupBy {
             GroupBy::Dtype => "dtype",
             GroupBy::Category => "category",
             GroupBy::Phase => "phase",
+            GroupBy::Annotation => "annotation",
         }
     }
 }
@@ -104,6 +111,7 @@ pub fn label(names: &Names, site: SiteId, by: GroupBy, filter: &FrameFilter) -> 
         GroupBy::Dtype => text(site.dtype),
         GroupBy::Category => text(site.category),
         GroupBy::Phase => phase_label(names, site).to_string(),
+        GroupBy::Annotation => annotation_group::label(names, site),
     }
 }
 
@@ -370,8 +378,8 @@ pub struct Grouper<'a> {
 }
 
 /// How many [`GroupBy`] values there are.
-const GROUP_BYS: usize = 7;
-const _: () = assert!(GroupBy::Phase as usize + 1 == GROUP_BYS);
+const GROUP_BYS: usize = 8;
+const _: () = assert!(GroupBy::Annotation as usize + 1 == GROUP_BYS);
 
 impl<'a> Grouper<'a> {
     /// Merges per-site totals into labelled groups, largest first (ties by
@@ -804,6 +812,7 @@ impl<'a> Grouper<'a> {
             GroupBy::Op => string(site.op),
             GroupBy::Dtype => string(site.dtype),
             GroupBy::Category => string(site.category),
+            GroupBy::Annotation => string(site.annotation),
             GroupBy::Phase => PHASE_LABELS
                 .iter()
                 .position(|&l| l == phase_label(self.names, &site))
@@ -860,6 +869,10 @@ impl<'a> Grouper<'a> {
                 .and_then(|i| PHASE_LABELS.get(i as usize))
                 .unwrap_or(&NONE_LABEL)
                 .to_string(),
+            GroupBy::Annotation => match key.checked_sub(1) {
+                Some(id) => self.names.str(crate::model::StrId(id)).to_string(),
+                None => annotation_group::OUTSIDE_LABEL.to_string(),
+            },
             _ => match key.checked_sub(1) {
                 Some(id) => self.names.str(crate::model::StrId(id)).to_string(),
                 None => NONE_LABEL.to_string(),
@@ -895,6 +908,7 @@ pub fn has_values(names: &Names, by_site: &SiteTotals, by: GroupBy) -> bool {
             GroupBy::Dtype => site.dtype.is_some(),
             GroupBy::Category => site.category.is_some(),
             GroupBy::Phase => site.phase.is_some(),
+            GroupBy::Annotation => site.annotation.is_some(),
         }
     })
 }

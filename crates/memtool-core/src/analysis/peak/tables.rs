@@ -10,19 +10,29 @@ impl Report for PeakReport {
 
     fn tables(&self) -> Vec<Table> {
         let mut tables = self.budget_tables();
-        let mut t = Table::new(
-            match &self.moment {
-                Some(moment) => format!("Live at {moment}"),
-                None => "Peaks".to_string(),
-            },
-            vec![
-                "memory",
-                "peak_bytes",
-                "requested_bytes",
-                "buffers",
-                "peak_at",
-            ],
+        // At a moment the figures are no peak's: the title names the
+        // moment, the columns say bytes and where (JSON keeps its `peak_*`
+        // fields, and CSV its `peak_at` column, whatever the moment).
+        let counted = MemoryHeader::count_column(
+            self.memories.iter().map(|m| &m.header),
+            ["buffers", "categories"],
         );
+        let mut t = match &self.moment {
+            Some(moment) => Table::new(
+                format!("Live at {moment}"),
+                vec!["memory", "bytes", "requested_bytes", counted, "at"],
+            ),
+            None => Table::new(
+                "Peaks",
+                vec![
+                    "memory",
+                    "peak_bytes",
+                    "requested_bytes",
+                    counted,
+                    "peak_at",
+                ],
+            ),
+        };
         // Biggest peak first; memories trivial beside the largest are one
         // row, and their breakdowns are left out (unless over a budget).
         let peaks: Vec<(&str, u64)> = self
@@ -172,7 +182,8 @@ impl Report for PeakReport {
                     g.category_source
                         .is_some_and(|s| s != CategorySource::Profiler)
                 });
-                let mut columns = vec![b.by.name(), "bytes", "share", "buffers"];
+                let counted = MemoryHeader::count_column([&m.header], ["buffers", "categories"]);
+                let mut columns = vec![b.by.name(), "bytes", "share", counted];
                 if aged {
                     columns.push("oldest_age");
                 }
@@ -221,11 +232,12 @@ impl Report for PeakReport {
                     .fold(0u64, |s, g| s.saturating_add(g.group.totals.bytes));
                 if b.omitted == 0 && listed < m.peak.peak_bytes && m.peak.peak_bytes > 0 {
                     t.notes.push(format!(
-                        "these rows add up to {:.1}% of the {} peak: the other {} are in use by \
-                         the allocator's count but in no recorded allocation (the row `{}` of \
-                         the combined table)",
+                        "these rows add up to {:.1}% of the {} live {}: the other {} are in use \
+                         by the allocator's count but in no recorded allocation (the row `{}` \
+                         of the combined table)",
                         listed as f64 * 100.0 / m.peak.peak_bytes as f64,
                         crate::report::units::bytes(m.peak.peak_bytes),
+                        self.at_words(),
                         crate::report::units::bytes(m.peak.peak_bytes - listed),
                         UNEXPLAINED_OP
                     ));

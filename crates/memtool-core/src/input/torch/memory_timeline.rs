@@ -183,8 +183,8 @@ fn read_timeline(profile: &mut Profile, path: &str, bytes: &[u8]) -> Result<()> 
             .to_string(),
     };
     note.push_str(
-        "; it records each category's total, not buffers, so its buffers are categories \
-         (parameter, activation, ...)",
+        "; it records each category's total, not buffers, so its rows are categories \
+         (parameter, activation, ...), counted where other files count buffers",
     );
     let made_before = made_before.unwrap_or(0).max(before_profiling);
     if made_before > 0 {
@@ -198,6 +198,8 @@ fn read_timeline(profile: &mut Profile, path: &str, bytes: &[u8]) -> Result<()> 
     memory.allocations = allocations;
     memory.events = events;
     memory.live_at_start = live_at_start;
+    memory.category_totals = true;
+    memory.made_before_profiling = Some(made_before);
     Ok(())
 }
 

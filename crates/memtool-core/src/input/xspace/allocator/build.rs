@@ -79,6 +79,7 @@ impl SiteCache {
                 dtype: string(DTYPE),
                 category: string(REGION),
                 phase: None,
+                annotation: None,
             };
             names.site(site)
         })
@@ -422,5 +423,6 @@ fn pseudo_site(names: &mut Names, op: &str, category: Option<&str>) -> SiteId {
         dtype: None,
         category,
         phase: None,
+        annotation: None,
     })
 }
