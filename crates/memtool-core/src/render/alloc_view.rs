@@ -403,5 +403,11 @@ mod tests {
         ]);
         let spans: Vec<(i64, i64)> = view.kept.iter().map(|k| (k.made, k.freed)).collect();
         assert_eq!(spans, vec![(-1, 1), (2, -1), (0, 3)]);
+        // The legend counts the tallest column (100 B + 50 B, after the
+        // first event), one group under each grouping: the one site.
+        assert_eq!(view.top, 150);
+        for (i, rows) in view.legend.iter().enumerate() {
+            assert_eq!(rows, &vec![[u64::from(view.kept[0].g[i]), 150]]);
+        }
     }
 }
