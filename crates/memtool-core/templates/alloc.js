@@ -186,7 +186,9 @@ var memtoolAllocView = (function () {
       if (ev.shiftKey || ev.button === 1) { pan = { x: ev.clientX, z0: z0 }; canvas.style.cursor = 'grabbing'; ev.preventDefault(); return; }
       drag = ev.clientX;
     });
-    window.addEventListener('mouseup', function () { if (pan !== null) { pan = null; canvas.style.cursor = ''; } });
+    // A drag that ends outside the chart ends too (the chart's own mouseup
+    // has run first when it ends inside).
+    window.addEventListener('mouseup', function () { drag = null; if (pan !== null) { pan = null; canvas.style.cursor = ''; } });
     // The wheel zooms around the pointer; shift+wheel (or a sideways
     // swipe) pans. Zoomed out, a wheel away from the page scrolls it.
     canvas.addEventListener('wheel', function (ev) {
