@@ -244,12 +244,14 @@ var memtoolAllocView = (function () {
       ' largest drawn as bands of their own, the rest between them in grey.'));
     var legendBox = lib.htmlEl('div', 'legend');
     container.appendChild(legendBox);
-    // The groups of the tallest column (the peak), every allocation live
-    // there counted, merged ones too: they add up to the column's total.
+    // The groups of the tallest column (the replay's peak; the page's peak
+    // too, unless the allocator's own figure put it elsewhere), every
+    // allocation live there counted, merged ones too: they add up to the
+    // column's total.
     function legend() {
       while (legendBox.firstChild) { legendBox.removeChild(legendBox.firstChild); }
       var rows = av.legend[by], shown = rows.slice(0, 12), rest = rows.slice(12);
-      legendBox.appendChild(lib.htmlEl('span', 'item', 'at the peak, ' + lib.fmtBytes(av.top) + ', by ' + GROUPINGS[by] + ':'));
+      legendBox.appendChild(lib.htmlEl('span', 'item', 'at its highest, ' + lib.fmtBytes(av.top) + ', by ' + GROUPINGS[by] + ':'));
       shown.forEach(function (r) {
         var item = lib.htmlEl('span', 'item'); item.title = av.keys[r[0]];
         var sw = lib.htmlEl('span', 'swatch'); sw.style.background = av.colors[r[0]]; item.appendChild(sw);
