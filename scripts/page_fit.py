@@ -8,7 +8,10 @@ Opens each page in a fresh headless Chromium over the DevTools protocol
 waits for the page's script, and measures in the page: its width against
 the window's, its height in screens against 8 per memory drawn, and the
 labels of each chart (an SVG's texts, the address view's range labels)
-whose boxes overlap another's by more than a pixel each way. Prints one
+whose boxes overlap another's by more than a pixel each way, and the
+legends against what they count (a timeline legend's bytes at the peak
+against the "Live at peak" rows of its group, the allocation view's
+groups against its peak). Prints one
 line per page and width, `ok` or what failed; exits 1 when any failed.
 Standard library only.
 """
@@ -74,8 +77,44 @@ MEASURE = r"""
       });
     }
   }
+  // Legends that count what the rows count: each timeline legend entry's
+  // bytes at the peak against the "Live at peak" rows of that group (where
+  // no rows are left out), and the allocation view's groups against its
+  // peak. Both are printed rounded: allowed half their last digit each.
+  var legends = [];
+  var units = { B: 1, KiB: 1024, MiB: 1048576, GiB: 1073741824, TiB: 1099511627776 };
+  function bytesOf(t) {
+    var v = /(-?[\d.]+) (B|KiB|MiB|GiB|TiB)/.exec(t);
+    return v ? { b: +v[1] * units[v[2]], slack: v[2] === 'B' ? 0.5 : 0.0051 * units[v[2]] } : null;
+  }
+  document.querySelectorAll('section.memory').forEach(function (sec) {
+    var name = ((sec.querySelector('h2') || {}).textContent || '?').slice(0, 40);
+    var table = sec.querySelector('table.breakdown');
+    if (table && !sec.querySelector('p.omitted')) {
+      var rows = {};
+      table.querySelectorAll('tbody tr').forEach(function (tr) {
+        var k = tr.cells[0].title;
+        rows[k] = (rows[k] || 0) + (+tr.cells[1].getAttribute('data-v'));
+      });
+      sec.querySelectorAll('.timeline .legend span.item').forEach(function (e) {
+        var t = e.textContent, at = t.lastIndexOf(' — '), v = at < 0 ? null : bytesOf(t.slice(at));
+        if (!v || !/ at peak$/.test(t)) { return; }
+        var got = rows[e.title] || 0;
+        if (Math.abs(got - v.b) > v.slack) { legends.push(name + ': timeline legend ' + t.trim() + ', rows ' + got + ' B'); }
+      });
+    }
+    var items = sec.querySelectorAll('.allocview .legend span.item');
+    if (items.length > 1) {
+      var top = bytesOf(items[0].textContent), sum = 0, slack = top ? top.slack : 0;
+      for (var i = 1; i < items.length; i++) {
+        var t = items[i].textContent, v = bytesOf(t.slice(t.lastIndexOf(' — ')));
+        if (v) { sum += v.b; slack += v.slack; }
+      }
+      if (!top || Math.abs(sum - top.b) > slack) { legends.push(name + ': allocation legend adds up to ' + sum + ' B, not ' + items[0].textContent); }
+    }
+  });
   return JSON.stringify({ wide: wide, width: d.scrollWidth, window: W, height: d.scrollHeight, screen: H,
-    memories: memories, overlaps: overlaps, ready: d.getAttribute('data-memtool') });
+    memories: memories, overlaps: overlaps, legends: legends, ready: d.getAttribute('data-memtool') });
 })()
 """
 
@@ -136,6 +175,9 @@ def main():
             if m["overlaps"]:
                 shown = "; ".join(m["overlaps"][:5])
                 problems.append(f"{len(m['overlaps'])} overlapping label pair(s): {shown}")
+            if m["legends"]:
+                problems.append(f"{len(m['legends'])} legend(s) not counting what the rows count: "
+                                + "; ".join(m["legends"][:3]))
             failed = failed or bool(problems)
             print(f"{name} @{width}: " + ("FAIL: " + " · ".join(problems) if problems else
                                           f"ok ({m['width']} px, {screens:.1f} screens)"), flush=True)

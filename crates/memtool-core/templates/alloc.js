@@ -23,6 +23,19 @@ var memtoolAllocView = (function () {
     canvas.dispatchEvent(new MouseEvent('mousemove', { bubbles: true, clientX: r.left + r.width * 0.5, clientY: r.top + r.height * 0.85 }));
     var tip = canvas.parentNode.querySelector('.tooltip');
     check('alloc', +canvas.parentNode.getAttribute('data-columns') > 0 && tip && !tip.hidden && tip.textContent.length > 0);
+    // The wheel zooms in around the pointer, shift+wheel pans right, the
+    // reset button shows it all again.
+    var view = canvas.parentNode, zoom = function () { return (view.getAttribute('data-zoom') || '0 1').split(' ').map(Number); };
+    var at = { bubbles: true, cancelable: true, clientX: r.left + r.width * 0.5, clientY: r.top + r.height * 0.5 };
+    canvas.dispatchEvent(new WheelEvent('wheel', Object.assign({ deltaY: -200 }, at)));
+    var zoomed = zoom();
+    canvas.dispatchEvent(new WheelEvent('wheel', Object.assign({ deltaY: 200, shiftKey: true }, at)));
+    var panned = zoom();
+    view.querySelector('.controls button').click();
+    var reset = zoom();
+    check('allocZoom', zoomed[1] - zoomed[0] < 0.9 && zoomed[0] > 0 && zoomed[1] < 1 &&
+      panned[0] > zoomed[0] && Math.abs((panned[1] - panned[0]) - (zoomed[1] - zoomed[0])) < 1e-4 &&
+      reset[0] === 0 && reset[1] === 1);
   }
 
   function view(container, m, lib) {
@@ -39,7 +52,7 @@ var memtoolAllocView = (function () {
       heightOf[c] = h; maxUnits = Math.max(maxUnits, h);
       p += 1 + 2 * count;
     }
-    var axis = 'events', by = 0, z0 = 0, z1 = 1, chosen = -1;
+    var axis = 'events', by = av.by || 0, z0 = 0, z1 = 1, chosen = -1;
     var colors = av.kept.map(function () { return ''; });
     function recolor() {
       av.kept.forEach(function (k, i) { colors[i] = shade(av.colors[k.g[by]], i); });
@@ -56,7 +69,11 @@ var memtoolAllocView = (function () {
       return sel;
     }
     picker('axis', ['events', 'time'], function (v) { axis = v === 0 ? 'events' : 'time'; draw(); });
-    picker('colour by', GROUPINGS, function (v) { by = v; recolor(); draw(); });
+    picker('colour by', GROUPINGS, function (v) { by = v; recolor(); draw(); legend(); }).value = String(by);
+    var reset = lib.htmlEl('button', null, 'reset zoom');
+    reset.type = 'button';
+    reset.addEventListener('click', function () { setZoom(0, 1); });
+    controls.appendChild(reset);
     container.appendChild(controls);
     var canvas = lib.htmlEl('canvas');
     container.appendChild(canvas);
@@ -68,6 +85,15 @@ var memtoolAllocView = (function () {
     function xOf(f) { return L + (f - z0) / (z1 - z0) * (W - L - R); }
     function fracOfX(x) { return z0 + (x - L) / (W - L - R) * (z1 - z0); }
     function yOf(u) { return H - B - u / maxUnits * (H - B - T); }
+    // The part of the axis in view, kept inside [0, 1] and at least a
+    // millionth wide; the page records it for the self-test.
+    function setZoom(a, b) {
+      var w = Math.min(1, Math.max(1e-6, b - a));
+      a = Math.min(Math.max(0, a), 1 - w);
+      z0 = a; z1 = a + w;
+      container.setAttribute('data-zoom', z0.toFixed(6) + ' ' + z1.toFixed(6));
+      draw();
+    }
     function draw() {
       var dpr = window.devicePixelRatio || 1, rect = canvas.getBoundingClientRect();
       W = Math.max(200, Math.round(rect.width)); H = Math.max(120, Math.round(rect.height));
@@ -141,21 +167,53 @@ var memtoolAllocView = (function () {
     }
     var tip = lib.tooltip(container), drag = null;
     var stackBox = lib.htmlEl('div', 'stackview'); stackBox.hidden = true;
+    var pan = null;
     canvas.addEventListener('mousemove', function (ev) {
+      if (pan !== null) {
+        var span = (z1 - z0) / Math.max(1, W - L - R);
+        setZoom(pan.z0 - (ev.clientX - pan.x) * span, pan.z0 - (ev.clientX - pan.x) * span + (z1 - z0));
+        return;
+      }
       if (drag !== null) { return; }
       var h = hit(ev);
       if (!h || h.band < 0) { tip.hide(); return; }
       tip.show(describe(h), ev);
     });
     canvas.addEventListener('mouseleave', function () { tip.hide(); });
-    canvas.addEventListener('mousedown', function (ev) { drag = ev.clientX; });
+    canvas.addEventListener('mousedown', function (ev) {
+      // Shift (or the middle button) drags the view along; a plain drag
+      // picks the part to zoom into.
+      if (ev.shiftKey || ev.button === 1) { pan = { x: ev.clientX, z0: z0 }; canvas.style.cursor = 'grabbing'; ev.preventDefault(); return; }
+      drag = ev.clientX;
+    });
+    // A drag that ends outside the chart ends too (the chart's own mouseup
+    // has run first when it ends inside).
+    window.addEventListener('mouseup', function () { drag = null; if (pan !== null) { pan = null; canvas.style.cursor = ''; } });
+    // The wheel zooms around the pointer; shift+wheel (or a sideways
+    // swipe) pans. Zoomed out, a wheel away from the page scrolls it.
+    canvas.addEventListener('wheel', function (ev) {
+      var rect = canvas.getBoundingClientRect(), w = z1 - z0;
+      var sideways = ev.shiftKey ? (ev.deltaY || ev.deltaX) : ev.deltaX;
+      if (sideways && (ev.shiftKey || Math.abs(ev.deltaX) > Math.abs(ev.deltaY))) {
+        ev.preventDefault();
+        var step = w * Math.max(-0.5, Math.min(0.5, sideways / 500));
+        setZoom(z0 + step, z1 + step);
+        return;
+      }
+      if (!ev.deltaY || (ev.deltaY > 0 && z0 <= 0 && z1 >= 1)) { return; }
+      ev.preventDefault();
+      var f = Math.min(1, Math.max(0, fracOfX(ev.clientX - rect.left)));
+      var k = Math.pow(1.0015, Math.max(-300, Math.min(300, ev.deltaY)));
+      setZoom(f - (f - z0) * k, f + (z1 - f) * k);
+    }, { passive: false });
     canvas.addEventListener('mouseup', function (ev) {
+      if (pan !== null) { return; }
       var from = drag; drag = null;
       if (from === null) { return; }
       var rect = canvas.getBoundingClientRect();
       if (Math.abs(ev.clientX - from) > 4) {
         var a = fracOfX(Math.min(from, ev.clientX) - rect.left), b = fracOfX(Math.max(from, ev.clientX) - rect.left);
-        z0 = Math.max(0, a); z1 = Math.min(1, Math.max(b, z0 + 1e-6)); draw();
+        setZoom(Math.max(0, a), Math.min(1, b));
         return;
       }
       // A click: the allocation's whole stack.
@@ -176,7 +234,7 @@ var memtoolAllocView = (function () {
       frames.forEach(function (f) { var fr = bl.frames[f]; ol.appendChild(lib.htmlEl('li', fr[1] ? 'lib' : null, fr[0])); });
       stackBox.appendChild(ol);
     });
-    canvas.addEventListener('dblclick', function () { z0 = 0; z1 = 1; draw(); });
+    canvas.addEventListener('dblclick', function () { setZoom(0, 1); });
     draw();
     if (window.ResizeObserver) {
       var last = Math.round(canvas.getBoundingClientRect().width);
@@ -184,6 +242,28 @@ var memtoolAllocView = (function () {
     }
     container.appendChild(lib.htmlEl('div', 'hint', av.allocations + ' allocations in ' + columns + ' columns; the ' + av.kept.length +
       ' largest drawn as bands of their own, the rest between them in grey.'));
+    var legendBox = lib.htmlEl('div', 'legend');
+    container.appendChild(legendBox);
+    // The groups of the tallest column (the replay's peak; the page's peak
+    // too, unless the allocator's own figure put it elsewhere), every
+    // allocation live there counted, merged ones too: they add up to the
+    // column's total.
+    function legend() {
+      while (legendBox.firstChild) { legendBox.removeChild(legendBox.firstChild); }
+      var rows = av.legend[by], shown = rows.slice(0, 12), rest = rows.slice(12);
+      legendBox.appendChild(lib.htmlEl('span', 'item', 'at its highest, ' + lib.fmtBytes(av.top) + ', by ' + GROUPINGS[by] + ':'));
+      shown.forEach(function (r) {
+        var item = lib.htmlEl('span', 'item'); item.title = av.keys[r[0]];
+        var sw = lib.htmlEl('span', 'swatch'); sw.style.background = av.colors[r[0]]; item.appendChild(sw);
+        item.appendChild(document.createTextNode(av.keys[r[0]] + ' — ' + lib.fmtBytes(r[1])));
+        legendBox.appendChild(item);
+      });
+      if (rest.length) {
+        var sum = rest.reduce(function (a, r) { return a + r[1]; }, 0);
+        legendBox.appendChild(lib.htmlEl('span', 'item', rest.length + ' more groups — ' + lib.fmtBytes(sum)));
+      }
+    }
+    legend();
     container.appendChild(stackBox);
     container.setAttribute('data-columns', String(columns));
     // For the browser check: the milliseconds this view took to draw.

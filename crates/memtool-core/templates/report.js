@@ -222,7 +222,13 @@ function svgEl(tag, attrs, text) {
     var legend = htmlEl('div', 'legend'); container.appendChild(legend);
     var drill = htmlEl('div', 'drill'); container.appendChild(drill);
     var tip = tooltip(container);
+    // The legend counts what the rows ("Live at peak") list: the column
+    // holding the page's peak — the tallest, unless the allocator's own
+    // figure put the peak at another moment than the replay's highest.
     var peakCol = t.hi.indexOf(Math.max.apply(null, t.hi));
+    if (t.x[peakCol] !== m.peak.x || t.hi[peakCol] !== m.peak.bytes) {
+      for (var pc = 0; pc < t.x.length && t.x[pc] <= m.peak.x; pc++) { peakCol = pc; if (t.hi[pc] === m.peak.bytes && t.x[pc] === m.peak.x) { break; } }
+    }
     order.forEach(function (k) {
       var b = t.bands[k];
       var item = htmlEl('span', 'item'); item.title = b.key;

@@ -60,6 +60,15 @@ pub(super) struct AllocView {
     pub colors: Vec<String>,
     /// Allocations in all.
     pub allocations: usize,
+    /// The tallest column's live bytes (its highest point: the peak of
+    /// the replay) by group under each of [`GROUPINGS`], as `[key, bytes]`
+    /// largest first — every live allocation, kept or merged, so they add
+    /// up to `top`: the view's legend counts what its columns count.
+    pub legend: [Vec<[u64; 2]>; 4],
+    pub top: u64,
+    /// The grouping the bands are coloured by when the page opens (an
+    /// index into [`GROUPINGS`]): the timeline's, where it is one of them.
+    pub by: u32,
 }
 
 #[derive(Debug, Serialize)]
@@ -255,9 +264,7 @@ pub(super) fn alloc_view(
     }
 
     // The kept allocations' labels.
-    let mut keys: Vec<String> = Vec::new();
-    let mut colors: Vec<String> = Vec::new();
-    let mut key_index: HashMap<String, u32> = HashMap::new();
+    let mut keys = Keys::default();
     let kept = by_size
         .iter()
         .zip(&spans)
@@ -265,18 +272,7 @@ pub(super) fn alloc_view(
             let a = &memory.allocations[i];
             let mut g = [0u32; 4];
             for (slot, by) in g.iter_mut().zip(GROUPINGS) {
-                let full = group::label(names, a.site, by, filter);
-                let key = match full.char_indices().nth(MAX_KEY_CHARS) {
-                    Some((cut, _)) => format!("{}…", &full[..cut]),
-                    None => full,
-                };
-                let key = escape::label(&key);
-                let len = keys.len() as u32;
-                *slot = *key_index.entry(key.clone()).or_insert_with(|| {
-                    colors.push(color::group_color(&key));
-                    keys.push(key);
-                    len
-                });
+                *slot = keys.of(names, a.site, by, filter);
             }
             KeptAlloc {
                 b: a.bytes,
@@ -291,6 +287,28 @@ pub(super) fn alloc_view(
             }
         })
         .collect();
+    // The legend: the live set at the tallest column's point by group.
+    let tallest = best
+        .iter()
+        .enumerate()
+        .max_by_key(|&(c, b)| (b.1, std::cmp::Reverse(c)))
+        .map_or(0, |(c, _)| c);
+    let mut by_site: HashMap<SiteId, u64> = HashMap::new();
+    for id in replay::live_at(memory, best[tallest].0) {
+        let a = &memory.allocations[id.index()];
+        *by_site.entry(a.site).or_default() += a.bytes;
+    }
+    let mut by_site: Vec<(SiteId, u64)> = by_site.into_iter().collect();
+    by_site.sort_by_key(|&(site, bytes)| (std::cmp::Reverse(bytes), site.0));
+    let legend = GROUPINGS.map(|by| {
+        let mut sums: HashMap<u32, u64> = HashMap::new();
+        for &(site, bytes) in &by_site {
+            *sums.entry(keys.of(names, site, by, filter)).or_default() += bytes;
+        }
+        let mut rows: Vec<[u64; 2]> = sums.into_iter().map(|(k, b)| [k as u64, b]).collect();
+        rows.sort_by_key(|r| (std::cmp::Reverse(r[1]), r[0]));
+        rows
+    });
     let mut t: Vec<i64> = (0..columns)
         .map(|c| memory.events[first_event(c)].at.wrapping_sub(x0))
         .collect();
@@ -301,10 +319,39 @@ pub(super) fn alloc_view(
         unit,
         runs,
         kept,
-        keys,
-        colors,
+        keys: keys.keys,
+        colors: keys.colors,
         allocations: memory.allocations.len(),
+        legend,
+        top,
+        by: 0,
     })
+}
+
+/// Group labels as the page shows them, each with its colour, numbered in
+/// the order first met.
+#[derive(Default)]
+struct Keys {
+    keys: Vec<String>,
+    colors: Vec<String>,
+    index: HashMap<String, u32>,
+}
+
+impl Keys {
+    fn of(&mut self, names: &Names, site: SiteId, by: GroupBy, filter: &FrameFilter) -> u32 {
+        let full = group::label(names, site, by, filter);
+        let key = match full.char_indices().nth(MAX_KEY_CHARS) {
+            Some((cut, _)) => format!("{}…", &full[..cut]),
+            None => full,
+        };
+        let key = escape::label(&key);
+        let next = self.keys.len() as u32;
+        *self.index.entry(key.clone()).or_insert_with(|| {
+            self.colors.push(color::group_color(&key));
+            self.keys.push(key);
+            next
+        })
+    }
 }
 
 #[cfg(test)]
@@ -356,5 +403,11 @@ mod tests {
         ]);
         let spans: Vec<(i64, i64)> = view.kept.iter().map(|k| (k.made, k.freed)).collect();
         assert_eq!(spans, vec![(-1, 1), (2, -1), (0, 3)]);
+        // The legend counts the tallest column (100 B + 50 B, after the
+        // first event), one group under each grouping: the one site.
+        assert_eq!(view.top, 150);
+        for (i, rows) in view.legend.iter().enumerate() {
+            assert_eq!(rows, &vec![[u64::from(view.kept[0].g[i]), 150]]);
+        }
     }
 }

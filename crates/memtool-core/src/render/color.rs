@@ -46,6 +46,10 @@ fn category_color(key: &str) -> Option<&'static str> {
         "output" | "outputs" => "#edc948",
         "autograddetail" => "#ff9da7",
         "unknown" => "#9c755f",
+        // `<none>`: no category recorded — memory from before the
+        // recording, mostly. A hashed hue made it an orange beside the
+        // activations' in the allocation view (docs/memory-viz.md).
+        "none" => "#79706e",
         // Training phases: the forward pass makes activations, the backward
         // pass gradients, the optimizer its state.
         "forward" => "#f28e2b",
@@ -94,5 +98,6 @@ mod tests {
         assert_eq!(group_color("PARAMETER"), group_color("parameter"));
         assert_eq!(group_color("OPTIMIZER_STATE"), "#b07aa1");
         assert_ne!(group_color("activation"), group_color("parameter"));
+        assert_eq!(group_color("<none>"), "#79706e");
     }
 }

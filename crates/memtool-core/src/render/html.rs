@@ -492,6 +492,14 @@ fn memory_view(
             filter,
             blocks.as_ref().map(|b| &b.site_of),
         )
+        .map(|mut view| {
+            // Coloured as the timeline is stacked, where it can be.
+            view.by = alloc_view::GROUPINGS
+                .iter()
+                .position(|&g| g == by)
+                .unwrap_or(0) as u32;
+            view
+        })
     };
 
     let labels: Vec<String> = if replay::uses_instants(memory) {
