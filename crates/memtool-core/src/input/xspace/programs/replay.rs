@@ -8,7 +8,7 @@ use super::assignment::Trace;
 use super::phase::phase;
 use super::shape;
 use super::{category, is_indefinite, size, Buffer, Module};
-use memtool_proto::xla::BufferAllocationProto;
+use memtool_proto::xla::{BufferAllocationProto, OpMetadata};
 
 use crate::model::{
     AddressRange, AllocId, Allocation, Axis, Event, EventKind, Frame, FrameId, Memory, MemoryKind,
@@ -383,7 +383,9 @@ impl<'m, 'h, 'p> SpaceReader<'m, 'h, 'p> {
             return named;
         }
         let instruction = buffer.instruction;
-        let metadata = instruction.metadata.clone().unwrap_or_default();
+        // Borrowed, not cloned: a program names a site per buffer.
+        let no_metadata = OpMetadata::default();
+        let metadata = instruction.metadata.as_ref().unwrap_or(&no_metadata);
         let stack = self.stack(
             &metadata.source_file,
             metadata.source_line,

@@ -141,28 +141,53 @@ fn print_shape(out: &mut String, shape: &ShapeProto, depth: usize) {
                 if shape.is_dynamic_dimension.get(i).copied().unwrap_or(false) {
                     out.push_str("<=");
                 }
-                let _ = write!(out, "{d}");
+                push_int(out, *d);
             }
             out.push(']');
             if let Some(layout) = &shape.layout {
-                let text = layout_string(layout);
-                if !shape.dimensions.is_empty() || text != "{}" {
-                    out.push_str(&text);
+                let start = out.len();
+                write_layout(out, layout);
+                if shape.dimensions.is_empty() && &out[start..] == "{}" {
+                    out.truncate(start);
                 }
             }
         }
     }
 }
 
-/// `Layout::ToString`: minor-to-major order, then tiles, tail padding, index
-/// and pointer types, element size, memory space, metadata prefix.
-fn layout_string(layout: &LayoutProto) -> String {
-    let mut out = String::from("{");
+/// Appends an integer in decimal, as `write!(out, "{v}")` does, without the
+/// formatting machinery: every buffer of a program has its shape printed,
+/// and `Display` was most of that (callgrind, BENCHMARKS.md Run N).
+fn push_int(out: &mut String, v: i64) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    let mut rest = v.unsigned_abs();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    if v < 0 {
+        out.push('-');
+    }
+    for &digit in &digits[at..] {
+        out.push(char::from(digit));
+    }
+}
+
+/// `Layout::ToString` appended to `out`: minor-to-major order, then tiles,
+/// tail padding, index and pointer types, element size, memory space,
+/// metadata prefix.
+fn write_layout(out: &mut String, layout: &LayoutProto) {
+    out.push('{');
     for (i, d) in layout.minor_to_major.iter().enumerate() {
         if i > 0 {
             out.push(',');
         }
-        let _ = write!(out, "{d}");
+        push_int(out, *d);
     }
     let mut colon = false;
     let mut part = |out: &mut String, text: &str| {
@@ -188,38 +213,37 @@ fn layout_string(layout: &LayoutProto) -> String {
             }
             tiles.push(')');
         }
-        part(&mut out, &tiles);
+        part(out, &tiles);
     }
     let tail = layout.tail_padding_alignment_in_elements;
     if tail != 0 && tail != 1 {
-        part(&mut out, &format!("L({tail})"));
+        part(out, &format!("L({tail})"));
     }
     if layout.index_primitive_type != 0 {
         part(
-            &mut out,
+            out,
             &format!("#({})", type_name(layout.index_primitive_type)),
         );
     }
     if layout.pointer_primitive_type != 0 {
         part(
-            &mut out,
+            out,
             &format!("*({})", type_name(layout.pointer_primitive_type)),
         );
     }
     if layout.element_size_in_bits != 0 {
-        part(&mut out, &format!("E({})", layout.element_size_in_bits));
+        part(out, &format!("E({})", layout.element_size_in_bits));
     }
     if layout.memory_space != 0 {
-        part(&mut out, &format!("S({})", layout.memory_space));
+        part(out, &format!("S({})", layout.memory_space));
     }
     if layout.dynamic_shape_metadata_prefix_bytes > 0 {
         part(
-            &mut out,
+            out,
             &format!("M({})", layout.dynamic_shape_metadata_prefix_bytes),
         );
     }
     out.push('}');
-    out
 }
 
 #[cfg(test)]
@@ -236,6 +260,15 @@ mod tests {
                 ..Default::default()
             }),
             ..Default::default()
+        }
+    }
+
+    #[test]
+    fn integers_print_as_display_does() {
+        for v in [0, 1, -1, 9, 10, -10, 1024, i64::MAX, i64::MIN, -987_654_321] {
+            let mut out = String::from("x");
+            push_int(&mut out, v);
+            assert_eq!(out, format!("x{v}"));
         }
     }
 
