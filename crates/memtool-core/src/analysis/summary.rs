@@ -340,20 +340,22 @@ impl SummaryReport {
             ]);
             t.notes.push(super::beyond_note(beyond.len()));
         }
-        match order.trivial.first() {
-            Some(&largest) if fold_trivial => t.rows.push(vec![
-                format!("+{} small", order.trivial.len()).into(),
+        if fold_trivial {
+            let sum = |f: fn(&MemorySummary) -> u64| {
+                crate::analysis::beyond_total(&self.memories, &order.trivial, f)
+            };
+            t.rows.push(vec![
+                crate::analysis::trivial_label(order.trivial.len()).into(),
                 Cell::Empty,
-                Cell::Bytes(self.memories[largest].peak.peak_bytes),
+                Cell::Bytes(sum(|m| m.peak.peak_bytes)),
+                Cell::Count(sum(|m| m.peak.buffers)),
                 Cell::Empty,
-                Cell::Empty,
-                Cell::Empty,
-                Cell::Empty,
-            ]),
-            _ => {
-                for &i in &order.trivial {
-                    t.rows.push(row(&self.memories[i]));
-                }
+                Cell::Bytes(sum(|m| m.final_bytes)),
+                Cell::Count(sum(|m| m.final_buffers)),
+            ]);
+        } else {
+            for &i in &order.trivial {
+                t.rows.push(row(&self.memories[i]));
             }
         }
         t
