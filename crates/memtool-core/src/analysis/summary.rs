@@ -729,13 +729,19 @@ fn landmark_row(l: &Landmark, name: String, what: String) -> Vec<Cell> {
     ]
 }
 
-/// A step's spans in order, each with where it starts.
+/// A step's spans in order, each with where it starts: the position
+/// without the step and phase its label adds in parentheses (`t+21.11 ms`,
+/// not `t+21.11 ms (step 0, loss)`): the row is the step, the word before
+/// it the phase.
 fn step_phases(spans: &[&Landmark]) -> String {
     let mut spans = spans.to_vec();
     spans.sort_by_key(|l| l.start);
     let parts: Vec<String> = spans
         .iter()
-        .map(|l| format!("{} {}", l.kind.name(), l.start_label))
+        .map(|l| {
+            let at = l.start_label.split(" (").next().unwrap_or_default();
+            format!("{} {at}", l.kind.name())
+        })
         .collect();
     parts.join(", ")
 }

@@ -428,10 +428,14 @@ fn wrap_unbroken(text: &str, width: usize) -> String {
     let mut lines: Vec<String> = Vec::new();
     let mut rest: Vec<char> = text.chars().collect();
     while rest.len() > width {
-        let cut = rest[..width]
-            .iter()
-            .rposition(|&c| c == ',' || c == ' ')
-            .map_or(width, |i| i + 1);
+        // A space may stand just past the line (a word that ends at the
+        // width); a comma stays on its line.
+        let space = rest[..=width].iter().rposition(|&c| c == ' ');
+        let comma = rest[..width].iter().rposition(|&c| c == ',').map(|i| i + 1);
+        let cut = match space.max(comma) {
+            Some(0) | None => width,
+            Some(cut) => cut,
+        };
         let line: String = rest[..cut].iter().collect();
         lines.push(line.trim_end().to_string());
         rest.drain(..cut);
