@@ -748,9 +748,12 @@ function svgEl(tag, attrs, text) {
     container.appendChild(svg);
     var legend = htmlEl('div', 'legend');
     var totalText = fmtBytes(lk.total[0]) + ' → ' + fmtBytes(lk.total[n - 1]);
-    legend.appendChild(htmlEl('span', 'item', lk.lines.length === 0 ? 'dashed: total live bytes'
-      : lk.handover ? 'dashed: total live bytes (' + totalText + '); solid: the stacks below, which grew while other groups freed as much (a handover, not growth)'
-      : 'live bytes of the growing stacks below (total: ' + totalText + ')'));
+    if (lk.handover) {
+      legend.appendChild(htmlEl('span', 'item', 'dashed: total live bytes (' + totalText + ')'));
+      legend.appendChild(htmlEl('span', 'item', 'solid: stacks that grew while others freed as much (a handover)'));
+    } else {
+      legend.appendChild(htmlEl('span', 'item', lk.lines.length ? 'live bytes of the growing stacks below (total: ' + totalText + ')' : 'dashed: total live bytes'));
+    }
     container.appendChild(legend);
     drawn++;
   }
