@@ -13,6 +13,10 @@
 
 pub mod analysis;
 mod error;
+/// Tests through every output, from the crate's root: they run the loader,
+/// every analysis and render, which no layer below may import.
+#[cfg(test)]
+mod huge_size_tests;
 mod input;
 pub mod model;
 pub mod parallel;

@@ -735,10 +735,13 @@ function svgEl(tag, attrs, text) {
     if (n < 2) { return; }
     container.classList.add('chart');
     var W = 1000, H = 170, L = 70, R = 14, T = 10, B = 24;
-    // Growth is small next to the total: the lines get the whole height.
+    // Growth is small next to the total: the lines get the whole height,
+    // unless they are handovers, whose rise means nothing without the total
+    // that did not grow.
+    var withTotal = lk.lines.length === 0 || lk.handover;
     var top = 1;
     lk.lines.forEach(function (b) { top = Math.max(top, Math.max.apply(null, b.v)); });
-    if (lk.lines.length === 0) { top = Math.max.apply(null, lk.total.concat([1])); }
+    if (withTotal) { top = Math.max(top, Math.max.apply(null, lk.total.concat([1]))); }
     var step = byteStep(top), yMax = Math.max(step, Math.ceil(top * 1.04 / step) * step);
     var sx = function (i) { return L + i / (n - 1) * (W - L - R); };
     var sy = function (b) { return T + (1 - b / yMax) * (H - T - B); };
@@ -755,11 +758,17 @@ function svgEl(tag, attrs, text) {
       p.appendChild(svgEl('title', {}, title));
       svg.appendChild(p);
     }
-    if (lk.lines.length === 0) { line(lk.total, 'currentColor', 'lo', 'total'); }
+    if (withTotal) { line(lk.total, 'currentColor', 'lo', 'total'); }
     lk.lines.forEach(function (b) { line(b.v, b.color, null, b.key); });
     container.appendChild(svg);
     var legend = htmlEl('div', 'legend');
-    legend.appendChild(htmlEl('span', 'item', lk.lines.length ? 'live bytes of the growing stacks below (total: ' + fmtBytes(lk.total[0]) + ' → ' + fmtBytes(lk.total[n - 1]) + ')' : 'dashed: total live bytes'));
+    var totalText = fmtBytes(lk.total[0]) + ' → ' + fmtBytes(lk.total[n - 1]);
+    if (lk.handover) {
+      legend.appendChild(htmlEl('span', 'item', 'dashed: total live bytes (' + totalText + ')'));
+      legend.appendChild(htmlEl('span', 'item', 'solid: stacks that grew while others freed as much (a handover)'));
+    } else {
+      legend.appendChild(htmlEl('span', 'item', lk.lines.length ? 'live bytes of the growing stacks below (total: ' + totalText + ')' : 'dashed: total live bytes'));
+    }
     container.appendChild(legend);
     drawn++;
   }

@@ -120,6 +120,35 @@ fn a_series_is_one_timeline_with_its_leak() {
     assert_eq!(line[8] - line[0], want[8] - want[0]);
     assert!(page.contains("<dt>leaks</dt><dd>steady growth: +1.68 MiB over 9 snapshots"));
     assert!(line[0] > 0 && line[8] > line[0]);
+    // A leak's lines are growth: drawn alone, on their own scale.
+    assert_eq!(m["leaks"]["handover"], false);
+}
+
+/// A snapshot whose optimizer state grew while blocks from before the
+/// recording were freed as much (the replay's total: 2.85 GiB at the first
+/// point and at the last) says "no net growth": its chart draws the flat
+/// total with the two stacks that rose, so the picture says what the
+/// verdict says, not growth beside "no net growth".
+#[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
+fn a_handover_is_drawn_with_the_total_that_did_not_grow() {
+    let file = shared_fixture("torch/bcrafton_memory_snapshot.pickle");
+    let page = render(&[file.to_str().unwrap()]);
+    let d = data(&page);
+    let m = &d["memories"][0];
+    let total: Vec<u64> = serde_json::from_value(m["leaks"]["total"].clone()).unwrap();
+    assert_eq!(
+        (total[0], total[total.len() - 1]),
+        (3_064_418_304, 3_064_418_304)
+    );
+    assert!(page.contains("<dt>leaks</dt><dd>no net growth: 2.85 GiB live"));
+    let lines = m["leaks"]["lines"].as_array().unwrap();
+    assert_eq!(lines.len(), 2);
+    for line in lines {
+        let v: Vec<u64> = serde_json::from_value(line["v"].clone()).unwrap();
+        assert_eq!((v[0], v[v.len() - 1]), (0, 761_840_640));
+    }
+    assert_eq!(m["leaks"]["handover"], true);
 }
 
 #[test]

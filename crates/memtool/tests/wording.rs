@@ -174,3 +174,49 @@ fn two_runs_of_one_machine_are_told_apart_by_id_and_host() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A row that folds several memories into one gives their totals and says
+/// so: `+N small (totals)` as `+N more (totals)` does, in `summary` and
+/// `peak` (the small row gave the largest of their peaks, unlabelled).
+#[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
+fn folded_rows_give_totals_and_say_so() {
+    let path = shared_fixture("xspace/jax_transformer_small.xplane.pb");
+    let path = path.to_str().unwrap();
+    let doc = json(&["summary", path]);
+    let peaks: Vec<(u64, u64)> = doc["memories"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["peak_bytes"].as_u64().unwrap(),
+                m["buffers"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    let largest = peaks.iter().map(|p| p.0).max().unwrap();
+    // Trivial: a peak under 1% of the largest and under 1 MiB.
+    let small: Vec<&(u64, u64)> = peaks
+        .iter()
+        .filter(|p| p.0 * 100 < largest && p.0 < 1 << 20)
+        .collect();
+    let bytes: u64 = small.iter().map(|p| p.0).sum();
+    let buffers: u64 = small.iter().map(|p| p.1).sum();
+    assert_eq!((small.len(), bytes, buffers), (10, 824_076, 90));
+    for command in ["summary", "peak"] {
+        let table = stdout_of(&[command, path]);
+        let row = table
+            .lines()
+            .find(|l| l.trim_start().starts_with("+10 small"))
+            .unwrap_or_else(|| panic!("{table}"));
+        let cells: Vec<&str> = row
+            .split("  ")
+            .map(str::trim)
+            .filter(|c| !c.is_empty())
+            .collect();
+        assert_eq!(cells[0], "+10 small (totals)", "{row}");
+        assert_eq!(cells[1], "804.76 KiB", "{row}");
+        assert!(cells.contains(&"90"), "{row}");
+    }
+}

@@ -244,6 +244,27 @@ fn commands_that_need_a_timeline_refuse_a_log_in_one_line() {
     }
 }
 
+/// The note on a log fits every command that reads it: it says what a log
+/// holds and names no command (under `oom` it pointed at `oom` itself).
+#[test]
+fn the_note_on_a_log_fits_every_command() {
+    let path = common::repo_fixture("xla/tpu_allocation_oom.log");
+    let path = path.to_str().unwrap();
+    for command in ["oom", "summary", "render"] {
+        let out = common::memtool().args([command, path]).output().unwrap();
+        assert!(out.status.success(), "{command}");
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(
+            stderr.trim_end(),
+            format!(
+                "note: {path}: 2 XLA out-of-memory reports and no memory timeline: a log \
+                 tells each report's post-mortem, not memory over time"
+            ),
+            "{command}"
+        );
+    }
+}
+
 /// The capacity of a report read from a log is labelled as the report's,
 /// a given one as given.
 #[test]

@@ -397,8 +397,15 @@ pub fn beyond_label(n: usize) -> String {
     format!("+{n} more (totals)")
 }
 
+/// The label of the row that stands for the memories trivial beside the
+/// largest: like [`beyond_label`]'s row, its figures are their totals.
+pub fn trivial_label(n: usize) -> String {
+    format!("+{n} small (totals)")
+}
+
 /// The total of one figure over the memories `beyond` (indices into
-/// `memories`), saturating: the figures of the `+N more (totals)` row.
+/// `memories`), saturating: the figures of the `+N more (totals)` and
+/// `+N small (totals)` rows.
 pub fn beyond_total<T>(memories: &[T], beyond: &[usize], figure: impl Fn(&T) -> u64) -> u64 {
     beyond
         .iter()
@@ -460,7 +467,8 @@ pub fn trivial_note(ids: &[&str]) -> Option<String> {
             n => format!(" and {n} more"),
         };
         format!(
-            "+{} small: memories whose peak is under 1% of the largest and under 1 MiB, one row: {}{more}",
+            "+{} small: memories whose peak is under 1% of the largest and under 1 MiB, one row with \
+             their count and totals: {}{more}",
             ids.len(),
             names.join(", ")
         )

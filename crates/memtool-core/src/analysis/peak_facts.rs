@@ -72,12 +72,35 @@ impl PeakFacts {
     /// for a memory with no points at all.
     pub fn of(memory: &Memory, ties: replay::Ties) -> Option<PeakFacts> {
         let peak = replay::reported_peak(memory, ties)?;
+        let moments = replay::peak_moments(memory, &peak);
+        Some(PeakFacts::placed(memory, peak, moments))
+    }
+
+    /// The same facts of another point of `memory` (`peak --at`): the
+    /// replayed totals at point `index`, as if it were the peak, placed at
+    /// `at` (the moment asked for, which may fall after the point's event).
+    pub fn at_point(memory: &Memory, index: usize, at: i64) -> Option<PeakFacts> {
+        let mut point = replay::point_at(memory, index)?;
+        point.at = at;
+        let peak = replay::Peak {
+            point,
+            bytes: point.bytes,
+            sample: None,
+        };
+        Some(PeakFacts::placed(memory, peak, 1))
+    }
+
+    /// The facts of `peak` (reached at `moments` separate moments): the
+    /// allocator's state there, the memory's header, and where it is — its
+    /// label, time, step and phase. One place for both [`PeakFacts::of`]
+    /// and [`PeakFacts::at_point`].
+    fn placed(memory: &Memory, peak: replay::Peak, moments: usize) -> PeakFacts {
         let point = peak.point;
         let state = AllocatorState::at(memory, peak.sample);
         let mut header = MemoryHeader::of(memory);
         header.capacity_bytes = state.capacity_bytes.or(header.capacity_bytes);
-        Some(PeakFacts {
-            moments: replay::peak_moments(memory, &peak),
+        PeakFacts {
+            moments,
             peak,
             state,
             header,
@@ -88,34 +111,7 @@ impl PeakFacts {
             phase: (point.index > 0)
                 .then(|| memory.phase_at(point.at))
                 .flatten(),
-        })
-    }
-
-    /// The same facts of another point of `memory` (`peak --at`): the
-    /// replayed totals at point `index`, as if it were the peak, placed at
-    /// `at` (the moment asked for, which may fall after the point's event).
-    pub fn at_point(memory: &Memory, index: usize, at: i64) -> Option<PeakFacts> {
-        let mut point = replay::point_at(memory, index)?;
-        point.at = at;
-        let mut header = MemoryHeader::of(memory);
-        let state = AllocatorState::at(memory, None);
-        header.capacity_bytes = state.capacity_bytes.or(header.capacity_bytes);
-        Some(PeakFacts {
-            moments: 1,
-            peak: replay::Peak {
-                point,
-                bytes: point.bytes,
-                sample: None,
-            },
-            state,
-            header,
-            label: point_label(memory, point.index, point.at),
-            time_ps: (memory.axis == Axis::TimePs).then_some(point.at),
-            step: memory.step_at(point.at).map(|s| s.id),
-            phase: (point.index > 0)
-                .then(|| memory.phase_at(point.at))
-                .flatten(),
-        })
+        }
     }
 
     /// The replayed point at the peak.

@@ -351,20 +351,22 @@ impl SummaryReport {
             ]);
             t.notes.push(super::beyond_note(beyond.len()));
         }
-        match order.trivial.first() {
-            Some(&largest) if fold_trivial => t.rows.push(vec![
-                format!("+{} small", order.trivial.len()).into(),
+        if fold_trivial {
+            let sum = |f: fn(&MemorySummary) -> u64| {
+                crate::analysis::beyond_total(&self.memories, &order.trivial, f)
+            };
+            t.rows.push(vec![
+                crate::analysis::trivial_label(order.trivial.len()).into(),
                 Cell::Empty,
-                Cell::Bytes(self.memories[largest].peak.peak_bytes),
+                Cell::Bytes(sum(|m| m.peak.peak_bytes)),
+                Cell::Count(sum(|m| m.peak.buffers)),
                 Cell::Empty,
-                Cell::Empty,
-                Cell::Empty,
-                Cell::Empty,
-            ]),
-            _ => {
-                for &i in &order.trivial {
-                    t.rows.push(row(&self.memories[i]));
-                }
+                Cell::Bytes(sum(|m| m.final_bytes)),
+                Cell::Count(sum(|m| m.final_buffers)),
+            ]);
+        } else {
+            for &i in &order.trivial {
+                t.rows.push(row(&self.memories[i]));
             }
         }
         t
@@ -738,13 +740,19 @@ fn landmark_row(l: &Landmark, name: String, what: String) -> Vec<Cell> {
     ]
 }
 
-/// A step's spans in order, each with where it starts.
+/// A step's spans in order, each with where it starts: the position
+/// without the step and phase its label adds in parentheses (`t+21.11 ms`,
+/// not `t+21.11 ms (step 0, loss)`): the row is the step, the word before
+/// it the phase.
 fn step_phases(spans: &[&Landmark]) -> String {
     let mut spans = spans.to_vec();
     spans.sort_by_key(|l| l.start);
     let parts: Vec<String> = spans
         .iter()
-        .map(|l| format!("{} {}", l.kind.name(), l.start_label))
+        .map(|l| {
+            let at = l.start_label.split(" (").next().unwrap_or_default();
+            format!("{} {at}", l.kind.name())
+        })
         .collect();
     parts.join(", ")
 }

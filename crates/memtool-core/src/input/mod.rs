@@ -11,9 +11,6 @@ pub(crate) mod xla_dump;
 pub(crate) mod xla_report;
 pub(crate) mod xspace;
 
-#[cfg(test)]
-pub(crate) mod huge_sizes;
-
 use crate::error::{Error, Result};
 use crate::model::{Format, Profile};
 use detect::Sniffed;

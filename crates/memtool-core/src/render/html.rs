@@ -558,6 +558,12 @@ fn memory_view(
                         v: f.bytes.clone(),
                     })
                     .collect(),
+                handover: l
+                    .findings
+                    .iter()
+                    .take(LEAK_LINES)
+                    .all(|f| f.growth == leaks::Growth::Handover)
+                    && !l.findings.is_empty(),
             };
             let mut chart = chart;
             timeline::shorten_keys(&mut chart.lines);
@@ -578,6 +584,7 @@ fn memory_view(
                 labels: Vec::new(),
                 total: Vec::new(),
                 lines: Vec::new(),
+                handover: false,
             },
         ),
     };

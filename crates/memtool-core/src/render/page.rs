@@ -130,6 +130,10 @@ pub(super) struct LeakChart {
     pub(super) labels: Vec<String>,
     pub(super) total: Vec<u64>,
     pub(super) lines: Vec<timeline::Band>,
+    /// Every line drawn is a handover (it grew while other groups freed as
+    /// much): the total is drawn with them, on their scale, so the picture
+    /// shows what the verdict says — bytes moved, the total did not grow.
+    pub(super) handover: bool,
 }
 
 #[derive(Serialize)]

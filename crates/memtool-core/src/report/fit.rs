@@ -396,8 +396,30 @@ fn clashes(texts: &[&str], shown: &[String]) -> Vec<Vec<usize>> {
 }
 
 /// Columns whose text is never shortened, only wrapped: a cut shape reads
-/// as another shape, a cut memory id as no memory.
-const UNBROKEN_COLUMNS: [&str; 2] = ["shape", "memory"];
+/// as another shape, a cut memory id as no memory, and a landmark's name
+/// and what it says are prose (`summary`'s "What the timeline shows"), cut
+/// in a word they read as other words.
+const UNBROKEN_COLUMNS: [&str; 4] = ["shape", "memory", "landmark", "what"];
+
+/// Wrapped columns of prose, whose long paths are shortened first: a
+/// landmark's `what` (`… in step …/cs336_basics/optimizer.py:78)`).
+const PROSE_COLUMNS: [&str; 1] = ["what"];
+
+/// `text` with each word that is a path longer than `width` shortened as a
+/// path is (its file name and line kept), the other words as they are.
+fn shorten_long_paths(text: &str, width: usize) -> String {
+    let words: Vec<String> = text
+        .split(' ')
+        .map(|w| {
+            if len(w) > width && is_path(w) {
+                path(w, width)
+            } else {
+                w.to_string()
+            }
+        })
+        .collect();
+    words.join(" ")
+}
 
 /// `text` whole, in lines of at most `width` characters: broken after a
 /// comma or a space where one falls in the line, else at the width.
@@ -406,13 +428,20 @@ fn wrap_unbroken(text: &str, width: usize) -> String {
     let mut lines: Vec<String> = Vec::new();
     let mut rest: Vec<char> = text.chars().collect();
     while rest.len() > width {
-        let cut = rest[..width]
-            .iter()
-            .rposition(|&c| c == ',' || c == ' ')
-            .map_or(width, |i| i + 1);
+        // A space may stand just past the line (a word that ends at the
+        // width); a comma stays on its line.
+        let space = rest[..=width].iter().rposition(|&c| c == ' ');
+        let comma = rest[..width].iter().rposition(|&c| c == ',').map(|i| i + 1);
+        let cut = match space.max(comma) {
+            Some(0) | None => width,
+            Some(cut) => cut,
+        };
         let line: String = rest[..cut].iter().collect();
         lines.push(line.trim_end().to_string());
         rest.drain(..cut);
+        // The next line starts at its word, not at the space before it.
+        let spaces = rest.iter().take_while(|&&c| c == ' ').count();
+        rest.drain(..spaces);
     }
     lines.push(rest.into_iter().collect());
     lines.join("\n")
@@ -526,10 +555,18 @@ pub(super) fn fit(table: &Table, rows: &[Vec<Cell>], width: Option<usize>) -> Fi
         .filter(|&c| !numeric[c] && !unbroken[c])
         .map(|c| COLUMN_OVERHEAD + min_text(c))
         .sum();
-    let room = left.saturating_sub(others_min + COLUMN_OVERHEAD * unbroken_count) / unbroken_count;
+    // They share that room water-filled: one narrower than its share keeps
+    // its width and leaves the rest to the wider ones.
+    let mut room = left.saturating_sub(others_min + COLUMN_OVERHEAD * unbroken_count);
+    let mut narrowest_first: Vec<usize> = (0..columns).filter(|&c| unbroken[c]).collect();
+    narrowest_first.sort_by_key(|&c| natural[c]);
+    for (k, &c) in narrowest_first.iter().enumerate() {
+        let share = room / (narrowest_first.len() - k);
+        budgets[c] = natural[c].min(share.max(longest_word(c)).max(1));
+        room = room.saturating_sub(budgets[c]);
+    }
     for c in 0..columns {
         if unbroken[c] {
-            budgets[c] = natural[c].min(room.max(longest_word(c)).max(1));
             left = left.saturating_sub(COLUMN_OVERHEAD + budgets[c]);
         } else if !numeric[c] {
             left = left.saturating_sub(COLUMN_OVERHEAD);
@@ -576,7 +613,11 @@ pub(super) fn fit(table: &Table, rows: &[Vec<Cell>], width: Option<usize>) -> Fi
     for c in (0..columns).filter(|&c| unbroken[c]) {
         if natural[c] > budgets[c] {
             headers[c] = wrap(&headers[c].replace('\n', " "), budgets[c]);
+            let prose = PROSE_COLUMNS.contains(&table.columns[c]);
             for row in &mut cells {
+                if prose {
+                    row[c] = shorten_long_paths(&row[c], budgets[c]);
+                }
                 row[c] = wrap_unbroken(&row[c], budgets[c]);
             }
         }
@@ -594,6 +635,73 @@ pub(super) fn fit(table: &Table, rows: &[Vec<Cell>], width: Option<usize>) -> Fi
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// "What the timeline shows" at 100 columns: a landmark's name and what
+    /// it says are wrapped at their spaces, whole, never cut in a word.
+    #[test]
+    fn landmark_names_and_what_they_say_wrap_whole() {
+        let mut table = Table::new(
+            "What the timeline shows",
+            vec!["landmark", "at", "bytes", "what"],
+        );
+        let rows = [
+            ("step 0", "forward t+1.222 ms (forward), loss t+20.1 ms (loss), backward t+22.3 ms (backward), optimizer t+24.87 ms (optimizer)"),
+            ("cliff after the optimizer step", "453.98 MiB freed by the optimizer step (in step /home/brian/Desktop/cs336_basics/optimizer.py:80)"),
+        ];
+        for (name, what) in rows {
+            table.rows.push(vec![
+                name.into(),
+                Cell::Figure {
+                    value: Some(37_700),
+                    label: "t+37.70 ms (optimizer)".into(),
+                },
+                Cell::Bytes(476_037_939),
+                Cell::Text(what.into()),
+            ]);
+        }
+        let fitted = fit(&table, &table.rows, Some(100));
+        for (row, (name, what)) in fitted.cells.iter().zip(rows) {
+            assert!(!row[0].contains(CUT), "{row:?}");
+            let words = |s: &str| s.split_whitespace().map(str::to_string).collect::<Vec<_>>();
+            assert_eq!(words(&row[0]), words(name), "{row:?}");
+            // Every word whole but a path longer than the column, which
+            // keeps its file name and line.
+            let shown = words(&row[3]);
+            let whole: Vec<String> = words(what)
+                .into_iter()
+                .filter(|w| !w.contains('/'))
+                .collect();
+            assert_eq!(
+                shown
+                    .iter()
+                    .filter(|w| !w.contains('/'))
+                    .cloned()
+                    .collect::<Vec<_>>(),
+                whole,
+                "{row:?}"
+            );
+            for w in shown.iter().filter(|w| w.contains('/')) {
+                assert!(w.ends_with("/optimizer.py:80)"), "{row:?}");
+            }
+        }
+        let widths: Vec<usize> = (0..4)
+            .map(|c| {
+                fitted
+                    .cells
+                    .iter()
+                    .map(|r| widest(&r[c]))
+                    .chain([widest(&fitted.headers[c])])
+                    .max()
+                    .unwrap_or(0)
+            })
+            .collect();
+        assert!(
+            widths.iter().sum::<usize>() + COLUMN_OVERHEAD * 4 <= 100,
+            "{widths:?}"
+        );
+        // Broken at a space, the long name's words on two lines.
+        assert_eq!(fitted.cells[1][0], "cliff after the optimizer\nstep");
+    }
 
     #[test]
     fn frames_keep_function_file_and_line() {

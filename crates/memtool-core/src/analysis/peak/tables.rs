@@ -68,18 +68,20 @@ impl Report for PeakReport {
             ]);
             t.notes.push(crate::analysis::beyond_note(beyond.len()));
         }
-        match order.trivial.first() {
-            Some(&largest) if fold_trivial => t.rows.push(vec![
-                format!("+{} small", order.trivial.len()).into(),
-                Cell::Bytes(self.memories[largest].peak.peak_bytes),
+        if fold_trivial {
+            let sum = |f: fn(&MemoryPeak) -> u64| {
+                crate::analysis::beyond_total(&self.memories, &order.trivial, f)
+            };
+            t.rows.push(vec![
+                crate::analysis::trivial_label(order.trivial.len()).into(),
+                Cell::Bytes(sum(|m| m.peak.peak_bytes)),
+                Cell::Bytes(sum(|m| m.peak.peak_requested_bytes)),
+                Cell::Count(sum(|m| m.peak.buffers)),
                 Cell::Empty,
-                Cell::Empty,
-                Cell::Empty,
-            ]),
-            _ => {
-                for &i in &order.trivial {
-                    t.rows.push(row(&self.memories[i]));
-                }
+            ]);
+        } else {
+            for &i in &order.trivial {
+                t.rows.push(row(&self.memories[i]));
             }
         }
         // Tied peaks are named for the memories with a row of their own.

@@ -113,11 +113,13 @@ pub(crate) fn read(profile: &mut Profile, path: &str, data: &dyn ByteSource) -> 
             }
         }
     }
+    // Read by every command: the note says what a log holds, never which
+    // command to run (under `oom` that would point at itself).
     profile.note(
         path,
         format!(
-            "{} XLA out-of-memory report{} and no memory timeline: `memtool oom` gives the \
-             post-mortem (`summary` opens with it)",
+            "{} XLA out-of-memory report{} and no memory timeline: a log tells each report's \
+             post-mortem, not memory over time",
             reports.len(),
             if reports.len() == 1 { "" } else { "s" }
         ),

@@ -136,13 +136,23 @@ pub(crate) fn append_host(profile: &mut Profile, host: Profile) {
     for mut memory in memories {
         memory.rename(&renames);
         memory.input = input;
-        if memory.kind == MemoryKind::Allocator {
+        // Allocators, and compiled programs (two runs' `jit_stage(0)`: a
+        // compile counter restarts in every process), of one id on several
+        // hosts or files are told apart.
+        if matches!(
+            memory.kind,
+            MemoryKind::Allocator | MemoryKind::ProgramSpace
+        ) {
             let host = memory.host.clone().unwrap_or_default();
-            let id = allocator_id(profile, &memory.id, &host, path);
+            let id = memory_id(profile, memory.kind, &memory.id, &host, path);
             if id != memory.id {
                 relabel(&mut warnings, &memory.id, &id);
+                let label = id
+                    .strip_prefix(memory.id.as_str())
+                    .and_then(|l| l.strip_prefix(" ("))
+                    .and_then(|l| l.strip_suffix(')'));
+                memory.host = Some(label.map_or(host, str::to_string));
                 memory.id = id;
-                memory.host = Some(host_of(&memory, &host));
             }
         }
         profile.memories.push(memory);
@@ -157,11 +167,23 @@ pub(crate) fn append_host(profile: &mut Profile, host: Profile) {
 /// as well), so every host's reads alike. Two files recording one host name
 /// (copies, two processes of one machine) are told apart by file name.
 pub(super) fn allocator_id(profile: &mut Profile, name: &str, host: &str, path: &str) -> String {
+    memory_id(profile, MemoryKind::Allocator, name, host, path)
+}
+
+/// [`allocator_id`] for a memory of any `kind`: told apart from the
+/// memories of that kind only (a compiled program's from programs).
+fn memory_id(
+    profile: &mut Profile,
+    kind: MemoryKind,
+    name: &str,
+    host: &str,
+    path: &str,
+) -> String {
     let labelled = format!("{name} (");
     let mut taken = false;
     for i in 0..profile.memories.len() {
         let m = &profile.memories[i];
-        if m.kind != MemoryKind::Allocator {
+        if m.kind != kind {
             continue;
         }
         if m.id == name {
@@ -226,6 +248,70 @@ pub(crate) fn corrupt(path: &str, e: WireError) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Two runs of one program (`summary a.xplane.pb b.xplane.pb`) compile it
+    /// under one id, the compile counter restarting in each process: the
+    /// ids that collide are told apart as allocators' are, by host, then by
+    /// file name; the others keep theirs.
+    #[test]
+    fn programs_of_one_id_in_several_files_are_told_apart() {
+        use crate::model::{Axis, Memory};
+        let file = |path: &str, ids: &[&str]| {
+            let mut p = Profile::default();
+            for &id in ids {
+                let mut m = Memory::new(id, MemoryKind::ProgramSpace, Axis::ProgramOrder);
+                m.host = Some("vm".to_string());
+                p.memories.push(m);
+            }
+            p.warn(
+                path,
+                "jit_stage(0): 2 more heap simulator traces are not replayed",
+            );
+            p.inputs.push(InputInfo {
+                path: path.into(),
+                format: Format::XSpace,
+                executables: None,
+            });
+            p
+        };
+        let mut run = Profile::default();
+        append_host(
+            &mut run,
+            file("x/jax_mlp.xplane.pb", &["jit_stage(0)", "jit_step(10)"]),
+        );
+        append_host(
+            &mut run,
+            file(
+                "x/jax_transformer_small.xplane.pb",
+                &["jit_stage(0)", "jit_train_step(34)"],
+            ),
+        );
+        let ids: Vec<&str> = run.memories.iter().map(|m| m.id.as_str()).collect();
+        assert_eq!(
+            ids,
+            [
+                "jit_stage(0) (vm)",
+                "jit_step(10)",
+                "jit_stage(0) (jax_transformer_small)",
+                "jit_train_step(34)"
+            ]
+        );
+        let hosts: Vec<&str> = run
+            .memories
+            .iter()
+            .filter_map(|m| m.host.as_deref())
+            .collect();
+        assert_eq!(hosts, ["vm", "vm", "jax_transformer_small", "vm"]);
+        let messages: Vec<&str> = run.warnings.iter().map(|w| w.message.as_str()).collect();
+        assert_eq!(
+            messages,
+            [
+                "jit_stage(0) (vm): 2 more heap simulator traces are not replayed",
+                "jit_stage(0) (jax_transformer_small): 2 more heap simulator traces are not \
+                 replayed"
+            ]
+        );
+    }
 
     #[test]
     fn allocators_of_one_name_on_several_hosts_are_labelled_with_their_hosts() {

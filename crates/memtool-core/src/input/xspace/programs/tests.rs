@@ -452,7 +452,7 @@ fn sizes_past_64_bits_are_capped_with_a_warning() {
         "{:?}",
         profile.warnings
     );
-    crate::input::huge_sizes::every_output(&profile);
+    crate::huge_size_tests::every_output(&profile);
 }
 
 /// A program over capacity gets the out-of-memory post-mortem, with the
