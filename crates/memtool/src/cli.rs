@@ -85,6 +85,12 @@ pub enum GroupKeyArg {
     /// The training phase an allocation was made in (forward, backward,
     /// optimizer...).
     Phase,
+    /// The CUDA stream an allocation was made for (CUDA snapshots).
+    Stream,
+    /// The torch.compile graph an allocation was made in (snapshots
+    /// recorded with compile_context=True).
+    #[value(alias = "compile")]
+    CompiledGraph,
 }
 
 impl From<GroupKeyArg> for GroupBy {
@@ -97,6 +103,8 @@ impl From<GroupKeyArg> for GroupBy {
             GroupKeyArg::Dtype => GroupBy::Dtype,
             GroupKeyArg::Category => GroupBy::Category,
             GroupKeyArg::Phase => GroupBy::Phase,
+            GroupKeyArg::Stream => GroupBy::Stream,
+            GroupKeyArg::CompiledGraph => GroupBy::CompiledGraph,
         }
     }
 }

@@ -450,6 +450,8 @@ fn group_keys_are_one_vocabulary_for_diff_and_render() {
         "dtype",
         "category",
         "phase",
+        "stream",
+        "compiled-graph",
     ] {
         let v = json(&["diff", &one, &two, "--by", key]);
         assert_eq!(v["schema"], "memtool/diff/v1", "{key}");
@@ -469,7 +471,10 @@ fn group_keys_are_one_vocabulary_for_diff_and_render() {
         args.push("frame");
         let e = fails(&args, 2);
         assert!(
-            e.contains("[possible values: stack, user-frame, shape, op, dtype, category, phase]"),
+            e.contains(
+                "[possible values: stack, user-frame, shape, op, dtype, category, phase, \
+                 stream, compiled-graph]"
+            ),
             "{e}"
         );
     }

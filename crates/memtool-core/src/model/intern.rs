@@ -73,6 +73,13 @@ pub struct Site {
     pub category: Option<StrId>,
     /// The training phase it was made in, when the profile tells.
     pub phase: Option<super::Phase>,
+    /// The CUDA stream it was made for, its number as the file writes it
+    /// (`0`: the default stream); recorded only by CUDA snapshots.
+    pub stream: Option<StrId>,
+    /// The `torch.compile` graph it was made in, as the snapshot's
+    /// `compile_context` names it (`0/0`: frame 0, its first compile);
+    /// `None` outside compiled code or when not recorded.
+    pub compiled_graph: Option<StrId>,
 }
 
 /// Memory allocated before the recording began, which every format can
@@ -310,6 +317,8 @@ impl Names {
             dtype,
             category,
             phase: None,
+            stream: None,
+            compiled_graph: None,
         })
     }
 
@@ -501,6 +510,8 @@ impl Names {
                     dtype: site.dtype.map(rename),
                     category: site.category.map(rename),
                     phase: site.phase,
+                    stream: site.stream.map(rename),
+                    compiled_graph: site.compiled_graph.map(rename),
                 })
             })
             .collect();

@@ -35,6 +35,11 @@ pub enum GroupBy {
     /// By the training phase it was made in (`forward`, `backward`,
     /// `optimizer`).
     Phase,
+    /// By the CUDA stream it was made for (CUDA snapshots record it).
+    Stream,
+    /// By the `torch.compile` graph it was made in (snapshots recorded with
+    /// `compile_context=True`); `<none>` outside compiled code.
+    CompiledGraph,
 }
 
 impl GroupBy {
@@ -48,6 +53,8 @@ impl GroupBy {
             GroupBy::Dtype => "dtype",
             GroupBy::Category => "category",
             GroupBy::Phase => "phase",
+            GroupBy::Stream => "stream",
+            GroupBy::CompiledGraph => "compiled_graph",
         }
     }
 }
@@ -104,6 +111,8 @@ pub fn label(names: &Names, site: SiteId, by: GroupBy, filter: &FrameFilter) -> 
         GroupBy::Dtype => text(site.dtype),
         GroupBy::Category => text(site.category),
         GroupBy::Phase => phase_label(names, site).to_string(),
+        GroupBy::Stream => text(site.stream),
+        GroupBy::CompiledGraph => text(site.compiled_graph),
     }
 }
 
@@ -370,8 +379,8 @@ pub struct Grouper<'a> {
 }
 
 /// How many [`GroupBy`] values there are.
-const GROUP_BYS: usize = 7;
-const _: () = assert!(GroupBy::Phase as usize + 1 == GROUP_BYS);
+const GROUP_BYS: usize = 9;
+const _: () = assert!(GroupBy::CompiledGraph as usize + 1 == GROUP_BYS);
 
 impl<'a> Grouper<'a> {
     /// Merges per-site totals into labelled groups, largest first (ties by
@@ -808,6 +817,8 @@ impl<'a> Grouper<'a> {
                 .iter()
                 .position(|&l| l == phase_label(self.names, &site))
                 .map_or(0, |i| i as u32 + 1),
+            GroupBy::Stream => string(site.stream),
+            GroupBy::CompiledGraph => string(site.compiled_graph),
         }
     }
 
@@ -879,8 +890,15 @@ pub fn sort_groups(rows: &mut [Group]) {
 }
 
 /// Whether any live site has a value for this key (a shape column for a
-/// profile without shapes would be one `<none>` row).
+/// profile without shapes would be one `<none>` row). Streams count only
+/// when there are two: every allocation of a single-stream program is on
+/// the default stream, which tells nothing.
 pub fn has_values(names: &Names, by_site: &SiteTotals, by: GroupBy) -> bool {
+    if by == GroupBy::Stream {
+        let mut streams = by_site.keys().filter_map(|s| names.site_of(s).stream);
+        let first = streams.next();
+        return first.is_some_and(|first| streams.any(|s| s != first));
+    }
     by_site.keys().any(|s| {
         let site = names.site_of(s);
         match by {
@@ -895,6 +913,8 @@ pub fn has_values(names: &Names, by_site: &SiteTotals, by: GroupBy) -> bool {
             GroupBy::Dtype => site.dtype.is_some(),
             GroupBy::Category => site.category.is_some(),
             GroupBy::Phase => site.phase.is_some(),
+            GroupBy::Stream => site.stream.is_some(),
+            GroupBy::CompiledGraph => site.compiled_graph.is_some(),
         }
     })
 }

@@ -401,6 +401,7 @@ impl<'m, 'h, 'p> SpaceReader<'m, 'h, 'p> {
             dtype,
             category: category_id,
             phase: phase(&metadata.op_name, self.module.has_backward, category),
+            ..Site::default()
         });
         let program = ProgramBuffer {
             name: names.string(&buffer.name()),
