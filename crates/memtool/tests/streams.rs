@@ -221,3 +221,50 @@ fn stream_and_graph_tables() {
         shown(&["peak", compiled, "--by", "compiled-graph", "--format", "md"])
     );
 }
+
+/// The page: `render --group-by stream` draws the timeline by stream (its
+/// legend one band per stream), and the allocation view offers the stream
+/// and the compiled graph in its colour picker where the memory records
+/// them.
+#[test]
+fn the_page_groups_by_stream_and_offers_both_in_its_picker() {
+    let dir = std::env::temp_dir().join(format!("memtool-streams-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for (file, by, picker) in [
+        (
+            "side_stream.pickle",
+            "stream",
+            r#""groupings":["user frame","category","phase","op","stream"]"#,
+        ),
+        (
+            "compiled.pickle",
+            "compiled-graph",
+            r#""groupings":["user frame","category","phase","op","compiled graph"]"#,
+        ),
+    ] {
+        let page = dir.join(format!("{by}.html"));
+        common::memtool()
+            .args([
+                "render",
+                &data(file),
+                "--group-by",
+                by,
+                "-o",
+                page.to_str().unwrap(),
+            ])
+            .assert()
+            .success();
+        let html = std::fs::read_to_string(&page).unwrap();
+        assert!(html.contains(picker), "{file}: no {picker}");
+        assert!(
+            html.contains(&format!("by {}", by.replace('-', " "))),
+            "{file}"
+        );
+    }
+    let bands = |html: &str| html.matches(r#"{"key":"#).count();
+    let html = std::fs::read_to_string(dir.join("stream.html")).unwrap();
+    assert!(html.contains(r#""bands":[{"key":"0","#), "stream 0 first");
+    assert!(html.contains(r#"{"key":"7","#), "stream 7 in the legend");
+    assert!(bands(&html) >= 2);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -30,13 +30,35 @@ const HEIGHT_UNITS: u64 = 4_000;
 /// Characters of a group label kept (the tooltip's line, the colour's key).
 const MAX_KEY_CHARS: usize = 160;
 
-/// The groupings the user can colour the bands by, in `KeptAlloc::g` order.
+/// The groupings the user can colour the bands by, in `KeptAlloc::g` order;
+/// [`groupings`] adds the CUDA stream and the compiled graph where the
+/// memory records them.
 pub(super) const GROUPINGS: [GroupBy; 4] = [
     GroupBy::UserFrame,
     GroupBy::Category,
     GroupBy::Phase,
     GroupBy::Op,
 ];
+
+/// The groupings of a memory's picker: [`GROUPINGS`], then the stream when
+/// its allocations name two or more, then the compiled graph when any names
+/// one.
+fn groupings(names: &Names, memory: &Memory) -> Vec<GroupBy> {
+    let mut streams = memory
+        .allocations
+        .iter()
+        .filter_map(|a| names.site_of(a.site).stream);
+    let first = streams.next();
+    let two_streams = first.is_some_and(|first| streams.any(|s| s != first));
+    let compiled = memory
+        .allocations
+        .iter()
+        .any(|a| names.site_of(a.site).compiled_graph.is_some());
+    let mut out = GROUPINGS.to_vec();
+    out.extend(two_streams.then_some(GroupBy::Stream));
+    out.extend(compiled.then_some(GroupBy::CompiledGraph));
+    out
+}
 
 #[derive(Debug, Serialize)]
 pub(super) struct AllocView {
@@ -58,6 +80,8 @@ pub(super) struct AllocView {
     /// timeline's for the same label).
     pub keys: Vec<String>,
     pub colors: Vec<String>,
+    /// The picker's groupings, as named there (`user frame`, `stream`).
+    pub groupings: Vec<String>,
     /// Allocations in all.
     pub allocations: usize,
 }
@@ -69,8 +93,8 @@ pub(super) struct KeptAlloc {
     /// freed it (-1: live to the end).
     pub made: i64,
     pub freed: i64,
-    /// Its group under each of [`GROUPINGS`], as indices into `keys`.
-    pub g: [u32; 4],
+    /// Its group under each of `AllocView::groupings`, as indices into `keys`.
+    pub g: Vec<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub shape: Option<String>,
     /// Its site in the drill-down's blocks (`blocks.sites`), whose stack a
@@ -255,6 +279,7 @@ pub(super) fn alloc_view(
     }
 
     // The kept allocations' labels.
+    let picked = groupings(names, memory);
     let mut keys: Vec<String> = Vec::new();
     let mut colors: Vec<String> = Vec::new();
     let mut key_index: HashMap<String, u32> = HashMap::new();
@@ -263,8 +288,8 @@ pub(super) fn alloc_view(
         .zip(&spans)
         .map(|(&i, &(made, freed))| {
             let a = &memory.allocations[i];
-            let mut g = [0u32; 4];
-            for (slot, by) in g.iter_mut().zip(GROUPINGS) {
+            let mut g = vec![0u32; picked.len()];
+            for (slot, &by) in g.iter_mut().zip(&picked) {
                 let full = group::label(names, a.site, by, filter);
                 let key = match full.char_indices().nth(MAX_KEY_CHARS) {
                     Some((cut, _)) => format!("{}…", &full[..cut]),
@@ -303,6 +328,10 @@ pub(super) fn alloc_view(
         kept,
         keys,
         colors,
+        groupings: picked
+            .iter()
+            .map(|by| by.name().replace('_', " "))
+            .collect(),
         allocations: memory.allocations.len(),
     })
 }
