@@ -268,3 +268,49 @@ fn the_page_groups_by_stream_and_offers_both_in_its_picker() {
     assert!(bands(&html) >= 2);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The gates on one group take a stream or a graph with that `--by`.
+#[test]
+fn gates_on_one_stream_or_graph() {
+    let side = data("side_stream.pickle");
+    let compiled = data("compiled.pickle");
+    // Stream 7 holds 5,137,312 B at the peak.
+    let err = common::fails(&["peak", &side, "--by", "stream", "--budget", "7:4MiB"], 1);
+    assert!(
+        err.contains("holds 4.90 MiB (5137312 B) of stream 7 at its peak"),
+        "{err}"
+    );
+    common::memtool()
+        .args(["peak", &side, "--by", "stream", "--budget", "7:5MiB"])
+        .assert()
+        .success();
+    let err = common::fails(
+        &[
+            "diff",
+            &compiled,
+            &side,
+            "--by",
+            "stream",
+            "--fail-on-growth",
+            "7:1MiB",
+        ],
+        1,
+    );
+    assert!(
+        err.contains("stream 7 growth +4.90 MiB (+5137312 B)"),
+        "{err}"
+    );
+    // Graph 0/1 holds 8,134,656 B at the peak.
+    let err = common::fails(
+        &[
+            "peak",
+            &compiled,
+            "--by",
+            "compiled-graph",
+            "--budget",
+            "0/1:7MiB",
+        ],
+        1,
+    );
+    assert!(err.contains("(8134656 B)"), "{err}");
+}
