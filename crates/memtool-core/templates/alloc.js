@@ -5,7 +5,6 @@
 // only ever put into the page with textContent, never as HTML.
 var memtoolAllocView = (function () {
   'use strict';
-  var GROUPINGS = ['user frame', 'category', 'phase', 'op'];
   // A group's colour (the timeline's), shaded per allocation so that
   // neighbouring bands of one group read apart.
   function shade(hex, i) {
@@ -41,6 +40,9 @@ var memtoolAllocView = (function () {
   function view(container, m, lib) {
     var av = m && m.alloc;
     if (!av) { return; }
+    // user frame, category, phase, op; then stream and compiled graph where
+    // the memory records them.
+    var GROUPINGS = av.groupings;
     var began = performance.now();
     var columns = av.t.length - 1;
     // Where each column's runs start, and its height in units.

@@ -88,6 +88,12 @@ pub enum GroupKeyArg {
     /// The innermost annotated range (`record_function`, a user
     /// annotation) an allocation was made in.
     Annotation,
+    /// The CUDA stream an allocation was made for (CUDA snapshots).
+    Stream,
+    /// The torch.compile graph an allocation was made in (snapshots
+    /// recorded with compile_context=True).
+    #[value(alias = "compile")]
+    CompiledGraph,
 }
 
 impl From<GroupKeyArg> for GroupBy {
@@ -101,6 +107,8 @@ impl From<GroupKeyArg> for GroupBy {
             GroupKeyArg::Category => GroupBy::Category,
             GroupKeyArg::Phase => GroupBy::Phase,
             GroupKeyArg::Annotation => GroupBy::Annotation,
+            GroupKeyArg::Stream => GroupBy::Stream,
+            GroupKeyArg::CompiledGraph => GroupBy::CompiledGraph,
         }
     }
 }

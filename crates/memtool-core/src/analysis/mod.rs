@@ -30,6 +30,7 @@ pub(crate) mod series_order;
 mod setting_advice;
 pub mod stages;
 pub mod steps;
+pub mod streams;
 pub mod summary;
 pub mod xla_report;
 pub mod xla_report_facts;

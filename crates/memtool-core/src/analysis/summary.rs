@@ -83,6 +83,10 @@ pub struct MemorySummary {
     /// the difference; absent when the profile records none.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub annotation_stages: Vec<Stage>,
+    /// For a memory whose allocations name two CUDA streams or more: each
+    /// stream's own peak and its bytes at the memory's peak.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub streams: Vec<super::streams::StreamPeak>,
     /// Whether the steps are the forward → backward cycles the phases show,
     /// the file marking none (`ProfilerStep#N`).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
@@ -202,6 +206,7 @@ pub fn summarize(profile: &Profile, options: &Options) -> SummaryReport {
             live_allocations_at_end: counts.map(|_| last.buffers),
             steps: steps::per_step(memory),
             annotation_stages: stages::stages(memory, &profile.names, &options.frames),
+            streams: super::streams::stream_peaks(&profile.names, memory, facts.peak.point.index),
             steps_from_phases: memory.steps_from_phases,
             phases: memory.phases.clone(),
             landmarks: crate::timings::time("landmarks", || {
@@ -565,6 +570,9 @@ impl Report for SummaryReport {
             .filter(|m| !m.annotation_stages.is_empty())
         {
             tables.extend(stages::tables(&m.header.id, &m.annotation_stages));
+        }
+        for m in self.biggest_first() {
+            tables.extend(super::streams::streams_table(&m.header.id, &m.streams));
         }
         // As every per-memory table: the memories the Memories table lists.
         for m in self.order().listed().0.iter().map(|&i| &self.memories[i]) {

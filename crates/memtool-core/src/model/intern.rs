@@ -77,6 +77,13 @@ pub struct Site {
     /// in, set only for `--by annotation` (`analysis::annotation_group`):
     /// `None` before, and for memory made outside every range.
     pub annotation: Option<StrId>,
+    /// The CUDA stream it was made for, its number as the file writes it
+    /// (`0`: the default stream); recorded only by CUDA snapshots.
+    pub stream: Option<StrId>,
+    /// The `torch.compile` graph it was made in, as the snapshot's
+    /// `compile_context` names it (`0/0`: frame 0, its first compile);
+    /// `None` outside compiled code or when not recorded.
+    pub compiled_graph: Option<StrId>,
 }
 
 /// Memory allocated before the recording began, which every format can
@@ -315,6 +322,8 @@ impl Names {
             category,
             phase: None,
             annotation: None,
+            stream: None,
+            compiled_graph: None,
         })
     }
 
@@ -507,6 +516,8 @@ impl Names {
                     category: site.category.map(rename),
                     phase: site.phase,
                     annotation: None,
+                    stream: site.stream.map(rename),
+                    compiled_graph: site.compiled_graph.map(rename),
                 })
             })
             .collect();

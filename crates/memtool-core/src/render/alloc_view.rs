@@ -30,13 +30,35 @@ const HEIGHT_UNITS: u64 = 4_000;
 /// Characters of a group label kept (the tooltip's line, the colour's key).
 const MAX_KEY_CHARS: usize = 160;
 
-/// The groupings the user can colour the bands by, in `KeptAlloc::g` order.
+/// The groupings the user can colour the bands by, in `KeptAlloc::g` order;
+/// [`groupings`] adds the CUDA stream and the compiled graph where the
+/// memory records them.
 pub(super) const GROUPINGS: [GroupBy; 4] = [
     GroupBy::UserFrame,
     GroupBy::Category,
     GroupBy::Phase,
     GroupBy::Op,
 ];
+
+/// The groupings of a memory's picker: [`GROUPINGS`], then the stream when
+/// its allocations name two or more, then the compiled graph when any names
+/// one.
+fn groupings(names: &Names, memory: &Memory) -> Vec<GroupBy> {
+    let mut streams = memory
+        .allocations
+        .iter()
+        .filter_map(|a| names.site_of(a.site).stream);
+    let first = streams.next();
+    let two_streams = first.is_some_and(|first| streams.any(|s| s != first));
+    let compiled = memory
+        .allocations
+        .iter()
+        .any(|a| names.site_of(a.site).compiled_graph.is_some());
+    let mut out = GROUPINGS.to_vec();
+    out.extend(two_streams.then_some(GroupBy::Stream));
+    out.extend(compiled.then_some(GroupBy::CompiledGraph));
+    out
+}
 
 #[derive(Debug, Serialize)]
 pub(super) struct AllocView {
@@ -58,13 +80,15 @@ pub(super) struct AllocView {
     /// timeline's for the same label).
     pub keys: Vec<String>,
     pub colors: Vec<String>,
+    /// The picker's groupings, as named there (`user frame`, `stream`).
+    pub groupings: Vec<String>,
     /// Allocations in all.
     pub allocations: usize,
     /// The tallest column's live bytes (its highest point: the peak of
-    /// the replay) by group under each of [`GROUPINGS`], as `[key, bytes]`
+    /// the replay) by group under each of `groupings`, as `[key, bytes]`
     /// largest first — every live allocation, kept or merged, so they add
     /// up to `top`: the view's legend counts what its columns count.
-    pub legend: [Vec<[u64; 2]>; 4],
+    pub legend: Vec<Vec<[u64; 2]>>,
     pub top: u64,
     /// The grouping the bands are coloured by when the page opens (an
     /// index into [`GROUPINGS`]): the timeline's, where it is one of them.
@@ -78,8 +102,8 @@ pub(super) struct KeptAlloc {
     /// freed it (-1: live to the end).
     pub made: i64,
     pub freed: i64,
-    /// Its group under each of [`GROUPINGS`], as indices into `keys`.
-    pub g: [u32; 4],
+    /// Its group under each of `AllocView::groupings`, as indices into `keys`.
+    pub g: Vec<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub shape: Option<String>,
     /// Its site in the drill-down's blocks (`blocks.sites`), whose stack a
@@ -264,14 +288,15 @@ pub(super) fn alloc_view(
     }
 
     // The kept allocations' labels.
+    let picked = groupings(names, memory);
     let mut keys = Keys::default();
     let kept = by_size
         .iter()
         .zip(&spans)
         .map(|(&i, &(made, freed))| {
             let a = &memory.allocations[i];
-            let mut g = [0u32; 4];
-            for (slot, by) in g.iter_mut().zip(GROUPINGS) {
+            let mut g = vec![0u32; picked.len()];
+            for (slot, &by) in g.iter_mut().zip(&picked) {
                 *slot = keys.of(names, a.site, by, filter);
             }
             KeptAlloc {
@@ -300,15 +325,18 @@ pub(super) fn alloc_view(
     }
     let mut by_site: Vec<(SiteId, u64)> = by_site.into_iter().collect();
     by_site.sort_by_key(|&(site, bytes)| (std::cmp::Reverse(bytes), site.0));
-    let legend = GROUPINGS.map(|by| {
-        let mut sums: HashMap<u32, u64> = HashMap::new();
-        for &(site, bytes) in &by_site {
-            *sums.entry(keys.of(names, site, by, filter)).or_default() += bytes;
-        }
-        let mut rows: Vec<[u64; 2]> = sums.into_iter().map(|(k, b)| [k as u64, b]).collect();
-        rows.sort_by_key(|r| (std::cmp::Reverse(r[1]), r[0]));
-        rows
-    });
+    let legend: Vec<Vec<[u64; 2]>> = picked
+        .iter()
+        .map(|&by| {
+            let mut sums: HashMap<u32, u64> = HashMap::new();
+            for &(site, bytes) in &by_site {
+                *sums.entry(keys.of(names, site, by, filter)).or_default() += bytes;
+            }
+            let mut rows: Vec<[u64; 2]> = sums.into_iter().map(|(k, b)| [k as u64, b]).collect();
+            rows.sort_by_key(|r| (std::cmp::Reverse(r[1]), r[0]));
+            rows
+        })
+        .collect();
     let mut t: Vec<i64> = (0..columns)
         .map(|c| memory.events[first_event(c)].at.wrapping_sub(x0))
         .collect();
@@ -321,6 +349,10 @@ pub(super) fn alloc_view(
         kept,
         keys: keys.keys,
         colors: keys.colors,
+        groupings: picked
+            .iter()
+            .map(|by| by.name().replace('_', " "))
+            .collect(),
         allocations: memory.allocations.len(),
         legend,
         top,

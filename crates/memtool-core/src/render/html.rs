@@ -494,10 +494,8 @@ fn memory_view(
         )
         .map(|mut view| {
             // Coloured as the timeline is stacked, where it can be.
-            view.by = alloc_view::GROUPINGS
-                .iter()
-                .position(|&g| g == by)
-                .unwrap_or(0) as u32;
+            let name = by.name().replace('_', " ");
+            view.by = view.groupings.iter().position(|g| *g == name).unwrap_or(0) as u32;
             view
         })
     };

@@ -34,7 +34,7 @@ fn many_devices(n: usize) -> Profile {
         dtype: None,
         category: None,
         phase: None,
-        annotation: None,
+        ..Site::default()
     });
     for i in 0..n {
         let mut m = Memory::new(format!("dev:{i}"), MemoryKind::Device, Axis::EventIndex);

@@ -63,7 +63,7 @@ fn event_profile(steps: u64, per_step: u64, hostile: bool) -> Profile {
                 dtype: odd,
                 category: Some(odd.unwrap_or(category)),
                 phase: None,
-                annotation: None,
+                ..Site::default()
             })
         })
         .collect();
@@ -694,7 +694,7 @@ fn long_names_and_deep_stacks_make_a_small_report() {
             dtype: None,
             category: None,
             phase: None,
-            annotation: None,
+            ..Site::default()
         })
     })
     .collect();
@@ -804,7 +804,7 @@ fn many_sites_of_long_distinct_frames_make_a_bounded_report() {
                 dtype: None,
                 category: None,
                 phase: None,
-                annotation: None,
+                ..Site::default()
             })
         })
         .collect();

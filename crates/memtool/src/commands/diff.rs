@@ -14,6 +14,7 @@ use crate::{inputs, output, Outcome};
   memtool diff base.prof new.prof --fail-on-growth 64MiB --format md >> $GITHUB_STEP_SUMMARY
   memtool diff base.pickle new.pickle --fail-on-growth activation:5%   # one category only
   memtool diff base.pickle new.pickle --by op --fail-on-growth aten::mm:1GiB
+  memtool diff base.pickle new.pickle --by compiled-graph  # per torch.compile graph
   memtool diff old.xplane.pb new.xplane.pb --module jit_train_step --by op
 
 Exit codes: 0 ok, 1 the --fail-on-growth gate failed, 2 unreadable input or bad usage.")]

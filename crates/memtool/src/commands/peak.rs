@@ -17,6 +17,8 @@ use crate::{inputs, output, Outcome};
   memtool peak memory.prof --format csv -o peak.csv
   memtool peak snapshot.pickle --by phase                   # forward, backward, optimizer
   memtool peak snapshot.pickle --by annotation              # by the record_function range it was made in
+  memtool peak snapshot.pickle --by stream                  # which CUDA stream held what (and each stream's peak)
+  memtool peak snapshot.pickle --by compiled-graph          # torch.compile graphs (recorded with compile_context=True)
   memtool peak trace.xplane.pb --module jit_train_step      # a compiled program's heap
   memtool peak trace.xplane.pb --budget 16GiB               # what must shrink to fit
   memtool peak snapshot.pickle --budget optimizer_state:2GiB # one category's bytes at the peak

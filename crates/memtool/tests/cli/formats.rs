@@ -51,6 +51,9 @@ fn group_keys_are_one_vocabulary_for_diff_and_render() {
         "dtype",
         "category",
         "phase",
+        "annotation",
+        "stream",
+        "compiled-graph",
     ] {
         let v = json(&["diff", &one, &two, "--by", key]);
         assert_eq!(v["schema"], "memtool/diff/v1", "{key}");
@@ -70,7 +73,10 @@ fn group_keys_are_one_vocabulary_for_diff_and_render() {
         args.push("frame");
         let e = fails(&args, 2);
         assert!(
-            e.contains("[possible values: stack, user-frame, shape, op, dtype, category, phase]"),
+            e.contains(
+                "[possible values: stack, user-frame, shape, op, dtype, category, phase, \
+                 annotation, stream, compiled-graph]"
+            ),
             "{e}"
         );
     }

@@ -41,6 +41,11 @@ pub enum GroupBy {
     /// [`annotation_group::OUTSIDE_LABEL`]. Sites carry it only after
     /// [`annotation_group::assign`].
     Annotation,
+    /// By the CUDA stream it was made for (CUDA snapshots record it).
+    Stream,
+    /// By the `torch.compile` graph it was made in (snapshots recorded with
+    /// `compile_context=True`); `<none>` outside compiled code.
+    CompiledGraph,
 }
 
 impl GroupBy {
@@ -55,6 +60,8 @@ impl GroupBy {
             GroupBy::Category => "category",
             GroupBy::Phase => "phase",
             GroupBy::Annotation => "annotation",
+            GroupBy::Stream => "stream",
+            GroupBy::CompiledGraph => "compiled_graph",
         }
     }
 }
@@ -112,6 +119,8 @@ pub fn label(names: &Names, site: SiteId, by: GroupBy, filter: &FrameFilter) -> 
         GroupBy::Category => text(site.category),
         GroupBy::Phase => phase_label(names, site).to_string(),
         GroupBy::Annotation => annotation_group::label(names, site),
+        GroupBy::Stream => text(site.stream),
+        GroupBy::CompiledGraph => text(site.compiled_graph),
     }
 }
 
@@ -378,8 +387,8 @@ pub struct Grouper<'a> {
 }
 
 /// How many [`GroupBy`] values there are.
-const GROUP_BYS: usize = 8;
-const _: () = assert!(GroupBy::Annotation as usize + 1 == GROUP_BYS);
+const GROUP_BYS: usize = 10;
+const _: () = assert!(GroupBy::CompiledGraph as usize + 1 == GROUP_BYS);
 
 impl<'a> Grouper<'a> {
     /// Merges per-site totals into labelled groups, largest first (ties by
@@ -817,6 +826,8 @@ impl<'a> Grouper<'a> {
                 .iter()
                 .position(|&l| l == phase_label(self.names, &site))
                 .map_or(0, |i| i as u32 + 1),
+            GroupBy::Stream => string(site.stream),
+            GroupBy::CompiledGraph => string(site.compiled_graph),
         }
     }
 
@@ -892,8 +903,15 @@ pub fn sort_groups(rows: &mut [Group]) {
 }
 
 /// Whether any live site has a value for this key (a shape column for a
-/// profile without shapes would be one `<none>` row).
+/// profile without shapes would be one `<none>` row). Streams count only
+/// when there are two: every allocation of a single-stream program is on
+/// the default stream, which tells nothing.
 pub fn has_values(names: &Names, by_site: &SiteTotals, by: GroupBy) -> bool {
+    if by == GroupBy::Stream {
+        let mut streams = by_site.keys().filter_map(|s| names.site_of(s).stream);
+        let first = streams.next();
+        return first.is_some_and(|first| streams.any(|s| s != first));
+    }
     by_site.keys().any(|s| {
         let site = names.site_of(s);
         match by {
@@ -909,6 +927,8 @@ pub fn has_values(names: &Names, by_site: &SiteTotals, by: GroupBy) -> bool {
             GroupBy::Category => site.category.is_some(),
             GroupBy::Phase => site.phase.is_some(),
             GroupBy::Annotation => site.annotation.is_some(),
+            GroupBy::Stream => site.stream.is_some(),
+            GroupBy::CompiledGraph => site.compiled_graph.is_some(),
         }
     })
 }

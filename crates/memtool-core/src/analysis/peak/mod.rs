@@ -29,7 +29,7 @@ pub const UNEXPLAINED_OP: &str = "<in use by the allocator's count, not in any r
 pub const NO_OP: &str = "<no op>";
 
 /// Breakdowns shown for every memory, in this order.
-const BREAKDOWNS: [GroupBy; 7] = [
+const BREAKDOWNS: [GroupBy; 9] = [
     GroupBy::Stack,
     GroupBy::UserFrame,
     GroupBy::Shape,
@@ -37,6 +37,8 @@ const BREAKDOWNS: [GroupBy; 7] = [
     GroupBy::Dtype,
     GroupBy::Category,
     GroupBy::Phase,
+    GroupBy::Stream,
+    GroupBy::CompiledGraph,
 ];
 
 /// What `peak` reports: per memory, the peak and what was live there.
@@ -111,6 +113,11 @@ pub struct MemoryPeak {
     /// live at the peak.
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub program: Option<ProgramPeak>,
+    /// For a memory whose allocations name two CUDA streams or more: each
+    /// stream's own peak and its bytes at the memory's peak (not with
+    /// `--at`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub streams: Vec<super::streams::StreamPeak>,
     /// With `--budget`: whether the peak fits, and what would have to shrink.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub budget: Option<BudgetCheck>,
@@ -427,6 +434,10 @@ pub fn peak_with(profile: &Profile, options: &Options, settings: &PeakSettings) 
             at_peak,
             breakdowns,
             program: program_peak(profile, memory, p, &live, settings.xprof_compat),
+            streams: match settings.at {
+                Some(_) => Vec::new(),
+                None => super::streams::stream_peaks(&profile.names, memory, p.index),
+            },
             budget: budget
                 .map(|b| budget_check(profile, memory, &live, b, reported.bytes, options)),
             header: facts.header,

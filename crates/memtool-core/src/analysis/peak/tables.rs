@@ -173,6 +173,12 @@ impl Report for PeakReport {
             if let Some(program) = m.program.as_ref().filter(|_| self.only.is_none()) {
                 tables.push(self.buffers_table(m, program));
             }
+            if matches!(self.only, None | Some(GroupBy::Stream)) {
+                tables.extend(crate::analysis::streams::streams_table(
+                    &m.header.id,
+                    &m.streams,
+                ));
+            }
             for b in &m.breakdowns {
                 if b.omitted == 0 && group::says_nothing(b.groups.iter().map(|g| &*g.group.key)) {
                     continue;

@@ -46,7 +46,7 @@ const ROUTE_TRACES: u32 = 2;
 const ROUTE_TRACE0: u32 = 3;
 /// The keys of a trace entry that memtool reads, in the order
 /// [`SnapshotVisitor::entry_fields`] takes their values.
-const ENTRY_KEYS: [&str; 8] = [
+const ENTRY_KEYS: [&str; 9] = [
     "action",
     "addr",
     "device_free",
@@ -55,9 +55,17 @@ const ENTRY_KEYS: [&str; 8] = [
     "frames",
     "category",
     "stream",
+    "compile_context",
 ];
 /// The index of `frames` in [`ENTRY_KEYS`].
 const FRAMES: usize = 5;
+/// What `compile_context` holds outside compiled code (torch's default).
+const NO_COMPILE_CONTEXT: &str = "N/A";
+/// The start of the name of the `record_function` range torch.compile opens
+/// around a compiled graph, which the allocator records as the entry's
+/// `compile_context` (`Torch-Compiled Region: 0/0`); the rest is the
+/// graph's compile id.
+const COMPILED_REGION: &str = "Torch-Compiled Region: ";
 /// Device indices above this are not believed (a CUDA machine has a few).
 const MAX_DEVICES: usize = 4096;
 
@@ -135,6 +143,10 @@ impl Action {
 struct SiteKey {
     stack: StackId,
     category: Option<StrId>,
+    /// The CUDA stream, as the entry numbers it.
+    stream: Option<i64>,
+    /// The compiled graph the entry was recorded in (see [`COMPILED_REGION`]).
+    compiled_graph: Option<StrId>,
     /// Freed in the window, allocated before it: `stack` is the free's.
     freed_before_window: bool,
 }
@@ -240,7 +252,7 @@ impl Trace {
             .push((self.events.len(), index, time_us, range, reserved));
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// One entry; `site` is its site as made by an `alloc` entry.
     fn add(
         &mut self,
         action: Action,
@@ -248,8 +260,7 @@ impl Trace {
         addr: u64,
         size: u64,
         time_us: Option<i64>,
-        stack: StackId,
-        category: Option<StrId>,
+        site: SiteKey,
     ) {
         self.counts.add(action, action_name);
         let index = self.entries;
@@ -267,11 +278,7 @@ impl Trace {
                     self.realloc_without_free += 1;
                     self.event(index, time_us, EventKind::Free, old);
                 }
-                let site = self.site(SiteKey {
-                    stack,
-                    category,
-                    freed_before_window: false,
-                });
+                let site = self.site(site);
                 let alloc = self.new_alloc(Allocation {
                     bytes: size,
                     requested: size,
@@ -288,10 +295,11 @@ impl Trace {
                     None => {
                         // Named by the free's stack, as MemoryViz does.
                         self.freed_before_window += 1;
+                        // The free's compile context is not where it was made.
                         let site = self.site(SiteKey {
-                            stack,
-                            category,
+                            compiled_graph: None,
                             freed_before_window: true,
+                            ..site
                         });
                         let alloc = self.new_alloc(Allocation {
                             bytes: size,
@@ -367,6 +375,9 @@ struct SnapshotVisitor<'p> {
     traces_lists_seen: HashSet<u32>,
     traces_seen: usize,
     has_category: bool,
+    /// The last `compile_context` read and its graph: entries in a row
+    /// mostly share one, so it is interned once per run of them.
+    last_compile_context: Option<(Box<str>, Option<StrId>)>,
     bad_values: u64,
 }
 
@@ -644,7 +655,8 @@ impl SnapshotVisitor<'_> {
         fields: [Option<&Value>; ENTRY_KEYS.len()],
         memo: &mut Memo,
     ) {
-        let [action, addr, device_free, size, time_us, frames, category, stream] = fields;
+        let [action, addr, device_free, size, time_us, frames, category, stream, compile_context] =
+            fields;
         let action_name = action.and_then(Value::as_str).unwrap_or("");
         if self.traces.len() <= device {
             self.traces.resize_with(device + 1, Trace::default);
@@ -659,10 +671,14 @@ impl SnapshotVisitor<'_> {
             _ => None,
         };
         self.has_category |= category.is_some();
+        let stream = self.int(stream);
+        let compiled_graph = match compile_context {
+            Some(Value::Str(s)) => self.compiled_graph(s),
+            _ => None,
+        };
         if action == Action::Oom {
             // An `oom` entry keeps the device's free bytes where others keep the address.
             let device_free = self.int(device_free).and_then(|f| u64::try_from(f).ok());
-            let stream = self.int(stream);
             let trace = &mut self.traces[device];
             trace.ooms.push(RawOom {
                 requested: size,
@@ -674,7 +690,34 @@ impl SnapshotVisitor<'_> {
                 events_before: trace.events.len(),
             });
         }
-        self.traces[device].add(action, action_name, addr, size, time_us, stack, category);
+        let site = SiteKey {
+            stack,
+            category,
+            stream,
+            compiled_graph,
+            freed_before_window: false,
+        };
+        self.traces[device].add(action, action_name, addr, size, time_us, site);
+    }
+
+    /// The compiled graph a `compile_context` names: its compile id
+    /// (`0/0`, `1/0_1`), or the text whole if it is not torch.compile's
+    /// region name; `None` outside compiled code (`N/A`, empty).
+    fn compiled_graph(&mut self, context: &str) -> Option<StrId> {
+        if let Some((last, graph)) = &self.last_compile_context {
+            if **last == *context {
+                return *graph;
+            }
+        }
+        let graph = match context {
+            "" | NO_COMPILE_CONTEXT => None,
+            _ => {
+                let id = context.strip_prefix(COMPILED_REGION).unwrap_or(context);
+                Some(self.profile.names.string(id))
+            }
+        };
+        self.last_compile_context = Some((context.into(), graph));
+        graph
     }
 
     fn segment(&mut self, v: &Value, memo: &mut Memo) -> std::result::Result<(), String> {
@@ -811,6 +854,7 @@ pub(crate) fn read(
         traces_lists_seen: HashSet::new(),
         traces_seen: 0,
         has_category: false,
+        last_compile_context: None,
         bad_values: 0,
     };
     let root = pickle::decode(source, &mut visitor, paths).map_err(|e| Error::Corrupt {

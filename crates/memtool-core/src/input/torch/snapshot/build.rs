@@ -45,17 +45,20 @@ pub(super) fn build_memory(
     };
     // Interned in order of first use, as the trace met them.
     let mut phases: FxHashMap<StackId, Option<Phase>> = FxHashMap::default();
+    let mut streams = StreamNames::default();
     let sites: Vec<SiteId> = site_keys
         .iter()
         .map(|key| {
+            let stream = streams.name(&mut profile.names, key.stream);
             if key.freed_before_window {
-                profile.names.before_recording_site(
+                let site = profile.names.before_recording_site(
                     BeforeRecording::Freed,
                     key.stack,
                     None,
                     None,
                     key.category,
-                )
+                );
+                streams.on(&mut profile.names, site, stream)
             } else {
                 let phase = *phases
                     .entry(key.stack)
@@ -64,6 +67,8 @@ pub(super) fn build_memory(
                     stack: key.stack,
                     category: key.category,
                     phase,
+                    stream,
+                    compiled_graph: key.compiled_graph,
                     ..Site::default()
                 })
             }
@@ -138,6 +143,9 @@ pub(super) fn build_memory(
                         None,
                         None,
                     );
+                    // A block serves its segment's stream.
+                    let stream = streams.name(&mut profile.names, raw.segment.stream);
+                    let site = streams.on(&mut profile.names, site, stream);
                     let alloc = new_alloc(
                         &mut allocations,
                         Allocation {
@@ -354,4 +362,38 @@ pub(super) fn build_memory(
         file: crate::input::file_name(path),
     });
     memory.out_of_memory = out_of_memory;
+}
+
+/// Stream numbers as the text of the sites' `stream` (`0`, `7`), each
+/// interned once.
+#[derive(Default)]
+struct StreamNames(FxHashMap<i64, StrId>);
+
+impl StreamNames {
+    fn name(&mut self, names: &mut crate::model::Names, stream: Option<i64>) -> Option<StrId> {
+        let stream = stream?;
+        Some(
+            *self
+                .0
+                .entry(stream)
+                .or_insert_with(|| names.string(&stream.to_string())),
+        )
+    }
+
+    /// `site` made for `stream`.
+    fn on(
+        &mut self,
+        names: &mut crate::model::Names,
+        site: SiteId,
+        stream: Option<StrId>,
+    ) -> SiteId {
+        if stream.is_none() {
+            return site;
+        }
+        let site = Site {
+            stream,
+            ..*names.site_of(site)
+        };
+        names.site(site)
+    }
 }

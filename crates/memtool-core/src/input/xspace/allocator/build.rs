@@ -78,8 +78,7 @@ impl SiteCache {
                 shape: string(SHAPE),
                 dtype: string(DTYPE),
                 category: string(REGION),
-                phase: None,
-                annotation: None,
+                ..Site::default()
             };
             names.site(site)
         })
@@ -422,7 +421,6 @@ fn pseudo_site(names: &mut Names, op: &str, category: Option<&str>) -> SiteId {
         shape: None,
         dtype: None,
         category,
-        phase: None,
-        annotation: None,
+        ..Site::default()
     })
 }

@@ -403,7 +403,7 @@ impl<'m, 'h, 'p> SpaceReader<'m, 'h, 'p> {
             dtype,
             category: category_id,
             phase: phase(&metadata.op_name, self.module.has_backward, category),
-            annotation: None,
+            ..Site::default()
         });
         let program = ProgramBuffer {
             name: names.string(&buffer.name()),
