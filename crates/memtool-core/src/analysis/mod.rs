@@ -30,6 +30,7 @@ mod setting_advice;
 pub mod stages;
 pub mod steps;
 pub mod summary;
+pub mod summary_parts;
 pub mod xla_report;
 pub mod xla_report_facts;
 
