@@ -112,7 +112,6 @@ pub fn merge(parts: Vec<SummaryPart>) -> Option<SummaryReport> {
     let mut whole = Profile::default();
     let mut memories = Vec::new();
     for part in parts {
-        let input = whole.inputs.len();
         let path = part.inputs.first().map(|i| i.path.clone())?;
         whole.inputs.extend(part.inputs);
         whole.warnings.extend(part.warnings);
@@ -127,17 +126,13 @@ pub fn merge(parts: Vec<SummaryPart>) -> Option<SummaryReport> {
                 // The whole would have read the two into one memory.
                 return None;
             }
-            let hollow = &mut whole.memories[position];
-            hollow.series = memory.series.clone();
-            hollow.input = input;
+            whole.memories[position].series = memory.series.clone();
             memories.push(memory);
         }
     }
     if memories.is_empty() {
         return None;
     }
-    // Relabelling renamed memories in place.
-    whole.reindex_memories();
     let ids: Vec<String> = whole.memories.iter().map(|m| m.id.clone()).collect();
     let mut warnings = crate::input::impossible_sizes(
         &whole.inputs,
