@@ -36,7 +36,59 @@ pub use input::{check_stream_head, ByteSource, LoadOptions, Source, STREAM_HEAD_
 /// the analyses (the loader itself imports none of them).
 pub fn load(sources: Vec<Source>, options: &LoadOptions) -> Result<model::Profile> {
     let mut profile = input::load(sources, options)?;
+    let sizes = input::impossible_sizes(
+        &profile.inputs,
+        profile
+            .memories
+            .iter()
+            .map(|m| (m.id.as_str(), input::ClaimedSizes::of(m))),
+    );
+    profile.warnings.extend(sizes);
     analysis::series_order::warn_of_misordered_series(&mut profile);
     analysis::consistency::warn_of_inconsistent_figures(&mut profile);
     Ok(profile)
+}
+
+/// How [`load_each`] reads each of its inputs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reading {
+    /// Each input is a profile of its own, checked as [`load`] checks one
+    /// (`ranks`: a rank per file).
+    Alone,
+    /// Each input is a part of one profile that is never made whole: the
+    /// checks of the whole (sizes, series order, contradicting figures)
+    /// are the caller's, on what each part is reduced to
+    /// ([`analysis::summary_parts`]).
+    Part,
+}
+
+/// Each item opened by `open`, read into a profile of its own and reduced
+/// by `reduce`, on a pool of `jobs` threads (0: every core;
+/// [`parallel::map_bounded`]), results in item order. The profile — every
+/// event of the input — is dropped before the thread takes its next item,
+/// so memory holds about `jobs` inputs' profiles and the reductions, not
+/// every input's events: the per-file reduction `ranks` and `summary` of
+/// many files run on. `open` gives the item's source and what `reduce`
+/// needs of the item besides its profile, or the result of an item that
+/// cannot be opened; `reduce` gets the profile or the error reading it gave.
+pub fn load_each<T: Send, C, R: Send>(
+    items: Vec<T>,
+    jobs: usize,
+    reading: Reading,
+    options: &LoadOptions,
+    open: impl Fn(T) -> std::result::Result<(Source, C), R> + Sync,
+    reduce: impl Fn(C, Result<model::Profile>) -> R + Sync,
+) -> Vec<R> {
+    parallel::map_bounded(items, jobs, |item| {
+        let (source, context) = match open(item) {
+            Ok(opened) => opened,
+            Err(failed) => return failed,
+        };
+        let profile = match reading {
+            Reading::Alone => load(vec![source], options),
+            Reading::Part => input::load_part(source, options),
+        };
+        // The profile is dropped when `reduce` returns.
+        reduce(context, profile)
+    })
 }

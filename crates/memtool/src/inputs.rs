@@ -219,6 +219,13 @@ pub fn require_timeline(profile: &Profile, command: &str) -> Result<()> {
 /// Gives every allocation its category: the user's rules (`--category`,
 /// then `--categories FILE`), else the file's, else inferred.
 pub fn categorize(profile: &mut Profile, analysis: &AnalysisArgs) -> Result<()> {
+    let rules = category_rules(analysis)?;
+    memtool_core::analysis::category::assign(profile, &rules, Inference::WhereMissing);
+    Ok(())
+}
+
+/// The user's category rules: `--category`, then `--categories FILE`.
+fn category_rules(analysis: &AnalysisArgs) -> Result<Vec<CategoryRule>> {
     let mut rules = analysis.category_rules.clone();
     if let Some(path) = &analysis.categories_file {
         let shown = path.display().to_string();
@@ -226,8 +233,58 @@ pub fn categorize(profile: &mut Profile, analysis: &AnalysisArgs) -> Result<()> 
             .map_err(|e| anyhow::anyhow!("{shown}: {}", describe_io(&e)))?;
         rules.extend(CategoryRule::parse_file(&shown, &text).map_err(anyhow::Error::msg)?);
     }
-    memtool_core::analysis::category::assign(profile, &rules, Inference::WhereMissing);
-    Ok(())
+    Ok(rules)
+}
+
+/// The inputs of `input` opened in order, as [`load`] reads them (folders
+/// and logdirs expanded, `--sort` applied); none of them read yet.
+pub fn open(input: &InputArgs, output: Option<&Path>) -> Result<Vec<Source>> {
+    let mut groups = open_groups(&[&input.files], &input.read, output)?;
+    Ok(groups.remove(0))
+}
+
+/// Each of `sources` read on its own as a part of one profile
+/// ([`memtool_core::Reading::Part`]), its allocations categorized as
+/// [`categorize`] does, and reduced by `reduce` on a pool of `--jobs`
+/// threads, its events dropped before the next is read
+/// ([`memtool_core::load_each`]). The first error in input order fails.
+pub fn reduce_each<R: Send>(
+    sources: Vec<Source>,
+    read: &ReadArgs,
+    analysis: &AnalysisArgs,
+    reduce: impl Fn(&Profile) -> R + Sync,
+) -> Result<Vec<R>> {
+    let rules = category_rules(analysis)?;
+    // Each file is one part: its own hosts, if any, are not read in
+    // parallel on top of the pool.
+    let options = memtool_core::LoadOptions {
+        jobs: 1,
+        ..read.load_options()
+    };
+    let jobs = read.jobs.map_or(0, usize::from);
+    let total: u64 = sources.iter().map(|s| s.data.len()).sum();
+    let progress = Progress::start(total, sources.len());
+    let results = memtool_core::timings::time("parse and reduce", || {
+        memtool_core::load_each(
+            sources,
+            jobs,
+            memtool_core::Reading::Part,
+            &options,
+            |source| Ok((source, ())),
+            |(), profile| {
+                profile.map(|mut profile| {
+                    memtool_core::analysis::category::assign(
+                        &mut profile,
+                        &rules,
+                        Inference::WhereMissing,
+                    );
+                    reduce(&profile)
+                })
+            },
+        )
+    });
+    progress.finish();
+    Ok(results.into_iter().collect::<Result<Vec<_>, _>>()?)
 }
 
 /// For `--by annotation` (`by`): gives each allocation the innermost
@@ -280,6 +337,26 @@ pub fn load_several(
     args: &ReadArgs,
     output: Option<&Path>,
 ) -> Result<Vec<Profile>> {
+    let sources = open_groups(groups, args, output)?;
+    let options = args.load_options();
+    let total: u64 = sources.iter().flatten().map(|s| s.data.len()).sum();
+    let files = sources.iter().map(Vec::len).sum();
+    let progress = Progress::start(total, files);
+    let results = memtool_core::timings::time("parse", || {
+        memtool_core::parallel::map_in_order(sources, |group| memtool_core::load(group, &options))
+    });
+    progress.finish();
+    Ok(results.into_iter().collect::<Result<Vec<_>, _>>()?)
+}
+
+/// The inputs of each group of paths opened, in order (folders and
+/// logdirs expanded, `--sort` applied). Fails when `output` (`-o`) is one
+/// of them, or standard input is given twice.
+fn open_groups(
+    groups: &[&[String]],
+    args: &ReadArgs,
+    output: Option<&Path>,
+) -> Result<Vec<Vec<Source>>> {
     let replaced = Replaced::of(output);
     let stdin_uses = groups
         .iter()
@@ -307,14 +384,7 @@ pub fn load_several(
         sources.push(group);
     }
     drop(read);
-    let total: u64 = sources.iter().flatten().map(|s| s.data.len()).sum();
-    let files = sources.iter().map(Vec::len).sum();
-    let progress = Progress::start(total, files);
-    let results = memtool_core::timings::time("parse", || {
-        memtool_core::parallel::map_in_order(sources, |group| memtool_core::load(group, &options))
-    });
-    progress.finish();
-    Ok(results.into_iter().collect::<Result<Vec<_>, _>>()?)
+    Ok(sources)
 }
 
 /// A one-line status on stderr while large inputs are parsed, only when

@@ -32,6 +32,7 @@ pub mod stages;
 pub mod steps;
 pub mod streams;
 pub mod summary;
+pub mod summary_parts;
 pub mod xla_report;
 pub mod xla_report_facts;
 

@@ -7,7 +7,7 @@ use std::io::Write;
 
 use serde::Serialize;
 
-use crate::model::Profile;
+use crate::model::{Memory, Profile};
 use crate::report::{Cell, Report, Table};
 
 use super::oom::{allocator_post_mortem, program_post_mortem, CapacitySource, PostMortem};
@@ -58,23 +58,35 @@ pub fn oom_with_dump(profile: &Profile, dump: Option<&Profile>, options: &Option
 pub fn post_mortems(profile: &Profile, options: &Options) -> Vec<PostMortem> {
     let mut out = Vec::new();
     for memory in options.selected(profile) {
-        for failure in &memory.out_of_memory {
-            out.push(allocator_post_mortem(profile, memory, failure, options));
-        }
-        if memory.program.is_some() {
-            let capacity = match (options.capacity, memory.capacity) {
-                (Some(c), _) => Some((c, CapacitySource::Given)),
-                (None, Some(c)) => Some((c, CapacitySource::Profile)),
-                (None, None) => None,
-            };
-            if let Some((capacity, source)) = capacity {
-                out.extend(program_post_mortem(
-                    profile, memory, options, capacity, source,
-                ));
-            }
-        }
+        out.extend(memory_post_mortems(profile, memory, options));
     }
     out.extend(super::xla_report::post_mortems(profile, options));
+    out
+}
+
+/// The post-mortems of one memory of `profile`: its allocator's failures in
+/// order, then its program's, when over capacity.
+pub(crate) fn memory_post_mortems(
+    profile: &Profile,
+    memory: &Memory,
+    options: &Options,
+) -> Vec<PostMortem> {
+    let mut out = Vec::new();
+    for failure in &memory.out_of_memory {
+        out.push(allocator_post_mortem(profile, memory, failure, options));
+    }
+    if memory.program.is_some() {
+        let capacity = match (options.capacity, memory.capacity) {
+            (Some(c), _) => Some((c, CapacitySource::Given)),
+            (None, Some(c)) => Some((c, CapacitySource::Profile)),
+            (None, None) => None,
+        };
+        if let Some((capacity, source)) = capacity {
+            out.extend(program_post_mortem(
+                profile, memory, options, capacity, source,
+            ));
+        }
+    }
     out
 }
 

@@ -9,9 +9,10 @@
 //! numbers in their names ([`natural_cmp`]).
 
 use std::cmp::Ordering;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
+use std::hash::Hash;
 
-use crate::model::{Format, Profile, StackId};
+use crate::model::{Format, InputInfo, Memory, Profile, StackId, Warning};
 
 use crate::input::file_name;
 
@@ -56,33 +57,94 @@ pub fn natural_cmp(a: &str, b: &str) -> Ordering {
 /// names, and when one of them shares no call stack with the others (a file
 /// of another program).
 pub(crate) fn warn_of_misordered_series(profile: &mut Profile) {
+    let warnings = series_warnings(&profile.inputs, || held_by_file(profile));
+    profile.warnings.extend(warnings);
+}
+
+/// What each point of `profile`'s series holds, labelled with its file's
+/// name: a pprof series' instants are labelled with their file's name; a
+/// series of snapshot pickles is one memory per file.
+fn held_by_file(profile: &Profile) -> Vec<(String, Vec<(StackId, u64)>)> {
+    let mut held = Vec::new();
+    for memory in &profile.memories {
+        let stacks = |ids: &mut dyn Iterator<Item = crate::model::AllocId>| {
+            ids.map(|id| memory.allocation(id))
+                .map(|a| (profile.names.site_of(a.site).stack, a.bytes))
+                .filter(|&(stack, _)| stack.0 != 0)
+                .collect::<Vec<_>>()
+        };
+        if memory.instants.len() > 1 {
+            for instant in &memory.instants {
+                held.push((
+                    instant.label.clone(),
+                    stacks(&mut instant.live.iter().copied()),
+                ));
+            }
+        } else if let Some(part) = &memory.series {
+            held.push((part.file.clone(), held_at_end(profile, memory)));
+        }
+    }
+    held
+}
+
+/// The (call stack, bytes) of each allocation live at the end of `memory`
+/// that has a stack.
+pub(crate) fn held_at_end(profile: &Profile, memory: &Memory) -> Vec<(StackId, u64)> {
+    super::replay::live_at(memory, memory.events.len())
+        .into_iter()
+        .map(|id| memory.allocation(id))
+        .map(|a| (profile.names.site_of(a.site).stack, a.bytes))
+        .filter(|&(stack, _)| stack.0 != 0)
+        .collect()
+}
+
+/// The warnings of a series read from `inputs`, the inputs in order: files
+/// out of the order of the numbers in their names, outside the numbering
+/// the others share, or holding their bytes at stacks no other file holds.
+/// `held` gives what each point of the series holds, by stack (any key
+/// that is equal where the stacks are), labelled with its file's name; it
+/// is asked only when the inputs are a series. The one judgement of a
+/// profile read whole and of a summary of many files read one at a time.
+pub(crate) fn series_warnings<K: Eq + Hash + Copy>(
+    inputs: &[InputInfo],
+    held: impl FnOnce() -> Vec<(String, Vec<(K, u64)>)>,
+) -> Vec<Warning> {
     // Only files that each record one point of a series: pprof snapshots
     // and PyTorch snapshot pickles (several XSpace files are hosts of a run).
     let series = |f: Format| matches!(f, Format::Pprof | Format::TorchSnapshot);
-    if profile.inputs.len() < 2 || !profile.inputs.iter().all(|i| series(i.format)) {
-        return;
+    if inputs.len() < 2 || !inputs.iter().all(|i| series(i.format)) {
+        return Vec::new();
     }
-    let names: Vec<String> = profile.inputs.iter().map(|i| file_name(&i.path)).collect();
+    let mut warnings = Vec::new();
+    let names: Vec<String> = inputs.iter().map(|i| file_name(&i.path)).collect();
     let numbered = names.iter().any(|n| n.bytes().any(|c| c.is_ascii_digit()));
     if numbered {
         if let Some(w) = names
             .windows(2)
             .find(|w| natural_cmp(&w[0], &w[1]) == Ordering::Greater)
         {
-            let path = profile.inputs[0].path.clone();
-            profile.warn(
-                &path,
+            warnings.push(warning(
+                &inputs[0].path,
                 format!(
                     "the files are not in the order of the numbers in their names ({} is given \
                      before {}): a series is read in the order given, and a shell glob sorts \
                      names as text; give --sort natural to order them by those numbers",
                     w[0], w[1]
                 ),
-            );
+            ));
         }
     }
-    warn_of_names_outside_the_numbering(profile, &names);
-    warn_of_foreign_files(profile, &names);
+    warn_of_names_outside_the_numbering(&mut warnings, inputs, &names);
+    warn_of_foreign_files(&mut warnings, inputs, &names, held());
+    warnings
+}
+
+fn warning(path: &str, message: String) -> Warning {
+    Warning {
+        path: path.to_string(),
+        message,
+        note: false,
+    }
 }
 
 /// A name as (text before its last number, the number, text after it).
@@ -100,7 +162,11 @@ fn numbered(name: &str) -> Option<(&str, &str, &str)> {
 /// series shares (`memory.prof` beside `memory1.prof … memory9.prof`): a
 /// glob (`memory*.prof`) picks them up, and the leak verdict then compares
 /// a file that is likely no snapshot of the same loop.
-fn warn_of_names_outside_the_numbering(profile: &mut Profile, names: &[String]) {
+fn warn_of_names_outside_the_numbering(
+    warnings: &mut Vec<Warning>,
+    inputs: &[InputInfo],
+    names: &[String],
+) {
     let mut patterns: Vec<((&str, &str), usize)> = Vec::new();
     for (prefix, _, suffix) in names.iter().filter_map(|n| numbered(n)) {
         match patterns.iter_mut().find(|(p, _)| *p == (prefix, suffix)) {
@@ -131,16 +197,15 @@ fn warn_of_names_outside_the_numbering(profile: &mut Profile, names: &[String]) 
         .filter(|&i| !in_pattern(&names[i]))
         .collect();
     for i in outside {
-        let path = profile.inputs[i].path.clone();
-        profile.warn(
-            &path,
+        warnings.push(warning(
+            &inputs[i].path,
             format!(
                 "{} is not numbered like the other files of the series ({first} … {last}): a \
                  glob picks it up, and the verdict compares it with them; leave it out unless \
                  it is a snapshot of the same loop",
                 names[i]
             ),
-        );
+        ));
     }
 }
 
@@ -150,34 +215,28 @@ fn warn_of_names_outside_the_numbering(profile: &mut Profile, names: &[String]) 
 /// program's — even one run from a script of the same name, as the JAX
 /// documentation's `memory.prof` beside `memory1.prof … memory9.prof` — at
 /// most a line or two.
-fn warn_of_foreign_files(profile: &mut Profile, names: &[String]) {
-    // (stack, bytes) per file: a pprof series' instants are labelled with
-    // their file's name; a series of snapshot pickles is one memory per file.
-    let mut held: Vec<Vec<(StackId, u64)>> = vec![Vec::new(); names.len()];
-    let file_of = |label: &str| names.iter().position(|n| n == label);
-    for memory in &profile.memories {
-        let mut add = |file: Option<usize>, id| {
-            let a = memory.allocation(id);
-            let stack = profile.names.site_of(a.site).stack;
-            if let (Some(i), true) = (file, stack.0 != 0) {
-                held[i].push((stack, a.bytes));
-            }
-        };
-        if memory.instants.len() > 1 {
-            for instant in &memory.instants {
-                let file = file_of(&instant.label);
-                for &id in &instant.live {
-                    add(file, id);
-                }
-            }
-        } else if let Some(part) = &memory.series {
-            let file = file_of(&part.file);
-            for id in super::replay::live_at(memory, memory.events.len()) {
-                add(file, id);
-            }
+fn warn_of_foreign_files<K: Eq + Hash + Copy>(
+    warnings: &mut Vec<Warning>,
+    inputs: &[InputInfo],
+    names: &[String],
+    points: Vec<(String, Vec<(K, u64)>)>,
+) {
+    // (stack, bytes) per file; a point whose label is no file's name (a
+    // pprof instant's, renamed) counts for none. Two files of one name are
+    // the first's.
+    let mut held: Vec<Vec<(K, u64)>> = vec![Vec::new(); names.len()];
+    let positions: HashMap<&str, usize> = names
+        .iter()
+        .enumerate()
+        .rev()
+        .map(|(i, n)| (n.as_str(), i))
+        .collect();
+    for (label, stacks) in points {
+        if let Some(&i) = positions.get(label.as_str()) {
+            held[i].extend(stacks);
         }
     }
-    let stacks: Vec<HashSet<StackId>> = held
+    let stacks: Vec<HashSet<K>> = held
         .iter()
         .map(|h| h.iter().map(|&(s, _)| s).collect())
         .collect();
@@ -186,17 +245,21 @@ fn warn_of_foreign_files(profile: &mut Profile, names: &[String]) {
         // Two files that differ: neither is the odd one out.
         return;
     }
+    // How many files hold each stack: a file's stack is shared when another
+    // holds it too (counted once per file, so a thousand files cost a
+    // thousand sets, not a million comparisons of them).
+    let mut files_holding: HashMap<K, usize> = HashMap::new();
+    for set in &stacks {
+        for &s in set {
+            *files_holding.entry(s).or_default() += 1;
+        }
+    }
     let foreign: Vec<(usize, u64, u64)> = (0..names.len())
         .filter_map(|i| {
             let total = held[i].iter().fold(0u64, |t, &(_, b)| t.saturating_add(b));
             let shared = held[i]
                 .iter()
-                .filter(|(s, _)| {
-                    stacks
-                        .iter()
-                        .enumerate()
-                        .any(|(j, other)| j != i && other.contains(s))
-                })
+                .filter(|(s, _)| files_holding.get(s).is_some_and(|&n| n > 1))
                 .fold(0u64, |t, &(_, b)| t.saturating_add(b));
             (total > 0 && shared.saturating_mul(2) < total).then_some((i, shared, total))
         })
@@ -206,9 +269,8 @@ fn warn_of_foreign_files(profile: &mut Profile, names: &[String]) {
         return;
     }
     for (i, shared, total) in foreign {
-        let path = profile.inputs[i].path.clone();
-        profile.warn(
-            &path,
+        warnings.push(warning(
+            &inputs[i].path,
             format!(
                 "{} holds {:.1}% of its bytes at call stacks the other files of the series \
                  hold: it looks like another program's, and a leak verdict that compares it \
@@ -216,7 +278,7 @@ fn warn_of_foreign_files(profile: &mut Profile, names: &[String]) {
                 names[i],
                 shared as f64 * 100.0 / total as f64
             ),
-        );
+        ));
     }
 }
 

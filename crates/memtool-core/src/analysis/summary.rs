@@ -5,7 +5,7 @@ use std::io::Write;
 
 use serde::Serialize;
 
-use crate::model::{PhaseSpan, Profile};
+use crate::model::{Memory, PhaseSpan, Profile};
 use crate::report::{Cell, Report, Table};
 
 use super::group::{self, Group, GroupBy};
@@ -156,91 +156,11 @@ pub struct SnapshotRow {
 
 /// The summary of each memory of `profile`.
 pub fn summarize(profile: &Profile, options: &Options) -> SummaryReport {
-    let mut memories = Vec::new();
     let mut grouper = group::Grouper::new(&profile.names, &options.frames);
-    for memory in options.selected(profile) {
-        let replayed = crate::timings::span("replay: peak and live set");
-        let Some(facts) = PeakFacts::of(memory, options.ties) else {
-            continue;
-        };
-        let (reported, peak) = (facts.peak, facts.point());
-        let (live, last) = replay::live_at_and_last(memory, peak.index);
-        drop(replayed);
-        let last = last.unwrap_or(peak);
-        let counts = replay::event_counts(memory);
-        let reports_totals = !memory.allocator_samples.is_empty();
-        let end_in_use = memory
-            .allocator_samples
-            .last()
-            .filter(|_| replay::samples_every_event(memory))
-            .and_then(|s| s.allocated_bytes())
-            .unwrap_or(last.bytes);
-        let lifetime_peak = (reports_totals || memory.allocator_peak_bytes.is_some())
-            .then(|| memory.allocator_peak_bytes.unwrap_or(0).max(reported.bytes));
-        let mut snapshots = Vec::new();
-        if replay::uses_instants(memory) {
-            replay::for_each_point(memory, |p| {
-                snapshots.push(SnapshotRow {
-                    label: point_label(memory, p.index, p.at),
-                    at: p.at,
-                    bytes: p.bytes,
-                    buffers: p.buffers,
-                })
-            });
-        }
-        let by_site =
-            crate::timings::time("totals by site", || group::totals_by_site(memory, &live));
-        let stacks = grouper.top_groups(&by_site, GroupBy::Stack, options.keep_groups);
-        let layout = super::segments::layout(&profile.names, memory);
-        memories.push(MemorySummary {
-            peak: facts.figures(),
-            final_bytes: last.bytes,
-            final_buffers: last.buffers,
-            allocations: counts.map_or(memory.allocations.len(), |c| c.0),
-            events: memory.events.len(),
-            peak_time_ps: facts.time_ps,
-            lifetime_peak_bytes: lifetime_peak,
-            fragmentation_at_peak: facts.state.fragmentation,
-            deallocations: counts.map(|c| c.1),
-            live_bytes_at_end: counts.map(|_| end_in_use),
-            live_allocations_at_end: counts.map(|_| last.buffers),
-            steps: steps::per_step(memory),
-            annotation_stages: stages::stages(memory, &profile.names, &options.frames),
-            streams: super::streams::stream_peaks(&profile.names, memory, facts.peak.point.index),
-            steps_from_phases: memory.steps_from_phases,
-            phases: memory.phases.clone(),
-            landmarks: crate::timings::time("landmarks", || {
-                landmarks::find(&profile.names, memory, &options.frames)
-            }),
-            events_by_action: memory.recorded_events.clone(),
-            reserved_bytes: layout.as_ref().map(|l| l.reserved_bytes).or_else(|| {
-                memory
-                    .allocator_samples
-                    .iter()
-                    .rev()
-                    .find_map(|s| s.reserved_bytes())
-            }),
-            allocated_bytes: layout.as_ref().map(|l| l.allocated_bytes).or_else(|| {
-                memory
-                    .allocator_samples
-                    .iter()
-                    .rev()
-                    .find_map(|s| s.allocated_bytes())
-            }),
-            snapshots,
-            top_stacks: stacks.groups,
-            omitted_stacks: stacks.omitted,
-            header: facts.header,
-            program: memory.program.as_ref().map(|p| ProgramSizes {
-                parameter_bytes: p.parameter_bytes,
-                output_bytes: p.output_bytes,
-                temporary_bytes: p.temporary_bytes,
-                constant_bytes: p.constant_bytes,
-                thread_local_bytes: p.thread_local_bytes,
-                total_allocation_bytes: p.total_allocation_bytes,
-            }),
-        });
-    }
+    let memories = options
+        .selected(profile)
+        .filter_map(|memory| summarize_memory(profile, memory, &mut grouper, options))
+        .collect();
     SummaryReport {
         schema: SCHEMA,
         provenance: Provenance::of(profile),
@@ -248,6 +168,94 @@ pub fn summarize(profile: &Profile, options: &Options) -> SummaryReport {
         memories,
         stages_only: false,
     }
+}
+
+/// The summary of `memory` of `profile`, none for a memory without a peak
+/// (nothing recorded).
+pub(crate) fn summarize_memory(
+    profile: &Profile,
+    memory: &Memory,
+    grouper: &mut group::Grouper,
+    options: &Options,
+) -> Option<MemorySummary> {
+    let replayed = crate::timings::span("replay: peak and live set");
+    let facts = PeakFacts::of(memory, options.ties)?;
+    let (reported, peak) = (facts.peak, facts.point());
+    let (live, last) = replay::live_at_and_last(memory, peak.index);
+    drop(replayed);
+    let last = last.unwrap_or(peak);
+    let counts = replay::event_counts(memory);
+    let reports_totals = !memory.allocator_samples.is_empty();
+    let end_in_use = memory
+        .allocator_samples
+        .last()
+        .filter(|_| replay::samples_every_event(memory))
+        .and_then(|s| s.allocated_bytes())
+        .unwrap_or(last.bytes);
+    let lifetime_peak = (reports_totals || memory.allocator_peak_bytes.is_some())
+        .then(|| memory.allocator_peak_bytes.unwrap_or(0).max(reported.bytes));
+    let mut snapshots = Vec::new();
+    if replay::uses_instants(memory) {
+        replay::for_each_point(memory, |p| {
+            snapshots.push(SnapshotRow {
+                label: point_label(memory, p.index, p.at),
+                at: p.at,
+                bytes: p.bytes,
+                buffers: p.buffers,
+            })
+        });
+    }
+    let by_site = crate::timings::time("totals by site", || group::totals_by_site(memory, &live));
+    let stacks = grouper.top_groups(&by_site, GroupBy::Stack, options.keep_groups);
+    let layout = super::segments::layout(&profile.names, memory);
+    Some(MemorySummary {
+        peak: facts.figures(),
+        final_bytes: last.bytes,
+        final_buffers: last.buffers,
+        allocations: counts.map_or(memory.allocations.len(), |c| c.0),
+        events: memory.events.len(),
+        peak_time_ps: facts.time_ps,
+        lifetime_peak_bytes: lifetime_peak,
+        fragmentation_at_peak: facts.state.fragmentation,
+        deallocations: counts.map(|c| c.1),
+        live_bytes_at_end: counts.map(|_| end_in_use),
+        live_allocations_at_end: counts.map(|_| last.buffers),
+        steps: steps::per_step(memory),
+        annotation_stages: stages::stages(memory, &profile.names, &options.frames),
+        streams: super::streams::stream_peaks(&profile.names, memory, facts.peak.point.index),
+        steps_from_phases: memory.steps_from_phases,
+        phases: memory.phases.clone(),
+        landmarks: crate::timings::time("landmarks", || {
+            landmarks::find(&profile.names, memory, &options.frames)
+        }),
+        events_by_action: memory.recorded_events.clone(),
+        reserved_bytes: layout.as_ref().map(|l| l.reserved_bytes).or_else(|| {
+            memory
+                .allocator_samples
+                .iter()
+                .rev()
+                .find_map(|s| s.reserved_bytes())
+        }),
+        allocated_bytes: layout.as_ref().map(|l| l.allocated_bytes).or_else(|| {
+            memory
+                .allocator_samples
+                .iter()
+                .rev()
+                .find_map(|s| s.allocated_bytes())
+        }),
+        snapshots,
+        top_stacks: stacks.groups,
+        omitted_stacks: stacks.omitted,
+        header: facts.header,
+        program: memory.program.as_ref().map(|p| ProgramSizes {
+            parameter_bytes: p.parameter_bytes,
+            output_bytes: p.output_bytes,
+            temporary_bytes: p.temporary_bytes,
+            constant_bytes: p.constant_bytes,
+            thread_local_bytes: p.thread_local_bytes,
+            total_allocation_bytes: p.total_allocation_bytes,
+        }),
+    })
 }
 
 impl SummaryReport {

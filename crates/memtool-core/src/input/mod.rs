@@ -160,9 +160,24 @@ impl LoadOptions {
 
 /// Reads one or more inputs into one profile. Several inputs form a series
 /// (pprof snapshots in command-line order) and must share a format. The
-/// loader only reads: [`crate::load`] adds the warnings that need an
-/// analysis of what was read (figures that contradict each other).
+/// loader only reads: [`crate::load`] adds the warnings that weigh what was
+/// read as a whole (sizes past 64 bits, a misordered series, figures that
+/// contradict each other).
 pub(crate) fn load(sources: Vec<Source>, options: &LoadOptions) -> Result<Profile> {
+    let profile = read(sources, options)?;
+    ensure_memories(&profile)?;
+    Ok(profile)
+}
+
+/// One input read as a part of several whose profile is never made whole
+/// ([`crate::load_each`]): [`load`] without the judgement of the whole
+/// (no memory at all is an error only of all the parts together).
+pub(crate) fn load_part(source: Source, options: &LoadOptions) -> Result<Profile> {
+    read(vec![source], options)
+}
+
+/// The inputs read into one profile, each memory's phases and steps found.
+fn read(sources: Vec<Source>, options: &LoadOptions) -> Result<Profile> {
     let mut profile = if sources.len() > 1 && sources.iter().all(is_plain_xspace) {
         load_hosts(sources, options)?
     } else {
@@ -176,7 +191,6 @@ pub(crate) fn load(sources: Vec<Source>, options: &LoadOptions) -> Result<Profil
         }
         profile
     };
-    ensure_memories(&profile)?;
     let Profile {
         names, memories, ..
     } = &mut profile;
@@ -184,65 +198,120 @@ pub(crate) fn load(sources: Vec<Source>, options: &LoadOptions) -> Result<Profil
         memory.find_phases(names);
         memory.steps_from_phase_cycles();
     }
-    warn_of_impossible_sizes(&mut profile);
     Ok(profile)
+}
+
+/// The sizes a memory's allocations claim, summed past 64 bits: what
+/// [`warn_of_impossible_sizes`] weighs of it.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct ClaimedSizes {
+    /// The allocations' bytes together.
+    bytes: u128,
+    /// Their requested bytes together.
+    requested: u128,
+}
+
+impl ClaimedSizes {
+    /// The sums of `memory`'s allocations.
+    pub(crate) fn of(memory: &crate::model::Memory) -> ClaimedSizes {
+        memory
+            .allocations
+            .iter()
+            .fold(ClaimedSizes::default(), |s, a| ClaimedSizes {
+                bytes: s.bytes.saturating_add(u128::from(a.bytes)),
+                requested: s.requested.saturating_add(u128::from(a.requested)),
+            })
+    }
+
+    /// Whether either sum is past what 64 bits hold.
+    fn overflows(self) -> bool {
+        self.bytes > u128::from(u64::MAX) || self.requested > u128::from(u64::MAX)
+    }
 }
 
 /// Warns, per memory, when the sizes the file claims add up to more than 64
 /// bits hold: the analyses cap their sums there instead of wrapping, so the
 /// figures of that memory are lower bounds. When every memory fits but all
 /// of them together do not, one warning says the totals over memories are.
-fn warn_of_impossible_sizes(profile: &mut Profile) {
-    let Some(path) = profile.inputs.first().map(|i| i.path.clone()) else {
-        return;
+/// `memories` are the memories' ids and sizes, in profile order; the
+/// warnings name the first input.
+pub(crate) fn impossible_sizes<'a>(
+    inputs: &[crate::model::InputInfo],
+    memories: impl Iterator<Item = (&'a str, ClaimedSizes)>,
+) -> Vec<crate::model::Warning> {
+    let Some(path) = inputs.first().map(|i| i.path.as_str()) else {
+        return Vec::new();
     };
-    let overflowing: Vec<String> = profile
-        .memories
-        .iter()
-        .filter(|m| {
-            let sum = |f: fn(&crate::model::Allocation) -> u64| {
-                m.allocations
-                    .iter()
-                    .try_fold(0u64, |s, a| s.checked_add(f(a)))
-            };
-            sum(|a| a.bytes).is_none() || sum(|a| a.requested).is_none()
-        })
-        .map(|m| m.id.clone())
-        .collect();
-    let a_memory_overflows = !overflowing.is_empty();
-    for id in overflowing {
-        profile.warn(
-            &path,
-            format!(
+    let warning = |message: String| crate::model::Warning {
+        path: path.to_string(),
+        message,
+        note: false,
+    };
+    let mut warnings = Vec::new();
+    let mut total = ClaimedSizes::default();
+    for (id, sizes) in memories {
+        if sizes.overflows() {
+            warnings.push(warning(format!(
                 "{id}: the allocation sizes the file claims add up to more than 16 EiB \
                  (2^64 bytes); sums are capped there, so this memory's figures are lower \
                  bounds"
-            ),
-        );
+            )));
+        }
+        total.bytes = total.bytes.saturating_add(sizes.bytes);
+        total.requested = total.requested.saturating_add(sizes.requested);
     }
     // Totals across memories (a snapshot's devices together, diff's totals)
     // can overflow though no memory does on its own.
-    let across = |f: fn(&crate::model::Allocation) -> u64| {
-        profile
-            .memories
-            .iter()
-            .flat_map(|m| &m.allocations)
-            .try_fold(0u64, |s, a| s.checked_add(f(a)))
-    };
-    if !a_memory_overflows && (across(|a| a.bytes).is_none() || across(|a| a.requested).is_none()) {
-        profile.warn(
-            &path,
+    if warnings.is_empty() && total.overflows() {
+        warnings.push(warning(
             "the allocation sizes the file claims add up to more than 16 EiB (2^64 bytes) \
              across its memories; totals over memories are capped there, so they are lower \
-             bounds",
-        );
+             bounds"
+                .to_string(),
+        ));
     }
+    warnings
 }
 
 /// The last component of `path` (either separator): how a series labels
 /// the file it read.
 pub(crate) fn file_name(path: &str) -> String {
     path.rsplit(['/', '\\']).next().unwrap_or(path).to_string()
+}
+
+/// The id of the memory that the file at `path` records for `device`,
+/// where files each record a device whole (PyTorch snapshots): a second
+/// snapshot of the same device (several files) stays apart, a part of one
+/// series with the first. Every part is labelled with its file, the first
+/// included (it is relabelled here: it was bare until a second file
+/// recorded the same device), by the file's name, or its path where two
+/// files share a name. The one rule of a profile read whole and of a
+/// summary of many files read one at a time.
+pub(crate) fn series_part_id(profile: &mut Profile, device: &str, path: &str) -> String {
+    let recorded = |m: &crate::model::Memory| {
+        m.id == device || m.series.as_ref().is_some_and(|p| p.device == device)
+    };
+    if !profile.memories.iter().any(recorded) {
+        return device.to_string();
+    }
+    for first in profile.memories.iter_mut().filter(|m| m.id == device) {
+        if let Some(part) = &first.series {
+            first.id = format!("{device} ({})", part.file);
+        }
+    }
+    let named = format!("{device} ({})", file_name(path));
+    if profile.memories.iter().any(|m| m.id == named) {
+        format!("{device} ({path})")
+    } else {
+        named
+    }
+}
+
+/// An uncompressed PyTorch snapshot pickle: a file that records its
+/// devices whole, so a series of them can be read a file at a time
+/// ([`crate::analysis::summary_parts`]).
+pub(crate) fn is_plain_snapshot(source: &Source) -> bool {
+    head(&source.path, &*source.data).is_ok_and(|h| detect::sniff(&h) == Sniffed::Pickle)
 }
 
 /// An uncompressed XSpace: one host of a run, readable on its own.

@@ -83,41 +83,51 @@ pub fn run(args: &RanksArgs) -> Result<Outcome> {
     let progress = Progress::new(files.len());
     // A file that cannot be read is left out; running out of memory ends
     // the command, as in every other (one line, exit 2).
-    let read = |file: String| -> std::result::Result<Vec<RankSummary>, Failure> {
-        let left_out = |error: String| {
-            Failure::LeftOut(FailedFile {
-                error: error
-                    .strip_prefix(&format!("{file}: "))
-                    .unwrap_or(&error)
-                    .to_string(),
-                file: file.clone(),
-            })
-        };
-        let result = match inputs::read_source(
-            &file,
-            replaced.as_ref(),
-            load_options.decompressed_limit(),
-        ) {
-            Err(e) => Err(left_out(e.to_string())),
-            Ok(source) => match memtool_core::load(vec![source], &load_options) {
-                Err(e @ memtool_core::Error::OutOfMemory { .. }) => Err(Failure::Fatal(e)),
-                Err(e) => Err(left_out(e.to_string())),
-                // The profile (every event) is dropped at the end of this
-                // arm, before the worker takes its next file.
-                Ok(profile) => match ranks::reduce(&profile, &file, &options) {
-                    s if s.is_empty() => Err(left_out(
-                        "no memory with a peak in this profile".to_string(),
-                    )),
-                    s => Ok(s),
-                },
+    let left_out = |file: &str, error: String| -> std::result::Result<Vec<RankSummary>, Failure> {
+        progress.done();
+        Err(Failure::LeftOut(FailedFile {
+            error: error
+                .strip_prefix(&format!("{file}: "))
+                .unwrap_or(&error)
+                .to_string(),
+            file: file.to_string(),
+        }))
+    };
+    let open = |file: String| match inputs::read_source(
+        &file,
+        replaced.as_ref(),
+        load_options.decompressed_limit(),
+    ) {
+        Ok(source) => Ok((source, file)),
+        Err(e) => Err(left_out(&file, e.to_string())),
+    };
+    // The profile (every event) is dropped when this returns, before the
+    // worker takes its next file.
+    let reduce =
+        |file: String, profile: memtool_core::Result<memtool_core::model::Profile>| match profile {
+            Err(e @ memtool_core::Error::OutOfMemory { .. }) => Err(Failure::Fatal(e)),
+            Err(e) => left_out(&file, e.to_string()),
+            Ok(profile) => match ranks::reduce(&profile, &file, &options) {
+                s if s.is_empty() => {
+                    left_out(&file, "no memory with a peak in this profile".to_string())
+                }
+                s => {
+                    progress.done();
+                    Ok(s)
+                }
             },
         };
-        progress.done();
-        result
-    };
-    let results = memtool_core::timings::time("read and reduce", || {
-        memtool_core::parallel::map_bounded(files, jobs, read)
-    });
+    let results: Vec<std::result::Result<Vec<RankSummary>, Failure>> =
+        memtool_core::timings::time("read and reduce", || {
+            memtool_core::load_each(
+                files,
+                jobs,
+                memtool_core::Reading::Alone,
+                &load_options,
+                open,
+                reduce,
+            )
+        });
     progress.finish();
     let mut summaries = Vec::new();
     let mut failed = Vec::new();

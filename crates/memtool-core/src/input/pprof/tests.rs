@@ -363,7 +363,8 @@ fn sizes_past_64_bits_are_capped_with_a_warning() {
         string_table: strings,
         ..Default::default()
     };
-    let profile = load(
+    // The warning is `memtool_core::load`'s, after the reader.
+    let profile = crate::load(
         vec![Source::from_bytes("huge.prof", p.encode_to_vec())],
         &LoadOptions::default(),
     )

@@ -302,30 +302,8 @@ pub(super) fn build_memory(
         );
     }
 
-    // A second snapshot of the same device (several files) stays apart: it
-    // joins the first as a part of one series.
-    // Every part is labelled with its file, the first included (it was
-    // bare until a second file recorded the same device), by the file's
-    // name, or its path where two files share a name.
     let device_id = id.to_string();
-    let file = crate::input::file_name(path);
-    let recorded =
-        |m: &crate::model::Memory| m.id == id || m.series.as_ref().is_some_and(|p| p.device == id);
-    let id = if profile.memories.iter().any(recorded) {
-        for first in profile.memories.iter_mut().filter(|m| m.id == id) {
-            if let Some(part) = &first.series {
-                first.id = format!("{id} ({})", part.file);
-            }
-        }
-        let named = format!("{id} ({file})");
-        if profile.memories.iter().any(|m| m.id == named) {
-            format!("{id} ({path})")
-        } else {
-            named
-        }
-    } else {
-        id.to_string()
-    };
+    let id = crate::input::series_part_id(profile, id, path);
     let memory = profile.memory_mut(&id, MemoryKind::Allocator, axis);
     memory.recorded_events = counts.into_map();
     memory.allocations = allocations;
