@@ -11,8 +11,8 @@
 use rustc_hash::FxHashMap;
 
 use crate::model::{
-    AllocId, BeforeRecording, CategorySource, EventKind, Memory, Names, Phase, Profile, Site,
-    SiteId, StrId,
+    AllocId, BeforeRecording, CategorySource, CategorySources, EventKind, Memory, Names, Phase,
+    Profile, Site, SiteId, StrId,
 };
 
 use super::replay;
@@ -214,18 +214,24 @@ pub fn assign(profile: &mut Profile, rules: &[CategoryRule], inference: Inferenc
                 (None, Some(c)) => (c.name(), CategorySource::Inferred),
                 (None, None) => match names.site_of(site).category {
                     Some(c) => {
-                        sources
-                            .entry(names.str(c).to_string())
-                            .or_insert(CategorySource::Profiler);
+                        add_source(&mut sources, names.str(c), CategorySource::Profiler);
                         continue;
                     }
                     None => continue,
                 },
             };
-            sources.entry(name.to_string()).or_insert(source);
+            add_source(&mut sources, name, source);
             allocation.site = sites.with_category(names, site, name);
         }
         memory.category_sources = sources;
+    }
+}
+
+/// Records where `name` came from, unless it is recorded already: a
+/// lookup per allocation, with no `String` made for names met before.
+fn add_source(sources: &mut CategorySources, name: &str, source: CategorySource) {
+    if !sources.contains_key(name) {
+        sources.insert(name.to_string(), source);
     }
 }
 

@@ -162,8 +162,37 @@ struct Timeline<'m> {
     /// Bytes in use after each event.
     in_use: Vec<u64>,
     /// Per allocation, the event that made it and the one that freed it.
-    made: Vec<Option<usize>>,
-    freed: Vec<Option<usize>>,
+    made: EventOf,
+    freed: EventOf,
+}
+
+/// An event index per allocation, or none: four bytes each, where an
+/// `Option<usize>` is sixteen (two of them were a third of a 10^6-entry
+/// snapshot's peak memory). [`find`] leaves out memories with more events
+/// than a `u32` numbers (over 60 GB of events).
+struct EventOf(Vec<u32>);
+
+const NO_EVENT: u32 = u32::MAX;
+
+impl EventOf {
+    fn none(allocations: usize) -> EventOf {
+        EventOf(vec![NO_EVENT; allocations])
+    }
+
+    fn get(&self, id: AllocId) -> Option<usize> {
+        match self.0[id.index()] {
+            NO_EVENT => None,
+            event => Some(event as usize),
+        }
+    }
+
+    fn set(&mut self, id: AllocId, event: Option<usize>) {
+        if let Some(slot) = self.0.get_mut(id.index()) {
+            *slot = event
+                .and_then(|e| u32::try_from(e).ok())
+                .unwrap_or(NO_EVENT);
+        }
+    }
 }
 
 impl Timeline<'_> {
@@ -209,7 +238,7 @@ impl Timeline<'_> {
     /// Whether the allocation is live after event `last` having been live
     /// (or made) at or before it.
     fn live_after(&self, id: AllocId, last: usize) -> bool {
-        self.freed[id.index()].is_none_or(|f| f > last)
+        self.freed.get(id).is_none_or(|f| f > last)
     }
 
     /// What a person calls an allocation: its op, else its innermost
@@ -288,7 +317,10 @@ fn listed(ids: &[AllocId]) -> (Vec<u32>, usize) {
 /// The landmarks of a memory of events, in order of kind, then position;
 /// none for memories of snapshots (no events to find them in).
 pub fn find(names: &Names, memory: &Memory, frames: &FrameFilter) -> Vec<Landmark> {
-    if replay::uses_instants(memory) || memory.events.is_empty() {
+    if replay::uses_instants(memory)
+        || memory.events.is_empty()
+        || memory.events.len() >= NO_EVENT as usize
+    {
         return Vec::new();
     }
     let n = memory.allocations.len();
@@ -296,8 +328,8 @@ pub fn find(names: &Names, memory: &Memory, frames: &FrameFilter) -> Vec<Landmar
         memory,
         names,
         in_use: Vec::with_capacity(memory.events.len()),
-        made: vec![None; n],
-        freed: vec![None; n],
+        made: EventOf::none(n),
+        freed: EventOf::none(n),
     };
     replay::for_each_point(memory, |p| {
         if p.index > 0 {
@@ -305,12 +337,8 @@ pub fn find(names: &Names, memory: &Memory, frames: &FrameFilter) -> Vec<Landmar
         }
     });
     replay::for_each_lifespan(memory, |span| {
-        if let Some(slot) = t.made.get_mut(span.alloc.index()) {
-            *slot = span.made;
-        }
-        if let Some(slot) = t.freed.get_mut(span.alloc.index()) {
-            *slot = span.freed;
-        }
+        t.made.set(span.alloc, span.made);
+        t.freed.set(span.alloc, span.freed);
     });
     let steps = steps(&t);
     let last_event = memory.events.len() - 1;
@@ -551,10 +579,10 @@ fn spike(
     let (mut from, mut to) = (peak_event, peak_event);
     for made in peak_event.saturating_sub(near)..=peak_event {
         let e = &t.memory.events[made];
-        if e.kind != EventKind::Alloc || t.made[e.alloc.index()] != Some(made) {
+        if e.kind != EventKind::Alloc || t.made.get(e.alloc) != Some(made) {
             continue;
         }
-        let Some(freed) = t.freed[e.alloc.index()] else {
+        let Some(freed) = t.freed.get(e.alloc) else {
             continue;
         };
         if freed > peak_event && freed <= peak_event + near {
@@ -647,7 +675,7 @@ fn cliffs(
         .map(|&(first, last, bytes)| {
             let mut ids: Vec<AllocId> = (first..=last)
                 .map(|i| t.memory.events[i].alloc)
-                .filter(|&a| t.freed[a.index()].is_some_and(|f| f >= first && f <= last))
+                .filter(|&a| t.freed.get(a).is_some_and(|f| f >= first && f <= last))
                 .collect();
             ids.sort_by_key(|&i| (std::cmp::Reverse(t.bytes(i)), i.0));
             ids.dedup();
@@ -770,7 +798,7 @@ fn optimizer_state(t: &Timeline<'_>, step: &StepRange) -> Option<Landmark> {
             let e = &t.memory.events[i];
             if e.kind == EventKind::Alloc
                 && t.phase(e.alloc) == Some(Phase::Optimizer)
-                && t.made[e.alloc.index()] == Some(i)
+                && t.made.get(e.alloc) == Some(i)
                 && t.live_after(e.alloc, step.last)
             {
                 ids.push(e.alloc);
@@ -790,8 +818,8 @@ fn optimizer_state(t: &Timeline<'_>, step: &StepRange) -> Option<Landmark> {
     if bytes == 0 || grew.saturating_mul(2) < bytes {
         return None;
     }
-    let first = t.made[ids[0].index()].unwrap_or(step.first);
-    let last = t.made[ids[ids.len() - 1].index()].unwrap_or(step.last);
+    let first = t.made.get(ids[0]).unwrap_or(step.first);
+    let last = t.made.get(ids[ids.len() - 1]).unwrap_or(step.last);
     let (allocations, allocation_count) = listed(&ids);
     Some(Landmark {
         kind: LandmarkKind::OptimizerState,
@@ -815,11 +843,11 @@ fn optimizer_state(t: &Timeline<'_>, step: &StepRange) -> Option<Landmark> {
 /// where the file records them.
 fn largest(t: &Timeline<'_>, frames: &FrameFilter) -> Vec<Landmark> {
     let mut by_site: FxHashMap<u32, AllocId> = FxHashMap::default();
-    for (index, made) in t.made.iter().enumerate() {
-        if made.is_none() {
+    for index in 0..t.memory.allocations.len() {
+        let id = AllocId(index as u32);
+        if t.made.get(id).is_none() {
             continue;
         }
-        let id = AllocId(index as u32);
         let site = t.memory.allocation(id).site.0;
         let slot = by_site.entry(site).or_insert(id);
         if t.bytes(id) > t.bytes(*slot) {
@@ -827,13 +855,13 @@ fn largest(t: &Timeline<'_>, frames: &FrameFilter) -> Vec<Landmark> {
         }
     }
     let mut ids: Vec<AllocId> = by_site.into_values().collect();
-    ids.sort_by_key(|&i| (std::cmp::Reverse(t.bytes(i)), t.made[i.index()], i.0));
+    ids.sort_by_key(|&i| (std::cmp::Reverse(t.bytes(i)), t.made.get(i), i.0));
     ids.truncate(3);
     let last = t.memory.events.len() - 1;
     ids.iter()
         .map(|&id| {
-            let made = t.made[id.index()].unwrap_or(0);
-            let freed = t.freed[id.index()].unwrap_or(last);
+            let made = t.made.get(id).unwrap_or(0);
+            let freed = t.freed.get(id).unwrap_or(last);
             let mut parts = vec![t.what(id, frames)];
             parts.extend(t.shape(id));
             parts.push(units::bytes(t.bytes(id)));

@@ -169,7 +169,7 @@ struct Trace {
     /// `at` is the entry's time; `event_entries` its index, for the event
     /// index axis when some entry has no time.
     events: Vec<Event>,
-    event_entries: Vec<u64>,
+    event_entries: EntryIndices,
     live_at_start: Vec<AllocId>,
     live: FxHashMap<u64, AllocId>,
     /// Reserved bytes relative to the start after each segment event, with
@@ -197,7 +197,7 @@ impl Default for Trace {
             site_keys: Vec::new(),
             site_index: FxHashMap::default(),
             events: Vec::new(),
-            event_entries: Vec::new(),
+            event_entries: EntryIndices::default(),
             live_at_start: Vec::new(),
             live: FxHashMap::default(),
             reserved_changes: Vec::new(),
@@ -958,8 +958,10 @@ fn allocator_settings(root: &Value) -> BTreeMap<String, String> {
 
 mod annotations;
 mod build;
+mod entry_index;
 #[cfg(test)]
 mod tests;
 
 use annotations::annotated;
 use build::build_memory;
+use entry_index::EntryIndices;

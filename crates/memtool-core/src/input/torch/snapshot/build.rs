@@ -78,7 +78,7 @@ pub(super) fn build_memory(
         a.site = sites[a.site.index()];
     }
     if !timed {
-        for (e, &index) in events.iter_mut().zip(&event_entries) {
+        for (e, index) in events.iter_mut().zip(event_entries.iter()) {
             e.at = index as i64;
         }
     }

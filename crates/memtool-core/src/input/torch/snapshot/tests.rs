@@ -320,3 +320,56 @@ fn an_entry_referenced_inside_a_later_entry_of_its_batch_is_refused_on_both_path
     );
     assert_eq!(errors[0], errors[1]);
 }
+
+/// `{'action': action, 'addr': addr, 'size': 8}`, not memoized, no time.
+fn untimed_entry(bytes: &mut Vec<u8>, action: &str, addr: u32) {
+    bytes.extend([b'}', b'(', 0x8c, 6]);
+    bytes.extend(b"action");
+    bytes.extend([0x8c, action.len() as u8]);
+    bytes.extend(action.as_bytes());
+    bytes.extend([0x8c, 4]);
+    bytes.extend(b"addr");
+    bytes.push(b'J');
+    bytes.extend(addr.to_le_bytes());
+    bytes.extend([0x8c, 4]);
+    bytes.extend(b"size");
+    bytes.extend([b'K', 8, b'u']);
+}
+
+/// Entries without `time_us` put events at their entry's index, however
+/// far apart (kept a byte per event, larger gaps on the side).
+#[test]
+fn untimed_events_sit_at_their_entry_index() {
+    let mut p = vec![0x80, 4, b'}', b'(', 0x8c, 13];
+    p.extend(b"device_traces");
+    p.extend([b']', b']', b'(']);
+    untimed_entry(&mut p, "alloc", 4096); // 0
+    for _ in 0..300 {
+        untimed_entry(&mut p, "free_requested", 4096); // 1..=300
+    }
+    untimed_entry(&mut p, "free_completed", 4096); // 301
+    untimed_entry(&mut p, "alloc", 8192); // 302
+    untimed_entry(&mut p, "alloc", 8192); // 303: also frees the first at 8192
+    untimed_entry(&mut p, "free_requested", 8192); // 304
+    untimed_entry(&mut p, "free_completed", 8192); // 305
+    p.extend([b'e', b'a', b'u', b'.']);
+    for paths in [pickle::Paths::Fast, pickle::Paths::GeneralOnly] {
+        let mut profile = Profile::default();
+        read(&mut profile, "untimed.pickle", &p, paths).unwrap();
+        let m = &profile.memories[0];
+        assert_eq!(m.axis, Axis::EventIndex);
+        let events: Vec<(i64, EventKind, u32)> =
+            m.events.iter().map(|e| (e.at, e.kind, e.alloc.0)).collect();
+        assert_eq!(
+            events,
+            [
+                (0, EventKind::Alloc, 0),
+                (301, EventKind::Free, 0),
+                (302, EventKind::Alloc, 1),
+                (303, EventKind::Free, 1),
+                (303, EventKind::Alloc, 2),
+                (305, EventKind::Free, 2),
+            ]
+        );
+    }
+}
