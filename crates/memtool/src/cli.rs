@@ -149,8 +149,9 @@ pub struct ReadArgs {
     #[arg(long, help_heading = ADVANCED, display_order = ORDER_ADVANCED + 3)]
     pub list_runs: bool,
     /// Files read at once (the hosts of a logdir, the ranks of `ranks`), each
-    /// on a thread with its events in memory, and threads decoding one
-    /// XSpace's allocator events (default: every core).
+    /// on a thread with its events in memory, threads decoding one
+    /// XSpace's allocator events, and threads finding `summary`'s landmarks
+    /// of a memory of many steps (default: every core).
     #[arg(long, short = 'j', value_name = "N", value_parser = clap::value_parser!(u16).range(1..), display_order = ORDER_LATER + 4)]
     pub jobs: Option<u16>,
     /// Order the files before reading them: `natural` by the numbers in

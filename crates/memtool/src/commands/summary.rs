@@ -41,6 +41,7 @@ pub fn run(args: &SummaryArgs) -> Result<Outcome> {
     let mut options = args.analysis.report_options(args.output.format);
     args.xprof.apply(&mut options);
     args.capacity.apply(&mut options);
+    options.jobs = args.input.read.load_options().jobs;
     let mut report =
         memtool_core::timings::time("analysis", || summary::summarize(&profile, &options));
     report.stages_only = args.stages;
