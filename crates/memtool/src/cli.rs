@@ -162,8 +162,8 @@ pub struct ReadArgs {
     pub list_runs: bool,
     /// Files read at once (the hosts of a logdir, the ranks of `ranks`, the
     /// snapshots of `summary`), each on a thread with its events in memory,
-    /// and threads decoding one XSpace's allocator events (default: every
-    /// core).
+    /// threads decoding one XSpace's allocator events, and threads finding
+    /// `summary`'s landmarks of a memory of many steps (default: every core).
     #[arg(long, short = 'j', value_name = "N", value_parser = clap::value_parser!(u16).range(1..), display_order = ORDER_LATER + 4)]
     pub jobs: Option<u16>,
     /// Order the files before reading them: `natural` by the numbers in

@@ -62,6 +62,11 @@ pub struct Options {
     /// weigh a failure against it, and compiled programs whose peak exceeds
     /// it get one. `None`: what the profile records, if anything.
     pub capacity: Option<u64>,
+    /// Threads one analysis may use (`--jobs`; 0: every core): `summary`'s
+    /// landmarks of a memory of many steps are found on several. 1 by
+    /// default: a command summarising many profiles at once (`ranks`) has
+    /// its threads already.
+    pub jobs: usize,
 }
 
 impl Default for Options {
@@ -73,6 +78,7 @@ impl Default for Options {
             ties: replay::Ties::First,
             keep_groups: None,
             capacity: None,
+            jobs: 1,
         }
     }
 }

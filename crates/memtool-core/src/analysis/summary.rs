@@ -226,7 +226,7 @@ pub(crate) fn summarize_memory(
         steps_from_phases: memory.steps_from_phases,
         phases: memory.phases.clone(),
         landmarks: crate::timings::time("landmarks", || {
-            landmarks::find(&profile.names, memory, &options.frames)
+            landmarks::find_on(&profile.names, memory, &options.frames, options.jobs)
         }),
         events_by_action: memory.recorded_events.clone(),
         reserved_bytes: layout.as_ref().map(|l| l.reserved_bytes).or_else(|| {

@@ -54,6 +54,9 @@ pub fn run(args: &SummaryArgs) -> Result<Outcome> {
         return finish(args, report, None, &options);
     }
     let profile = inputs::load(&args.input, &args.analysis, args.output.output.as_deref())?;
+    // One profile read whole: its landmarks may take every core (files
+    // read apart above keep one thread each, the pool's).
+    options.jobs = args.input.read.load_options().jobs;
     let report = memtool_core::timings::time("analysis", || summary::summarize(&profile, &options));
     finish(args, report, Some(profile), &options)
 }

@@ -317,6 +317,18 @@ fn listed(ids: &[AllocId]) -> (Vec<u32>, usize) {
 /// The landmarks of a memory of events, in order of kind, then position;
 /// none for memories of snapshots (no events to find them in).
 pub fn find(names: &Names, memory: &Memory, frames: &FrameFilter) -> Vec<Landmark> {
+    find_on(names, memory, frames, 1)
+}
+
+/// Steps a thread of [`find_on`] takes at least: below that, starting a
+/// thread costs more than it saves.
+const STEPS_PER_THREAD: usize = 2048;
+
+/// [`find`] with the steps' landmarks found, and every landmark labelled, on
+/// up to `jobs` threads (0: every core): the same landmarks in the same
+/// order (each thread takes a stretch of steps, the stretches are joined in
+/// order). A profile of 30,000 steps has 150,000 landmarks.
+pub fn find_on(names: &Names, memory: &Memory, frames: &FrameFilter, jobs: usize) -> Vec<Landmark> {
     if replay::uses_instants(memory)
         || memory.events.is_empty()
         || memory.events.len() >= NO_EVENT as usize
@@ -343,16 +355,25 @@ pub fn find(names: &Names, memory: &Memory, frames: &FrameFilter) -> Vec<Landmar
     let steps = steps(&t);
     let last_event = memory.events.len() - 1;
     let floor = floor(&t, &steps);
-    let mut out = Vec::new();
-    for step in &steps {
-        step_landmarks(
-            &t,
-            step,
-            floor.as_ref().map_or(0, |f| f.bytes),
-            frames,
-            &mut out,
-        );
-    }
+    let floor_bytes = floor.as_ref().map_or(0, |f| f.bytes);
+    let threads = threads_for(jobs, steps.len());
+    let mut out: Vec<Landmark> = crate::parallel::map_in_order(
+        steps.chunks(steps.len().div_ceil(threads).max(1)).collect(),
+        |stretch: &[StepRange]| {
+            let mut out = Vec::new();
+            for step in stretch {
+                step_landmarks(&t, step, floor_bytes, frames, &mut out);
+            }
+            out
+        },
+    )
+    .into_iter()
+    // One stretch is the whole: no copy of it.
+    .reduce(|mut all, more| {
+        all.extend(more);
+        all
+    })
+    .unwrap_or_default();
     if let Some(first) = steps.first() {
         out.extend(optimizer_state(&t, first));
     }
@@ -371,24 +392,64 @@ pub fn find(names: &Names, memory: &Memory, frames: &FrameFilter) -> Vec<Landmar
     }
     out.extend(largest(&t, frames));
     out.extend(floor);
-    // In order of kind, then position; the largest allocations largest
-    // first (their order is their rank).
-    out.sort_by(|a, b| {
-        let rank = |l: &Landmark| match l.kind {
-            LandmarkKind::LargestAllocation => std::cmp::Reverse(l.bytes),
-            _ => std::cmp::Reverse(0),
-        };
-        a.kind
-            .cmp(&b.kind)
-            .then(rank(a).cmp(&rank(b)))
-            .then(a.start.cmp(&b.start))
-            .then(a.end.cmp(&b.end))
+    let mut out = in_order(out);
+    let threads = threads_for(jobs, out.len() / 5);
+    let stretch = out.len().div_ceil(threads).max(1);
+    crate::parallel::map_in_order(out.chunks_mut(stretch).collect(), |landmarks| {
+        for l in landmarks {
+            l.start_label =
+                super::moment_label(memory, l.start).unwrap_or_else(|| format!("#{}", l.start));
+        }
     });
-    for l in &mut out {
-        l.start_label =
-            super::moment_label(memory, l.start).unwrap_or_else(|| format!("#{}", l.start));
-    }
     out
+}
+
+/// Threads for `steps` steps' worth of work with `jobs` allowed (0: every
+/// core): one per [`STEPS_PER_THREAD`], at least one.
+fn threads_for(jobs: usize, steps: usize) -> usize {
+    let jobs = if jobs == 0 {
+        crate::parallel::default_jobs()
+    } else {
+        jobs
+    };
+    jobs.min(steps / STEPS_PER_THREAD).max(1)
+}
+
+/// In order of kind, then position; the largest allocations largest first
+/// (their order is their rank); equal keys as found. The keys are sorted,
+/// not the landmarks: moving 150,000 landmarks (30,000 steps) about in a
+/// sort cost more than finding them. The landmarks are then put in place
+/// by following the permutation's cycles: no second vector of them.
+fn in_order(mut found: Vec<Landmark>) -> Vec<Landmark> {
+    let rank = |l: &Landmark| match l.kind {
+        LandmarkKind::LargestAllocation => std::cmp::Reverse(l.bytes),
+        _ => std::cmp::Reverse(0),
+    };
+    let mut keys: Vec<_> = found
+        .iter()
+        .enumerate()
+        .map(|(i, l)| (l.kind, rank(l), l.start, l.end, i))
+        .collect();
+    // The index last: keys are distinct, so the unstable sort keeps the
+    // order in which equal landmarks were found.
+    keys.sort_unstable();
+    // `from[i]`: where the landmark that goes to `i` is; `usize::MAX` once
+    // it is there.
+    let mut from: Vec<usize> = keys.into_iter().map(|(.., i)| i).collect();
+    for start in 0..from.len() {
+        let mut i = start;
+        while from[i] != usize::MAX {
+            let source = from[i];
+            from[i] = usize::MAX;
+            if source == start {
+                // Position `i` holds what was at `start`, its landmark.
+                break;
+            }
+            found.swap(i, source);
+            i = source;
+        }
+    }
+    found
 }
 
 /// The runs of one phase, in event order.
@@ -425,15 +486,16 @@ fn steps(t: &Timeline<'_>) -> Vec<StepRange> {
             if end == 0 || first >= end {
                 continue;
             }
+            // Runs are in event order: a step's are one stretch of them,
+            // found by two binary searches (not a scan of every run per
+            // step, quadratic with 30,000 steps).
+            let from = runs.partition_point(|r| r.first < first);
+            let to = runs.partition_point(|r| r.first < end);
             steps.push(StepRange {
                 id: s.id,
                 first,
                 last: end - 1,
-                runs: runs
-                    .iter()
-                    .filter(|r| r.first >= first && r.first < end)
-                    .copied()
-                    .collect(),
+                runs: runs[from..to.max(from)].to_vec(),
             });
         }
         return steps;

@@ -146,3 +146,77 @@ fn built_in_names_are_short() {
     );
     assert_eq!(callee_name("forward"), "forward");
 }
+
+/// 10,000 marked steps on a time axis, each a few allocations of sizes
+/// that vary with the step: the landmarks found on four threads are those
+/// found on one, in order of kind, rank, start and end.
+#[test]
+fn many_steps_on_threads_are_the_landmarks_of_one() {
+    let mut names = Names::default();
+    let op = |names: &mut Names, name: &str| {
+        let op = Some(names.string(name));
+        names.site(Site {
+            op,
+            ..Site::default()
+        })
+    };
+    let sites = [op(&mut names, "conv"), op(&mut names, "softmax")];
+    let mut m = Memory::new("m", MemoryKind::Allocator, Axis::TimePs);
+    let mut at = 0i64;
+    for s in 0..10_000i64 {
+        let start = at;
+        let mut made = Vec::new();
+        for k in 0..4u64 {
+            let bytes = 1000 + (s as u64 % 7) * 100 + k * 10;
+            let a = m.push_allocation(Allocation {
+                bytes,
+                requested: bytes,
+                count: 1,
+                address: None,
+                site: sites[(k % 2) as usize],
+            });
+            m.events.push(Event {
+                at,
+                kind: EventKind::Alloc,
+                alloc: a,
+            });
+            at += 1_000;
+            made.push(a);
+        }
+        for a in made {
+            m.events.push(Event {
+                at,
+                kind: EventKind::Free,
+                alloc: a,
+            });
+            at += 1_000;
+        }
+        m.steps.push(crate::model::Step {
+            id: s,
+            start,
+            end: at - 1,
+        });
+    }
+    let frames = FrameFilter::default();
+    let one = find(&names, &m, &frames);
+    let four = find_on(&names, &m, &frames, 4);
+    assert_eq!(one.len(), four.len());
+    assert!(one == four, "the landmarks differ");
+    let steps = one.iter().filter(|l| l.kind == LandmarkKind::Step).count();
+    assert_eq!(steps, 10_000);
+    assert_eq!(one[0].start_label, "t+0 s (step 0)");
+    // The order a stable sort of the old comparator gives.
+    let mut sorted = one.clone();
+    sorted.sort_by(|a, b| {
+        let rank = |l: &Landmark| match l.kind {
+            LandmarkKind::LargestAllocation => std::cmp::Reverse(l.bytes),
+            _ => std::cmp::Reverse(0),
+        };
+        a.kind
+            .cmp(&b.kind)
+            .then(rank(a).cmp(&rank(b)))
+            .then(a.start.cmp(&b.start))
+            .then(a.end.cmp(&b.end))
+    });
+    assert!(sorted == one, "not in order");
+}
