@@ -321,7 +321,9 @@ pub(super) fn alloc_view(
     let mut by_site: HashMap<SiteId, u64> = HashMap::new();
     for id in replay::live_at(memory, best[tallest].0) {
         let a = &memory.allocations[id.index()];
-        *by_site.entry(a.site).or_default() += a.bytes;
+        // Saturating: sizes past 64 bits are capped, never a panic.
+        let sum = by_site.entry(a.site).or_default();
+        *sum = sum.saturating_add(a.bytes);
     }
     let mut by_site: Vec<(SiteId, u64)> = by_site.into_iter().collect();
     by_site.sort_by_key(|&(site, bytes)| (std::cmp::Reverse(bytes), site.0));
@@ -330,7 +332,8 @@ pub(super) fn alloc_view(
         .map(|&by| {
             let mut sums: HashMap<u32, u64> = HashMap::new();
             for &(site, bytes) in &by_site {
-                *sums.entry(keys.of(names, site, by, filter)).or_default() += bytes;
+                let sum = sums.entry(keys.of(names, site, by, filter)).or_default();
+                *sum = sum.saturating_add(bytes);
             }
             let mut rows: Vec<[u64; 2]> = sums.into_iter().map(|(k, b)| [k as u64, b]).collect();
             rows.sort_by_key(|r| (std::cmp::Reverse(r[1]), r[0]));
