@@ -12,7 +12,7 @@ use crate::report::{units, Cell, Report, Table};
 
 use super::gate::{percent_beside, GateResult};
 use super::group::{self, GroupBy, Totals};
-use super::{display_id, replay, Options};
+use super::{display_id, replay, Options, LISTED_MEMORIES};
 
 /// The JSON schema name and version of `diff`'s document.
 pub const SCHEMA: &str = "memtool/diff/v1";
@@ -420,6 +420,30 @@ impl DiffReport {
     }
 }
 
+impl DiffReport {
+    /// The memories the Totals table lists a row each, in the report's
+    /// order, and those it folds into one `+N more (totals)` row: past
+    /// [`LISTED_MEMORIES`], the largest changes are listed (then the
+    /// largest peak of either side, then the first), so 10^5 devices print a
+    /// table, not a book. Indices into `memories`.
+    fn listed_memories(&self) -> (Vec<usize>, Vec<usize>) {
+        let all = 0..self.memories.len();
+        if self.memories.len() <= LISTED_MEMORIES {
+            return (all.collect(), Vec::new());
+        }
+        let mut order: Vec<usize> = all.collect();
+        let key = |i: usize| {
+            let t = &self.memories[i].totals;
+            (t.delta_bytes.unsigned_abs(), t.base_bytes.max(t.new_bytes))
+        };
+        order.sort_by(|&a, &b| key(b).cmp(&key(a)).then(a.cmp(&b)));
+        let mut beyond = order.split_off(LISTED_MEMORIES);
+        order.sort_unstable();
+        beyond.sort_unstable();
+        (order, beyond)
+    }
+}
+
 impl MemoryDelta {
     /// The memory as the table names it: its id, with the ids it has in
     /// each profile where they differ (`jit_train_step (26 → 30)`: the
@@ -463,22 +487,35 @@ impl Report for DiffReport {
                 "delta_percent",
             ],
         );
-        for m in &self.memories {
-            totals.rows.push(vec![
-                m.label().into(),
-                Cell::Bytes(m.totals.base_bytes),
-                Cell::Bytes(m.totals.new_bytes),
-                Cell::DeltaBytes(m.totals.delta_bytes),
-                Cell::Percent(m.totals.delta_percent),
-            ]);
+        let row = |label: String, t: &DeltaTotals| {
+            vec![
+                label.into(),
+                Cell::Bytes(t.base_bytes),
+                Cell::Bytes(t.new_bytes),
+                Cell::DeltaBytes(t.delta_bytes),
+                Cell::Percent(t.delta_percent),
+            ]
+        };
+        let (listed, beyond) = self.listed_memories();
+        for &i in &listed {
+            let m = &self.memories[i];
+            totals.rows.push(row(m.label(), &m.totals));
         }
-        totals.rows.push(vec![
-            "total".into(),
-            Cell::Bytes(self.total.base_bytes),
-            Cell::Bytes(self.total.new_bytes),
-            Cell::DeltaBytes(self.total.delta_bytes),
-            Cell::Percent(self.total.delta_percent),
-        ]);
+        if !beyond.is_empty() {
+            let sum = |side: fn(&DeltaTotals) -> u64| {
+                super::beyond_total(&self.memories, &beyond, |m| side(&m.totals))
+            };
+            let folded = DeltaTotals::new(sum(|t| t.base_bytes), sum(|t| t.new_bytes));
+            totals
+                .rows
+                .push(row(super::beyond_label(beyond.len()), &folded));
+            totals.notes.push(format!(
+                "+{} more: memories past the {LISTED_MEMORIES} largest changes (then peaks), \
+                 one row with their count and totals (JSON lists every memory)",
+                beyond.len()
+            ));
+        }
+        totals.rows.push(row("total".into(), &self.total));
         let mut rows = self.rows_table();
         rows.rows.retain(|r| r[3] != Cell::DeltaBytes(0));
         // Counts stay in CSV and JSON; the terminal has room for sizes (and
