@@ -2,12 +2,12 @@
 //! frames' names, files and lines, never by ids or addresses), compared at
 //! each memory's peak; and the CI gate on total growth.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 
 use serde::Serialize;
 
-use crate::model::{CategorySource, CategorySources, InputInfo, Profile, Warning};
+use crate::model::{CategorySource, CategorySources, InputInfo, Profile, SiteId, Warning};
 use crate::report::{units, Cell, Report, Table};
 
 use super::gate::{percent_beside, GateResult};
@@ -140,11 +140,13 @@ fn peak_groups<'a>(
     let mut groups: BTreeMap<String, Totals> = BTreeMap::new();
     let mut memories = Vec::new();
     let mut sources = CategorySources::new();
+    let mut labels = SiteLabels::default();
     for memory in options.selected(profile) {
         for (name, &source) in &memory.category_sources {
             sources.entry(name.clone()).or_insert(source);
         }
-        let Some(peak) = memory_peak_groups(profile, memory, options, by, &mut groups) else {
+        let Some(peak) = memory_peak_groups(profile, memory, options, by, &mut labels, &mut groups)
+        else {
             continue;
         };
         memories.push((memory, peak));
@@ -152,29 +154,43 @@ fn peak_groups<'a>(
     (groups, memories, sources)
 }
 
+/// The group label of each site met so far, made once per site: the
+/// memories of a profile share its sites (the devices of a trace, the
+/// ranks of a job), and a stack's label costs a string per frame. Valid for
+/// one profile, one `by` and one frame filter.
+#[derive(Debug, Default)]
+pub struct SiteLabels(HashMap<SiteId, String>);
+
 /// Adds the live bytes per group at `memory`'s peak to `groups` (what
 /// `diff` compares, and `ranks` between two ranks); the peak's bytes, or
-/// `None` for a memory with no peak.
+/// `None` for a memory with no peak. `labels` keeps the labels of the
+/// sites of `profile` grouped by `by` from one memory to the next.
 pub fn memory_peak_groups(
     profile: &Profile,
     memory: &crate::model::Memory,
     options: &Options,
     by: GroupBy,
+    labels: &mut SiteLabels,
     groups: &mut BTreeMap<String, Totals>,
 ) -> Option<u64> {
     let peak = replay::reported_peak(memory, options.ties)?;
     let live = replay::live_at(memory, peak.point.index);
     let by_site = group::totals_by_site(memory, &live);
     for (site, totals) in by_site.iter() {
-        groups
-            .entry(if by == GroupBy::Stack {
+        let label = labels.0.entry(site).or_insert_with(|| {
+            if by == GroupBy::Stack {
                 // Stackless sites (XSpace allocations) by op and shape.
                 group::stack_or_op_shape(&profile.names, site, &options.frames)
             } else {
                 group::label(&profile.names, site, by, &options.frames)
-            })
-            .or_default()
-            .add(totals);
+            }
+        });
+        match groups.get_mut(label.as_str()) {
+            Some(group) => group.add(totals),
+            None => {
+                groups.insert(label.clone(), totals);
+            }
+        }
     }
     Some(peak.bytes)
 }
