@@ -2,17 +2,17 @@
 //! frames' names, files and lines, never by ids or addresses), compared at
 //! each memory's peak; and the CI gate on total growth.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 
 use serde::Serialize;
 
-use crate::model::{CategorySource, CategorySources, InputInfo, Profile, Warning};
+use crate::model::{CategorySource, CategorySources, InputInfo, Profile, SiteId, Warning};
 use crate::report::{units, Cell, Report, Table};
 
 use super::gate::{percent_beside, GateResult};
 use super::group::{self, GroupBy, Totals};
-use super::{display_id, replay, Options};
+use super::{display_id, replay, Options, LISTED_MEMORIES};
 
 /// The JSON schema name and version of `diff`'s document.
 pub const SCHEMA: &str = "memtool/diff/v1";
@@ -140,11 +140,13 @@ fn peak_groups<'a>(
     let mut groups: BTreeMap<String, Totals> = BTreeMap::new();
     let mut memories = Vec::new();
     let mut sources = CategorySources::new();
+    let mut labels = SiteLabels::default();
     for memory in options.selected(profile) {
         for (name, &source) in &memory.category_sources {
             sources.entry(name.clone()).or_insert(source);
         }
-        let Some(peak) = memory_peak_groups(profile, memory, options, by, &mut groups) else {
+        let Some(peak) = memory_peak_groups(profile, memory, options, by, &mut labels, &mut groups)
+        else {
             continue;
         };
         memories.push((memory, peak));
@@ -152,29 +154,43 @@ fn peak_groups<'a>(
     (groups, memories, sources)
 }
 
+/// The group label of each site met so far, made once per site: the
+/// memories of a profile share its sites (the devices of a trace, the
+/// ranks of a job), and a stack's label costs a string per frame. Valid for
+/// one profile, one `by` and one frame filter.
+#[derive(Debug, Default)]
+pub struct SiteLabels(HashMap<SiteId, String>);
+
 /// Adds the live bytes per group at `memory`'s peak to `groups` (what
 /// `diff` compares, and `ranks` between two ranks); the peak's bytes, or
-/// `None` for a memory with no peak.
+/// `None` for a memory with no peak. `labels` keeps the labels of the
+/// sites of `profile` grouped by `by` from one memory to the next.
 pub fn memory_peak_groups(
     profile: &Profile,
     memory: &crate::model::Memory,
     options: &Options,
     by: GroupBy,
+    labels: &mut SiteLabels,
     groups: &mut BTreeMap<String, Totals>,
 ) -> Option<u64> {
     let peak = replay::reported_peak(memory, options.ties)?;
     let live = replay::live_at(memory, peak.point.index);
     let by_site = group::totals_by_site(memory, &live);
     for (site, totals) in by_site.iter() {
-        groups
-            .entry(if by == GroupBy::Stack {
+        let label = labels.0.entry(site).or_insert_with(|| {
+            if by == GroupBy::Stack {
                 // Stackless sites (XSpace allocations) by op and shape.
                 group::stack_or_op_shape(&profile.names, site, &options.frames)
             } else {
                 group::label(&profile.names, site, by, &options.frames)
-            })
-            .or_default()
-            .add(totals);
+            }
+        });
+        match groups.get_mut(label.as_str()) {
+            Some(group) => group.add(totals),
+            None => {
+                groups.insert(label.clone(), totals);
+            }
+        }
     }
     Some(peak.bytes)
 }
@@ -420,6 +436,30 @@ impl DiffReport {
     }
 }
 
+impl DiffReport {
+    /// The memories the Totals table lists a row each, in the report's
+    /// order, and those it folds into one `+N more (totals)` row: past
+    /// [`LISTED_MEMORIES`], the largest changes are listed (then the
+    /// largest peak of either side, then the first), so 10^5 devices print a
+    /// table, not a book. Indices into `memories`.
+    fn listed_memories(&self) -> (Vec<usize>, Vec<usize>) {
+        let all = 0..self.memories.len();
+        if self.memories.len() <= LISTED_MEMORIES {
+            return (all.collect(), Vec::new());
+        }
+        let mut order: Vec<usize> = all.collect();
+        let key = |i: usize| {
+            let t = &self.memories[i].totals;
+            (t.delta_bytes.unsigned_abs(), t.base_bytes.max(t.new_bytes))
+        };
+        order.sort_by(|&a, &b| key(b).cmp(&key(a)).then(a.cmp(&b)));
+        let mut beyond = order.split_off(LISTED_MEMORIES);
+        order.sort_unstable();
+        beyond.sort_unstable();
+        (order, beyond)
+    }
+}
+
 impl MemoryDelta {
     /// The memory as the table names it: its id, with the ids it has in
     /// each profile where they differ (`jit_train_step (26 → 30)`: the
@@ -463,22 +503,35 @@ impl Report for DiffReport {
                 "delta_percent",
             ],
         );
-        for m in &self.memories {
-            totals.rows.push(vec![
-                m.label().into(),
-                Cell::Bytes(m.totals.base_bytes),
-                Cell::Bytes(m.totals.new_bytes),
-                Cell::DeltaBytes(m.totals.delta_bytes),
-                Cell::Percent(m.totals.delta_percent),
-            ]);
+        let row = |label: String, t: &DeltaTotals| {
+            vec![
+                label.into(),
+                Cell::Bytes(t.base_bytes),
+                Cell::Bytes(t.new_bytes),
+                Cell::DeltaBytes(t.delta_bytes),
+                Cell::Percent(t.delta_percent),
+            ]
+        };
+        let (listed, beyond) = self.listed_memories();
+        for &i in &listed {
+            let m = &self.memories[i];
+            totals.rows.push(row(m.label(), &m.totals));
         }
-        totals.rows.push(vec![
-            "total".into(),
-            Cell::Bytes(self.total.base_bytes),
-            Cell::Bytes(self.total.new_bytes),
-            Cell::DeltaBytes(self.total.delta_bytes),
-            Cell::Percent(self.total.delta_percent),
-        ]);
+        if !beyond.is_empty() {
+            let sum = |side: fn(&DeltaTotals) -> u64| {
+                super::beyond_total(&self.memories, &beyond, |m| side(&m.totals))
+            };
+            let folded = DeltaTotals::new(sum(|t| t.base_bytes), sum(|t| t.new_bytes));
+            totals
+                .rows
+                .push(row(super::beyond_label(beyond.len()), &folded));
+            totals.notes.push(format!(
+                "+{} more: memories past the {LISTED_MEMORIES} largest changes (then peaks), \
+                 one row with their count and totals (JSON lists every memory)",
+                beyond.len()
+            ));
+        }
+        totals.rows.push(row("total".into(), &self.total));
         let mut rows = self.rows_table();
         rows.rows.retain(|r| r[3] != Cell::DeltaBytes(0));
         // Counts stay in CSV and JSON; the terminal has room for sizes (and

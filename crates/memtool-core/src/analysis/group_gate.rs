@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::model::Profile;
 use crate::report::units;
 
-use super::diff::{growth_gate, memory_peak_groups, DeltaTotals};
+use super::diff::{growth_gate, memory_peak_groups, DeltaTotals, SiteLabels};
 pub use super::gate::GatedGroup;
 use super::gate::{GateResult, Limit};
 use super::group::{self, GroupBy};
@@ -77,9 +77,12 @@ fn check_known(profiles: &[&Profile], options: &Options, gated: &GatedGroup) -> 
 /// the order of the memories.
 fn at_peaks(profile: &Profile, options: &Options, gated: &GatedGroup) -> Vec<(String, u64)> {
     let mut out = Vec::new();
+    let mut labels = SiteLabels::default();
     for memory in options.selected(profile) {
         let mut groups = BTreeMap::new();
-        if memory_peak_groups(profile, memory, options, gated.by, &mut groups).is_none() {
+        if memory_peak_groups(profile, memory, options, gated.by, &mut labels, &mut groups)
+            .is_none()
+        {
             continue;
         }
         let bytes = groups.get(&gated.key).map_or(0, |t| t.bytes);

@@ -5,7 +5,7 @@
 
 use super::page::FoldedTable;
 use super::*;
-use crate::analysis::{frag, leaks, peak, summary, LISTED_MEMORIES};
+use crate::analysis::{diff, frag, leaks, peak, summary, LISTED_MEMORIES};
 use crate::model::{Allocation, Axis, Event, EventKind, Format, InputInfo, MemoryKind, Site};
 use crate::report::{self, OutputFormat, Presentation, Report};
 
@@ -137,6 +137,7 @@ fn tables_fold_past_the_largest_and_json_keeps_every_memory() {
             Box::new(peak::peak(&profile, &options)),
             Box::new(leaks::leaks(&profile, &options)),
             Box::new(frag::frag(&profile, &options)),
+            Box::new(diff::diff(&profile, &profile, &options, None)),
         ];
         tables.push(
             reports
@@ -201,4 +202,67 @@ fn the_image_draws_the_largest_memories_only() {
     let few = svg(Inputs::One(&many_devices(16)), &options);
     assert!(!few.contains("not drawn"));
     assert!(few.contains(">dev:15"), "{few}");
+}
+
+#[test]
+fn the_diff_totals_table_lists_the_largest_changes_and_folds_the_rest() {
+    let options = crate::analysis::Options::default();
+    let n = 10_000;
+    let base = many_devices(n);
+    // dev:9 grows by one buffer of 1 MiB: the largest change, listed
+    // though its peak is not among the largest.
+    let mut new = many_devices(n);
+    let grown = &mut new.memories[9];
+    let site = grown.allocations[0].site;
+    let id = grown.push_allocation(Allocation {
+        bytes: 1 << 20,
+        requested: 1 << 20,
+        count: 1,
+        address: Some(1 << 30),
+        site,
+    });
+    grown.events.push(Event {
+        at: 100,
+        kind: EventKind::Alloc,
+        alloc: id,
+    });
+    let report = diff::diff(&base, &new, &options, None);
+    let table = text(&report, OutputFormat::Table);
+    let totals = table.split("\n\n").next().unwrap();
+    // The title, the header, its rule, 50 memories, the folded row and
+    // the total; then the note.
+    let rows = totals.lines().take_while(|l| !l.starts_with(" - ")).count();
+    assert_eq!(rows, 3 + LISTED_MEMORIES + 2, "{totals}");
+    assert_eq!(totals.matches("\n dev:").count(), LISTED_MEMORIES);
+    assert!(totals.contains("\n dev:9 "), "{totals}");
+    // Listed in the report's order: dev:9 first, then the largest peaks
+    // (devices i ≡ 6 mod 7, 7 MiB each).
+    let first: Vec<&str> = totals
+        .lines()
+        .skip(3)
+        .take(3)
+        .map(|l| l.split_whitespace().next().unwrap())
+        .collect();
+    assert_eq!(first, ["dev:6", "dev:9", "dev:13"], "{totals}");
+    // The others, summed: every device's peak but the listed ones'.
+    let all_mib: u64 = (0..n as u64).map(|i| 1 + i % 7).sum();
+    let listed_mib = 7 * (LISTED_MEMORIES as u64 - 1) + 3;
+    let folded = totals
+        .lines()
+        .find(|l| l.contains(&format!("+{} more (totals)", n - LISTED_MEMORIES)))
+        .unwrap_or_else(|| panic!("{totals}"));
+    let mib = report::units::bytes((all_mib - listed_mib) << 20);
+    assert_eq!(folded.matches(mib.as_str()).count(), 2, "{folded} vs {mib}");
+    assert!(folded.contains("  0 B"), "{folded}");
+    assert!(
+        table.contains(&format!(
+            "+{} more: memories past the {LISTED_MEMORIES} largest changes",
+            n - LISTED_MEMORIES
+        )),
+        "{table}"
+    );
+    // JSON keeps every memory.
+    let doc: serde_json::Value = serde_json::from_str(&text(&report, OutputFormat::Json)).unwrap();
+    assert_eq!(doc["memories"].as_array().unwrap().len(), n);
+    assert_eq!(doc["total"]["delta_bytes"], 1 << 20);
 }

@@ -257,6 +257,8 @@ pub fn reduce(profile: &Profile, file: &str, options: &Options) -> Vec<RankSumma
     let number = rank_number(file);
     let several = order.main.len() > 1;
     let mut out = Vec::new();
+    let (mut user_frame_labels, mut op_labels) =
+        (diff::SiteLabels::default(), diff::SiteLabels::default());
     for &i in &order.main {
         let m = &report.memories[i];
         let Some(memory) = by_id.get(m.header.id.as_str()).copied() else {
@@ -278,9 +280,17 @@ pub fn reduce(profile: &Profile, file: &str, options: &Options) -> Vec<RankSumma
             memory,
             &options,
             GroupBy::UserFrame,
+            &mut user_frame_labels,
             &mut by_user_frame,
         );
-        diff::memory_peak_groups(profile, memory, &options, GroupBy::Op, &mut by_op);
+        diff::memory_peak_groups(
+            profile,
+            memory,
+            &options,
+            GroupBy::Op,
+            &mut op_labels,
+            &mut by_op,
+        );
         let oom = report
             .oom
             .iter()
