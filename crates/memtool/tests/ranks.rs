@@ -78,6 +78,7 @@ fn by_rank(doc: &Value) -> BTreeMap<String, Value> {
 }
 
 #[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
 fn sixty_four_ranks_three_higher_are_the_outliers() {
     let dir = TempDir::new("fleet");
     make("fleet", &dir.0, &[]);
@@ -333,6 +334,7 @@ fn peak_rss(args: &[&str]) -> u64 {
 }
 
 #[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
 fn sixty_four_files_take_about_the_memory_of_two() {
     // Two jobs (the two cores issue 25's bound is set for): the pool holds
     // two profiles at a time and keeps only the summaries. Holding all 64
@@ -353,6 +355,7 @@ fn sixty_four_files_take_about_the_memory_of_two() {
 }
 
 #[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
 fn a_summary_of_sixty_four_snapshots_takes_about_the_memory_of_one() {
     // `summary` of many snapshot files reads each on the pool and keeps
     // only its memories' summaries, as `ranks` does: the memory it takes
@@ -398,6 +401,7 @@ fn a_summary_of_sixty_four_snapshots_takes_about_the_memory_of_one() {
 const GROWTH_FOR_56_FILES: u64 = 6 * MIB;
 
 #[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
 fn the_hosts_of_a_run_give_the_same_bytes_whatever_the_jobs() {
     // Six hosts of one run, read by a pool of one thread and of three: the
     // pool changes which host is read when, never the profile.
