@@ -309,7 +309,7 @@ pub(crate) fn series_part_id(profile: &mut Profile, device: &str, path: &str) ->
 
 /// An uncompressed PyTorch snapshot pickle: a file that records its
 /// devices whole, so a series of them can be read a file at a time
-/// ([`crate::analysis::summary_parts`]).
+/// (the per-file summary reduction above the loader reads them so).
 pub(crate) fn is_plain_snapshot(source: &Source) -> bool {
     head(&source.path, &*source.data).is_ok_and(|h| detect::sniff(&h) == Sniffed::Pickle)
 }
