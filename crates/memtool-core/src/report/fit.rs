@@ -398,12 +398,18 @@ fn clashes(texts: &[&str], shown: &[String]) -> Vec<Vec<usize>> {
 /// Columns whose text is never shortened, only wrapped: a cut shape reads
 /// as another shape, a cut memory id as no memory, and a landmark's name
 /// and what it says are prose (`summary`'s "What the timeline shows"), cut
-/// in a word they read as other words.
-const UNBROKEN_COLUMNS: [&str; 4] = ["shape", "memory", "landmark", "what"];
+/// in a word they read as other words, and so does an allocator's list of
+/// events by kind cut in a number (`alloc 172…` for `alloc 1721`).
+const UNBROKEN_COLUMNS: [&str; 5] = ["shape", "memory", "landmark", "what", "events by kind"];
 
 /// Wrapped columns of prose, whose long paths are shortened first: a
 /// landmark's `what` (`… in step …/cs336_basics/optimizer.py:78)`).
 const PROSE_COLUMNS: [&str; 1] = ["what"];
+
+/// Wrapped columns that are lists (`alloc 662, free_completed 544, …`):
+/// broken after a comma where one falls in the line, so an item and its
+/// count stay on one line.
+const LIST_COLUMNS: [&str; 1] = ["events by kind"];
 
 /// `text` with each word that is a path longer than `width` shortened as a
 /// path is (its file name and line kept), the other words as they are.
@@ -422,8 +428,11 @@ fn shorten_long_paths(text: &str, width: usize) -> String {
 }
 
 /// `text` whole, in lines of at most `width` characters: broken after a
-/// comma or a space where one falls in the line, else at the width.
-fn wrap_unbroken(text: &str, width: usize) -> String {
+/// comma or a space where one falls in the line, else after the last
+/// `_`, `.`, `/` or `-` of a word too long for a line
+/// (`(magma27_memory_snapshot.` / `pickle)`, not `….pick` / `le)`), else
+/// at the width. A `list` breaks after a comma where one falls in the line.
+fn wrap_unbroken(text: &str, width: usize, list: bool) -> String {
     let width = width.max(1);
     let mut lines: Vec<String> = Vec::new();
     let mut rest: Vec<char> = text.chars().collect();
@@ -432,8 +441,18 @@ fn wrap_unbroken(text: &str, width: usize) -> String {
         // width); a comma stays on its line.
         let space = rest[..=width].iter().rposition(|&c| c == ' ');
         let comma = rest[..width].iter().rposition(|&c| c == ',').map(|i| i + 1);
-        let cut = match space.max(comma) {
-            Some(0) | None => width,
+        let joint = rest[..width]
+            .iter()
+            .rposition(|&c| matches!(c, '_' | '.' | '/' | '-'))
+            .map(|i| i + 1)
+            .filter(|&cut| cut > 1);
+        let preferred = if list && comma.is_some() {
+            comma
+        } else {
+            space.max(comma)
+        };
+        let cut = match preferred {
+            Some(0) | None => joint.unwrap_or(width),
             Some(cut) => cut,
         };
         let line: String = rest[..cut].iter().collect();
@@ -607,18 +626,19 @@ pub(super) fn fit(table: &Table, rows: &[Vec<Cell>], width: Option<usize>) -> Fi
     for c in (0..columns).filter(|&c| figures[c] && natural[c] > budgets[c]) {
         headers[c] = wrap(&headers[c].replace('\n', " "), budgets[c]);
         for row in &mut cells {
-            row[c] = wrap_unbroken(&row[c], budgets[c]);
+            row[c] = wrap_unbroken(&row[c], budgets[c], false);
         }
     }
     for c in (0..columns).filter(|&c| unbroken[c]) {
         if natural[c] > budgets[c] {
             headers[c] = wrap(&headers[c].replace('\n', " "), budgets[c]);
             let prose = PROSE_COLUMNS.contains(&table.columns[c]);
+            let list = LIST_COLUMNS.contains(&table.columns[c]);
             for row in &mut cells {
                 if prose {
                     row[c] = shorten_long_paths(&row[c], budgets[c]);
                 }
-                row[c] = wrap_unbroken(&row[c], budgets[c]);
+                row[c] = wrap_unbroken(&row[c], budgets[c], list);
             }
         }
     }
@@ -635,6 +655,30 @@ pub(super) fn fit(table: &Table, rows: &[Vec<Cell>], width: Option<usize>) -> Fi
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A memory id too long for its column wraps after a `_` or `.`, never
+    /// inside a word, and the list of events by kind wraps at its commas,
+    /// whole: `alloc 172…` would read as 172 allocations.
+    #[test]
+    fn ids_wrap_at_their_joints_and_event_counts_are_never_cut() {
+        assert_eq!(
+            wrap_unbroken("cuda:0 (magma27_memory_snapshot.pickle)", 29, false),
+            "cuda:0\n(magma27_memory_snapshot.\npickle)"
+        );
+        assert_eq!(wrap_unbroken("abcdefghij", 4, false), "abcd\nefgh\nij");
+        let mut t = Table::new("Allocator", vec!["memory", "events by kind"]);
+        t.rows.push(vec![
+            Cell::Text("cuda:0".into()),
+            Cell::Text(
+                "alloc 1721, free_completed 1721, free_requested 1721, segment_alloc 11".into(),
+            ),
+        ]);
+        let fitted = fit(&t, &t.rows, Some(40));
+        assert_eq!(
+            fitted.cells[0][1],
+            "alloc 1721,\nfree_completed 1721,\nfree_requested 1721,\nsegment_alloc 11"
+        );
+    }
 
     /// "What the timeline shows" at 100 columns: a landmark's name and what
     /// it says are wrapped at their spaces, whole, never cut in a word.
