@@ -141,3 +141,32 @@ fn every_subcommand_exits_2_on_bad_input_and_usage() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// `summary` of a profile of several memories summarises them on `--jobs`
+/// threads, a run of neighbouring memories each: the same JSON and table as
+/// one thread, memories in profile order.
+#[test]
+fn summary_of_many_memories_is_the_same_on_any_number_of_threads() {
+    let mut files = vec![
+        repo().join("tests/pprof/sharded.prof"),
+        repo().join("tests/xspace/jax_mlp.xplane.pb"),
+    ];
+    if cfg!(shared_fixtures) {
+        files.push(shared_fixture("xspace/xprof_gpu_multi_worker.xplane.pb"));
+        files.push(shared_fixture("xspace/jax_transformer_small.xplane.pb"));
+    }
+    for file in &files {
+        let file = file.display().to_string();
+        for format in ["json", "table"] {
+            let one = run(&["summary", &file, "--format", format, "--jobs", "1"]);
+            assert_eq!(one.0, Some(0), "{file} {format}");
+            for jobs in ["2", "3", "7"] {
+                let many = run(&["summary", &file, "--format", format, "--jobs", jobs]);
+                assert!(
+                    many == one,
+                    "{file}: summary --format {format} --jobs {jobs} is not the one-thread output"
+                );
+            }
+        }
+    }
+}

@@ -156,11 +156,39 @@ pub struct SnapshotRow {
 
 /// The summary of each memory of `profile`.
 pub fn summarize(profile: &Profile, options: &Options) -> SummaryReport {
-    let mut grouper = group::Grouper::new(&profile.names, &options.frames);
-    let memories = options
-        .selected(profile)
-        .filter_map(|memory| summarize_memory(profile, memory, &mut grouper, options))
-        .collect();
+    let selected: Vec<&Memory> = options.selected(profile).collect();
+    let jobs = match options.jobs {
+        0 => crate::parallel::default_jobs(),
+        jobs => jobs,
+    };
+    let memories = if jobs > 1 && selected.len() > 1 {
+        // The memories' summaries are independent (a pprof profile's
+        // devices): a run of neighbouring memories on each of `jobs`
+        // threads, each with a grouper of its own — its labels are the
+        // profile's names', the same text whichever thread makes them —
+        // joined in memory order. Each memory's landmarks then stay on its
+        // thread.
+        let one_thread = Options {
+            jobs: 1,
+            ..options.clone()
+        };
+        let runs: Vec<&[&Memory]> = selected.chunks(selected.len().div_ceil(jobs)).collect();
+        crate::parallel::map_bounded(runs, jobs, |run| {
+            let mut grouper = group::Grouper::new(&profile.names, &options.frames);
+            run.iter()
+                .filter_map(|memory| summarize_memory(profile, memory, &mut grouper, &one_thread))
+                .collect::<Vec<_>>()
+        })
+        .into_iter()
+        .flatten()
+        .collect()
+    } else {
+        let mut grouper = group::Grouper::new(&profile.names, &options.frames);
+        selected
+            .into_iter()
+            .filter_map(|memory| summarize_memory(profile, memory, &mut grouper, options))
+            .collect()
+    };
     SummaryReport {
         schema: SCHEMA,
         provenance: Provenance::of(profile),
