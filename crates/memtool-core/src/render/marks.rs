@@ -75,8 +75,9 @@ pub(super) fn relative_time(axis: Axis, at: i64, start: Option<i64>) -> Option<S
     Some(units::moment(ps, None, None))
 }
 
-/// About how many steps the pictures name.
-const MARKED_STEPS: usize = 40;
+/// About how many steps the pictures name: those the landmarks of a memory
+/// of many steps keep spread over it.
+const MARKED_STEPS: usize = landmarks::SPREAD_STEPS;
 
 /// The landmarks the pictures label ([`landmarks::find`]), positions
 /// relative to `x0`: each step, the largest allocation, the highest spike,
@@ -89,7 +90,8 @@ pub(super) fn landmark_marks(
     frames: &FrameFilter,
     x0: i64,
 ) -> Vec<LandmarkMark> {
-    let all = landmarks::find(names, memory, frames);
+    let found = landmarks::find_on(names, memory, frames, 1);
+    let all = &found.landmarks;
     let first_step = all
         .iter()
         .find(|l| l.kind == LandmarkKind::Step)
@@ -100,16 +102,18 @@ pub(super) fn landmark_marks(
         .max_by_key(|l| (l.bytes, std::cmp::Reverse(l.start)));
     // Steps named at most about MARKED_STEPS times, evenly: the page stays
     // small whatever the number of steps (the labels would not fit anyway).
-    let steps = all.iter().filter(|l| l.kind == LandmarkKind::Step).count();
-    let every = steps.div_ceil(MARKED_STEPS).max(1);
+    // Counted over all the memory's steps: of a memory of many, the
+    // landmarks keep these (`SPREAD_STEPS`) among a few others.
+    let every = found.steps.div_ceil(MARKED_STEPS).max(1);
     let mut step_index = 0;
     let mut waves = 0;
     let mut marks = Vec::new();
-    for l in &all {
+    for l in all {
         let text = match l.kind {
             LandmarkKind::Step => {
+                let position = found.step_positions.get(step_index).copied();
                 step_index += 1;
-                if (step_index - 1) % every != 0 {
+                if position.is_none_or(|p| p % every != 0) {
                     continue;
                 }
                 format!("step {}", l.step.unwrap_or_default())
