@@ -205,9 +205,11 @@ fn many_steps_on_threads_are_the_landmarks_of_one() {
     assert_eq!(one.landmarks.len(), four.landmarks.len());
     assert!(one == four, "the landmarks differ");
     assert_eq!(one.landmarks, find(&names, &m, &frames));
+    let omitted = one.omitted[&LandmarkKind::Step];
     let one = one.landmarks;
     let steps = one.iter().filter(|l| l.kind == LandmarkKind::Step).count();
-    assert_eq!(steps, KEPT_STEPS);
+    assert!(steps <= KEPT_STEPS, "{steps}");
+    assert_eq!(steps + omitted, 10_000);
     assert_eq!(one[0].start_label, "t+0 s (step 0)");
     // The order a stable sort of the old comparator gives.
     let mut sorted = one.clone();
@@ -278,9 +280,10 @@ fn figures_count_what_a_step_gets() {
 }
 
 /// 3,000 marked steps of two allocations each (a spike on the step's peak
-/// and one cliff), step 1,777 the highest: the landmarks are those of
-/// [`KEPT_STEPS`] steps — the first eight, the last, the highest — and
-/// the rest are counted by kind. Before the bound: 9,000 landmarks.
+/// and one cliff), step 1,777 the highest: the landmarks are those of at
+/// most [`KEPT_STEPS`] steps — the first six, the last, the highest, every
+/// 75th — and the rest are counted by kind. Before the bound: 9,001
+/// landmarks, and no `omitted`.
 #[test]
 fn many_steps_keep_a_bounded_few_and_count_the_rest() {
     let mut names = Names::default();
@@ -333,8 +336,11 @@ fn many_steps_keep_a_bounded_few_and_count_the_rest() {
         .iter()
         .map(|l| l.step.unwrap())
         .collect();
-    assert_eq!(steps.len(), KEPT_STEPS);
-    for s in (0..8).chain([1_777, n - 1]) {
+    // The first six; the last; the highest and then the seven next (steps
+    // 6, 13, …, 48: 1,060 + 500 B); every 75th from 0 (40, 0 among the
+    // first): 6 + 1 + 8 + 39. The spikes and cliffs are the highest's.
+    assert_eq!(steps.len(), 54, "{steps:?}");
+    for s in (0..6).chain([6, 13, 48, 75, 2_925, 1_777, n - 1]) {
         assert!(steps.contains(&s), "step {s} left out: {steps:?}");
     }
     // Each kept step's spike and cliff, the same steps.
@@ -342,7 +348,8 @@ fn many_steps_keep_a_bounded_few_and_count_the_rest() {
         let of: Vec<i64> = kept(kind).iter().map(|l| l.step.unwrap()).collect();
         assert_eq!(of, steps, "{kind:?}");
     }
-    let rest = (n as usize) - KEPT_STEPS;
+    assert!(!steps.contains(&7) && !steps.contains(&76));
+    let rest = (n as usize) - steps.len();
     assert_eq!(
         found.omitted,
         BTreeMap::from([
@@ -373,6 +380,6 @@ fn many_steps_keep_a_bounded_few_and_count_the_rest() {
         (spike.step, spike.bytes, spike.allocation_count),
         (Some(1_777), 5_500, 2)
     );
-    // Three per kept step, the three largest allocations (one site: one).
-    assert_eq!(found.landmarks.len(), 3 * KEPT_STEPS + 1);
+    // Three per kept step, the largest allocations (one site: one).
+    assert_eq!(found.landmarks.len(), 3 * steps.len() + 1);
 }
