@@ -199,7 +199,45 @@ pub(super) fn label_rows(
 
 #[cfg(test)]
 mod tests {
-    use super::label_rows;
+    use super::{label_rows, landmark_marks};
+    use crate::analysis::frames::FrameFilter;
+    use crate::model::{Allocation, Axis, Event, EventKind, Memory, MemoryKind, Names, Site, Step};
+
+    /// A memory of 3,000 steps, more than the landmarks keep whole: the
+    /// pictures name the steps they named when every step had its
+    /// landmarks — every 75th, 40 in all — which the landmarks keep.
+    #[test]
+    fn many_steps_are_named_every_so_many_as_before_the_bound() {
+        let mut names = Names::default();
+        let site = names.site(Site::default());
+        let mut m = Memory::new("m", MemoryKind::Allocator, Axis::EventIndex);
+        for s in 0..3_000i64 {
+            let bytes = 100 + (s % 5) as u64;
+            let a = m.push_allocation(Allocation {
+                bytes,
+                requested: bytes,
+                count: 1,
+                address: None,
+                site,
+            });
+            for (at, kind) in [(2 * s, EventKind::Alloc), (2 * s + 1, EventKind::Free)] {
+                m.events.push(Event { at, kind, alloc: a });
+            }
+            m.steps.push(Step {
+                id: s,
+                start: 2 * s,
+                end: 2 * s + 1,
+            });
+        }
+        let marks = landmark_marks(&names, &m, &FrameFilter::All, 0);
+        let steps: Vec<&str> = marks
+            .iter()
+            .filter(|l| l.kind == "step")
+            .map(|l| l.text.as_str())
+            .collect();
+        let expected: Vec<String> = (0..40).map(|i| format!("step {}", i * 75)).collect();
+        assert_eq!(steps, expected);
+    }
 
     #[test]
     fn labels_go_to_the_first_row_they_clear_and_are_left_out_without_one() {
