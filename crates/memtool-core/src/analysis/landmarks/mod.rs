@@ -393,11 +393,10 @@ pub fn find_on(names: &Names, memory: &Memory, frames: &FrameFilter, jobs: usize
         let figures: Vec<StepFigures> = crate::parallel::map_in_order(
             steps.chunks(steps.len().div_ceil(threads).max(1)).collect(),
             |stretch: &[StepRange]| {
-                let figures: Vec<StepFigures> = stretch
+                stretch
                     .iter()
                     .map(|step| per_step::figures(&t, step, floor_bytes))
-                    .collect();
-                figures
+                    .collect::<Vec<StepFigures>>()
             },
         )
         .concat();
@@ -485,8 +484,9 @@ fn threads_for(jobs: usize, steps: usize) -> usize {
 /// In order of kind, then position; the largest allocations largest first
 /// (their order is their rank); equal keys as found. The keys are sorted,
 /// not the landmarks: moving 150,000 landmarks (30,000 steps, before they
-/// were bounded) about in a sort cost more than finding them. The landmarks are then put in place
-/// by following the permutation's cycles: no second vector of them.
+/// were bounded) about in a sort cost more than finding them. The
+/// landmarks are then put in place by following the permutation's cycles:
+/// no second vector of them.
 fn in_order(mut found: Vec<Landmark>) -> Vec<Landmark> {
     let rank = |l: &Landmark| match l.kind {
         LandmarkKind::LargestAllocation => std::cmp::Reverse(l.bytes),
