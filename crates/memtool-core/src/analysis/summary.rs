@@ -101,6 +101,11 @@ pub struct MemorySummary {
     /// state's creation and the constant floor ([`super::landmarks`]).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub landmarks: Vec<Landmark>,
+    /// Per kind, the landmarks of steps left out of `landmarks` (a memory
+    /// of more than [`landmarks::KEPT_STEPS`] steps has those of that many
+    /// steps); absent when none are.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub landmarks_omitted: BTreeMap<LandmarkKind, usize>,
     /// Events per kind as the file records them (PyTorch trace actions).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub events_by_action: BTreeMap<String, u64>,
@@ -236,6 +241,9 @@ pub(crate) fn summarize_memory(
     let by_site = crate::timings::time("totals by site", || group::totals_by_site(memory, &live));
     let stacks = grouper.top_groups(&by_site, GroupBy::Stack, options.keep_groups);
     let layout = super::segments::layout(&profile.names, memory);
+    let found = crate::timings::time("landmarks", || {
+        landmarks::find_on(&profile.names, memory, &options.frames, options.jobs)
+    });
     Some(MemorySummary {
         peak: facts.figures(),
         final_bytes: last.bytes,
@@ -253,9 +261,8 @@ pub(crate) fn summarize_memory(
         streams: super::streams::stream_peaks(&profile.names, memory, facts.peak.point.index),
         steps_from_phases: memory.steps_from_phases,
         phases: memory.phases.clone(),
-        landmarks: crate::timings::time("landmarks", || {
-            landmarks::find_on(&profile.names, memory, &options.frames, options.jobs)
-        }),
+        landmarks: found.landmarks,
+        landmarks_omitted: found.omitted,
         events_by_action: memory.recorded_events.clone(),
         reserved_bytes: layout.as_ref().map(|l| l.reserved_bytes).or_else(|| {
             memory
@@ -705,7 +712,8 @@ impl Report for SummaryReport {
 /// "What the timeline shows": a few lines of a memory's landmarks — its
 /// steps with their spans, the largest allocation, the highest spike, the
 /// first step's cliffs, recomputation waves, the optimizer state and the
-/// floor. JSON has them all.
+/// floor. JSON has them all (of a memory of many
+/// steps, those of the steps `landmarks` chose, and counts of the rest).
 fn timeline_table(m: &MemorySummary) -> Option<Table> {
     if m.landmarks.is_empty() {
         return None;
@@ -736,9 +744,18 @@ fn timeline_table(m: &MemorySummary) -> Option<Table> {
         }
     }
     let listed_steps = steps.len().min(LISTED_STEPS);
+    // Steps whose landmarks were left out (a memory of many steps) are
+    // among the rest; their landmarks kept the first steps after the
+    // listed ones, the last and the highest, which the row names.
+    let omitted_steps = m
+        .landmarks_omitted
+        .get(&LandmarkKind::Step)
+        .copied()
+        .unwrap_or(0);
     for (i, l) in rows.into_iter().enumerate() {
         if i == listed_steps && steps.len() > LISTED_STEPS {
-            t.rows.push(more_steps_row(&steps[LISTED_STEPS..]));
+            t.rows
+                .push(more_steps_row(&steps[LISTED_STEPS..], omitted_steps));
         }
         // The label's name before its first colon is the row's name, the
         // rest what it says (the `what` column has the room).
@@ -802,12 +819,15 @@ fn step_phases(spans: &[&Landmark]) -> String {
 }
 
 /// Steps listed one per row in "What the timeline shows"; the rest are one
-/// row (the table is a few lines; JSON's `landmarks[]` lists every step).
+/// row (the table is a few lines; JSON's `landmarks[]` lists every step of
+/// up to [`landmarks::KEPT_STEPS`]).
 const LISTED_STEPS: usize = 5;
 
 /// The row standing for the steps past [`LISTED_STEPS`]: the highest of
-/// them (where it starts, its bytes) and the range they cover.
-fn more_steps_row(rest: &[&Landmark]) -> Vec<Cell> {
+/// them (where it starts, its bytes) and the range they cover. `rest` are
+/// those with landmarks, `omitted` how many more there are without (the
+/// landmarks keep the first of the rest, the last and the highest).
+fn more_steps_row(rest: &[&Landmark], omitted: usize) -> Vec<Cell> {
     let (first, last) = (rest[0], rest[rest.len() - 1]);
     let highest = rest
         .iter()
@@ -816,7 +836,7 @@ fn more_steps_row(rest: &[&Landmark]) -> Vec<Cell> {
         .unwrap_or(first);
     let row = landmark_row(
         highest,
-        format!("+{} more steps", rest.len()),
+        format!("+{} more steps", rest.len() + omitted),
         format!(
             "steps {}–{}, the highest shown",
             first.step.unwrap_or_default(),

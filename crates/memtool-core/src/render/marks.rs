@@ -75,8 +75,9 @@ pub(super) fn relative_time(axis: Axis, at: i64, start: Option<i64>) -> Option<S
     Some(units::moment(ps, None, None))
 }
 
-/// About how many steps the pictures name.
-const MARKED_STEPS: usize = 40;
+/// About how many steps the pictures name: those the landmarks of a memory
+/// of many steps keep spread over it.
+const MARKED_STEPS: usize = landmarks::SPREAD_STEPS;
 
 /// The landmarks the pictures label ([`landmarks::find`]), positions
 /// relative to `x0`: each step, the largest allocation, the highest spike,
@@ -89,7 +90,8 @@ pub(super) fn landmark_marks(
     frames: &FrameFilter,
     x0: i64,
 ) -> Vec<LandmarkMark> {
-    let all = landmarks::find(names, memory, frames);
+    let found = landmarks::find_on(names, memory, frames, 1);
+    let all = &found.landmarks;
     let first_step = all
         .iter()
         .find(|l| l.kind == LandmarkKind::Step)
@@ -100,16 +102,18 @@ pub(super) fn landmark_marks(
         .max_by_key(|l| (l.bytes, std::cmp::Reverse(l.start)));
     // Steps named at most about MARKED_STEPS times, evenly: the page stays
     // small whatever the number of steps (the labels would not fit anyway).
-    let steps = all.iter().filter(|l| l.kind == LandmarkKind::Step).count();
-    let every = steps.div_ceil(MARKED_STEPS).max(1);
+    // Counted over all the memory's steps: of a memory of many, the
+    // landmarks keep these (`SPREAD_STEPS`) among a few others.
+    let every = found.steps.div_ceil(MARKED_STEPS).max(1);
     let mut step_index = 0;
     let mut waves = 0;
     let mut marks = Vec::new();
-    for l in &all {
+    for l in all {
         let text = match l.kind {
             LandmarkKind::Step => {
+                let position = found.step_positions.get(step_index).copied();
                 step_index += 1;
-                if (step_index - 1) % every != 0 {
+                if position.is_none_or(|p| p % every != 0) {
                     continue;
                 }
                 format!("step {}", l.step.unwrap_or_default())
@@ -195,7 +199,45 @@ pub(super) fn label_rows(
 
 #[cfg(test)]
 mod tests {
-    use super::label_rows;
+    use super::{label_rows, landmark_marks};
+    use crate::analysis::frames::FrameFilter;
+    use crate::model::{Allocation, Axis, Event, EventKind, Memory, MemoryKind, Names, Site, Step};
+
+    /// A memory of 3,000 steps, more than the landmarks keep whole: the
+    /// pictures name the steps they named when every step had its
+    /// landmarks — every 75th, 40 in all — which the landmarks keep.
+    #[test]
+    fn many_steps_are_named_every_so_many_as_before_the_bound() {
+        let mut names = Names::default();
+        let site = names.site(Site::default());
+        let mut m = Memory::new("m", MemoryKind::Allocator, Axis::EventIndex);
+        for s in 0..3_000i64 {
+            let bytes = 100 + (s % 5) as u64;
+            let a = m.push_allocation(Allocation {
+                bytes,
+                requested: bytes,
+                count: 1,
+                address: None,
+                site,
+            });
+            for (at, kind) in [(2 * s, EventKind::Alloc), (2 * s + 1, EventKind::Free)] {
+                m.events.push(Event { at, kind, alloc: a });
+            }
+            m.steps.push(Step {
+                id: s,
+                start: 2 * s,
+                end: 2 * s + 1,
+            });
+        }
+        let marks = landmark_marks(&names, &m, &FrameFilter::All, 0);
+        let steps: Vec<&str> = marks
+            .iter()
+            .filter(|l| l.kind == "step")
+            .map(|l| l.text.as_str())
+            .collect();
+        let expected: Vec<String> = (0..40).map(|i| format!("step {}", i * 75)).collect();
+        assert_eq!(steps, expected);
+    }
 
     #[test]
     fn labels_go_to_the_first_row_they_clear_and_are_left_out_without_one() {

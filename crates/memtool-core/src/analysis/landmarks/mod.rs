@@ -11,7 +11,9 @@
 //! pass, an optimizer step or `zero_grad` (a compiled program's memory is
 //! one step: one run of the program).
 
-use rustc_hash::{FxHashMap, FxHashSet};
+use std::collections::BTreeMap;
+
+use rustc_hash::FxHashMap;
 use serde::Serialize;
 
 use crate::model::{AllocId, EventKind, FrameId, Memory, Names, Phase};
@@ -19,6 +21,12 @@ use crate::units;
 
 use super::frames::FrameFilter;
 use super::replay;
+
+mod bound;
+mod per_step;
+
+pub use bound::{KEPT_STEPS, SPREAD_STEPS};
+use per_step::StepFigures;
 
 /// What a landmark is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -315,25 +323,46 @@ fn listed(ids: &[AllocId]) -> (Vec<u32>, usize) {
 }
 
 /// The landmarks of a memory of events, in order of kind, then position;
-/// none for memories of snapshots (no events to find them in).
+/// none for memories of snapshots (no events to find them in). Of a memory
+/// of more than [`KEPT_STEPS`] steps, those of the steps [`bound`] chooses
+/// (see [`find_on`]).
 pub fn find(names: &Names, memory: &Memory, frames: &FrameFilter) -> Vec<Landmark> {
-    find_on(names, memory, frames, 1)
+    find_on(names, memory, frames, 1).landmarks
 }
 
 /// Steps a thread of [`find_on`] takes at least: below that, starting a
 /// thread costs more than it saves.
 const STEPS_PER_THREAD: usize = 2048;
 
-/// [`find`] with the steps' landmarks found, and every landmark labelled, on
-/// up to `jobs` threads (0: every core): the same landmarks in the same
-/// order (each thread takes a stretch of steps, the stretches are joined in
-/// order). A profile of 30,000 steps has 150,000 landmarks.
-pub fn find_on(names: &Names, memory: &Memory, frames: &FrameFilter, jobs: usize) -> Vec<Landmark> {
+/// A memory's landmarks and what was left out of them.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Found {
+    /// In order of kind, then position.
+    pub landmarks: Vec<Landmark>,
+    /// Per kind, the landmarks of the steps whose landmarks were not made
+    /// (a memory of more than [`KEPT_STEPS`] steps); only kinds with some.
+    pub omitted: BTreeMap<LandmarkKind, usize>,
+    /// The memory's steps, all of them.
+    pub steps: usize,
+    /// Where each `step` landmark's step is among them (from 0), in the
+    /// landmarks' order: `0..steps` when none is left out.
+    pub step_positions: Vec<usize>,
+}
+
+/// [`find`], and what it left out. A memory of up to [`KEPT_STEPS`] steps
+/// has every step's landmarks; one of more, those of [`KEPT_STEPS`] steps
+/// chosen from a few figures of every step ([`bound::chosen`]: the first,
+/// the last, the highest, the largest spikes and cliffs, and steps spread
+/// over the recording), and counts of the others' by kind: a profile of
+/// 30,000 steps had 150,000 landmarks, ~400 bytes and ~11,000 instructions
+/// each. The figures are found on up to `jobs` threads (0: every core),
+/// each taking a stretch of steps: the same result on any number.
+pub fn find_on(names: &Names, memory: &Memory, frames: &FrameFilter, jobs: usize) -> Found {
     if replay::uses_instants(memory)
         || memory.events.is_empty()
         || memory.events.len() >= NO_EVENT as usize
     {
-        return Vec::new();
+        return Found::default();
     }
     let n = memory.allocations.len();
     let mut t = Timeline {
@@ -356,24 +385,41 @@ pub fn find_on(names: &Names, memory: &Memory, frames: &FrameFilter, jobs: usize
     let last_event = memory.events.len() - 1;
     let floor = floor(&t, &steps);
     let floor_bytes = floor.as_ref().map_or(0, |f| f.bytes);
-    let threads = threads_for(jobs, steps.len());
-    let mut out: Vec<Landmark> = crate::parallel::map_in_order(
-        steps.chunks(steps.len().div_ceil(threads).max(1)).collect(),
-        |stretch: &[StepRange]| {
-            let mut out = Vec::new();
-            for step in stretch {
-                step_landmarks(&t, step, floor_bytes, frames, &mut out);
+    let mut omitted: BTreeMap<LandmarkKind, usize> = BTreeMap::new();
+    let keep = if steps.len() <= KEPT_STEPS {
+        vec![true; steps.len()]
+    } else {
+        let threads = threads_for(jobs, steps.len());
+        let figures: Vec<StepFigures> = crate::parallel::map_in_order(
+            steps.chunks(steps.len().div_ceil(threads).max(1)).collect(),
+            |stretch: &[StepRange]| {
+                stretch
+                    .iter()
+                    .map(|step| per_step::figures(&t, step, floor_bytes))
+                    .collect::<Vec<StepFigures>>()
+            },
+        )
+        .concat();
+        let keep = bound::chosen(&figures);
+        for (f, _) in figures.iter().zip(&keep).filter(|(_, &k)| !k) {
+            for kind in PER_STEP_KINDS {
+                let count = f.count(kind);
+                if count > 0 {
+                    *omitted.entry(kind).or_default() += count;
+                }
             }
-            out
-        },
-    )
-    .into_iter()
-    // One stretch is the whole: no copy of it.
-    .reduce(|mut all, more| {
-        all.extend(more);
-        all
-    })
-    .unwrap_or_default();
+        }
+        keep
+    };
+    let mut out: Vec<Landmark> = Vec::new();
+    // Each kept step's position, in the order of its landmark (steps are
+    // in order of start; equal starts go by end, as `in_order` puts them).
+    let mut step_positions: Vec<(i64, i64, usize)> = Vec::new();
+    for (position, step) in steps.iter().enumerate().filter(|&(i, _)| keep[i]) {
+        per_step::step_landmarks(&t, step, floor_bytes, frames, &mut out);
+        step_positions.push((t.at(step.first), t.at(step.last), position));
+    }
+    step_positions.sort_unstable();
     if let Some(first) = steps.first() {
         out.extend(optimizer_state(&t, first));
     }
@@ -387,22 +433,42 @@ pub fn find_on(names: &Names, memory: &Memory, frames: &FrameFilter, jobs: usize
             runs: Vec::new(),
         };
         let (peak_event, peak) = t.highest(0, last_event);
-        out.extend(spike(&t, &whole, None, peak_event, peak, frames));
-        out.extend(cliffs(&t, &whole, None, peak, 0, frames));
+        out.extend(per_step::spike(&t, &whole, None, peak_event, peak, frames));
+        out.extend(per_step::cliffs(&t, &whole, None, peak, 0, frames));
     }
     out.extend(largest(&t, frames));
     out.extend(floor);
     let mut out = in_order(out);
-    let threads = threads_for(jobs, out.len() / 5);
-    let stretch = out.len().div_ceil(threads).max(1);
-    crate::parallel::map_in_order(out.chunks_mut(stretch).collect(), |landmarks| {
-        for l in landmarks {
-            l.start_label =
-                super::moment_label(memory, l.start).unwrap_or_else(|| format!("#{}", l.start));
-        }
-    });
-    out
+    // A few hundred at most (the steps are bounded): labelled on one thread.
+    for l in &mut out {
+        l.start_label =
+            super::moment_label(memory, l.start).unwrap_or_else(|| format!("#{}", l.start));
+    }
+    Found {
+        landmarks: out,
+        omitted,
+        steps: steps.len(),
+        // All kept: each step landmark's place is its position.
+        step_positions: if steps.len() <= KEPT_STEPS {
+            (0..steps.len()).collect()
+        } else {
+            step_positions.into_iter().map(|(.., p)| p).collect()
+        },
+    }
 }
+
+/// The kinds a step has one or more of.
+const PER_STEP_KINDS: [LandmarkKind; 9] = [
+    LandmarkKind::Step,
+    LandmarkKind::Forward,
+    LandmarkKind::Loss,
+    LandmarkKind::Backward,
+    LandmarkKind::Optimizer,
+    LandmarkKind::ZeroGrad,
+    LandmarkKind::Spike,
+    LandmarkKind::Cliff,
+    LandmarkKind::Recompute,
+];
 
 /// Threads for `steps` steps' worth of work with `jobs` allowed (0: every
 /// core): one per [`STEPS_PER_THREAD`], at least one.
@@ -417,9 +483,10 @@ fn threads_for(jobs: usize, steps: usize) -> usize {
 
 /// In order of kind, then position; the largest allocations largest first
 /// (their order is their rank); equal keys as found. The keys are sorted,
-/// not the landmarks: moving 150,000 landmarks (30,000 steps) about in a
-/// sort cost more than finding them. The landmarks are then put in place
-/// by following the permutation's cycles: no second vector of them.
+/// not the landmarks: moving 150,000 landmarks (30,000 steps, before they
+/// were bounded) about in a sort cost more than finding them. The
+/// landmarks are then put in place by following the permutation's cycles:
+/// no second vector of them.
 fn in_order(mut found: Vec<Landmark>) -> Vec<Landmark> {
     let rank = |l: &Landmark| match l.kind {
         LandmarkKind::LargestAllocation => std::cmp::Reverse(l.bytes),
@@ -553,301 +620,6 @@ fn extend_backward(t: &Timeline<'_>, mut runs: Vec<Run>) -> Vec<Run> {
         }
     }
     runs
-}
-
-/// A step, its phase spans, its spike, cliffs and recomputation waves.
-fn step_landmarks(
-    t: &Timeline<'_>,
-    step: &StepRange,
-    floor: u64,
-    frames: &FrameFilter,
-    out: &mut Vec<Landmark>,
-) {
-    let (peak_event, peak) = t.highest(step.first, step.last);
-    out.push(Landmark {
-        kind: LandmarkKind::Step,
-        step: Some(step.id),
-        start: t.at(step.first),
-        end: t.at(step.last),
-        start_label: String::new(),
-        bytes: peak,
-        label: format!("step {}: peak {}", step.id, units::bytes(peak)),
-        allocations: Vec::new(),
-        allocation_count: 0,
-    });
-    for phase in Phase::ALL {
-        let mut of_phase = step.runs.iter().filter(|r| r.phase == phase);
-        let Some(first) = of_phase.next() else {
-            continue;
-        };
-        let last = of_phase.next_back().unwrap_or(first);
-        let (from, to) = (first.first, last.last);
-        let (_, high) = t.highest(from, to);
-        let before = t.before(from);
-        let label = match phase {
-            Phase::Forward => format!(
-                "step {} forward: {} → {}",
-                step.id,
-                units::bytes(before),
-                units::bytes(t.in_use[to])
-            ),
-            _ => format!(
-                "step {} {}: up to {}",
-                step.id,
-                phase_words(phase),
-                units::bytes(high)
-            ),
-        };
-        out.push(Landmark {
-            kind: LandmarkKind::of_phase(phase),
-            step: Some(step.id),
-            start: t.at(from),
-            end: t.at(to),
-            start_label: String::new(),
-            bytes: high,
-            label,
-            allocations: Vec::new(),
-            allocation_count: 0,
-        });
-    }
-    out.extend(spike(t, step, Some(step.id), peak_event, peak, frames));
-    out.extend(cliffs(t, step, Some(step.id), peak, floor, frames));
-    out.extend(recompute(t, step, frames));
-}
-
-fn phase_words(phase: Phase) -> &'static str {
-    match phase {
-        Phase::Forward => "forward",
-        Phase::Loss => "loss",
-        Phase::Backward => "backward",
-        Phase::Optimizer => "optimizer step",
-        Phase::ZeroGrad => "zero_grad",
-    }
-}
-
-/// The allocations live at a step's peak that were made shortly before it
-/// and freed shortly after (within a hundredth of the step's events, at
-/// least two): temporaries on top of the peak, such as a softmax's.
-fn spike(
-    t: &Timeline<'_>,
-    step: &StepRange,
-    id: Option<i64>,
-    peak_event: usize,
-    peak: u64,
-    frames: &FrameFilter,
-) -> Option<Landmark> {
-    let near = ((step.last - step.first) / 100).max(2);
-    let mut ids: Vec<AllocId> = Vec::new();
-    let (mut from, mut to) = (peak_event, peak_event);
-    for made in peak_event.saturating_sub(near)..=peak_event {
-        let e = &t.memory.events[made];
-        if e.kind != EventKind::Alloc || t.made.get(e.alloc) != Some(made) {
-            continue;
-        }
-        let Some(freed) = t.freed.get(e.alloc) else {
-            continue;
-        };
-        if freed > peak_event && freed <= peak_event + near {
-            ids.push(e.alloc);
-            from = from.min(made);
-            to = to.max(freed);
-        }
-    }
-    let bytes: u64 = ids.iter().map(|&i| t.bytes(i)).sum();
-    if bytes == 0 || bytes.saturating_mul(100) < peak {
-        return None;
-    }
-    ids.sort_by_key(|&i| (std::cmp::Reverse(t.bytes(i)), i.0));
-    let what = t.what(ids[0], frames);
-    let (allocations, allocation_count) = listed(&ids);
-    Some(Landmark {
-        kind: LandmarkKind::Spike,
-        step: id,
-        start: t.at(from),
-        end: t.at(to),
-        start_label: String::new(),
-        bytes,
-        label: format!(
-            "spike{}: +{} on the peak for {} ({what})",
-            id.map(|s| format!(" in step {s}")).unwrap_or_default(),
-            units::bytes(bytes),
-            match to - from {
-                1 => "1 event".to_string(),
-                n => format!("{n} events"),
-            }
-        ),
-        allocations,
-        allocation_count,
-    })
-}
-
-/// Cliffs: the three largest runs of frees with no allocation between them
-/// inside a step, each at least a tenth of what the step holds above the
-/// floor (at least two allocations or the largest run).
-fn cliffs(
-    t: &Timeline<'_>,
-    step: &StepRange,
-    id: Option<i64>,
-    peak: u64,
-    floor: u64,
-    frames: &FrameFilter,
-) -> Vec<Landmark> {
-    let mut runs: Vec<(usize, usize, u64)> = Vec::new();
-    let mut open: Option<(usize, usize, u64)> = None;
-    for i in step.first..=step.last {
-        let e = &t.memory.events[i];
-        // A free of something not live changes nothing and breaks nothing.
-        let changed = i == 0 || t.in_use[i] != t.before(i);
-        match e.kind {
-            EventKind::Free if changed => {
-                let freed = t.before(i) - t.in_use[i].min(t.before(i));
-                let run = open.get_or_insert((i, i, 0));
-                run.1 = i;
-                run.2 += freed;
-            }
-            EventKind::Free => {}
-            EventKind::Alloc => runs.extend(open.take()),
-        }
-    }
-    runs.extend(open.take());
-    // Without steps there is no floor to stand on: a tenth of the peak.
-    let threshold = match id {
-        Some(_) => peak.saturating_sub(floor) / 20,
-        None => peak / 10,
-    }
-    .max(1);
-    runs.retain(|r| r.2 >= threshold);
-    runs.sort_by_key(|r| (std::cmp::Reverse(r.2), r.0));
-    runs.truncate(3);
-    runs.sort_by_key(|r| r.0);
-    let loss_end = step
-        .runs
-        .iter()
-        .filter(|r| r.phase == Phase::Loss)
-        .map(|r| r.last)
-        .max();
-    let optimizer_end = step
-        .runs
-        .iter()
-        .filter(|r| r.phase == Phase::Optimizer)
-        .map(|r| r.last)
-        .max();
-    let mut named_after_loss = false;
-    runs.iter()
-        .map(|&(first, last, bytes)| {
-            let mut ids: Vec<AllocId> = (first..=last)
-                .map(|i| t.memory.events[i].alloc)
-                .filter(|&a| t.freed.get(a).is_some_and(|f| f >= first && f <= last))
-                .collect();
-            ids.sort_by_key(|&i| (std::cmp::Reverse(t.bytes(i)), i.0));
-            ids.dedup();
-            let when = if loss_end.is_some_and(|l| first > l)
-                && optimizer_end.is_none_or(|o| first < o)
-                && !named_after_loss
-            {
-                named_after_loss = true;
-                " after the loss".to_string()
-            } else if optimizer_end.is_some_and(|o| first > o) {
-                " after the optimizer step".to_string()
-            } else {
-                t.memory
-                    .phase_at(t.at(first))
-                    .map(|p| format!(" in {}", phase_words(p)))
-                    .unwrap_or_default()
-            };
-            let what = ids
-                .first()
-                .map(|&i| format!(", largest {}", t.what(i, frames)))
-                .unwrap_or_default();
-            let (allocations, allocation_count) = listed(&ids);
-            Landmark {
-                kind: LandmarkKind::Cliff,
-                step: id,
-                start: t.at(first),
-                end: t.at(last),
-                start_label: String::new(),
-                bytes,
-                label: format!(
-                    "cliff{when}: {} freed at once ({}{what})",
-                    units::bytes(bytes),
-                    allocations_text(allocation_count)
-                ),
-                allocations,
-                allocation_count,
-            }
-        })
-        .collect()
-}
-
-/// Recomputation waves: runs of at least four allocations inside a step's
-/// backward pass whose innermost two Python frames are those of an allocation of
-/// the step's forward pass (activation checkpointing runs the forward
-/// again, under the autograd engine).
-fn recompute(t: &Timeline<'_>, step: &StepRange, frames: &FrameFilter) -> Vec<Landmark> {
-    // A compiled program's backward ops keep their forward op's source
-    // line (JAX's transposes): its frames tell no recomputation.
-    if t.memory.program.is_some() {
-        return Vec::new();
-    }
-    let mut forward: FxHashSet<(FrameId, Option<FrameId>)> = FxHashSet::default();
-    let mut backward: Vec<usize> = Vec::new();
-    for run in &step.runs {
-        for i in run.first..=run.last {
-            let e = &t.memory.events[i];
-            if e.kind != EventKind::Alloc || t.phase(e.alloc) != Some(run.phase) {
-                continue;
-            }
-            match run.phase {
-                Phase::Forward => forward.extend(t.frames_key(e.alloc)),
-                Phase::Backward => backward.push(i),
-                _ => {}
-            }
-        }
-    }
-    let mut waves: Vec<Vec<usize>> = Vec::new();
-    let mut open: Vec<usize> = Vec::new();
-    for &i in &backward {
-        let again = t
-            .frames_key(t.memory.events[i].alloc)
-            .is_some_and(|k| forward.contains(&k));
-        if again {
-            open.push(i);
-        } else if !open.is_empty() {
-            waves.push(std::mem::take(&mut open));
-        }
-    }
-    if !open.is_empty() {
-        waves.push(open);
-    }
-    waves.retain(|w| w.len() >= 4);
-    waves
-        .iter()
-        .enumerate()
-        .map(|(n, wave)| {
-            let ids: Vec<AllocId> = wave.iter().map(|&i| t.memory.events[i].alloc).collect();
-            let bytes: u64 = ids.iter().map(|&i| t.bytes(i)).sum();
-            let (first, last) = (wave[0], wave[wave.len() - 1]);
-            let (allocations, allocation_count) = listed(&ids);
-            Landmark {
-                kind: LandmarkKind::Recompute,
-                step: Some(step.id),
-                start: t.at(first),
-                end: t.at(last),
-                start_label: String::new(),
-                bytes,
-                label: format!(
-                    "recompute wave {} of step {}: {} in {} ({})",
-                    n + 1,
-                    step.id,
-                    units::bytes(bytes),
-                    allocations_text(allocation_count),
-                    t.what(ids[0], frames)
-                ),
-                allocations,
-                allocation_count,
-            }
-        })
-        .collect()
 }
 
 /// The optimizer's state: allocations the first step's optimizer step

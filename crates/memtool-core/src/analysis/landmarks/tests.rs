@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::model::{Allocation, Axis, Event, Frame, MemoryKind, Site, SiteId};
+use std::collections::BTreeMap;
 
 /// Two steps: forward (two layers), loss, backward with the layers made
 /// again (checkpointing), an optimizer step that makes state in step 1
@@ -148,8 +149,9 @@ fn built_in_names_are_short() {
 }
 
 /// 10,000 marked steps on a time axis, each a few allocations of sizes
-/// that vary with the step: the landmarks found on four threads are those
-/// found on one, in order of kind, rank, start and end.
+/// that vary with the step: the landmarks found on four threads (the steps'
+/// figures, which choose the steps kept) are those found on one, in order
+/// of kind, rank, start and end.
 #[test]
 fn many_steps_on_threads_are_the_landmarks_of_one() {
     let mut names = Names::default();
@@ -198,12 +200,16 @@ fn many_steps_on_threads_are_the_landmarks_of_one() {
         });
     }
     let frames = FrameFilter::default();
-    let one = find(&names, &m, &frames);
+    let one = find_on(&names, &m, &frames, 1);
     let four = find_on(&names, &m, &frames, 4);
-    assert_eq!(one.len(), four.len());
+    assert_eq!(one.landmarks.len(), four.landmarks.len());
     assert!(one == four, "the landmarks differ");
+    assert_eq!(one.landmarks, find(&names, &m, &frames));
+    let omitted = one.omitted[&LandmarkKind::Step];
+    let one = one.landmarks;
     let steps = one.iter().filter(|l| l.kind == LandmarkKind::Step).count();
-    assert_eq!(steps, 10_000);
+    assert!(steps <= KEPT_STEPS, "{steps}");
+    assert_eq!(steps + omitted, 10_000);
     assert_eq!(one[0].start_label, "t+0 s (step 0)");
     // The order a stable sort of the old comparator gives.
     let mut sorted = one.clone();
@@ -219,4 +225,161 @@ fn many_steps_on_threads_are_the_landmarks_of_one() {
             .then(a.end.cmp(&b.end))
     });
     assert!(sorted == one, "not in order");
+}
+
+/// Each step's figures (what chooses the steps kept and counts the rest)
+/// agree with the landmarks the step gets: their number by kind, the
+/// step's peak, its spike's bytes and its largest cliff's.
+#[test]
+fn figures_count_what_a_step_gets() {
+    let (names, m) = two_steps();
+    let frames = FrameFilter::All;
+    let mut t = Timeline {
+        memory: &m,
+        names: &names,
+        in_use: Vec::new(),
+        made: EventOf::none(m.allocations.len()),
+        freed: EventOf::none(m.allocations.len()),
+    };
+    replay::for_each_point(&m, |p| {
+        if p.index > 0 {
+            t.in_use.push(p.bytes);
+        }
+    });
+    replay::for_each_lifespan(&m, |span| {
+        t.made.set(span.alloc, span.made);
+        t.freed.set(span.alloc, span.freed);
+    });
+    let steps = steps(&t);
+    assert_eq!(steps.len(), 2);
+    for step in &steps {
+        let figures = per_step::figures(&t, step, 40);
+        let mut got = Vec::new();
+        per_step::step_landmarks(&t, step, 40, &frames, &mut got);
+        for kind in PER_STEP_KINDS {
+            let of: Vec<&Landmark> = got.iter().filter(|l| l.kind == kind).collect();
+            assert_eq!(
+                figures.count(kind),
+                of.len(),
+                "{kind:?} of step {}",
+                step.id
+            );
+            let most = of.iter().map(|l| l.bytes).max().unwrap_or(0);
+            match kind {
+                LandmarkKind::Step => assert_eq!(figures.peak, most),
+                LandmarkKind::Spike => assert_eq!(figures.spike, most),
+                LandmarkKind::Cliff => assert_eq!(figures.cliff, most),
+                _ => {}
+            }
+        }
+        // The fixture has each per-step kind but zero_grad (and a spike).
+        assert_eq!(figures.count(LandmarkKind::Recompute), 1);
+        assert_eq!(figures.count(LandmarkKind::Forward), 1);
+        assert_eq!(figures.count(LandmarkKind::ZeroGrad), 0);
+    }
+}
+
+/// 3,000 marked steps of two allocations each (a spike on the step's peak
+/// and one cliff), step 1,777 the highest: the landmarks are those of at
+/// most [`KEPT_STEPS`] steps — the first six, the last, the highest, every
+/// 75th — and the rest are counted by kind. Before the bound: 9,001
+/// landmarks, and no `omitted`.
+#[test]
+fn many_steps_keep_a_bounded_few_and_count_the_rest() {
+    let mut names = Names::default();
+    let op = Some(names.string("matmul"));
+    let site = names.site(Site {
+        op,
+        ..Site::default()
+    });
+    let mut m = Memory::new("m", MemoryKind::Allocator, Axis::EventIndex);
+    let n = 3_000i64;
+    let mut at = 0i64;
+    for s in 0..n {
+        let big = if s == 1_777 {
+            5_000
+        } else {
+            1_000 + (s as u64 % 7) * 10
+        };
+        let start = at;
+        let ids: Vec<AllocId> = [big, 500]
+            .into_iter()
+            .map(|bytes| {
+                m.push_allocation(Allocation {
+                    bytes,
+                    requested: bytes,
+                    count: 1,
+                    address: None,
+                    site,
+                })
+            })
+            .collect();
+        for (kind, alloc) in [
+            (EventKind::Alloc, ids[0]),
+            (EventKind::Alloc, ids[1]),
+            (EventKind::Free, ids[1]),
+            (EventKind::Free, ids[0]),
+        ] {
+            m.events.push(Event { at, kind, alloc });
+            at += 1;
+        }
+        m.steps.push(crate::model::Step {
+            id: s,
+            start,
+            end: at - 1,
+        });
+    }
+    let found = find_on(&names, &m, &FrameFilter::All, 2);
+    let kept =
+        |kind| -> Vec<&Landmark> { found.landmarks.iter().filter(|l| l.kind == kind).collect() };
+    let steps: Vec<i64> = kept(LandmarkKind::Step)
+        .iter()
+        .map(|l| l.step.unwrap())
+        .collect();
+    // The first six; the last; the highest and then the seven next (steps
+    // 6, 13, …, 48: 1,060 + 500 B); every 75th from 0 (40, 0 among the
+    // first): 6 + 1 + 8 + 39. The spikes and cliffs are the highest's.
+    assert_eq!(steps.len(), 54, "{steps:?}");
+    for s in (0..6).chain([6, 13, 48, 75, 2_925, 1_777, n - 1]) {
+        assert!(steps.contains(&s), "step {s} left out: {steps:?}");
+    }
+    // Each kept step's spike and cliff, the same steps.
+    for kind in [LandmarkKind::Spike, LandmarkKind::Cliff] {
+        let of: Vec<i64> = kept(kind).iter().map(|l| l.step.unwrap()).collect();
+        assert_eq!(of, steps, "{kind:?}");
+    }
+    assert!(!steps.contains(&7) && !steps.contains(&76));
+    let rest = (n as usize) - steps.len();
+    assert_eq!(
+        found.omitted,
+        BTreeMap::from([
+            (LandmarkKind::Step, rest),
+            (LandmarkKind::Spike, rest),
+            (LandmarkKind::Cliff, rest),
+        ])
+    );
+    // The highest step's landmarks as they always were.
+    let highest = kept(LandmarkKind::Step)
+        .into_iter()
+        .max_by_key(|l| l.bytes)
+        .unwrap();
+    assert_eq!(
+        (
+            highest.step,
+            highest.start,
+            highest.bytes,
+            highest.label.as_str()
+        ),
+        (Some(1_777), 4 * 1_777, 5_500, "step 1777: peak 5.37 KiB")
+    );
+    let spike = kept(LandmarkKind::Spike)
+        .into_iter()
+        .max_by_key(|l| l.bytes)
+        .unwrap();
+    assert_eq!(
+        (spike.step, spike.bytes, spike.allocation_count),
+        (Some(1_777), 5_500, 2)
+    );
+    // Three per kept step, the largest allocations (one site: one).
+    assert_eq!(found.landmarks.len(), 3 * steps.len() + 1);
 }
