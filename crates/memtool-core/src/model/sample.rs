@@ -157,7 +157,9 @@ const FRAGMENTATION_SCALE: f64 = 1e9;
 /// large profile.
 ///
 /// Samples come in blocks of 64. A block stores each figure as 32 bits from
-/// a base (the block's first value of it; `at` likewise), the fragmentation
+/// a base (the block's first value of it; `at` likewise, in thousands where
+/// it can), the free bytes not at all where they are a limit less the
+/// allocated bytes, the fragmentation
 /// as billionths, and the figures' presence once when every sample of the
 /// block has the same. A block with a value that does not fit (a jump of
 /// more than 2 GiB, a fragmentation that is not a short decimal) keeps its
@@ -202,6 +204,11 @@ struct Block {
     /// as their limit less what is in use.
     free_derived: bool,
     free_complement: u64,
+    /// What `at` counts in from `at_base`: 1000 when the block's first
+    /// position apart from its base is a multiple of 1000 (XSpace times are
+    /// nanoseconds in picoseconds: 32 bits of them span 2 s, not 2 ms), else
+    /// 1; 0 until then.
+    at_unit: u32,
 }
 
 impl AllocatorSamples {
@@ -253,7 +260,8 @@ impl AllocatorSamples {
             mixed => *self.presence.get(mixed as usize * BLOCK + offset)?,
         };
         let widen = |column: &[u32]| i64::from(column.get(index).copied().unwrap_or(0) as i32);
-        let mut sample = AllocatorSample::new(block.at_base.wrapping_add(widen(&self.at)));
+        let at = widen(&self.at).wrapping_mul(i64::from(block.at_unit));
+        let mut sample = AllocatorSample::new(block.at_base.wrapping_add(at));
         sample.present = present;
         for (which, bit) in FIGURE_BITS.iter().enumerate() {
             if present & bit != 0 {
@@ -308,6 +316,7 @@ impl AllocatorSamples {
                 based: 0,
                 free_derived: false,
                 free_complement: 0,
+                at_unit: 0,
             });
         }
         let Some(block) = self.blocks.last_mut() else {
@@ -383,8 +392,16 @@ struct Narrow {
 /// `sample` as `block` can store it narrow (setting the block's base of a
 /// figure it is the first to have), or `None` where a value does not fit.
 fn narrow(block: &mut Block, sample: &AllocatorSample) -> Option<Narrow> {
+    let since_base = sample.at.wrapping_sub(block.at_base);
+    if block.at_unit == 0 && since_base != 0 {
+        block.at_unit = if since_base % 1000 == 0 { 1000 } else { 1 };
+    }
+    let unit = i64::from(block.at_unit.max(1));
+    if since_base % unit != 0 {
+        return None;
+    }
     let mut n = Narrow {
-        at: delta(sample.at.wrapping_sub(block.at_base))?,
+        at: delta(since_base / unit)?,
         ..Narrow::default()
     };
     let present = |which: usize| sample.present & FIGURE_BITS[which] != 0;
@@ -538,7 +555,8 @@ mod tests {
         }
     }
 
-    /// What an XSpace allocator reports after each event: time in ps, in use
+    /// What an XSpace allocator reports after each event: time in ps (whole
+    /// ns, 300 µs apart on average, as in `tf_cnn.xplane.pb`), in use
     /// and free bytes moving by an allocation's size, fragmentation as a
     /// six-digit decimal; now and then a stack change's sample without
     /// figures.
@@ -547,7 +565,7 @@ mod tests {
         let (mut at, mut in_use) = (5_000_000_000_000i64, 17u64 << 30);
         (0..n)
             .map(|i| {
-                at += (numbers.next() % 2_000_000) as i64;
+                at += (numbers.next() % 600_000) as i64 * 1000;
                 let size = (numbers.next() % (64 << 20)) & !255;
                 in_use = if numbers.next() % 2 == 0 {
                     in_use + size
@@ -589,7 +607,10 @@ mod tests {
         reversed.reverse();
         assert_eq!(printed(&reversed), printed(&back));
         assert!(stored.get(samples.len()).is_none());
-        assert_eq!(format!("{:?}", stored.last()), format!("{:?}", samples.last()));
+        assert_eq!(
+            format!("{:?}", stored.last()),
+            format!("{:?}", samples.last())
+        );
         assert_eq!(format!("{stored:?}"), format!("{samples:?}"));
         stored
     }
