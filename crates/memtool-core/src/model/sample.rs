@@ -322,36 +322,9 @@ impl AllocatorSamples {
         let Some(block) = self.blocks.last_mut() else {
             return;
         };
-        let narrow = if block.whole == NONE {
-            narrow(block, &sample)
-        } else {
-            None
+        let Some(n) = narrow(block, &sample) else {
+            return self.push_whole(sample, index - offset);
         };
-        if narrow.is_none() && block.whole == NONE {
-            self.store_whole(index - offset);
-        }
-        // Every column keeps one entry per sample from its first on,
-        // whichever way its block is stored, so sample `i` is at `i` in each.
-        let n = narrow.unwrap_or_default();
-        self.at.push(n.at);
-        for (which, column) in self.figures.iter_mut().enumerate() {
-            if !column.is_empty() || n.stored & FIGURE_BITS[which] != 0 {
-                column.resize(index, 0);
-                column.push(n.figures[which]);
-            }
-        }
-        if !self.fragmentation.is_empty() || n.stored & FRAGMENTATION != 0 {
-            self.fragmentation.resize(index, 0);
-            self.fragmentation.push(n.fragmentation);
-        }
-        self.len += 1;
-        let Some(block) = self.blocks.last_mut() else {
-            return;
-        };
-        if block.whole != NONE {
-            self.whole.push(sample);
-            return;
-        }
         if block.mixed == NONE && block.present != sample.present {
             block.mixed = (self.presence.len() / BLOCK) as u32;
             self.presence
@@ -360,6 +333,41 @@ impl AllocatorSamples {
         if block.mixed != NONE {
             self.presence.push(sample.present);
         }
+        // Every column keeps one entry per sample from its first on,
+        // whichever way its block is stored, so sample `i` is at `i` in each.
+        self.at.push(n.at);
+        for (which, column) in self.figures.iter_mut().enumerate() {
+            if n.stored & FIGURE_BITS[which] != 0 || !column.is_empty() {
+                if column.len() < index {
+                    column.resize(index, 0);
+                }
+                column.push(n.figures[which]);
+            }
+        }
+        if n.stored & FRAGMENTATION != 0 || !self.fragmentation.is_empty() {
+            if self.fragmentation.len() < index {
+                self.fragmentation.resize(index, 0);
+            }
+            self.fragmentation.push(n.fragmentation);
+        }
+        self.len += 1;
+    }
+
+    /// Adds a sample its block cannot store narrow: the block, from
+    /// `start` on, is stored whole from here on.
+    fn push_whole(&mut self, sample: AllocatorSample, start: usize) {
+        if self.blocks.last().is_some_and(|b| b.whole == NONE) {
+            self.store_whole(start);
+        }
+        self.at.push(0);
+        for column in self.figures.iter_mut().filter(|c| !c.is_empty()) {
+            column.push(0);
+        }
+        if !self.fragmentation.is_empty() {
+            self.fragmentation.push(0);
+        }
+        self.whole.push(sample);
+        self.len += 1;
     }
 
     /// Moves the samples of the last block so far (from `start` on) to
@@ -392,6 +400,9 @@ struct Narrow {
 /// `sample` as `block` can store it narrow (setting the block's base of a
 /// figure it is the first to have), or `None` where a value does not fit.
 fn narrow(block: &mut Block, sample: &AllocatorSample) -> Option<Narrow> {
+    if block.whole != NONE {
+        return None;
+    }
     let since_base = sample.at.wrapping_sub(block.at_base);
     if block.at_unit == 0 && since_base != 0 {
         block.at_unit = if since_base % 1000 == 0 { 1000 } else { 1 };
@@ -433,11 +444,9 @@ fn narrow(block: &mut Block, sample: &AllocatorSample) -> Option<Narrow> {
     }
     if sample.present & FRAGMENTATION != 0 {
         let f = sample.fragmentation;
-        let scaled = (f * FRAGMENTATION_SCALE).round();
-        if !(0.0..=f64::from(u32::MAX)).contains(&scaled) {
-            return None;
-        }
-        let billionths = scaled as u32;
+        // Rounded by the cast (which saturates, and takes NaN to 0): any
+        // count that reads back as `f` bit for bit will do.
+        let billionths = (f * FRAGMENTATION_SCALE + 0.5) as u32;
         if (f64::from(billionths) / FRAGMENTATION_SCALE).to_bits() != f.to_bits() {
             return None;
         }
