@@ -233,16 +233,20 @@ impl AllocatorSamples {
     }
 
     /// The first sample.
+    #[inline]
     pub fn first(&self) -> Option<AllocatorSample> {
         self.get(0)
     }
 
     /// The last sample.
+    #[inline]
     pub fn last(&self) -> Option<AllocatorSample> {
         self.len.checked_sub(1).and_then(|i| self.get(i))
     }
 
-    /// Sample `index`, if there is one.
+    /// Sample `index`, if there is one. Inlined: a caller that reads one
+    /// figure of it has the others left unread.
+    #[inline]
     pub fn get(&self, index: usize) -> Option<AllocatorSample> {
         if index >= self.len {
             return None;
@@ -515,6 +519,7 @@ pub struct Iter<'a> {
 impl Iterator for Iter<'_> {
     type Item = AllocatorSample;
 
+    #[inline]
     fn next(&mut self) -> Option<AllocatorSample> {
         if self.front >= self.back {
             return None;
@@ -535,6 +540,7 @@ impl Iterator for Iter<'_> {
 }
 
 impl DoubleEndedIterator for Iter<'_> {
+    #[inline]
     fn next_back(&mut self) -> Option<AllocatorSample> {
         if self.front >= self.back {
             return None;
