@@ -264,7 +264,7 @@ pub fn frag(profile: &Profile, options: &Options) -> FragReport {
             .allocator_samples
             .iter()
             .enumerate()
-            .filter_map(|(i, s)| sample_fragmentation(s).map(|f| (i, f)))
+            .filter_map(|(i, s)| sample_fragmentation(&s).map(|f| (i, f)))
             .collect();
         let allocator = series_stats(&figures);
         let mut worst = worst_episodes(&figures);
@@ -407,7 +407,7 @@ fn point_frag(
     Some(PointFrag {
         at: p.at,
         label: point_label(memory, p.index, p.at),
-        allocator_fragmentation: s.and_then(sample_fragmentation),
+        allocator_fragmentation: s.as_ref().and_then(sample_fragmentation),
         in_use_bytes: s.and_then(|s| s.allocated_bytes()).unwrap_or(p.bytes),
         reserved_bytes: reserved.map(|r| r.reserved_bytes),
         unused_reserved_bytes: reserved.map(|r| r.unused_bytes()),

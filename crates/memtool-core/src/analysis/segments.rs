@@ -332,7 +332,10 @@ pub fn for_each_reserved_point(memory: &Memory, mut visit: impl FnMut(ReservedUs
             }
         } else {
             while next < samples.len() && sample_points[next] <= p.index {
-                reserved = samples[next].reserved_bytes().or(reserved);
+                reserved = samples
+                    .get(next)
+                    .and_then(|s| s.reserved_bytes())
+                    .or(reserved);
                 next += 1;
             }
         }

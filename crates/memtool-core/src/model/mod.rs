@@ -14,6 +14,7 @@
 mod category;
 mod intern;
 mod phase;
+mod sample;
 mod xla_report;
 
 pub use category::{CategorySource, CategorySources};
@@ -22,6 +23,7 @@ pub use intern::{
     BeforeRecording, Frame, FrameId, Names, Renames, Site, SiteId, StackFrames, StackId, StrId,
 };
 pub use phase::{Phase, PhaseSpan};
+pub use sample::{AllocatorSample, AllocatorSamples};
 pub use xla_report::{
     BfcDump, ChunksOfSize, LayoutSizes, ReportedAllocation, ReportedBytes, UsageLine, XlaOomReport,
     XlaReportKind,
@@ -241,7 +243,7 @@ pub struct Memory {
     /// (`allocator_samples.len() == events.len()`), sample `i` is the
     /// allocator's state right after event `i`; otherwise samples are placed
     /// by `at`.
-    pub allocator_samples: Vec<AllocatorSample>,
+    pub allocator_samples: AllocatorSamples,
     /// The allocator's own high-water mark over its whole life (TSL
     /// `peak_bytes_in_use`), which can exceed every point the profile saw.
     pub allocator_peak_bytes: Option<u64>,
@@ -548,149 +550,6 @@ pub enum BlockState {
     Free,
 }
 
-/// The allocator's own view of its state at a position, as the profile
-/// recorded it (XSpace allocator stats, PyTorch segment events). Every figure
-/// is optional: formats report different subsets.
-///
-/// Profiles hold one sample per event (millions), so the optional figures are
-/// stored bare with one presence bit each (56 bytes, not the 88 of five
-/// `Option`s); read them through the accessors, set them with the `with_*`
-/// builders.
-#[derive(Clone, Copy)]
-pub struct AllocatorSample {
-    /// Position on the memory's [`Axis`].
-    pub at: i64,
-    reserved_bytes: u64,
-    allocated_bytes: u64,
-    free_bytes: u64,
-    largest_free_block: u64,
-    fragmentation: f64,
-    present: u8,
-}
-
-const RESERVED: u8 = 1;
-const ALLOCATED: u8 = 2;
-const FREE: u8 = 4;
-const LARGEST_FREE: u8 = 8;
-const FRAGMENTATION: u8 = 16;
-
-impl AllocatorSample {
-    /// A sample at `at` with no figure known yet.
-    pub fn new(at: i64) -> AllocatorSample {
-        AllocatorSample {
-            at,
-            reserved_bytes: 0,
-            allocated_bytes: 0,
-            free_bytes: 0,
-            largest_free_block: 0,
-            fragmentation: 0.0,
-            present: 0,
-        }
-    }
-
-    fn figure<T>(&self, bit: u8, value: T) -> Option<T> {
-        (self.present & bit != 0).then_some(value)
-    }
-
-    fn set<T: Default>(&mut self, bit: u8, slot: fn(&mut Self) -> &mut T, value: Option<T>) {
-        match value {
-            Some(v) => {
-                *slot(self) = v;
-                self.present |= bit;
-            }
-            None => {
-                *slot(self) = T::default();
-                self.present &= !bit;
-            }
-        }
-    }
-
-    /// Memory the allocator holds from the device (PyTorch "reserved").
-    pub fn reserved_bytes(&self) -> Option<u64> {
-        self.figure(RESERVED, self.reserved_bytes)
-    }
-
-    /// Memory handed out to the program.
-    pub fn allocated_bytes(&self) -> Option<u64> {
-        self.figure(ALLOCATED, self.allocated_bytes)
-    }
-
-    /// Memory still available to the allocator (device capacity left).
-    pub fn free_bytes(&self) -> Option<u64> {
-        self.figure(FREE, self.free_bytes)
-    }
-
-    /// Largest contiguous free block, when known.
-    pub fn largest_free_block(&self) -> Option<u64> {
-        self.figure(LARGEST_FREE, self.largest_free_block)
-    }
-
-    /// The allocator's own fragmentation figure in [0, 1], when it reports one.
-    pub fn fragmentation(&self) -> Option<f64> {
-        self.figure(FRAGMENTATION, self.fragmentation)
-    }
-
-    /// The sample with [`AllocatorSample::reserved_bytes`] set (or cleared).
-    pub fn with_reserved_bytes(mut self, v: Option<u64>) -> Self {
-        self.set(RESERVED, |s| &mut s.reserved_bytes, v);
-        self
-    }
-
-    /// The sample with [`AllocatorSample::allocated_bytes`] set (or cleared).
-    pub fn with_allocated_bytes(mut self, v: Option<u64>) -> Self {
-        self.set(ALLOCATED, |s| &mut s.allocated_bytes, v);
-        self
-    }
-
-    /// The sample with [`AllocatorSample::free_bytes`] set (or cleared).
-    pub fn with_free_bytes(mut self, v: Option<u64>) -> Self {
-        self.set(FREE, |s| &mut s.free_bytes, v);
-        self
-    }
-
-    /// The sample with [`AllocatorSample::largest_free_block`] set (or cleared).
-    pub fn with_largest_free_block(mut self, v: Option<u64>) -> Self {
-        self.set(LARGEST_FREE, |s| &mut s.largest_free_block, v);
-        self
-    }
-
-    /// The sample with [`AllocatorSample::fragmentation`] set (or cleared).
-    pub fn with_fragmentation(mut self, v: Option<f64>) -> Self {
-        self.set(FRAGMENTATION, |s| &mut s.fragmentation, v);
-        self
-    }
-}
-
-impl Default for AllocatorSample {
-    fn default() -> Self {
-        AllocatorSample::new(0)
-    }
-}
-
-impl PartialEq for AllocatorSample {
-    fn eq(&self, other: &Self) -> bool {
-        self.at == other.at
-            && self.reserved_bytes() == other.reserved_bytes()
-            && self.allocated_bytes() == other.allocated_bytes()
-            && self.free_bytes() == other.free_bytes()
-            && self.largest_free_block() == other.largest_free_block()
-            && self.fragmentation() == other.fragmentation()
-    }
-}
-
-impl std::fmt::Debug for AllocatorSample {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AllocatorSample")
-            .field("at", &self.at)
-            .field("reserved_bytes", &self.reserved_bytes())
-            .field("allocated_bytes", &self.allocated_bytes())
-            .field("free_bytes", &self.free_bytes())
-            .field("largest_free_block", &self.largest_free_block())
-            .field("fragmentation", &self.fragmentation())
-            .finish()
-    }
-}
-
 impl Memory {
     /// An empty memory.
     pub fn new(id: impl Into<String>, kind: MemoryKind, axis: Axis) -> Memory {
@@ -704,7 +563,7 @@ impl Memory {
             live_at_start: Vec::new(),
             instants: Vec::new(),
             capacity: None,
-            allocator_samples: Vec::new(),
+            allocator_samples: AllocatorSamples::new(),
             allocator_peak_bytes: None,
             steps: Vec::new(),
             annotations: Vec::new(),

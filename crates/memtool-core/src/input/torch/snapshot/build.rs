@@ -309,7 +309,7 @@ pub(super) fn build_memory(
     memory.allocations = allocations;
     memory.events = events;
     memory.live_at_start = live_at_start;
-    memory.allocator_samples = samples;
+    memory.allocator_samples = samples.into();
     // The segments are what the allocator holds; their ranges are known
     // only when every segment has its address.
     if model_segments.iter().all(|s| s.address.is_some()) {

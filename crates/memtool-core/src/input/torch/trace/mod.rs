@@ -886,7 +886,7 @@ fn build_trace_memory<'a>(
     memory.allocations = allocations;
     memory.events = events;
     memory.live_at_start = live_at_start;
-    memory.allocator_samples = samples;
+    memory.allocator_samples = samples.into();
     memory.recorded_events = counts;
     memory.capacity = capacity;
     memory.recording_origin = origin;

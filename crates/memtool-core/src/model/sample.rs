@@ -1,0 +1,707 @@
+//! What an allocator reported about itself over time: one
+//! [`AllocatorSample`] per report, held compactly in [`AllocatorSamples`].
+
+/// The allocator's own view of its state at a position, as the profile
+/// recorded it (XSpace allocator stats, PyTorch segment events). Every figure
+/// is optional: formats report different subsets.
+///
+/// The figures are stored bare with one presence bit each (56 bytes, not the
+/// 88 of five `Option`s); read them through the accessors, set them with the
+/// `with_*` builders. A memory holds its samples in [`AllocatorSamples`],
+/// which stores them in far less.
+#[derive(Clone, Copy)]
+pub struct AllocatorSample {
+    /// Position on the memory's [`Axis`](crate::model::Axis).
+    pub at: i64,
+    /// Reserved, allocated, free bytes and the largest free block, by
+    /// [`FIGURES`]' bits; 0 where absent.
+    figures: [u64; 4],
+    /// 0.0 where absent.
+    fragmentation: f64,
+    present: u8,
+}
+
+const RESERVED: usize = 0;
+const ALLOCATED: usize = 1;
+const FREE: usize = 2;
+const LARGEST_FREE: usize = 3;
+/// The presence bit of each of `figures`, then of the fragmentation.
+const FIGURE_BITS: [u8; 4] = [1, 2, 4, 8];
+const FRAGMENTATION: u8 = 16;
+
+impl AllocatorSample {
+    /// A sample at `at` with no figure known yet.
+    pub fn new(at: i64) -> AllocatorSample {
+        AllocatorSample {
+            at,
+            figures: [0; 4],
+            fragmentation: 0.0,
+            present: 0,
+        }
+    }
+
+    fn figure(&self, which: usize) -> Option<u64> {
+        (self.present & FIGURE_BITS[which] != 0).then_some(self.figures[which])
+    }
+
+    fn with_figure(mut self, which: usize, value: Option<u64>) -> Self {
+        self.figures[which] = value.unwrap_or(0);
+        match value {
+            Some(_) => self.present |= FIGURE_BITS[which],
+            None => self.present &= !FIGURE_BITS[which],
+        }
+        self
+    }
+
+    /// Memory the allocator holds from the device (PyTorch "reserved").
+    pub fn reserved_bytes(&self) -> Option<u64> {
+        self.figure(RESERVED)
+    }
+
+    /// Memory handed out to the program.
+    pub fn allocated_bytes(&self) -> Option<u64> {
+        self.figure(ALLOCATED)
+    }
+
+    /// Memory still available to the allocator (device capacity left).
+    pub fn free_bytes(&self) -> Option<u64> {
+        self.figure(FREE)
+    }
+
+    /// Largest contiguous free block, when known.
+    pub fn largest_free_block(&self) -> Option<u64> {
+        self.figure(LARGEST_FREE)
+    }
+
+    /// The allocator's own fragmentation figure in [0, 1], when it reports one.
+    pub fn fragmentation(&self) -> Option<f64> {
+        (self.present & FRAGMENTATION != 0).then_some(self.fragmentation)
+    }
+
+    /// The sample with [`AllocatorSample::reserved_bytes`] set (or cleared).
+    pub fn with_reserved_bytes(self, v: Option<u64>) -> Self {
+        self.with_figure(RESERVED, v)
+    }
+
+    /// The sample with [`AllocatorSample::allocated_bytes`] set (or cleared).
+    pub fn with_allocated_bytes(self, v: Option<u64>) -> Self {
+        self.with_figure(ALLOCATED, v)
+    }
+
+    /// The sample with [`AllocatorSample::free_bytes`] set (or cleared).
+    pub fn with_free_bytes(self, v: Option<u64>) -> Self {
+        self.with_figure(FREE, v)
+    }
+
+    /// The sample with [`AllocatorSample::largest_free_block`] set (or cleared).
+    pub fn with_largest_free_block(self, v: Option<u64>) -> Self {
+        self.with_figure(LARGEST_FREE, v)
+    }
+
+    /// The sample with [`AllocatorSample::fragmentation`] set (or cleared).
+    pub fn with_fragmentation(mut self, v: Option<f64>) -> Self {
+        self.fragmentation = v.unwrap_or(0.0);
+        match v {
+            Some(_) => self.present |= FRAGMENTATION,
+            None => self.present &= !FRAGMENTATION,
+        }
+        self
+    }
+}
+
+impl Default for AllocatorSample {
+    fn default() -> Self {
+        AllocatorSample::new(0)
+    }
+}
+
+impl PartialEq for AllocatorSample {
+    fn eq(&self, other: &Self) -> bool {
+        self.at == other.at
+            && self.reserved_bytes() == other.reserved_bytes()
+            && self.allocated_bytes() == other.allocated_bytes()
+            && self.free_bytes() == other.free_bytes()
+            && self.largest_free_block() == other.largest_free_block()
+            && self.fragmentation() == other.fragmentation()
+    }
+}
+
+impl std::fmt::Debug for AllocatorSample {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AllocatorSample")
+            .field("at", &self.at)
+            .field("reserved_bytes", &self.reserved_bytes())
+            .field("allocated_bytes", &self.allocated_bytes())
+            .field("free_bytes", &self.free_bytes())
+            .field("largest_free_block", &self.largest_free_block())
+            .field("fragmentation", &self.fragmentation())
+            .finish()
+    }
+}
+
+/// Samples per block of [`AllocatorSamples`].
+const BLOCK: usize = 64;
+const BLOCK_SHIFT: u32 = BLOCK.trailing_zeros();
+/// No index: the block is stored narrow, or its presence is uniform.
+const NONE: u32 = u32::MAX;
+/// Fragmentation figures are stored as billionths when that is exact: the
+/// profilers write them as decimals of six significant digits (TSL's
+/// `TraceMe` prints them), and `n / 10^9` is the double nearest the decimal,
+/// as parsing it gives.
+const FRAGMENTATION_SCALE: f64 = 1e9;
+
+/// A memory's allocator samples, in order, as a vector of them would hold
+/// them — [`AllocatorSamples::get`], [`AllocatorSamples::iter`] and the
+/// like hand out [`AllocatorSample`]s by value — in about 17 bytes a sample
+/// rather than 56: an XSpace holds one sample per event, 10^8 of them in a
+/// large profile.
+///
+/// Samples come in blocks of 64. A block stores each figure as 32 bits from
+/// a base (the block's first value of it; `at` likewise, in thousands where
+/// it can), the free bytes not at all where they are a limit less the
+/// allocated bytes, the fragmentation
+/// as billionths, and the figures' presence once when every sample of the
+/// block has the same. A block with a value that does not fit (a jump of
+/// more than 2 GiB, a fragmentation that is not a short decimal) keeps its
+/// samples whole instead; a block whose presence varies keeps it per sample.
+/// Columns of figures no sample has are never made. Every sample reads back
+/// exactly as it was pushed.
+#[derive(Clone, Default)]
+pub struct AllocatorSamples {
+    len: usize,
+    blocks: Vec<Block>,
+    /// `at - base` of every sample.
+    at: Vec<u32>,
+    /// Per figure (reserved, allocated, free, largest free block), `value -
+    /// base` of every sample; empty until a sample has the figure.
+    figures: [Vec<u32>; 4],
+    /// Billionths, of every sample; empty until a sample has one.
+    fragmentation: Vec<u32>,
+    /// The samples of blocks that are not stored narrow, `BLOCK` each (the
+    /// last one as many as it has).
+    whole: Vec<AllocatorSample>,
+    /// The presence bits of blocks whose presence varies, `BLOCK` each.
+    presence: Vec<u8>,
+}
+
+/// One block of [`AllocatorSamples`].
+#[derive(Clone, Copy)]
+struct Block {
+    at_base: i64,
+    /// Per figure, the block's first value of it.
+    figure_base: [u64; 4],
+    /// Where the block's samples are in `whole`, or `NONE` when they are
+    /// stored narrow.
+    whole: u32,
+    /// Where the block's presence bits are in `presence`, or `NONE` when
+    /// every sample has `present`.
+    mixed: u32,
+    present: u8,
+    /// Which of `figure_base` are set.
+    based: u8,
+    /// Whether the block's free figures are `free_complement` less the
+    /// allocated ones, and stored nowhere: allocators report what is free
+    /// as their limit less what is in use.
+    free_derived: bool,
+    free_complement: u64,
+    /// What `at` counts in from `at_base`: 1000 when the block's first
+    /// position apart from its base is a multiple of 1000 (XSpace times are
+    /// nanoseconds in picoseconds: 32 bits of them span 2 s, not 2 ms), else
+    /// 1; 0 until then.
+    at_unit: u32,
+}
+
+impl AllocatorSamples {
+    /// No samples.
+    pub fn new() -> AllocatorSamples {
+        AllocatorSamples::default()
+    }
+
+    /// How many samples there are.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Removes every sample.
+    pub fn clear(&mut self) {
+        *self = AllocatorSamples::default();
+    }
+
+    /// The first sample.
+    #[inline]
+    pub fn first(&self) -> Option<AllocatorSample> {
+        self.get(0)
+    }
+
+    /// The last sample.
+    #[inline]
+    pub fn last(&self) -> Option<AllocatorSample> {
+        self.len.checked_sub(1).and_then(|i| self.get(i))
+    }
+
+    /// Sample `index`, if there is one. Inlined: a caller that reads one
+    /// figure of it has the others left unread.
+    #[inline]
+    pub fn get(&self, index: usize) -> Option<AllocatorSample> {
+        if index >= self.len {
+            return None;
+        }
+        let block = self.blocks.get(index >> BLOCK_SHIFT)?;
+        let offset = index & (BLOCK - 1);
+        if block.whole != NONE {
+            return self
+                .whole
+                .get(block.whole as usize * BLOCK + offset)
+                .copied();
+        }
+        let present = match block.mixed {
+            NONE => block.present,
+            mixed => *self.presence.get(mixed as usize * BLOCK + offset)?,
+        };
+        let widen = |column: &[u32]| i64::from(column.get(index).copied().unwrap_or(0) as i32);
+        let at = widen(&self.at).wrapping_mul(i64::from(block.at_unit));
+        let mut sample = AllocatorSample::new(block.at_base.wrapping_add(at));
+        sample.present = present;
+        for (which, bit) in FIGURE_BITS.iter().enumerate() {
+            if present & bit != 0 {
+                let delta = widen(&self.figures[which]) as u64;
+                sample.figures[which] = block.figure_base[which].wrapping_add(delta);
+            }
+        }
+        if block.free_derived && present & FIGURE_BITS[FREE] != 0 {
+            sample.figures[FREE] = block
+                .free_complement
+                .wrapping_sub(sample.figures[ALLOCATED]);
+        }
+        if present & FRAGMENTATION != 0 {
+            let billionths = self.fragmentation.get(index).copied().unwrap_or(0);
+            sample.fragmentation = f64::from(billionths) / FRAGMENTATION_SCALE;
+        }
+        Some(sample)
+    }
+
+    /// Bytes the samples take on the heap (capacity included): what the
+    /// compact form saves is measured by it.
+    pub fn heap_bytes(&self) -> usize {
+        use std::mem::size_of;
+        self.blocks.capacity() * size_of::<Block>()
+            + self.at.capacity() * 4
+            + self.figures.iter().map(|c| c.capacity() * 4).sum::<usize>()
+            + self.fragmentation.capacity() * 4
+            + self.whole.capacity() * size_of::<AllocatorSample>()
+            + self.presence.capacity()
+    }
+
+    /// The samples in order.
+    pub fn iter(&self) -> Iter<'_> {
+        Iter {
+            samples: self,
+            front: 0,
+            back: self.len,
+        }
+    }
+
+    /// Adds a sample at the end.
+    pub fn push(&mut self, sample: AllocatorSample) {
+        let index = self.len;
+        let offset = index & (BLOCK - 1);
+        if offset == 0 {
+            self.blocks.push(Block {
+                at_base: sample.at,
+                figure_base: [0; 4],
+                whole: NONE,
+                mixed: NONE,
+                present: sample.present,
+                based: 0,
+                free_derived: false,
+                free_complement: 0,
+                at_unit: 0,
+            });
+        }
+        let Some(block) = self.blocks.last_mut() else {
+            return;
+        };
+        let Some(n) = narrow(block, &sample) else {
+            return self.push_whole(sample, index - offset);
+        };
+        if block.mixed == NONE && block.present != sample.present {
+            block.mixed = (self.presence.len() / BLOCK) as u32;
+            self.presence
+                .extend(std::iter::repeat_n(block.present, offset));
+        }
+        if block.mixed != NONE {
+            self.presence.push(sample.present);
+        }
+        // Every column keeps one entry per sample from its first on,
+        // whichever way its block is stored, so sample `i` is at `i` in each.
+        self.at.push(n.at);
+        for (which, column) in self.figures.iter_mut().enumerate() {
+            if n.stored & FIGURE_BITS[which] != 0 || !column.is_empty() {
+                if column.len() < index {
+                    column.resize(index, 0);
+                }
+                column.push(n.figures[which]);
+            }
+        }
+        if n.stored & FRAGMENTATION != 0 || !self.fragmentation.is_empty() {
+            if self.fragmentation.len() < index {
+                self.fragmentation.resize(index, 0);
+            }
+            self.fragmentation.push(n.fragmentation);
+        }
+        self.len += 1;
+    }
+
+    /// Adds a sample its block cannot store narrow: the block, from
+    /// `start` on, is stored whole from here on.
+    fn push_whole(&mut self, sample: AllocatorSample, start: usize) {
+        if self.blocks.last().is_some_and(|b| b.whole == NONE) {
+            self.store_whole(start);
+        }
+        self.at.push(0);
+        for column in self.figures.iter_mut().filter(|c| !c.is_empty()) {
+            column.push(0);
+        }
+        if !self.fragmentation.is_empty() {
+            self.fragmentation.push(0);
+        }
+        self.whole.push(sample);
+        self.len += 1;
+    }
+
+    /// Moves the samples of the last block so far (from `start` on) to
+    /// `whole`, where the block's next ones will go too.
+    fn store_whole(&mut self, start: usize) {
+        let moved: Vec<AllocatorSample> = (start..self.len).filter_map(|i| self.get(i)).collect();
+        let whole = (self.whole.len() / BLOCK) as u32;
+        self.whole.extend(moved);
+        if let Some(block) = self.blocks.last_mut() {
+            if block.mixed != NONE {
+                // Its presence bits were the block's last: they go too.
+                self.presence.truncate(block.mixed as usize * BLOCK);
+                block.mixed = NONE;
+            }
+            block.whole = whole;
+        }
+    }
+}
+
+/// A sample as its narrow block stores it.
+#[derive(Clone, Copy, Default)]
+struct Narrow {
+    at: u32,
+    figures: [u32; 4],
+    fragmentation: u32,
+    /// The presence bits of the figures it has an entry for.
+    stored: u8,
+}
+
+/// `sample` as `block` can store it narrow (setting the block's base of a
+/// figure it is the first to have), or `None` where a value does not fit.
+fn narrow(block: &mut Block, sample: &AllocatorSample) -> Option<Narrow> {
+    if block.whole != NONE {
+        return None;
+    }
+    let since_base = sample.at.wrapping_sub(block.at_base);
+    if block.at_unit == 0 && since_base != 0 {
+        block.at_unit = if since_base % 1000 == 0 { 1000 } else { 1 };
+    }
+    let unit = i64::from(block.at_unit.max(1));
+    if since_base % unit != 0 {
+        return None;
+    }
+    let mut n = Narrow {
+        at: delta(since_base / unit)?,
+        ..Narrow::default()
+    };
+    let present = |which: usize| sample.present & FIGURE_BITS[which] != 0;
+    if present(FREE) {
+        // The first free figure of a block with an allocated one beside
+        // it makes the block's free figures derived; a later one that is
+        // not what that gives makes the block whole.
+        let complement = sample.figures[ALLOCATED].wrapping_add(sample.figures[FREE]);
+        if block.based & FIGURE_BITS[FREE] == 0 && present(ALLOCATED) {
+            block.based |= FIGURE_BITS[FREE];
+            block.free_derived = true;
+            block.free_complement = complement;
+        } else if block.free_derived && (!present(ALLOCATED) || complement != block.free_complement)
+        {
+            return None;
+        }
+    }
+    for (which, &bit) in FIGURE_BITS.iter().enumerate() {
+        if sample.present & bit == 0 || (which == FREE && block.free_derived) {
+            continue;
+        }
+        n.stored |= bit;
+        let value = sample.figures[which];
+        if block.based & bit == 0 {
+            block.figure_base[which] = value;
+            block.based |= bit;
+        }
+        n.figures[which] = delta(value.wrapping_sub(block.figure_base[which]) as i64)?;
+    }
+    if sample.present & FRAGMENTATION != 0 {
+        let f = sample.fragmentation;
+        // Rounded by the cast (which saturates, and takes NaN to 0): any
+        // count that reads back as `f` bit for bit will do.
+        let billionths = (f * FRAGMENTATION_SCALE + 0.5) as u32;
+        if (f64::from(billionths) / FRAGMENTATION_SCALE).to_bits() != f.to_bits() {
+            return None;
+        }
+        n.fragmentation = billionths;
+        n.stored |= FRAGMENTATION;
+    }
+    Some(n)
+}
+
+/// A difference from a block's base as 32 bits, if it fits.
+fn delta(d: i64) -> Option<u32> {
+    i32::try_from(d).ok().map(|d| d as u32)
+}
+
+impl std::fmt::Debug for AllocatorSamples {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+impl PartialEq for AllocatorSamples {
+    fn eq(&self, other: &Self) -> bool {
+        self.len == other.len && self.iter().eq(other.iter())
+    }
+}
+
+impl From<Vec<AllocatorSample>> for AllocatorSamples {
+    fn from(samples: Vec<AllocatorSample>) -> Self {
+        samples.into_iter().collect()
+    }
+}
+
+impl FromIterator<AllocatorSample> for AllocatorSamples {
+    fn from_iter<I: IntoIterator<Item = AllocatorSample>>(iter: I) -> Self {
+        let mut samples = AllocatorSamples::new();
+        samples.extend(iter);
+        samples
+    }
+}
+
+impl Extend<AllocatorSample> for AllocatorSamples {
+    fn extend<I: IntoIterator<Item = AllocatorSample>>(&mut self, iter: I) {
+        for sample in iter {
+            self.push(sample);
+        }
+    }
+}
+
+impl<'a> IntoIterator for &'a AllocatorSamples {
+    type Item = AllocatorSample;
+    type IntoIter = Iter<'a>;
+
+    fn into_iter(self) -> Iter<'a> {
+        self.iter()
+    }
+}
+
+/// [`AllocatorSamples::iter`]: the samples by value, in order.
+#[derive(Clone)]
+pub struct Iter<'a> {
+    samples: &'a AllocatorSamples,
+    front: usize,
+    back: usize,
+}
+
+impl Iterator for Iter<'_> {
+    type Item = AllocatorSample;
+
+    #[inline]
+    fn next(&mut self) -> Option<AllocatorSample> {
+        if self.front >= self.back {
+            return None;
+        }
+        self.front += 1;
+        self.samples.get(self.front - 1)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let left = self.back - self.front;
+        (left, Some(left))
+    }
+
+    fn nth(&mut self, n: usize) -> Option<AllocatorSample> {
+        self.front = self.front.saturating_add(n).min(self.back);
+        self.next()
+    }
+}
+
+impl DoubleEndedIterator for Iter<'_> {
+    #[inline]
+    fn next_back(&mut self) -> Option<AllocatorSample> {
+        if self.front >= self.back {
+            return None;
+        }
+        self.back -= 1;
+        self.samples.get(self.back)
+    }
+}
+
+impl ExactSizeIterator for Iter<'_> {}
+
+impl std::iter::FusedIterator for Iter<'_> {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A deterministic stream of numbers (xorshift64).
+    struct Numbers(u64);
+
+    impl Numbers {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+    }
+
+    /// What an XSpace allocator reports after each event: time in ps (whole
+    /// ns, 300 µs apart on average, as in `tf_cnn.xplane.pb`), in use
+    /// and free bytes moving by an allocation's size, fragmentation as a
+    /// six-digit decimal; now and then a stack change's sample without
+    /// figures.
+    fn xspace_like(n: usize) -> Vec<AllocatorSample> {
+        let mut numbers = Numbers(0x9e37_79b9_7f4a_7c15);
+        let (mut at, mut in_use) = (5_000_000_000_000i64, 17u64 << 30);
+        (0..n)
+            .map(|i| {
+                at += (numbers.next() % 600_000) as i64 * 1000;
+                let size = (numbers.next() % (64 << 20)) & !255;
+                in_use = if numbers.next() % 2 == 0 {
+                    in_use + size
+                } else {
+                    in_use.saturating_sub(size)
+                };
+                if i % 1000 == 999 {
+                    return AllocatorSample::new(at);
+                }
+                let fragmentation = (numbers.next() % 1_000_000) as f64 / 1e6;
+                AllocatorSample::new(at)
+                    .with_allocated_bytes(Some(in_use))
+                    .with_free_bytes(Some((80u64 << 30) - in_use))
+                    .with_fragmentation(Some(fragmentation))
+            })
+            .collect()
+    }
+
+    fn check(samples: &[AllocatorSample]) -> AllocatorSamples {
+        let stored: AllocatorSamples = samples.iter().copied().collect();
+        assert_eq!(stored.len(), samples.len());
+        let back: Vec<AllocatorSample> = stored.iter().collect();
+        assert_eq!(back.len(), samples.len());
+        for (i, (got, want)) in back.iter().zip(samples).enumerate() {
+            assert_eq!(format!("{got:?}"), format!("{want:?}"), "sample {i}");
+            assert_eq!(
+                got.fragmentation().map(f64::to_bits),
+                want.fragmentation().map(f64::to_bits),
+                "sample {i}"
+            );
+            assert_eq!(
+                stored.get(i).map(|s| format!("{s:?}")),
+                Some(format!("{want:?}"))
+            );
+        }
+        let mut reversed: Vec<AllocatorSample> = stored.iter().rev().collect();
+        // NaN is not equal to itself: samples are compared as they print.
+        let printed = |s: &[AllocatorSample]| format!("{s:?}");
+        reversed.reverse();
+        assert_eq!(printed(&reversed), printed(&back));
+        assert!(stored.get(samples.len()).is_none());
+        assert_eq!(
+            format!("{:?}", stored.last()),
+            format!("{:?}", samples.last())
+        );
+        assert_eq!(format!("{stored:?}"), format!("{samples:?}"));
+        stored
+    }
+
+    /// An XSpace allocator's samples take a quarter of what a vector of
+    /// them takes (56 bytes a sample), and read back exactly.
+    #[test]
+    fn xspace_samples_are_stored_in_a_quarter_and_read_back_exactly() {
+        let samples = xspace_like(1 << 17);
+        let stored = check(&samples);
+        let per_sample = stored.heap_bytes() as f64 / samples.len() as f64;
+        assert!(per_sample < 14.0, "{per_sample} bytes per sample");
+        assert!(std::mem::size_of::<AllocatorSample>() >= 56);
+    }
+
+    /// Values that do not fit a narrow block (jumps over 2 GiB and over
+    /// 2^31 ps, the ends of the ranges, fragmentation figures that are no
+    /// short decimal, NaN, -0.0) and presence that varies read back as
+    /// they were pushed.
+    #[test]
+    fn anything_that_does_not_fit_reads_back_exactly() {
+        let mut numbers = Numbers(7);
+        let mut samples = Vec::new();
+        for i in 0..5_000u64 {
+            let pick = numbers.next();
+            let value = match pick % 6 {
+                0 => u64::MAX - pick % 3,
+                1 => pick,
+                2 => 1 << 40,
+                _ => i * 256,
+            };
+            let at = match pick % 5 {
+                0 => i64::MIN + (pick % 7) as i64,
+                1 => i64::MAX - (pick % 7) as i64,
+                2 => pick as i64,
+                _ => i as i64 * 1000,
+            };
+            let fragmentation = match pick % 7 {
+                0 => f64::NAN,
+                1 => -0.0,
+                2 => 1.0 / 3.0,
+                3 => 1e-12,
+                4 => 5.0e9,
+                _ => (pick % 1000) as f64 / 1000.0,
+            };
+            let bits = (pick >> 8) as u8;
+            let figure = |bit: u8, v: u64| (bits & bit != 0).then_some(v);
+            samples.push(
+                AllocatorSample::new(at)
+                    .with_reserved_bytes(figure(1, value))
+                    .with_allocated_bytes(figure(2, value / 3))
+                    .with_free_bytes(figure(4, i))
+                    .with_largest_free_block(figure(8, pick))
+                    .with_fragmentation((bits & 16 != 0).then_some(fragmentation)),
+            );
+        }
+        check(&samples);
+        // Blocks narrow but for their presence; a block whole from its last
+        // sample on.
+        let mut mixed = xspace_like(300);
+        mixed[10] = AllocatorSample::new(mixed[10].at).with_reserved_bytes(Some(1));
+        mixed[127] = mixed[127].with_allocated_bytes(Some(u64::MAX));
+        check(&mixed);
+        check(&[]);
+    }
+
+    #[test]
+    fn cleared_samples_are_none() {
+        let mut stored: AllocatorSamples = xspace_like(100).into_iter().collect();
+        stored.clear();
+        assert!(stored.is_empty());
+        assert_eq!(stored.first(), None);
+        stored.push(AllocatorSample::new(3).with_free_bytes(Some(9)));
+        assert_eq!(
+            stored.iter().collect::<Vec<_>>(),
+            [AllocatorSample::new(3).with_free_bytes(Some(9))]
+        );
+    }
+}
