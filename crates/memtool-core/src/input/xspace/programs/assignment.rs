@@ -13,7 +13,7 @@
 use memtool_proto::xla::{BufferAllocationProto, HloModuleProto, LogicalBufferProto};
 use prost::Message;
 
-use memtool_proto::wire::reader::{Fields, Value, WireError};
+use memtool_proto::wire::reader::{varint_at, Fields, Value, WireError};
 
 /// What the Memory Viewer reads of one module.
 pub(super) struct Decoded<'b> {
@@ -122,13 +122,34 @@ impl<'b> Decoded<'b> {
 impl<'b> Trace<'b> {
     /// Walks every event once, so that replaying cannot meet a bad one.
     fn check(bytes: &'b [u8], base: usize) -> Result<Trace<'b>, DecodeError> {
-        let trace = Trace {
-            bytes,
-            first_buffer_id: None,
-        };
         let mut first_buffer_id = None;
-        for event in trace.events_at(base) {
-            let event = event?;
+        // An instruction's events come together (its output allocated, its
+        // operands freed): a name equal to the last one checked is UTF-8.
+        let mut last_name: &[u8] = &[];
+        for event in RawEvents::new(bytes, base) {
+            let (event, at) = event?;
+            let event = match fast_event(event) {
+                Some(fast) => {
+                    if fast.name != last_name {
+                        if std::str::from_utf8(fast.name).is_err() {
+                            // The general parse finds it and says where.
+                            TraceEvent::parse(event, at)?;
+                        }
+                        last_name = fast.name;
+                    }
+                    fast
+                }
+                None => {
+                    let parsed = TraceEvent::parse(event, at)?;
+                    last_name = parsed.instruction_name.as_bytes();
+                    FastEvent {
+                        kind: parsed.kind,
+                        buffer_id: parsed.buffer_id,
+                        name: last_name,
+                        share_with_canonical_id: parsed.share_with_canonical_id,
+                    }
+                }
+            };
             first_buffer_id.get_or_insert(event.buffer_id);
         }
         Ok(Trace {
@@ -143,22 +164,139 @@ impl<'b> Trace<'b> {
         self.first_buffer_id
     }
 
-    /// The events in order. Framing was checked when the trace was read.
+    /// The events in order. Framing and names were checked when the trace
+    /// was read, so this walk only decodes (and stops at what cannot be).
     pub(super) fn events(&self) -> impl Iterator<Item = TraceEvent<'b>> + 'b {
-        self.events_at(0).map_while(Result::ok)
+        let mut last: (&'b [u8], &'b str) = (&[], "");
+        RawEvents::new(self.bytes, 0)
+            .map_while(Result::ok)
+            .map_while(move |(event, at)| {
+                let Some(fast) = fast_event(event) else {
+                    return TraceEvent::parse(event, at).ok();
+                };
+                if fast.name != last.0 {
+                    last = (fast.name, std::str::from_utf8(fast.name).ok()?);
+                }
+                Some(TraceEvent {
+                    kind: fast.kind,
+                    buffer_id: fast.buffer_id,
+                    instruction_name: last.1,
+                    share_with_canonical_id: fast.share_with_canonical_id,
+                })
+            })
+    }
+}
+
+/// The events of a trace (field 1), each as its bytes and their offset in
+/// the module; other fields are skipped. Events, nearly all of a trace,
+/// take a short path; any other field goes through [`Fields`], which also
+/// words every error.
+struct RawEvents<'b> {
+    bytes: &'b [u8],
+    pos: usize,
+    base: usize,
+    failed: bool,
+}
+
+impl<'b> RawEvents<'b> {
+    fn new(bytes: &'b [u8], base: usize) -> RawEvents<'b> {
+        RawEvents {
+            bytes,
+            pos: 0,
+            base,
+            failed: false,
+        }
     }
 
-    fn events_at(
-        &self,
-        base: usize,
-    ) -> impl Iterator<Item = Result<TraceEvent<'b>, DecodeError>> + 'b {
-        Fields::at(self.bytes, base).filter_map(|field| match field {
-            Ok((1, Value::Bytes(event), at)) => Some(TraceEvent::parse(event, at)),
-            Ok((1, _, _)) => Some(Err("a trace event has the wrong wire type".into())),
-            Ok(_) => None,
-            Err(e) => Some(Err(wire(e))),
-        })
+    /// An event's key (field 1, length-delimited) and length, read on the
+    /// short path; `None` for anything else.
+    fn fast(&mut self) -> Option<(&'b [u8], usize)> {
+        let mut pos = self.pos;
+        if *self.bytes.get(pos)? != 0x0a {
+            return None;
+        }
+        pos += 1;
+        let len = usize::try_from(varint_at(self.bytes, &mut pos)?).ok()?;
+        let event = self.bytes.get(pos..pos.checked_add(len)?)?;
+        let at = self.base + pos;
+        self.pos = pos + len;
+        Some((event, at))
     }
+}
+
+impl<'b> Iterator for RawEvents<'b> {
+    type Item = Result<(&'b [u8], usize), DecodeError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if self.failed || self.pos >= self.bytes.len() {
+                return None;
+            }
+            if let Some(event) = self.fast() {
+                return Some(Ok(event));
+            }
+            let mut fields = Fields::at(&self.bytes[self.pos..], self.base + self.pos);
+            let field = fields.next_field();
+            self.pos = fields.offset() - self.base;
+            match field {
+                Ok(Some((1, Value::Bytes(event), at))) => return Some(Ok((event, at))),
+                Ok(Some((1, _, _))) => {
+                    self.failed = true;
+                    return Some(Err("a trace event has the wrong wire type".into()));
+                }
+                Ok(Some(_)) => {}
+                Ok(None) => return None,
+                Err(e) => {
+                    self.failed = true;
+                    return Some(Err(wire(e)));
+                }
+            }
+        }
+    }
+}
+
+/// A trace event read on the short path: its name still bytes.
+#[derive(Clone, Copy)]
+struct FastEvent<'b> {
+    kind: i32,
+    buffer_id: i64,
+    name: &'b [u8],
+    share_with_canonical_id: i64,
+}
+
+/// A trace event decoded without the general field walk, for the fields
+/// XLA writes (kind, buffer, computation and instruction names, canonical
+/// buffer) in their wire types; `None` for anything else or any error, which
+/// [`TraceEvent::parse`] then reads (and words). Later values of a field
+/// win, as there.
+fn fast_event(bytes: &[u8]) -> Option<FastEvent<'_>> {
+    let mut event = FastEvent {
+        kind: 0,
+        buffer_id: 0,
+        name: &[],
+        share_with_canonical_id: 0,
+    };
+    let mut pos = 0;
+    while pos < bytes.len() {
+        let key = *bytes.get(pos)?;
+        pos += 1;
+        // Protobuf int32/int64 are two's complement in a varint.
+        match key {
+            0x08 => event.kind = varint_at(bytes, &mut pos)? as i32,
+            0x10 => event.buffer_id = varint_at(bytes, &mut pos)? as i64,
+            0x28 => event.share_with_canonical_id = varint_at(bytes, &mut pos)? as i64,
+            0x1a | 0x22 => {
+                let len = usize::try_from(varint_at(bytes, &mut pos)?).ok()?;
+                let value = bytes.get(pos..pos.checked_add(len)?)?;
+                pos += len;
+                if key == 0x22 {
+                    event.name = value;
+                }
+            }
+            _ => return None,
+        }
+    }
+    Some(event)
 }
 
 impl<'b> TraceEvent<'b> {
