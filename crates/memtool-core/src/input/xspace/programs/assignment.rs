@@ -5,13 +5,15 @@
 //! assignment grows with the number of buffers, and its heap simulator traces
 //! with the number of events (millions for a big program), so it is walked
 //! on the wire instead: each logical buffer is decoded alone into a compact
-//! [`LogicalBuffer`], and a trace stays a view of the input bytes whose
-//! events are read as they are replayed, their instruction names borrowed.
-//! A first walk checks every event's framing, so a corrupt trace rejects the
-//! module up front, as a whole-message decode would.
+//! [`LogicalBuffer`], and each trace's events are decoded once, on a short
+//! path for the fields XLA writes, into compact events whose instruction
+//! names are interned per trace (each distinct name checked as UTF-8 once).
+//! A corrupt event rejects the module up front, as a whole-message decode
+//! would, with the general field walk's words.
 
 use memtool_proto::xla::{BufferAllocationProto, HloModuleProto, LogicalBufferProto};
 use prost::Message;
+use rustc_hash::FxHashMap as HashMap;
 
 use memtool_proto::wire::reader::{varint_at, Fields, Value, WireError};
 
@@ -33,20 +35,23 @@ pub(super) struct LogicalBuffer {
     pub shape_index: Box<[i64]>,
 }
 
-/// One heap simulator trace, its events still on the wire.
-#[derive(Clone, Copy)]
+/// One heap simulator trace, decoded once into compact events.
 pub(super) struct Trace<'b> {
-    bytes: &'b [u8],
-    first_buffer_id: Option<i64>,
+    events: Vec<TraceEvent>,
+    /// The events' distinct non-empty instruction names, in the order they
+    /// first occur: a replay's steps.
+    names: Vec<&'b str>,
 }
 
-/// One `HeapSimulatorTrace.Event`.
+/// One `HeapSimulatorTrace.Event`; its instruction name a position in
+/// [`Trace::names`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct TraceEvent<'b> {
-    pub kind: i32,
+pub(super) struct TraceEvent {
     pub buffer_id: i64,
-    pub instruction_name: &'b str,
     pub share_with_canonical_id: i64,
+    pub kind: i32,
+    /// `None` for an event without an instruction name.
+    pub name: Option<u32>,
 }
 
 /// Why a module could not be read.
@@ -108,7 +113,7 @@ impl<'b> Decoded<'b> {
                     self.allocations
                         .push(BufferAllocationProto::decode(allocation).map_err(prost)?);
                 }
-                (4, Value::Bytes(trace), base) => self.traces.push(Trace::check(trace, base)?),
+                (4, Value::Bytes(trace), base) => self.traces.push(Trace::read(trace, base)?),
                 (1 | 3 | 4, _, _) => {
                     return Err("a buffer assignment field has the wrong wire type".into())
                 }
@@ -120,70 +125,76 @@ impl<'b> Decoded<'b> {
 }
 
 impl<'b> Trace<'b> {
-    /// Walks every event once, so that replaying cannot meet a bad one.
-    fn check(bytes: &'b [u8], base: usize) -> Result<Trace<'b>, DecodeError> {
-        let mut first_buffer_id = None;
-        // An instruction's events come together (its output allocated, its
-        // operands freed): a name equal to the last one checked is UTF-8.
-        let mut last_name: &[u8] = &[];
+    /// Decodes every event, so that a corrupt one rejects the module before
+    /// anything is replayed, and no event is read twice.
+    fn read(bytes: &'b [u8], base: usize) -> Result<Trace<'b>, DecodeError> {
+        let mut trace = Trace {
+            events: Vec::new(),
+            names: Vec::new(),
+        };
+        let mut name_ids: HashMap<&'b [u8], u32> = HashMap::default();
+        // An instruction's events often come together (its output
+        // allocated, its operands freed): the last name needs no lookup.
+        let mut last: (&'b [u8], Option<u32>) = (&[], None);
         for event in RawEvents::new(bytes, base) {
             let (event, at) = event?;
-            let event = match fast_event(event) {
-                Some(fast) => {
-                    if fast.name != last_name {
-                        if std::str::from_utf8(fast.name).is_err() {
-                            // The general parse finds it and says where.
-                            TraceEvent::parse(event, at)?;
-                        }
-                        last_name = fast.name;
-                    }
-                    fast
-                }
+            let fast = match fast_event(event) {
+                Some(fast) => fast,
+                // Whatever the short path does not take, the general parse
+                // reads or words the error of.
                 None => {
                     let parsed = TraceEvent::parse(event, at)?;
-                    last_name = parsed.instruction_name.as_bytes();
                     FastEvent {
                         kind: parsed.kind,
                         buffer_id: parsed.buffer_id,
-                        name: last_name,
+                        name: parsed.instruction_name.as_bytes(),
                         share_with_canonical_id: parsed.share_with_canonical_id,
                     }
                 }
             };
-            first_buffer_id.get_or_insert(event.buffer_id);
+            if fast.name.is_empty() {
+                last = (&[], None);
+            } else if fast.name != last.0 {
+                let id = match name_ids.get(fast.name) {
+                    Some(&id) => id,
+                    None => {
+                        let Ok(name) = std::str::from_utf8(fast.name) else {
+                            // The general parse says where.
+                            TraceEvent::parse(event, at)?;
+                            return Err("an instruction name is not UTF-8".into());
+                        };
+                        let id = trace.names.len() as u32;
+                        trace.names.push(name);
+                        name_ids.insert(fast.name, id);
+                        id
+                    }
+                };
+                last = (fast.name, Some(id));
+            }
+            trace.events.push(TraceEvent {
+                buffer_id: fast.buffer_id,
+                share_with_canonical_id: fast.share_with_canonical_id,
+                kind: fast.kind,
+                name: last.1,
+            });
         }
-        Ok(Trace {
-            bytes,
-            first_buffer_id,
-        })
+        Ok(trace)
     }
 
     /// The buffer of the first event: XProf decides which allocation a
     /// trace simulates from it.
     pub(super) fn first_buffer_id(&self) -> Option<i64> {
-        self.first_buffer_id
+        self.events.first().map(|e| e.buffer_id)
     }
 
-    /// The events in order. Framing and names were checked when the trace
-    /// was read, so this walk only decodes (and stops at what cannot be).
-    pub(super) fn events(&self) -> impl Iterator<Item = TraceEvent<'b>> + 'b {
-        let mut last: (&'b [u8], &'b str) = (&[], "");
-        RawEvents::new(self.bytes, 0)
-            .map_while(Result::ok)
-            .map_while(move |(event, at)| {
-                let Some(fast) = fast_event(event) else {
-                    return TraceEvent::parse(event, at).ok();
-                };
-                if fast.name != last.0 {
-                    last = (fast.name, std::str::from_utf8(fast.name).ok()?);
-                }
-                Some(TraceEvent {
-                    kind: fast.kind,
-                    buffer_id: fast.buffer_id,
-                    instruction_name: last.1,
-                    share_with_canonical_id: fast.share_with_canonical_id,
-                })
-            })
+    /// The events in order.
+    pub(super) fn events(&self) -> &[TraceEvent] {
+        &self.events
+    }
+
+    /// The instruction names, in the order they first occur.
+    pub(super) fn names(&self) -> &[&'b str] {
+        &self.names
     }
 }
 
@@ -276,7 +287,7 @@ fn fast_event(bytes: &[u8]) -> Option<FastEvent<'_>> {
         name: &[],
         share_with_canonical_id: 0,
     };
-    let mut pos = 0;
+    let (mut pos, mut named) = (0, false);
     while pos < bytes.len() {
         let key = *bytes.get(pos)?;
         pos += 1;
@@ -290,7 +301,11 @@ fn fast_event(bytes: &[u8]) -> Option<FastEvent<'_>> {
                 let value = bytes.get(pos..pos.checked_add(len)?)?;
                 pos += len;
                 if key == 0x22 {
-                    event.name = value;
+                    // A name given twice: the general parse checks the first.
+                    if named {
+                        return None;
+                    }
+                    (event.name, named) = (value, true);
                 }
             }
             _ => return None,
@@ -299,9 +314,17 @@ fn fast_event(bytes: &[u8]) -> Option<FastEvent<'_>> {
     Some(event)
 }
 
-impl<'b> TraceEvent<'b> {
-    fn parse(bytes: &'b [u8], base: usize) -> Result<TraceEvent<'b>, DecodeError> {
-        let mut event = TraceEvent {
+/// A trace event read by the general field walk.
+struct ParsedEvent<'b> {
+    kind: i32,
+    buffer_id: i64,
+    instruction_name: &'b str,
+    share_with_canonical_id: i64,
+}
+
+impl TraceEvent {
+    fn parse(bytes: &[u8], base: usize) -> Result<ParsedEvent<'_>, DecodeError> {
+        let mut event = ParsedEvent {
             kind: 0,
             buffer_id: 0,
             instruction_name: "",
@@ -396,28 +419,28 @@ mod tests {
         );
         assert_eq!(&b.shape_index[..], [1, 0]);
         assert_eq!(d.allocations[0].size, 128);
-        let trace = d.traces[0];
+        let trace = &d.traces[0];
         assert_eq!(trace.first_buffer_id(), Some(7));
-        let events: Vec<_> = trace.events().collect();
+        assert_eq!(trace.names(), ["fusion.1", "bitcast"]);
         assert_eq!(
-            events,
+            trace.events(),
             [
                 TraceEvent {
                     kind: 0,
                     buffer_id: 7,
-                    instruction_name: "fusion.1",
+                    name: Some(0),
                     share_with_canonical_id: 0
                 },
                 TraceEvent {
                     kind: 2,
                     buffer_id: 8,
-                    instruction_name: "bitcast",
+                    name: Some(1),
                     share_with_canonical_id: 7
                 },
                 TraceEvent {
                     kind: 1,
                     buffer_id: -1,
-                    instruction_name: "",
+                    name: None,
                     share_with_canonical_id: 0
                 },
             ]
@@ -434,5 +457,82 @@ mod tests {
         }
         let err = Decoded::parse(&bytes[..bytes.len() - 3]).err().unwrap();
         assert!(err.contains("at byte"), "{err}");
+    }
+
+    /// The short path never accepts what the general parse rejects, and
+    /// reads what it reads: every one-byte change and cut of a few events.
+    #[test]
+    fn the_short_path_reads_what_the_general_parse_reads() {
+        let events = [
+            Event {
+                kind: 2,
+                buffer_id: 300,
+                computation_name: "main".into(),
+                instruction_name: "fusion.1".into(),
+                share_with_canonical_id: -5,
+            },
+            Event {
+                kind: 1,
+                buffer_id: 1 << 40,
+                ..Default::default()
+            },
+        ];
+        let mut inputs: Vec<Vec<u8>> = Vec::new();
+        for event in &events {
+            let bytes = event.encode_to_vec();
+            for at in 0..bytes.len() {
+                inputs.push(bytes[..at].to_vec());
+                for byte in [0x00, 0x0a, 0x22, 0x80, 0xc3, 0xff] {
+                    let mut changed = bytes.clone();
+                    changed[at] = byte;
+                    inputs.push(changed);
+                }
+            }
+            // A name given twice, the first not UTF-8.
+            let mut twice = bytes.clone();
+            twice.extend_from_slice(&[0x22, 1, 0xff, 0x22, 1, b'a']);
+            inputs.push(twice);
+        }
+        for bytes in &inputs {
+            let Some(fast) = fast_event(bytes) else {
+                continue;
+            };
+            let parsed = TraceEvent::parse(bytes, 0);
+            match std::str::from_utf8(fast.name) {
+                Ok(name) => {
+                    let parsed = parsed.unwrap_or_else(|e| panic!("{bytes:?}: {e}"));
+                    assert_eq!(
+                        (parsed.kind, parsed.buffer_id, parsed.instruction_name),
+                        (fast.kind, fast.buffer_id, name),
+                        "{bytes:?}"
+                    );
+                    assert_eq!(
+                        parsed.share_with_canonical_id, fast.share_with_canonical_id,
+                        "{bytes:?}"
+                    );
+                }
+                Err(_) => assert!(parsed.is_err(), "{bytes:?}"),
+            }
+        }
+        let mut twice = events[0].encode_to_vec();
+        twice.extend_from_slice(&[0x22, 1, 0xff, 0x22, 1, b'a']);
+        assert!(fast_event(&twice).is_none());
+    }
+
+    /// A name that is not UTF-8 rejects the module with the general
+    /// parse's words and offset, whichever path read the event.
+    #[test]
+    fn a_name_that_is_not_utf8_is_placed() {
+        let mut proto = proto();
+        let assignment = proto.buffer_assignment.as_mut().unwrap();
+        assignment.heap_simulator_traces[0].events[1].instruction_name = "bitcas\u{e9}".into();
+        let mut bytes = proto.encode_to_vec();
+        let at = bytes.windows(2).position(|w| w == [0xc3, 0xa9]).unwrap();
+        bytes[at] = 0xff;
+        let err = Decoded::parse(&bytes).err().unwrap();
+        assert!(
+            err.starts_with("an instruction name is not UTF-8 (at byte "),
+            "{err}"
+        );
     }
 }

@@ -349,6 +349,7 @@ impl<'h> Module<'h> {
             for (i, trace) in self.traces.iter().enumerate() {
                 let count = trace
                     .events()
+                    .iter()
                     .filter(|e| {
                         self.buffers
                             .get(&e.buffer_id)

@@ -222,21 +222,15 @@ impl<'m, 'h, 'p> SpaceReader<'m, 'h, 'p> {
         let mut shares: HashMap<i64, Share> = HashMap::default();
         // Canonical buffer id → the allocation holding its bytes now.
         let mut holding: HashMap<i64, AllocId> = HashMap::default();
-        let mut step_ids: HashMap<&str, u32> = HashMap::default();
-        // An instruction's events come together: the last name's step is
-        // the next event's more often than not, without a lookup.
-        let mut last_step: (&str, Option<u32>) = ("", None);
         let (mut over_freed, mut unknown_kind, mut unknown_buffer) = (0usize, 0usize, 0usize);
-        for (i, event) in trace.events().enumerate() {
-            let name = event.instruction_name;
-            if name != last_step.0 {
-                let step = *step_ids.entry(name).or_insert_with(|| {
-                    self.info.steps.push(name.to_string());
-                    (self.info.steps.len() - 1) as u32
-                });
-                last_step = (name, Some(step));
-            }
-            self.info.event_steps.push(last_step.1);
+        // The trace's names are its steps, in the order they first occur.
+        self.info
+            .steps
+            .extend(trace.names().iter().map(|name| name.to_string()));
+        self.info.event_steps.reserve(trace.events().len());
+        self.memory.events.reserve(trace.events().len());
+        for (i, event) in trace.events().iter().enumerate() {
+            self.info.event_steps.push(event.name);
             let applied = match self.module.buffers.get(&event.buffer_id) {
                 None => {
                     unknown_buffer += 1;
