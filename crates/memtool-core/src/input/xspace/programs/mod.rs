@@ -179,7 +179,7 @@ struct Buffer<'h> {
     shape: Option<&'h ShapeProto>,
 }
 
-impl Buffer<'_> {
+impl<'h> Buffer<'h> {
     fn bytes(&self) -> u64 {
         size(self.proto.size)
     }
@@ -188,7 +188,7 @@ impl Buffer<'_> {
         self.shape.map_or(self.bytes(), shape::unpadded_bytes)
     }
 
-    fn shape_index(&self) -> &[i64] {
+    fn shape_index(&self) -> &'h [i64] {
         &self.proto.shape_index
     }
 
@@ -349,6 +349,7 @@ impl<'h> Module<'h> {
             for (i, trace) in self.traces.iter().enumerate() {
                 let count = trace
                     .events()
+                    .iter()
                     .filter(|e| {
                         self.buffers
                             .get(&e.buffer_id)

@@ -26,6 +26,18 @@ pub(super) const ALLOC: i32 = 0;
 pub(super) const FREE: i32 = 1;
 pub(super) const SHARE_WITH: i32 = 2;
 
+/// The site and description a buffer's instruction, tuple index and
+/// category give it.
+#[derive(Clone, Copy)]
+struct NamedSite {
+    site: SiteId,
+    name: StrId,
+    opcode: Option<StrId>,
+    /// Unpadded bytes of its shape; `None` without one (the buffer's own
+    /// bytes count then).
+    unpadded_bytes: Option<u64>,
+}
+
 /// Reference count of a logical buffer in the heap simulation.
 #[derive(Default)]
 struct Share {
@@ -40,7 +52,11 @@ pub(super) struct SpaceReader<'m, 'h, 'p> {
     path: &'p str,
     memory: Memory,
     info: ProgramInfo,
-    sites: HashMap<(i64, &'static str), (SiteId, ProgramBuffer)>,
+    /// What [`Self::named`] found for a buffer's instruction, tuple index
+    /// and category: everything but its bytes is theirs, and a program has
+    /// many buffers of one instruction (a loop's iterations), each named
+    /// alike.
+    sites: HashMap<(i64, &'h [i64], &'static str), NamedSite>,
     stacks: HashMap<i32, StackId>,
     /// Where each buffer allocation of this space starts (by position in
     /// `buffer_allocations`), the space's allocations laid end to end in
@@ -206,17 +222,15 @@ impl<'m, 'h, 'p> SpaceReader<'m, 'h, 'p> {
         let mut shares: HashMap<i64, Share> = HashMap::default();
         // Canonical buffer id → the allocation holding its bytes now.
         let mut holding: HashMap<i64, AllocId> = HashMap::default();
-        let mut step_ids: HashMap<&str, u32> = HashMap::default();
         let (mut over_freed, mut unknown_kind, mut unknown_buffer) = (0usize, 0usize, 0usize);
-        for (i, event) in trace.events().enumerate() {
-            let name = event.instruction_name;
-            let step = (!name.is_empty()).then(|| {
-                *step_ids.entry(name).or_insert_with(|| {
-                    self.info.steps.push(name.to_string());
-                    (self.info.steps.len() - 1) as u32
-                })
-            });
-            self.info.event_steps.push(step);
+        // The trace's names are its steps, in the order they first occur.
+        self.info
+            .steps
+            .extend(trace.names().iter().map(|name| name.to_string()));
+        self.info.event_steps.reserve(trace.events().len());
+        self.memory.events.reserve(trace.events().len());
+        for (i, event) in trace.events().iter().enumerate() {
+            self.info.event_steps.push(event.name);
             let applied = match self.module.buffers.get(&event.buffer_id) {
                 None => {
                     unknown_buffer += 1;
@@ -378,10 +392,26 @@ impl<'m, 'h, 'p> SpaceReader<'m, 'h, 'p> {
     }
 
     fn named(&mut self, buffer: &Buffer<'h>, category: &'static str) -> (SiteId, ProgramBuffer) {
-        let key = (buffer.proto.id, category);
-        if let Some(&named) = self.sites.get(&key) {
-            return named;
-        }
+        let key = (buffer.instruction.id, buffer.shape_index(), category);
+        let named = match self.sites.get(&key) {
+            Some(&named) => named,
+            None => {
+                let named = self.name_site(buffer, category);
+                self.sites.insert(key, named);
+                named
+            }
+        };
+        let program = ProgramBuffer {
+            name: named.name,
+            opcode: named.opcode,
+            own_bytes: buffer.bytes(),
+            own_unpadded_bytes: named.unpadded_bytes.unwrap_or_else(|| buffer.bytes()),
+        };
+        (named.site, program)
+    }
+
+    /// Interns the site and names of a buffer's instruction and tuple index.
+    fn name_site(&mut self, buffer: &Buffer<'h>, category: &'static str) -> NamedSite {
         let instruction = buffer.instruction;
         // Borrowed, not cloned: a program names a site per buffer.
         let no_metadata = OpMetadata::default();
@@ -405,14 +435,12 @@ impl<'m, 'h, 'p> SpaceReader<'m, 'h, 'p> {
             phase: phase(&metadata.op_name, self.module.has_backward, category),
             ..Site::default()
         });
-        let program = ProgramBuffer {
+        NamedSite {
+            site,
             name: names.string(&buffer.name()),
             opcode: names.optional_string(&instruction.opcode),
-            own_bytes: buffer.bytes(),
-            own_unpadded_bytes: buffer.unpadded_bytes(),
-        };
-        self.sites.insert(key, (site, program));
-        (site, program)
+            unpadded_bytes: buffer.shape.map(shape::unpadded_bytes),
+        }
     }
 
     /// The instruction's Python stack, leaf first: the stack frame index when
