@@ -2,12 +2,12 @@
 //! layout CPython's pickler gives them, read straight from the buffered
 //! bytes; anything else is left to the opcode loop.
 
+use super::handle_lists::{list_end, HandleLists};
 use super::interpreter::{Machine, Slot};
 use super::memo::{
     Memo, MemoSlot, Packed, KEY_CONTAINER, KEY_FIRST, KEY_OTHER, KEY_UNKNOWN, MAX_HANDLE,
     PACKED_FORGOTTEN, PACKED_HANDLE,
 };
-use super::handle_lists::{list_end, HandleLists};
 use super::value::{str_value, Container, Value};
 use super::visitor::MAX_RECORD_KEYS;
 use super::{record_key, Result, Visitor};
