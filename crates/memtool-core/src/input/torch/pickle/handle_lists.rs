@@ -2,12 +2,13 @@
 //!
 //! A large snapshot's trace entries repeat a few hundred call stacks: each
 //! `alloc` entry has a new `frames` list, `MARK (BINGET | LONG_BINGET)*
-//! APPENDS`, of ~100 references to frame dicts memoized long before. The
-//! same stack is the same bytes, so the visitor's answer for it
+//! APPENDS`, of dozens of references to frame dicts memoized long before.
+//! The same stack is the same bytes, so the visitor's answer for it
 //! ([`Visitor::record_list`](super::Visitor::record_list)) is found by
 //! hashing the bytes, without looking up each reference in the memo,
-//! collecting the handles and hashing them again (about 3,000 instructions
-//! a list).
+//! collecting the handles and hashing them again: ~660 instructions for a
+//! list of ~50 references (154 bytes), was ~2,060 (BENCHMARKS.md Run
+//! O-snapshot).
 //!
 //! The bytes mean the same handles only while the memo slots they name do
 //! not change: every remembered list names only slots that held handles,
@@ -81,7 +82,7 @@ pub(super) fn list_end(bytes: &[u8], at: usize) -> Option<usize> {
         match *bytes.get(i..)? {
             [b'(', ..] => {
                 i += 1;
-                // The hot loop (~100 references a list): one byte looked at
+                // The hot loop (dozens of references a list): one byte looked at
                 // per reference. A reference cut short steps past the end,
                 // and the next look finds nothing.
                 loop {
