@@ -43,6 +43,8 @@ pub(super) struct Machine<'s, 'v, V: Visitor> {
     pub(super) record_memo: Vec<Value>,
     /// The items of a list in a record, as they are read.
     pub(super) record_items: Vec<u32>,
+    /// Lists of handles in records met before, by their bytes.
+    pub(super) handle_lists: super::handle_lists::HandleLists,
 }
 
 fn slot_value(slot: Slot) -> Option<Value> {

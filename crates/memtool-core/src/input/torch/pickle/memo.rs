@@ -28,6 +28,10 @@ pub(crate) struct Memo {
     /// comparing its text.
     pub(super) key_codes: Vec<Cell<u8>>,
     free_values: Vec<u32>,
+    /// How many times a slot holding a handle was given something else:
+    /// what a list of references to handles means (see `HandleLists`)
+    /// holds while this count is unchanged.
+    pub(super) handles_replaced: u64,
 }
 
 /// A value's record key code not worked out yet (see `Memo::key_codes`).
@@ -97,9 +101,13 @@ impl Memo {
     }
 
     fn release(&mut self, slot: Packed) {
-        if let MemoSlot::Value(i) = slot.slot() {
-            self.values[i as usize] = Value::None;
-            self.free_values.push(i);
+        match slot.slot() {
+            MemoSlot::Value(i) => {
+                self.values[i as usize] = Value::None;
+                self.free_values.push(i);
+            }
+            MemoSlot::Handle(_) => self.handles_replaced += 1,
+            MemoSlot::Forgotten => {}
         }
     }
 

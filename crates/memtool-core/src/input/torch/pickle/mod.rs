@@ -16,6 +16,7 @@
 //! anything is read, memo references must exist, containers cannot be changed
 //! once they are inside another (so no cycles), and nesting is bounded.
 
+mod handle_lists;
 mod input;
 mod interpreter;
 mod memo;
@@ -73,6 +74,7 @@ pub(crate) fn decode<V: Visitor>(
         record_fields: Vec::new(),
         record_memo: Vec::new(),
         record_items: Vec::new(),
+        handle_lists: Default::default(),
     };
     m.run()
 }

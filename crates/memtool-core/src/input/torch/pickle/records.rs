@@ -2,6 +2,7 @@
 //! layout CPython's pickler gives them, read straight from the buffered
 //! bytes; anything else is left to the opcode loop.
 
+use super::handle_lists::{list_end, HandleLists};
 use super::interpreter::{Machine, Slot};
 use super::memo::{
     Memo, MemoSlot, Packed, KEY_CONTAINER, KEY_FIRST, KEY_OTHER, KEY_UNKNOWN, MAX_HANDLE,
@@ -207,6 +208,7 @@ impl<V: Visitor> Machine<'_, '_, V> {
             keys: V::RECORD_KEYS,
             memoized,
             scratch,
+            lists: &mut self.handle_lists,
         };
         record.record(fields, &mut as_handle)
     }
@@ -223,6 +225,8 @@ struct Scan<'a> {
     memoized: &'a mut Vec<Value>,
     /// The items of a list being read.
     scratch: &'a mut Vec<u32>,
+    /// Lists of handles met before, by their bytes.
+    lists: &'a mut HandleLists,
 }
 
 /// The visitor's [`Visitor::record_list`] for a list of handles under a
@@ -398,10 +402,38 @@ impl Scan<'_> {
                     if memoize {
                         i += 1;
                     }
+                    // A list met before (the same bytes, the memo's
+                    // handles unchanged) is the same handle: the visitor's
+                    // answer depends on the handles alone.
+                    let generation = self.memo.handles_replaced;
+                    let end = key.and_then(|_| list_end(bytes, i));
+                    let known = match (key, end) {
+                        (Some(k), Some(end)) => self.lists.get(generation, k, &bytes[i..end]),
+                        _ => None,
+                    };
+                    if let (Some(handle), Some(end)) = (known, end) {
+                        i = end;
+                        if memoize {
+                            self.memoized.push(Value::Handle(handle));
+                        }
+                        *out = Some(Value::Handle(handle));
+                        if bytes.get(i) == Some(&0x94) {
+                            self.memoized.push(Value::Handle(handle));
+                            i += 1;
+                        }
+                        *at = i;
+                        return Some(true);
+                    }
+                    let start = i;
                     self.scratch.clear();
                     let n = scan_handles(bytes, &mut i, self.memo, self.scratch)?;
                     if let Some(handle) = as_handle(key, self.scratch) {
                         self.scratch.clear();
+                        if let (Some(k), Some(end)) = (key, end) {
+                            if end == i {
+                                self.lists.insert(generation, k, &bytes[start..i], handle);
+                            }
+                        }
                         if memoize {
                             self.memoized.push(Value::Handle(handle));
                         }

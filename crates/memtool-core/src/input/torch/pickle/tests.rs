@@ -329,3 +329,73 @@ fn records_are_read_straight_or_the_ordinary_way_alike() {
         ]
     );
 }
+
+/// Records with a list each, the visitor answering for lists of handles
+/// (as the snapshot reader does for `frames`), counting how often it is
+/// asked.
+#[derive(Default)]
+struct Lists {
+    asked: usize,
+    fields: Vec<String>,
+}
+
+impl Visitor for Lists {
+    fn route(&mut self, parent: Parent<'_>, is_list: bool) -> Option<u32> {
+        match parent {
+            Parent::Root => Some(0),
+            Parent::DictKey { route: 0, key: "t" } if is_list => Some(1),
+            _ => None,
+        }
+    }
+    fn item(&mut self, _: u32, _: &Value, _: &mut Memo) -> std::result::Result<bool, String> {
+        Ok(true)
+    }
+    fn records(&self, route: u32) -> bool {
+        route == 1
+    }
+    const RECORD_KEYS: &'static [&'static str] = &["f"];
+    fn record_list(&mut self, _: u32, key: Option<usize>, handles: &[u32]) -> Option<u32> {
+        self.asked += 1;
+        (key == Some(0)).then(|| 100 + handles.iter().sum::<u32>())
+    }
+    fn record(
+        &mut self,
+        _: u32,
+        fields: &[Option<Value>],
+        _: &mut Memo,
+    ) -> std::result::Result<(), String> {
+        self.fields.push(show(fields[0].as_ref().unwrap()));
+        Ok(())
+    }
+}
+
+/// A list of handles with the bytes of one met before is answered from
+/// those bytes without asking the visitor again, until a memo slot that
+/// held a handle is given another value (BINPUT): the same bytes may then
+/// mean other handles, and the visitor is asked.
+#[test]
+fn lists_of_handles_met_before_are_known_by_their_bytes_until_the_memo_changes() {
+    // Memo: root 0, 't' 1, the records' list 2.
+    let mut p = vec![
+        0x80, 4, b'}', 0x94, b'(', 0x8c, 1, b't', 0x94, b']', 0x94, b'(',
+    ];
+    // Record 3, 'f' 4, an empty list 5: the visitor's handle #100.
+    p.extend([
+        b'}', 0x94, b'(', 0x8c, 1, b'f', 0x94, b']', 0x94, b'(', b'e', b'u',
+    ]);
+    // Twice a list of two references to slot 5: [#100, #100] is #300.
+    let twice = [
+        b'}', 0x94, b'(', b'h', 4, b']', 0x94, b'(', b'h', 5, b'h', 5, b'e', b'u',
+    ];
+    p.extend(twice);
+    p.extend(twice);
+    // Slot 5 given #300 (BINGET 7, BINPUT 5, POP): the same bytes are
+    // now [#300, #300], #700.
+    p.extend([b'h', 7, b'q', 5, b'0']);
+    p.extend(twice);
+    p.extend([b'e', b'u', b'.']);
+    let mut v = Lists::default();
+    decode(&p, &mut v, Paths::Fast).unwrap();
+    assert_eq!(v.fields, ["#100", "#300", "#300", "#700"]);
+    assert_eq!(v.asked, 3, "the second [#100, #100] is known by its bytes");
+}

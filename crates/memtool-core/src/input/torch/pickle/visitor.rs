@@ -49,7 +49,10 @@ pub(crate) trait Visitor {
     /// built, the record holds [`Value::Handle`] in its place, and memo
     /// references to it get the handle, as if the visitor had converted it
     /// ([`Memo::convert`]). `None` builds the list. The same list may be
-    /// asked about more than once.
+    /// asked about more than once, and an answer other than `None` must be
+    /// the same for the same key and handles every time, whatever the
+    /// route: the decoder may reuse it for a list of the same bytes without
+    /// asking (see `handle_lists.rs`).
     fn record_list(&mut self, route: u32, key: Option<usize>, handles: &[u32]) -> Option<u32> {
         let _ = (route, key, handles);
         None
