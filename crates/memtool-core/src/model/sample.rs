@@ -582,7 +582,7 @@ mod tests {
             .map(|i| {
                 at += (numbers.next() % 600_000) as i64 * 1000;
                 let size = (numbers.next() % (64 << 20)) & !255;
-                in_use = if numbers.next() % 2 == 0 {
+                in_use = if numbers.next().is_multiple_of(2) {
                     in_use + size
                 } else {
                     in_use.saturating_sub(size)

@@ -83,8 +83,12 @@ impl Decoder {
     /// [`Decoder::event`] in one pass over the event's bytes, for the merged
     /// walk: the same event on valid input; `Err` on anything the slow path
     /// would refuse (and, being stricter, on damaged stats of events it
-    /// would not read), which the walk in file order then reads.
+    /// would not read), which the walk in file order then reads. Inlined
+    /// into its one caller, the run's loop: whether it was depended on how
+    /// the crate's code was cut into codegen units, and a call costs ~160
+    /// instructions an event (BENCHMARKS.md Run O-xspace-model).
     #[allow(clippy::too_many_arguments)]
+    #[inline]
     pub(super) fn event_fast(
         &mut self,
         names: &mut Names,
