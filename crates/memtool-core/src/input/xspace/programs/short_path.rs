@@ -185,7 +185,7 @@ mod tests {
                 ..Default::default()
             },
         ];
-        let allocation = BufferAllocationProto {
+        let sample = BufferAllocationProto {
             index: 3,
             size: 1 << 20,
             maybe_live_out: true,
@@ -201,7 +201,7 @@ mod tests {
         };
         let mut changed = Vec::new();
         let originals: Vec<Vec<u8>> = buffers.iter().map(Message::encode_to_vec).collect();
-        for bytes in originals.iter().chain([&allocation.encode_to_vec()]) {
+        for bytes in originals.iter().chain([&sample.encode_to_vec()]) {
             changed.push(bytes.clone());
             for at in 0..bytes.len() {
                 changed.push(bytes[..at].to_vec());
