@@ -15,6 +15,8 @@ use memtool_proto::xla::{BufferAllocationProto, HloModuleProto, LogicalBufferPro
 use prost::Message;
 use rustc_hash::FxHashMap as HashMap;
 
+use super::short_path;
+
 use memtool_proto::wire::reader::{varint_at, Fields, Value, WireError};
 
 /// What the Memory Viewer reads of one module.
@@ -96,6 +98,10 @@ impl<'b> Decoded<'b> {
         for field in Fields::at(bytes, base) {
             match field.map_err(wire)? {
                 (1, Value::Bytes(buffer), _) => {
+                    if let Some(buffer) = short_path::logical_buffer(buffer) {
+                        self.logical_buffers.push(buffer);
+                        continue;
+                    }
                     let proto = LogicalBufferProto::decode(buffer).map_err(prost)?;
                     let (instruction_id, shape_index) = match proto.defined_at {
                         Some(at) => (Some(at.instruction_id), at.shape_index),
@@ -110,8 +116,11 @@ impl<'b> Decoded<'b> {
                     });
                 }
                 (3, Value::Bytes(allocation), _) => {
-                    self.allocations
-                        .push(BufferAllocationProto::decode(allocation).map_err(prost)?);
+                    let decoded = match short_path::allocation(allocation) {
+                        Some(decoded) => decoded,
+                        None => BufferAllocationProto::decode(allocation).map_err(prost)?,
+                    };
+                    self.allocations.push(decoded);
                 }
                 (4, Value::Bytes(trace), base) => self.traces.push(Trace::read(trace, base)?),
                 (1 | 3 | 4, _, _) => {

@@ -22,6 +22,7 @@ mod phase;
 mod plane;
 mod replay;
 pub(crate) mod shape;
+mod short_path;
 
 use std::collections::BTreeSet;
 
