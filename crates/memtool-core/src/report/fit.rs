@@ -429,7 +429,7 @@ fn shorten_long_paths(text: &str, width: usize) -> String {
 
 /// `text` whole, in lines of at most `width` characters: broken after a
 /// comma or a space where one falls in the line, else after the last
-/// `_`, `.`, `/` or `-` of a word too long for a line
+/// `_`, `.`, `/`, `\` or `-` of a word too long for a line
 /// (`(magma27_memory_snapshot.` / `pickle)`, not `….pick` / `le)`), else
 /// at the width. A `list` breaks after a comma where one falls in the line.
 fn wrap_unbroken(text: &str, width: usize, list: bool) -> String {
@@ -443,7 +443,7 @@ fn wrap_unbroken(text: &str, width: usize, list: bool) -> String {
         let comma = rest[..width].iter().rposition(|&c| c == ',').map(|i| i + 1);
         let joint = rest[..width]
             .iter()
-            .rposition(|&c| matches!(c, '_' | '.' | '/' | '-'))
+            .rposition(|&c| matches!(c, '_' | '.' | '/' | '\\' | '-'))
             .map(|i| i + 1)
             .filter(|&cut| cut > 1);
         let preferred = if list && comma.is_some() {
@@ -666,6 +666,11 @@ mod tests {
             "cuda:0\n(magma27_memory_snapshot.\npickle)"
         );
         assert_eq!(wrap_unbroken("abcdefghij", 4, false), "abcd\nefgh\nij");
+        // A Windows path breaks after a folder.
+        assert_eq!(
+            wrap_unbroken(r"D:\Dev\cs336_basics\model.py:39", 20, false),
+            "D:\\Dev\\cs336_basics\\\nmodel.py:39"
+        );
         let mut t = Table::new("Allocator", vec!["memory", "events by kind"]);
         t.rows.push(vec![
             Cell::Text("cuda:0".into()),
