@@ -13,9 +13,9 @@ use super::per_step::StepFigures;
 /// Steps whose landmarks are made, at most: every step of a profile of up
 /// to this many gets them (so its landmarks are what they always were);
 /// past it, the picks below, which add up to this: the first
-/// [`FIRST_STEPS`] (the table's five and the first of its `+N more steps`
-/// row), the last, the [`HIGHEST_STEPS`] highest and the last of the
-/// highest, the [`LARGEST_SPIKES`] and [`LARGEST_CLIFFS`], and up to
+/// `FIRST_STEPS` (the table's five and the first of its `+N more steps`
+/// row), the last, the `HIGHEST_STEPS` highest and the last of the
+/// highest, the `LARGEST_SPIKES` and `LARGEST_CLIFFS`, and up to
 /// [`SPREAD_STEPS`] spread over the recording (the steps the page names).
 /// Some are often the same step: fewer. ~300–500 landmarks, a few hundred
 /// KB of JSON: nothing against a profile of more steps than this.

@@ -324,7 +324,7 @@ fn listed(ids: &[AllocId]) -> (Vec<u32>, usize) {
 
 /// The landmarks of a memory of events, in order of kind, then position;
 /// none for memories of snapshots (no events to find them in). Of a memory
-/// of more than [`KEPT_STEPS`] steps, those of the steps [`bound`] chooses
+/// of more than [`KEPT_STEPS`] steps, those of the steps `bound` chooses
 /// (see [`find_on`]).
 pub fn find(names: &Names, memory: &Memory, frames: &FrameFilter) -> Vec<Landmark> {
     find_on(names, memory, frames, 1).landmarks
@@ -351,7 +351,7 @@ pub struct Found {
 
 /// [`find`], and what it left out. A memory of up to [`KEPT_STEPS`] steps
 /// has every step's landmarks; one of more, those of [`KEPT_STEPS`] steps
-/// chosen from a few figures of every step ([`bound::chosen`]: the first,
+/// chosen from a few figures of every step (`bound::chosen`: the first,
 /// the last, the highest, the largest spikes and cliffs, and steps spread
 /// over the recording), and counts of the others' by kind: a profile of
 /// 30,000 steps had 150,000 landmarks, ~400 bytes and ~11,000 instructions
