@@ -15,6 +15,16 @@ pub fn default_jobs() -> usize {
     std::thread::available_parallelism().map_or(1, usize::from)
 }
 
+/// The threads `jobs` asks for: `jobs` itself, or [`default_jobs`] for 0
+/// (`--jobs 0`: every core).
+pub fn threads(jobs: usize) -> usize {
+    if jobs == 0 {
+        default_jobs()
+    } else {
+        jobs
+    }
+}
+
 /// `f` applied to each item by a pool of at most `jobs` threads (0: as many
 /// as [`default_jobs`]), results in item order. Each thread takes the next
 /// item when it is done with one, so at most `jobs` items are being worked
@@ -28,7 +38,7 @@ pub fn map_bounded<T: Send, R: Send>(
     jobs: usize,
     f: impl Fn(T) -> R + Sync,
 ) -> Vec<R> {
-    let jobs = if jobs == 0 { default_jobs() } else { jobs };
+    let jobs = threads(jobs);
     let count = items.len();
     if count <= 1 || jobs <= 1 {
         return items.into_iter().map(f).collect();

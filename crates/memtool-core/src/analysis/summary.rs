@@ -162,10 +162,7 @@ pub struct SnapshotRow {
 /// The summary of each memory of `profile`.
 pub fn summarize(profile: &Profile, options: &Options) -> SummaryReport {
     let selected: Vec<&Memory> = options.selected(profile).collect();
-    let jobs = match options.jobs {
-        0 => crate::parallel::default_jobs(),
-        jobs => jobs,
-    };
+    let jobs = crate::parallel::threads(options.jobs);
     let memories = if jobs > 1 && selected.len() > 1 {
         // The memories' summaries are independent (a pprof profile's
         // devices): a run of neighbouring memories on each of `jobs`

@@ -326,10 +326,7 @@ fn is_plain_xspace(source: &Source) -> bool {
 fn load_hosts(sources: Vec<Source>, options: &LoadOptions) -> Result<Profile> {
     // The jobs are shared out among the hosts read at once, so each host's
     // own decoding threads do not multiply them.
-    let jobs = match options.jobs {
-        0 => crate::parallel::default_jobs(),
-        jobs => jobs,
-    };
+    let jobs = crate::parallel::threads(options.jobs);
     let per_host = LoadOptions {
         jobs: (jobs / sources.len().max(1)).max(1),
         ..*options

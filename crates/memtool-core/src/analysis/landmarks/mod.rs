@@ -473,12 +473,9 @@ const PER_STEP_KINDS: [LandmarkKind; 9] = [
 /// Threads for `steps` steps' worth of work with `jobs` allowed (0: every
 /// core): one per [`STEPS_PER_THREAD`], at least one.
 fn threads_for(jobs: usize, steps: usize) -> usize {
-    let jobs = if jobs == 0 {
-        crate::parallel::default_jobs()
-    } else {
-        jobs
-    };
-    jobs.min(steps / STEPS_PER_THREAD).max(1)
+    crate::parallel::threads(jobs)
+        .min(steps / STEPS_PER_THREAD)
+        .max(1)
 }
 
 /// In order of kind, then position; the largest allocations largest first

@@ -29,11 +29,7 @@ impl Split {
     /// nothing, and little memory per run in flight, about 1 MiB of decoded
     /// events).
     pub(in crate::input::xspace) fn new(jobs: usize, run_bytes: u64) -> Split {
-        let jobs = if jobs == 0 {
-            crate::parallel::default_jobs()
-        } else {
-            jobs
-        };
+        let jobs = crate::parallel::threads(jobs);
         Split {
             jobs,
             run_bytes: if run_bytes == 0 { 1 << 20 } else { run_bytes },
