@@ -26,6 +26,8 @@
 // left out; the tick keeps the whole label as its title. render/marks.rs's
 // label_rows lays out the SVG's the same way.
 var LANDMARK_ROWS = 4, LANDMARK_ROW = 12;
+// The least room between two step lines drawn on a timeline, in px.
+var STEP_GAP = 8;
 function layOutLabels(labels, rows, gap, lo, hi) {
   var taken = [];
   for (var r = 0; r < rows; r++) { taken.push([]); }
@@ -362,12 +364,18 @@ function svgEl(tag, attrs, text) {
       // Step boundaries; labels only where there is room for them.
       var steps = (m.steps || []).filter(function (st) { return st.x >= d0 && st.x <= d1; });
       // A label starts past the end of the one before it (10px text: at
-      // most 6.2px a character), whatever the step numbers' length.
-      var labelEnd = -Infinity;
+      // most 6.2px a character), whatever the step numbers' length. Lines
+      // closer than STEP_GAP px to the last one drawn are left out: thousands
+      // of dashed lines a pixel apart read as stripes across the bands.
+      var labelEnd = -Infinity, lineAt = -Infinity;
       steps.forEach(function (st) {
         var x = sx(st.x);
-        g.appendChild(svgEl('line', { x1: x, x2: x, y1: T, y2: H - B, 'class': 'step' }));
-        if (x + 3 > labelEnd + 8) {
+        var labelled = x + 3 > labelEnd + 8;
+        if (labelled || x >= lineAt + STEP_GAP) {
+          g.appendChild(svgEl('line', { x1: x, x2: x, y1: T, y2: H - B, 'class': 'step' }));
+          lineAt = x;
+        }
+        if (labelled) {
           svg.appendChild(svgEl('text', { x: x + 3, y: T + 8, 'class': 'steplabel' }, st.label));
           labelEnd = x + 3 + 6.2 * st.label.length;
         }

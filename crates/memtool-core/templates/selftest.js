@@ -16,6 +16,21 @@ function memtoolSelfTest(byDom) {
   if (firstChart && firstChart.querySelector('svg')) {
     check('peakshown', firstChart.querySelector('circle.peak') !== null);
   }
+  // Step lines: apart by report.js's STEP_GAP (8px) but where a label
+  // needs its own line, whatever the number of steps (a run of thousands of
+  // steps drew a line a pixel apart: stripes across the bands).
+  var stepCharts = document.querySelectorAll('.timeline svg');
+  var stepsChecked = false, stepsOk = true;
+  Array.prototype.forEach.call(stepCharts, function (svg) {
+    var xs = Array.prototype.map.call(svg.querySelectorAll('line.step'), function (l) { return parseFloat(l.getAttribute('x1')); });
+    if (xs.length < 2) { return; }
+    stepsChecked = true;
+    xs.sort(function (a, b) { return a - b; });
+    var close = 0;
+    for (var i = 1; i < xs.length; i++) { if (xs[i] - xs[i - 1] < 8 - 1e-6) { close++; } }
+    if (close > svg.querySelectorAll('text.steplabel').length) { stepsOk = false; }
+  });
+  if (stepsChecked) { check('steplines', stepsOk); }
   var tl = document.querySelector('.timeline svg');
   if (tl) {
     var r = tl.getBoundingClientRect(), y = r.top + r.height * 0.8;

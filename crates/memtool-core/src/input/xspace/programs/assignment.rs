@@ -15,7 +15,7 @@ use memtool_proto::xla::{BufferAllocationProto, HloModuleProto, LogicalBufferPro
 use prost::Message;
 use rustc_hash::FxHashMap as HashMap;
 
-use super::short_path;
+use super::short_path::{self, LogicalBuffer};
 
 use memtool_proto::wire::reader::{varint_at, Fields, Value, WireError};
 
@@ -25,16 +25,6 @@ pub(super) struct Decoded<'b> {
     pub logical_buffers: Vec<LogicalBuffer>,
     pub allocations: Vec<BufferAllocationProto>,
     pub traces: Vec<Trace<'b>>,
-}
-
-/// A logical buffer, as much of `LogicalBufferProto` as is used.
-pub(super) struct LogicalBuffer {
-    pub id: i64,
-    pub size: i64,
-    pub color: i64,
-    /// `defined_at.instruction_id`, when the buffer says where it is defined.
-    pub instruction_id: Option<i64>,
-    pub shape_index: Box<[i64]>,
 }
 
 /// One heap simulator trace, decoded once into compact events.

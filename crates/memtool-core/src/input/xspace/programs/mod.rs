@@ -28,11 +28,12 @@ use std::collections::BTreeSet;
 
 use rustc_hash::FxHashMap as HashMap;
 
-use assignment::{Decoded, LogicalBuffer, Trace};
+use assignment::{Decoded, Trace};
 use memtool_proto::xla::{
     BufferAllocationProto, HloInstructionProto, HloModuleProto, ShapeProto, StackFrameIndexProto,
 };
 use replay::SpaceReader;
+use short_path::LogicalBuffer;
 
 use crate::error::Result;
 use crate::input::source::ByteSource;

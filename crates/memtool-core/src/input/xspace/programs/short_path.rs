@@ -12,7 +12,15 @@ use memtool_proto::xla::buffer_allocation_proto::Assigned;
 use memtool_proto::xla::BufferAllocationProto;
 use prost::Message;
 
-use super::assignment::LogicalBuffer;
+/// A logical buffer, as much of `LogicalBufferProto` as is used.
+pub(super) struct LogicalBuffer {
+    pub id: i64,
+    pub size: i64,
+    pub color: i64,
+    /// `defined_at.instruction_id`, when the buffer says where it is defined.
+    pub instruction_id: Option<i64>,
+    pub shape_index: Box<[i64]>,
+}
 
 /// A length-delimited value at `*pos`, its key already read.
 fn bytes_at<'b>(bytes: &'b [u8], pos: &mut usize) -> Option<&'b [u8]> {
