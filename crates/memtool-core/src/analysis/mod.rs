@@ -20,6 +20,7 @@ pub mod oom;
 pub mod oom_report;
 pub mod peak;
 pub mod peak_facts;
+pub mod peak_walk;
 pub mod program_match;
 pub mod program_peak;
 pub mod ranks;
