@@ -150,10 +150,7 @@ mod tests {
     #[test]
     fn join_gives_each_side_its_result() {
         let data: Vec<u64> = (1..=1000).collect();
-        let (sum, max) = super::join(
-            || data.iter().sum::<u64>(),
-            || data.iter().copied().max(),
-        );
+        let (sum, max) = super::join(|| data.iter().sum::<u64>(), || data.iter().copied().max());
         assert_eq!((sum, max), (500_500, Some(1000)));
     }
 

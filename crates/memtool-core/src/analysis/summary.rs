@@ -227,9 +227,7 @@ pub(crate) fn summarize_memory(
         && !replay::uses_instants(memory)
     {
         let (found, (steps, figures)) = crate::parallel::join(find_landmarks, || {
-            crate::parallel::join(per_step, || {
-                Figures::of(profile, memory, grouper, options)
-            })
+            crate::parallel::join(per_step, || Figures::of(profile, memory, grouper, options))
         });
         (found, steps, figures?)
     } else {
@@ -269,10 +267,7 @@ pub(crate) fn summarize_memory(
         landmarks: found.landmarks,
         landmarks_omitted: found.omitted,
         events_by_action: memory.recorded_events.clone(),
-        reserved_bytes: layout
-            .as_ref()
-            .map(|l| l.reserved_bytes)
-            .or(reserved_bytes),
+        reserved_bytes: layout.as_ref().map(|l| l.reserved_bytes).or(reserved_bytes),
         allocated_bytes: layout.as_ref().map(|l| l.allocated_bytes).or_else(|| {
             memory
                 .allocator_samples
@@ -337,8 +332,12 @@ impl Figures {
             .filter(|_| replay::samples_every_event(memory))
             .and_then(|s| s.allocated_bytes())
             .unwrap_or(last.bytes);
-        let lifetime_peak = (reports_totals || memory.allocator_peak_bytes.is_some())
-            .then(|| memory.allocator_peak_bytes.unwrap_or(0).max(facts.peak.bytes));
+        let lifetime_peak = (reports_totals || memory.allocator_peak_bytes.is_some()).then(|| {
+            memory
+                .allocator_peak_bytes
+                .unwrap_or(0)
+                .max(facts.peak.bytes)
+        });
         let mut snapshots = Vec::new();
         if replay::uses_instants(memory) {
             replay::for_each_point(memory, |p| {
