@@ -203,13 +203,16 @@ pub fn summarize(profile: &Profile, options: &Options) -> SummaryReport {
 /// The summary of `memory` of `profile`, none for a memory without a peak
 /// (nothing recorded).
 ///
-/// With `options.jobs` above 1 the landmarks are found on a thread of
-/// their own, the per-step figures on another, while this one replays the
-/// peak and the rest: they read the same memory and nothing of each other.
-/// The landmarks were half of the analysis (660,000 XSpace events: 25 of
-/// 48 ms), the per-step figures a quarter. A memory without events has
-/// neither and stays on one thread. (A profile of several memories
-/// summarises them on threads with `jobs` 1 each.)
+/// With `options.jobs` above 1 the landmarks are found on this thread
+/// while the per-step figures and the rest (the peak, the live set, the
+/// stacks) are found on two others: they read the same memory and nothing
+/// of each other. The landmarks were half of the analysis (660,000 XSpace
+/// events: 25 of 48 ms), the per-step figures a quarter. The landmarks stay
+/// on this thread for their memory (16 bytes an event): the heap the
+/// decoder freed is here, where another thread's allocator arena would
+/// take new pages (+16 MB at 10^6 snapshot entries). A memory without
+/// events has neither and stays on one thread. (A profile of several
+/// memories summarises them on threads with `jobs` 1 each.)
 pub(crate) fn summarize_memory(
     profile: &Profile,
     memory: &Memory,
@@ -226,9 +229,10 @@ pub(crate) fn summarize_memory(
         && !memory.events.is_empty()
         && !replay::uses_instants(memory)
     {
-        let (found, (steps, figures)) = crate::parallel::join(find_landmarks, || {
-            crate::parallel::join(per_step, || Figures::of(profile, memory, grouper, options))
-        });
+        let ((steps, figures), found) = crate::parallel::join(
+            || crate::parallel::join(per_step, || Figures::of(profile, memory, grouper, options)),
+            find_landmarks,
+        );
         (found, steps, figures?)
     } else {
         let figures = Figures::of(profile, memory, grouper, options)?;
