@@ -207,12 +207,12 @@ pub fn summarize(profile: &Profile, options: &Options) -> SummaryReport {
 /// while the per-step figures and the rest (the peak, the live set, the
 /// stacks) are found on two others: they read the same memory and nothing
 /// of each other. The landmarks were half of the analysis (660,000 XSpace
-/// events: 25 of 48 ms), the per-step figures a quarter. The landmarks stay
-/// on this thread for their memory (16 bytes an event): the heap the
-/// decoder freed is here, where another thread's allocator arena would
-/// take new pages (+16 MB at 10^6 snapshot entries). A memory without
-/// events has neither and stays on one thread. (A profile of several
-/// memories summarises them on threads with `jobs` 1 each.)
+/// events: 25 of 48 ms), the per-step figures a quarter. What they hold is
+/// then held at once: +16 MB of peak RSS at 10^6 snapshot entries (the
+/// landmarks' 16 bytes an entry beside the annotation stages'), none with
+/// one job. A memory without events has neither and stays on one thread.
+/// (A profile of several memories summarises them on threads with `jobs`
+/// 1 each.)
 pub(crate) fn summarize_memory(
     profile: &Profile,
     memory: &Memory,
@@ -294,8 +294,8 @@ pub(crate) fn summarize_memory(
     })
 }
 
-/// A memory's summary but its landmarks and per-step figures: what
-/// [`summarize_memory`] finds on the calling thread.
+/// A memory's summary but its landmarks and per-step figures (found on a
+/// thread of its own with `jobs` above 1, see [`summarize_memory`]).
 struct Figures {
     facts: PeakFacts,
     last: replay::Point,
