@@ -116,8 +116,44 @@ pub fn map_in_order<T: Send, R: Send>(items: Vec<T>, f: impl Fn(T) -> R + Sync) 
     })
 }
 
+/// `a` on a scoped thread of its own while the caller runs `b`: two
+/// independent pieces of work of one input (`summary`'s landmarks beside
+/// its other figures). Each result is what it would be on one thread. `a`
+/// runs on the caller's thread, after `b`, when its thread cannot be
+/// started (no memory left for its stack); a panic in it resumes in the
+/// caller. `a`'s timing spans nest under the caller's open span.
+pub fn join<A: Send, B>(a: impl FnOnce() -> A + Send, b: impl FnOnce() -> B) -> (A, B) {
+    let depth = crate::timings::depth();
+    // `a` comes back when its thread does not start.
+    let slot = std::sync::Mutex::new(Some(a));
+    std::thread::scope(|scope| {
+        let spawned = std::thread::Builder::new().spawn_scoped(scope, || {
+            let a = slot.lock().unwrap_or_else(|e| e.into_inner()).take();
+            a.map(|a| crate::timings::nested_at(depth, a))
+        });
+        let b = b();
+        let ran = spawned.ok().and_then(|worker| {
+            worker
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+        });
+        let a = ran.unwrap_or_else(|| {
+            let a = slot.lock().unwrap_or_else(|e| e.into_inner()).take();
+            a.expect("work whose thread never ran is still in its slot")()
+        });
+        (a, b)
+    })
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn join_gives_each_side_its_result() {
+        let data: Vec<u64> = (1..=1000).collect();
+        let (sum, max) = super::join(|| data.iter().sum::<u64>(), || data.iter().copied().max());
+        assert_eq!((sum, max), (500_500, Some(1000)));
+    }
+
     #[test]
     fn results_come_in_item_order() {
         let out = super::map_in_order((0..8u64).collect(), |i| {

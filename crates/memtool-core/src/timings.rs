@@ -109,6 +109,21 @@ pub fn take() -> Vec<Record> {
         .unwrap_or_default()
 }
 
+/// How deep spans opened now on this thread nest (0: outermost).
+pub fn depth() -> usize {
+    DEPTH.with(Cell::get)
+}
+
+/// Runs `f` with this thread's spans nested at `depth`: work handed to
+/// another thread ([`crate::parallel::join`]) is printed under the span of
+/// the thread that handed it over, not as a phase of its own.
+pub fn nested_at<T>(depth: usize, f: impl FnOnce() -> T) -> T {
+    let was = DEPTH.with(|d| d.replace(depth));
+    let out = f();
+    DEPTH.with(|d| d.set(was));
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -170,3 +170,54 @@ fn summary_of_many_memories_is_the_same_on_any_number_of_threads() {
         }
     }
 }
+
+/// `summary` of one memory finds its landmarks and its per-step figures on
+/// threads of their own beside the rest of its analysis (`--jobs` 2 and
+/// more): the same JSON and table as one thread, for a memory of each
+/// kind of input with events and steps.
+#[test]
+fn summary_of_one_memory_is_the_same_on_any_number_of_threads() {
+    let mut files = vec![repo().join("tests/xspace/jax_mlp.xplane.pb")];
+    let torch = repo().join("tests/torch");
+    let mut pickles: Vec<_> = std::fs::read_dir(&torch)
+        .map(|d| {
+            d.filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "pickle"))
+                .collect()
+        })
+        .unwrap_or_default();
+    pickles.sort();
+    files.extend(pickles);
+    if cfg!(shared_fixtures) {
+        for rel in [
+            "xspace/tf_cnn.xplane.pb",
+            "xspace/tf_cnn_leak.xplane.pb",
+            "torch/bcrafton_memory_snapshot.pickle",
+            "torch/transformer_nuggets_mini_snapshot.pickle",
+            "torch/torch_cpu_transformer.memory_timeline.json",
+        ] {
+            files.push(shared_fixture(rel));
+        }
+    }
+    let mut with_landmarks = 0;
+    for file in &files {
+        let file = file.display().to_string();
+        for format in ["json", "table"] {
+            let one = run(&["summary", &file, "--format", format, "--jobs", "1"]);
+            if format == "json" && one.1.windows(12).any(|w| w == b"\"landmarks\":") {
+                with_landmarks += 1;
+            }
+            for jobs in ["2", "3"] {
+                let many = run(&["summary", &file, "--format", format, "--jobs", jobs]);
+                assert!(
+                    many == one,
+                    "{file}: summary --format {format} --jobs {jobs} is not the one-thread output"
+                );
+            }
+        }
+    }
+    assert!(
+        with_landmarks >= 2,
+        "{with_landmarks} inputs with landmarks"
+    );
+}

@@ -52,3 +52,34 @@ fn timings_off_when_zero() {
     assert!(out.status.success());
     assert!(out.stderr.is_empty());
 }
+
+/// Every part of `summary`'s analysis has a phase of its own, the
+/// categories among them, and the parts found on threads of their own
+/// (`--jobs 2`: the landmarks, the per-step figures) are printed under
+/// `analysis`, as with one thread.
+#[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
+fn analysis_phases_nest_under_analysis_on_any_number_of_threads() {
+    let path = shared_fixture("xspace/tf_cnn.xplane.pb");
+    for jobs in ["1", "2"] {
+        let out = memtool()
+            .args(["summary", path.to_str().unwrap(), "--jobs", jobs])
+            .env("MEMTOOL_TIMINGS", "1")
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        assert!(stderr.contains("\n    categories "), "{stderr}");
+        for phase in [
+            "replay: peak and live set",
+            "per-step figures",
+            "landmarks",
+            "stream peaks",
+        ] {
+            assert!(
+                stderr.contains(&format!("\n      {phase} ")),
+                "--jobs {jobs}: {phase} not under analysis in {stderr}"
+            );
+        }
+    }
+}

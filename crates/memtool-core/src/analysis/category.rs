@@ -183,6 +183,7 @@ pub enum Inference {
 /// its site, else the file's, else (for memories with phases and events to
 /// infer from) the inferred one; and records who named each category.
 pub fn assign(profile: &mut Profile, rules: &[CategoryRule], inference: Inference) {
+    let _timed = crate::timings::span("categories");
     let Profile {
         names, memories, ..
     } = profile;
@@ -239,11 +240,29 @@ fn add_source(sources: &mut CategorySources, name: &str, source: CategorySource)
 #[derive(Default)]
 struct Recategorized {
     made: FxHashMap<(SiteId, StrId), SiteId>,
+    /// The category names met so far, interned: a handful, looked up by
+    /// comparing them, where interning each allocation's name again
+    /// (hashing it, ~120 instructions) was an eighth of `assign` on a
+    /// 10^5-entry snapshot.
+    names: Vec<(String, StrId)>,
 }
 
 impl Recategorized {
+    fn interned(&mut self, names: &mut Names, category: &str) -> StrId {
+        if let Some(&(_, id)) = self.names.iter().find(|(n, _)| n == category) {
+            return id;
+        }
+        let id = names.string(category);
+        // Many rules' names are interned as before: a search of a long
+        // list would cost more than the hash.
+        if self.names.len() < 16 {
+            self.names.push((category.to_string(), id));
+        }
+        id
+    }
+
     fn with_category(&mut self, names: &mut Names, site: SiteId, category: &str) -> SiteId {
-        let category = names.string(category);
+        let category = self.interned(names, category);
         if names.site_of(site).category == Some(category) {
             return site;
         }

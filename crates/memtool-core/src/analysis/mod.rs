@@ -20,6 +20,7 @@ pub mod oom;
 pub mod oom_report;
 pub mod peak;
 pub mod peak_facts;
+pub mod peak_walk;
 pub mod program_match;
 pub mod program_peak;
 pub mod ranks;
@@ -63,7 +64,8 @@ pub struct Options {
     /// it get one. `None`: what the profile records, if anything.
     pub capacity: Option<u64>,
     /// Threads one analysis may use (`--jobs`; 0: every core): `summary`'s
-    /// landmarks of a memory of many steps are found on several. 1 by
+    /// landmarks of a memory of many steps are found on several, and a
+    /// memory's landmarks, per-step figures and the rest side by side. 1 by
     /// default: a command summarising many profiles at once (`ranks`) has
     /// its threads already.
     pub jobs: usize,

@@ -71,9 +71,8 @@ impl PeakFacts {
     /// The facts of `memory`'s peak (`ties` picks among equal peaks); `None`
     /// for a memory with no points at all.
     pub fn of(memory: &Memory, ties: replay::Ties) -> Option<PeakFacts> {
-        let peak = replay::reported_peak(memory, ties)?;
-        let moments = replay::peak_moments(memory, &peak);
-        Some(PeakFacts::placed(memory, peak, moments))
+        let walked = super::peak_walk::walk(memory, ties)?;
+        Some(PeakFacts::placed(memory, walked.peak, walked.moments))
     }
 
     /// The same facts of another point of `memory` (`peak --at`): the
@@ -94,7 +93,7 @@ impl PeakFacts {
     /// allocator's state there, the memory's header, and where it is — its
     /// label, time, step and phase. One place for both [`PeakFacts::of`]
     /// and [`PeakFacts::at_point`].
-    fn placed(memory: &Memory, peak: replay::Peak, moments: usize) -> PeakFacts {
+    pub(crate) fn placed(memory: &Memory, peak: replay::Peak, moments: usize) -> PeakFacts {
         let point = peak.point;
         let state = AllocatorState::at(memory, peak.sample);
         let mut header = MemoryHeader::of(memory);

@@ -383,3 +383,93 @@ fn many_steps_keep_a_bounded_few_and_count_the_rest() {
     // Three per kept step, the largest allocations (one site: one).
     assert_eq!(found.landmarks.len(), 3 * steps.len() + 1);
 }
+
+/// A step's cliff figures, counted without making the runs, are those of
+/// the runs `cliffs` makes (their number, at most three, and the largest):
+/// on 300 steps of allocations and runs of frees of varied lengths and
+/// sizes, frees of what is no longer live among them, at several floors.
+#[test]
+fn cliff_figures_are_those_of_the_cliff_runs() {
+    let mut names = Names::default();
+    let site = names.site(Site::default());
+    let mut m = Memory::new("m", MemoryKind::Allocator, Axis::TimePs);
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut next = |n: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % n
+    };
+    let mut at = 0i64;
+    let mut live: Vec<AllocId> = Vec::new();
+    for s in 0..300i64 {
+        let start = at;
+        for _ in 0..1 + next(12) {
+            if next(3) > 0 || live.is_empty() {
+                let bytes = 1 + next(5_000);
+                let a = m.push_allocation(Allocation {
+                    bytes,
+                    requested: bytes,
+                    count: 1,
+                    address: None,
+                    site,
+                });
+                m.events.push(Event {
+                    at,
+                    kind: EventKind::Alloc,
+                    alloc: a,
+                });
+                live.push(a);
+            } else {
+                for _ in 0..1 + next(6) {
+                    let Some(&a) = live.get(next(live.len() as u64 + 2) as usize) else {
+                        continue;
+                    };
+                    // Left live now and then: a second free of it changes nothing.
+                    if next(4) > 0 {
+                        live.retain(|&l| l != a);
+                    }
+                    m.events.push(Event {
+                        at,
+                        kind: EventKind::Free,
+                        alloc: a,
+                    });
+                    at += 10;
+                }
+            }
+            at += 10;
+        }
+        m.steps.push(crate::model::Step {
+            id: s,
+            start,
+            end: at - 1,
+        });
+    }
+    let mut t = Timeline {
+        memory: &m,
+        names: &names,
+        in_use: Vec::new(),
+        made: EventOf::none(m.allocations.len()),
+        freed: EventOf::none(m.allocations.len()),
+    };
+    replay::for_each_point(&m, |p| {
+        if p.index > 0 {
+            t.in_use.push(p.bytes);
+        }
+    });
+    let steps = steps(&t);
+    assert_eq!(steps.len(), 300);
+    let mut with_cliffs = 0;
+    for floor in [0, 2_000, 50_000, u64::MAX] {
+        for step in &steps {
+            let figures = per_step::figures(&t, step, floor);
+            let (_, peak) = t.highest(step.first, step.last);
+            let runs = per_step::cliff_runs(&t, step, Some(step.id), peak, floor);
+            assert_eq!(usize::from(figures.cliffs), runs.len(), "step {}", step.id);
+            let largest = runs.iter().map(|r| r.2).max().unwrap_or(0);
+            assert_eq!(figures.cliff, largest, "step {}", step.id);
+            with_cliffs += usize::from(!runs.is_empty());
+        }
+    }
+    assert!(with_cliffs > 100, "{with_cliffs}");
+}
