@@ -106,6 +106,10 @@ impl Decoder {
         // their stats are skipped once the metadata id says so.
         let wanted = |id: &i64| plane.allocs.contains(id) || plane.frees.contains(id);
         let (mut skip_stats, mut skipped) = (false, false);
+        // Whether a stat is a `step_num`: only then does an event of
+        // another kind need the slow path (most events of a host trace on
+        // a plane that marks steps are not step marks).
+        let mut step_mark = false;
         let mut pos = 0;
         while pos < bytes.len() {
             // Nearly every field is a stat in `stat`'s common form, with a
@@ -134,6 +138,7 @@ impl Decoder {
                         }
                         SMALL_STRING => {
                             if let Some(key) = plane.keys.get(i64::from(id)) {
+                                step_mark |= key == Key::StepNum;
                                 strings.take(key, small_value(tag, v));
                             }
                         }
@@ -172,6 +177,7 @@ impl Decoder {
                     if key == Key::Fragmentation {
                         raw.fragmentation = v.as_f64().unwrap_or(f64::NAN);
                     } else {
+                        step_mark |= key == Key::StepNum;
                         strings.take(key, v);
                     }
                 }
@@ -186,6 +192,14 @@ impl Decoder {
         }
         if !is_alloc && !is_free {
             if !plane.has_steps {
+                return Ok(None);
+            }
+            if !step_mark {
+                // As the slow path: read, not a step mark; a time that
+                // overflows is counted all the same.
+                if clock.at(offset_ps).is_none() {
+                    self.bad_times += 1;
+                }
                 return Ok(None);
             }
             // Step marks are few: the slow path reads them.
