@@ -8,7 +8,7 @@ use std::sync::mpsc;
 
 use super::build::{Collected, MemoryBuilder, SiteCache};
 use super::decode::{Decoder, Fallback, LineClock, PlaneKeys, RawEvent};
-use super::runs::{self, Adopted, DecodedRun, LineAt, Run, Split, Buffers};
+use super::runs::{self, Adopted, Buffers, DecodedRun, LineAt, Run, Split};
 use super::{HOST_PLANE, SKIM_CHUNK};
 use crate::error::Result;
 use crate::input::source::ByteSource;
