@@ -69,28 +69,6 @@ pub(super) fn stat(buf: &[u8]) -> Option<(i64, StatValue<'_>)> {
     Some((id, value))
 }
 
-/// The stat in [`stat`]'s common form at `pos` of an event's `bytes`, as a
-/// field with a one-byte length, `22 len 08 id tag value`: (id, tag, value,
-/// where the field ends), or `None` where it is not one.
-#[inline(always)]
-fn common_stat(bytes: &[u8], pos: usize) -> Option<(u8, u8, u64, usize)> {
-    // A varint is read a word at a time where eight bytes are there; a
-    // reading of the header and value from one word was tried and cost
-    // more (the last stats of an event have no eight bytes after them, and
-    // most values are one byte).
-    if let [0x22, len @ 0..=0x7f, 0x08, id @ 0..=0x7f, tag @ (0x18 | 0x20 | 0x38), ..] =
-        *bytes.get(pos..).unwrap_or_default()
-    {
-        let end = pos + 2 + usize::from(len);
-        let mut at = pos + 5;
-        // Read from the whole event, then held to the stat.
-        if let Some(v) = varint(bytes, &mut at).filter(|_| at == end) {
-            return Some((id, tag, v, end));
-        }
-    }
-    None
-}
-
 /// The value of a stat in [`stat`]'s common form, by its field's tag.
 #[inline(always)]
 fn small_value<'a>(tag: u8, v: u64) -> StatValue<'a> {
@@ -136,38 +114,45 @@ impl Decoder {
         while pos < bytes.len() {
             // Nearly every field is a stat in `stat`'s common form, with a
             // one-byte length: `22 len 08 id tag value`, read here whole.
-            if let Some((id, tag, v, end)) = common_stat(bytes, pos) {
-                pos = end;
-                if skip_stats {
-                    skipped = true;
-                    continue;
-                }
-                match plane.small_keys.0[usize::from(id) & 0x7f] {
-                    SMALL_NONE => {}
-                    SMALL_FRAGMENTATION => {
-                        raw.fragmentation = match tag {
-                            0x18 => v as f64,
-                            0x20 => v as i64 as f64,
-                            _ => f64::NAN,
-                        };
+            if let [0x22, len @ 0..=0x7f, 0x08, id @ 0..=0x7f, tag @ (0x18 | 0x20 | 0x38), ..] =
+                *bytes.get(pos..).unwrap_or_default()
+            {
+                let end = pos + 2 + usize::from(len);
+                let mut at = pos + 5;
+                // Read from the whole event (a varint is read a word at a
+                // time where eight bytes are there), then held to the stat.
+                if let Some(v) = varint(bytes, &mut at).filter(|_| at == end) {
+                    pos = end;
+                    if skip_stats {
+                        skipped = true;
+                        continue;
                     }
-                    SMALL_STRING => {
-                        if let Some(key) = plane.keys.get(i64::from(id)) {
-                            step_mark |= key == Key::StepNum;
-                            strings.take(key, small_value(tag, v));
+                    match plane.small_keys.0[usize::from(id)] {
+                        SMALL_NONE => {}
+                        SMALL_FRAGMENTATION => {
+                            raw.fragmentation = match tag {
+                                0x18 => v as f64,
+                                0x20 => v as i64 as f64,
+                                _ => f64::NAN,
+                            };
+                        }
+                        SMALL_STRING => {
+                            if let Some(key) = plane.keys.get(i64::from(id)) {
+                                step_mark |= key == Key::StepNum;
+                                strings.take(key, small_value(tag, v));
+                            }
+                        }
+                        // A size or address, as `StatValue::as_u64` reads it.
+                        slot => {
+                            raw.numbers[usize::from(slot)] = match tag {
+                                0x18 => v,
+                                0x20 if v as i64 >= 0 => v,
+                                _ => u64::MAX,
+                            };
                         }
                     }
-                    // A size or address, as `StatValue::as_u64` reads it.
-                    slot => {
-                        // `SmallKeys` gives slots 0 to 7 only.
-                        raw.numbers[usize::from(slot) & 7] = match tag {
-                            0x18 => v,
-                            0x20 if v as i64 >= 0 => v,
-                            _ => u64::MAX,
-                        };
-                    }
+                    continue;
                 }
-                continue;
             }
             let Some((number, value)) = next_field(bytes, &mut pos) else {
                 return Err(Fallback);

@@ -3,6 +3,7 @@
 //! event going straight to its allocator's builder on another.
 
 use std::cmp::Reverse;
+use std::collections::binary_heap::PeekMut;
 use std::collections::{BinaryHeap, VecDeque};
 use std::sync::mpsc;
 
@@ -303,7 +304,11 @@ pub(super) fn merged(
                 }
             }
             let mut batch = Vec::with_capacity(BATCH);
-            while let Some(Reverse((_, i))) = queue.pop() {
+            // The earliest head is replaced in place by its line's next
+            // (one sift down, not a pop and a push: ~50 instructions an
+            // event less on this thread, the merge's).
+            while let Some(mut top) = queue.peek_mut() {
+                let Reverse((_, i)) = *top;
                 let line = merging.get_mut(i).ok_or(Fallback)?;
                 if let Some(event) = line.pop(buffers) {
                     batch.push((event, sites.site(names, &adopted.decoded, &event)));
@@ -315,8 +320,11 @@ pub(super) fn merged(
                     }
                 }
                 refill(line, &mut adopted, buffers, planes, split, fast_events)?;
-                if let Some(head) = line.head() {
-                    queue.push(Reverse((head.at, i)));
+                match line.head() {
+                    Some(head) => *top = Reverse((head.at, i)),
+                    None => {
+                        PeekMut::pop(top);
+                    }
                 }
             }
             sender.send(batch).map_err(|_| Fallback)
