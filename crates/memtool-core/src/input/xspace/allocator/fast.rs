@@ -83,12 +83,13 @@ impl Decoder {
     /// [`Decoder::event`] in one pass over the event's bytes, for the merged
     /// walk: the same event on valid input; `Err` on anything the slow path
     /// would refuse (and, being stricter, on damaged stats of events it
-    /// would not read), which the walk in file order then reads. Inlined
-    /// into its one caller, the run's loop: whether it was depended on how
-    /// the crate's code was cut into codegen units, and a call costs ~160
-    /// instructions an event (BENCHMARKS.md Run O-xspace-model).
+    /// would not read), which the walk in file order then reads. Always
+    /// inlined into the run's loop: `#[inline]` left it a call once the
+    /// loop had two callers (the framed events and the general step's),
+    /// ~280 instructions an event more (BENCHMARKS.md Run O-xspace-model,
+    /// Run P-xspace-decode).
     #[allow(clippy::too_many_arguments)]
-    #[inline]
+    #[inline(always)]
     pub(super) fn event_fast(
         &mut self,
         names: &mut Names,
