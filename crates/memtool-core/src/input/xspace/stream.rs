@@ -65,7 +65,7 @@ impl StreamError {
 
 /// A field header is at most a 10-byte key and a 10-byte length (or an 8-byte
 /// fixed value): this many bytes always hold one whole.
-const HEADER_BYTES: usize = 32;
+pub(crate) const HEADER_BYTES: usize = 32;
 
 /// Part of the input in memory: the bytes from `start`, refilled on demand.
 pub(crate) struct Window<'s> {

@@ -83,12 +83,13 @@ impl Decoder {
     /// [`Decoder::event`] in one pass over the event's bytes, for the merged
     /// walk: the same event on valid input; `Err` on anything the slow path
     /// would refuse (and, being stricter, on damaged stats of events it
-    /// would not read), which the walk in file order then reads. Inlined
-    /// into its one caller, the run's loop: whether it was depended on how
-    /// the crate's code was cut into codegen units, and a call costs ~160
-    /// instructions an event (BENCHMARKS.md Run O-xspace-model).
+    /// would not read), which the walk in file order then reads. Always
+    /// inlined into the run's loop: `#[inline]` left it a call once the
+    /// loop had two callers (the framed events and the general step's),
+    /// ~280 instructions an event more (BENCHMARKS.md Run O-xspace-model,
+    /// Run P-xspace-decode).
     #[allow(clippy::too_many_arguments)]
-    #[inline]
+    #[inline(always)]
     pub(super) fn event_fast(
         &mut self,
         names: &mut Names,
@@ -106,6 +107,10 @@ impl Decoder {
         // their stats are skipped once the metadata id says so.
         let wanted = |id: &i64| plane.allocs.contains(id) || plane.frees.contains(id);
         let (mut skip_stats, mut skipped) = (false, false);
+        // Whether a stat is a `step_num`: only then does an event of
+        // another kind need the slow path (most events of a host trace on
+        // a plane that marks steps are not step marks).
+        let mut step_mark = false;
         let mut pos = 0;
         while pos < bytes.len() {
             // Nearly every field is a stat in `stat`'s common form, with a
@@ -134,6 +139,7 @@ impl Decoder {
                         }
                         SMALL_STRING => {
                             if let Some(key) = plane.keys.get(i64::from(id)) {
+                                step_mark |= key == Key::StepNum;
                                 strings.take(key, small_value(tag, v));
                             }
                         }
@@ -172,6 +178,7 @@ impl Decoder {
                     if key == Key::Fragmentation {
                         raw.fragmentation = v.as_f64().unwrap_or(f64::NAN);
                     } else {
+                        step_mark |= key == Key::StepNum;
                         strings.take(key, v);
                     }
                 }
@@ -186,6 +193,14 @@ impl Decoder {
         }
         if !is_alloc && !is_free {
             if !plane.has_steps {
+                return Ok(None);
+            }
+            if !step_mark {
+                // As the slow path: read, not a step mark; a time that
+                // overflows is counted all the same.
+                if clock.at(offset_ps).is_none() {
+                    self.bad_times += 1;
+                }
                 return Ok(None);
             }
             // Step marks are few: the slow path reads them.

@@ -482,4 +482,70 @@ mod tests {
         let mut window = Window::new(&bytes, SKIM_CHUNK);
         assert!(runs::split(&mut window, 0, end - 1, 1).is_err());
     }
+
+    /// `runs::split` as a general skim of every field cuts.
+    fn split_by_skim(bytes: &[u8], end: u64, run_bytes: u64) -> Vec<(u64, u64, u64)> {
+        let source = bytes.to_vec();
+        let mut window = Window::new(&source, SKIM_CHUNK);
+        let mut fields = crate::input::xspace::stream::Skim::new(0, end);
+        let (mut runs, mut run, mut index) = (Vec::new(), (0, end, 0), 0);
+        loop {
+            let at = fields.pos;
+            if at - run.0 >= run_bytes {
+                runs.push((run.0, at, run.2));
+                run = (at, end, index);
+            }
+            let Some((number, header, _)) = fields.next(&mut window).unwrap() else {
+                break;
+            };
+            if let (4, memtool_proto::wire::reader::Header::Len(_)) = (number, header) {
+                index += 1;
+            }
+        }
+        if run.0 < end || runs.is_empty() {
+            runs.push(run);
+        }
+        runs
+    }
+
+    #[test]
+    fn runs_cut_by_the_header_fast_path_are_the_general_skims() {
+        // Events of one- and two-byte lengths (over 127 bytes: a long
+        // stat), an empty one, and other fields between and after them.
+        let mut bytes = Vec::new();
+        int(&mut bytes, 3, 5);
+        for i in 0..300u64 {
+            let mut event = Vec::new();
+            int(&mut event, 1, 1);
+            int(&mut event, 2, i * 10);
+            if i % 7 == 3 {
+                field(&mut event, 4, &vec![b'x'; 150 + i as usize]);
+            }
+            if i % 50 == 9 {
+                event.clear();
+            }
+            field(&mut bytes, 4, &event);
+            if i % 97 == 5 {
+                field(&mut bytes, 11, b"name");
+            }
+        }
+        field(&mut bytes, 11, b"display");
+        let end = bytes.len() as u64;
+        // Short windows too: headers cut by a window's end.
+        let source = Counted(bytes.clone(), Default::default());
+        for chunk in [SKIM_CHUNK, 40, 33] {
+            for run_bytes in [1, 7, 100, 1000, 4096, end - 1, end] {
+                let mut window = Window::new(&source, chunk);
+                let got: Vec<(u64, u64, u64)> = runs::split(&mut window, 0, end, run_bytes)
+                    .unwrap()
+                    .iter()
+                    .map(|r| (r.start, r.end, r.first_index))
+                    .collect();
+                assert_eq!(got, split_by_skim(&bytes, end, run_bytes), "{run_bytes}");
+            }
+        }
+        // An event claiming a byte past the line: refused.
+        let mut window = Window::new(&bytes, SKIM_CHUNK);
+        assert!(runs::split(&mut window, 0, end - 10, 1).is_err());
+    }
 }

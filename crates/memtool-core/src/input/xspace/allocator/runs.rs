@@ -9,7 +9,7 @@ use super::decode::{Decoder, Fallback, Interned, LineClock, PlaneKeys, RawEvent}
 use std::sync::Mutex;
 
 use crate::input::source::ByteSource;
-use crate::input::xspace::stream::{FieldAt, Skim, Stream, MAX_EVENT_BYTES};
+use crate::input::xspace::stream::{FieldAt, Skim, Stream, HEADER_BYTES, MAX_EVENT_BYTES};
 use crate::input::xspace::Window;
 use crate::model::{Names, StrId};
 use memtool_proto::wire::reader::Header;
@@ -70,31 +70,66 @@ pub(super) fn split(
         first_index: 0,
     };
     let mut index = 0u64;
-    let mut fields = Skim::new(start, end);
-    loop {
-        let field_at = fields.pos;
-        if field_at - run.start >= run_bytes {
-            runs.push(Run {
-                end: field_at,
-                ..run
-            });
-            run = Run {
-                start: field_at,
-                end,
-                first_index: index,
+    let mut pos = start;
+    while pos < end {
+        // Nearly every field is an event with a one- or two-byte length:
+        // its header is read here, straight from the window, ~10
+        // instructions an event in place of a general skim step's ~160
+        // (the skim runs on one thread before any run is decoded).
+        let held = window.span(pos, end, HEADER_BYTES)?;
+        let mut i = 0usize;
+        while let Some(&[tag, b1, b2]) = held.get(i..).and_then(|h| h.first_chunk::<3>()) {
+            let (len, header) = match (tag, b1, b2) {
+                (0x22, 0..=0x7f, _) => (u64::from(b1), 2),
+                (0x22, 0x80.., 0..=0x7f) => (u64::from(b1 & 0x7f) | (u64::from(b2) << 7), 3),
+                _ => break,
             };
+            let at = pos + i as u64;
+            cut(&mut runs, &mut run, at, index, run_bytes);
+            if at + header + len > end {
+                return Err(Fallback);
+            }
+            index += 1;
+            // At most 2^14 + 3: no overflow.
+            i += (header + len) as usize;
         }
+        pos += i as u64;
+        if pos >= end {
+            break;
+        }
+        // A field of another form, or a header the window does not hold
+        // whole: one general step (which moves the window).
+        cut(&mut runs, &mut run, pos, index, run_bytes);
+        let mut fields = Skim::new(pos, end);
         let Some((number, header, _)) = fields.next(window)? else {
             break;
         };
         if let (4, Header::Len(_)) = (number, header) {
             index += 1;
         }
+        pos = fields.pos;
+    }
+    if pos >= end {
+        cut(&mut runs, &mut run, end, index, run_bytes);
     }
     if run.start < end || runs.is_empty() {
         runs.push(run);
     }
     Ok(runs)
+}
+
+/// Ends `run` at `at`, a field boundary, and starts the next there, once
+/// `run` holds `run_bytes`; `index` events come before `at`.
+#[inline(always)]
+fn cut(runs: &mut Vec<Run>, run: &mut Run, at: u64, index: u64, run_bytes: u64) {
+    if at - run.start >= run_bytes {
+        runs.push(Run { end: at, ..*run });
+        *run = Run {
+            start: at,
+            end: run.end,
+            first_index: index,
+        };
+    }
 }
 
 /// What one line's reader needs to decode any of its runs.
@@ -115,19 +150,28 @@ pub(super) struct DecodedRun {
     names: Names,
 }
 
-/// The windows runs are read through, kept for the next runs: a window's
-/// buffer (up to 1 MiB, as long as the runs it read) is zeroed when it
-/// grows, so a window per run would clear every byte of the file once more.
-pub(super) struct Windows<'s> {
+/// What runs are read through and decoded into, kept for the next runs:
+/// windows (a window's buffer, up to 1 MiB, is zeroed when it grows, so a
+/// window per run would clear every byte of the file once more) and event
+/// vectors (a run's, about 1 MiB, given back once merged: a fresh one per
+/// run made the kernel fault in and zero ~20,000 pages on the 660k-event
+/// profile, a quarter of its system time).
+pub(super) struct Buffers<'s> {
     source: &'s dyn ByteSource,
     spare: Mutex<Vec<Window<'s>>>,
+    spare_events: Mutex<Vec<Vec<RawEvent>>>,
 }
 
-impl<'s> Windows<'s> {
-    pub(super) fn new(source: &'s dyn ByteSource) -> Windows<'s> {
-        Windows {
+/// Event vectors kept for reuse at most: a few per job cover the runs in
+/// flight; more would only hold memory.
+const SPARE_EVENT_VECS: usize = 16;
+
+impl<'s> Buffers<'s> {
+    pub(super) fn new(source: &'s dyn ByteSource) -> Buffers<'s> {
+        Buffers {
             source,
             spare: Mutex::new(Vec::new()),
+            spare_events: Mutex::new(Vec::new()),
         }
     }
 
@@ -142,6 +186,25 @@ impl<'s> Windows<'s> {
             .unwrap_or_else(|e| e.into_inner())
             .push(window);
     }
+
+    /// An empty event vector, with the capacity of an earlier run's.
+    fn take_events(&self) -> Vec<RawEvent> {
+        let spare = self
+            .spare_events
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .pop();
+        spare.unwrap_or_default()
+    }
+
+    /// A run's event vector, once its events are merged.
+    pub(super) fn give_back_events(&self, mut events: Vec<RawEvent>) {
+        events.clear();
+        let mut spare = self.spare_events.lock().unwrap_or_else(|e| e.into_inner());
+        if spare.len() < SPARE_EVENT_VECS {
+            spare.push(events);
+        }
+    }
 }
 
 /// How much of a run its window reads at a time.
@@ -150,33 +213,70 @@ const WINDOW_CHUNK: usize = 1 << 20;
 /// Decodes one run of `line` on the calling thread. A line out of time
 /// order within the run, a timestamp after events, or damage: `Fallback`.
 pub(super) fn decode(
-    windows: &Windows<'_>,
+    buffers: &Buffers<'_>,
     planes: &[PlaneKeys],
     line: LineAt,
     run: Run,
     fast_events: bool,
 ) -> Result<DecodedRun, Fallback> {
-    let mut window = windows.take();
-    let decoded = decode_in(&mut window, planes, line, run, fast_events);
-    windows.give_back(window);
+    let mut window = buffers.take();
+    let events = buffers.take_events();
+    let decoded = decode_in(&mut window, events, planes, line, run, fast_events);
+    buffers.give_back(window);
     decoded
 }
 
 fn decode_in(
     window: &mut Window<'_>,
+    events: Vec<RawEvent>,
     planes: &[PlaneKeys],
     line: LineAt,
     run: Run,
     fast_events: bool,
 ) -> Result<DecodedRun, Fallback> {
     let plane = planes.get(line.plane).ok_or(Fallback)?;
-    let mut decoder = Decoder::new();
-    let mut names = Names::default();
-    let mut interned = Interned::default();
-    let mut events: Vec<RawEvent> = Vec::new();
+    let mut into = RunEvents {
+        decoder: Decoder::new(),
+        names: Names::default(),
+        interned: Interned::default(),
+        events,
+        plane,
+        line,
+        fast_events,
+    };
     let mut index = run.first_index;
-    let mut fields = Stream::new(run.start, run.end);
-    while let Some((number, field)) = fields.next(window)? {
+    let mut pos = run.start;
+    while pos < run.end {
+        // Nearly every field is an event with a one- or two-byte length,
+        // held whole by the window: framed here and decoded in place, ~30
+        // instructions an event in place of a general stream step's ~400.
+        let held = window.span(pos, run.end, HEADER_BYTES)?;
+        let mut i = 0usize;
+        while let Some(&[tag, b1, b2]) = held.get(i..).and_then(|h| h.first_chunk::<3>()) {
+            let (len, header) = match (tag, b1, b2) {
+                (0x22, 0..=0x7f, _) => (usize::from(b1), 2),
+                (0x22, 0x80.., 0..=0x7f) => (usize::from(b1 & 0x7f) | (usize::from(b2) << 7), 3),
+                _ => break,
+            };
+            // An event the window does not hold whole: the general step
+            // moves it.
+            let Some(bytes) = held.get(i + header..i + header + len) else {
+                break;
+            };
+            index += 1;
+            into.event(bytes, pos + (i + header) as u64, index)?;
+            i += header + len;
+        }
+        pos += i as u64;
+        if pos >= run.end {
+            break;
+        }
+        // Any other field, or an event not held whole: one general step.
+        let mut fields = Stream::new(pos, run.end);
+        let Some((number, field)) = fields.next(window)? else {
+            break;
+        };
+        pos = fields.pos;
         match (number, field) {
             // A timestamp after the events: they were timed too early.
             (3, _) => return Err(Fallback),
@@ -187,28 +287,67 @@ fn decode_in(
                     continue;
                 }
                 let bytes = window.bytes(at, len)?;
-                let seen = (line.rank, index);
-                let clock = &line.clock;
-                let raw = if fast_events {
-                    decoder.event_fast(&mut names, &mut interned, plane, clock, bytes, at, seen)?
-                } else {
-                    decoder.event(&mut names, &mut interned, plane, clock, bytes, at, seen)?
-                };
-                if let Some(raw) = raw {
-                    if events.last().is_some_and(|last| raw.at < last.at) {
-                        return Err(Fallback);
-                    }
-                    events.push(raw);
-                }
+                into.event_out_of_line(bytes, at, index)?;
             }
             _ => {}
         }
     }
+    let RunEvents {
+        decoder,
+        names,
+        events,
+        ..
+    } = into;
     Ok(DecodedRun {
         events,
         decoder,
         names,
     })
+}
+
+/// One run's decoder and what it decodes into.
+struct RunEvents<'p> {
+    decoder: Decoder,
+    names: Names,
+    interned: Interned,
+    events: Vec<RawEvent>,
+    plane: &'p PlaneKeys,
+    line: LineAt,
+    fast_events: bool,
+}
+
+impl RunEvents<'_> {
+    /// The line's event number `index`, its bytes at `at` in the input:
+    /// decoded and kept if it is an allocator event. Inlined into the
+    /// run's loop (a call costs ~160 instructions an event, BENCHMARKS.md
+    /// Run O-xspace-model).
+    #[inline(always)]
+    fn event(&mut self, bytes: &[u8], at: u64, index: u64) -> Result<(), Fallback> {
+        let seen = (self.line.rank, index);
+        let (names, interned, plane) = (&mut self.names, &mut self.interned, self.plane);
+        let clock = &self.line.clock;
+        let raw = if self.fast_events {
+            self.decoder
+                .event_fast(names, interned, plane, clock, bytes, at, seen)?
+        } else {
+            self.decoder
+                .event(names, interned, plane, clock, bytes, at, seen)?
+        };
+        if let Some(raw) = raw {
+            if self.events.last().is_some_and(|last| raw.at < last.at) {
+                return Err(Fallback);
+            }
+            self.events.push(raw);
+        }
+        Ok(())
+    }
+
+    /// [`RunEvents::event`] for the few events read by the general step
+    /// (one a window, ~1 MiB): not inlined twice.
+    #[inline(never)]
+    fn event_out_of_line(&mut self, bytes: &[u8], at: u64, index: u64) -> Result<(), Fallback> {
+        self.event(bytes, at, index)
+    }
 }
 
 /// The merged walk's decoder state and names table, into which decoded runs
