@@ -515,7 +515,7 @@ fn load_into(profile: &mut Profile, source: Source, options: &LoadOptions) -> Re
             } else {
                 torch::pickle::Paths::Fast
             };
-            torch::snapshot::read_on(profile, &path, &*data, paths, options.jobs)
+            torch::snapshot::read(profile, &path, &*data, paths)
         }
         Format::TorchTrace => {
             torch::trace::read(profile, &path, &*data, options.force_general_path)

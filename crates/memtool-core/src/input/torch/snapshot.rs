@@ -837,41 +837,11 @@ fn refuse_read_again(v: &Value, memo: &Memo, what: &str) -> std::result::Result<
     }
 }
 
-#[cfg(test)]
 pub(crate) fn read(
     profile: &mut Profile,
     path: &str,
     source: &dyn ByteSource,
     paths: pickle::Paths,
-) -> Result<()> {
-    read_on(profile, path, source, paths, 1)
-}
-
-/// [`read`] on up to `jobs` threads (0: every core): with two or more, the
-/// file's bytes are read ahead on a thread of their own while the pickle
-/// is decoded (the same profile).
-pub(crate) fn read_on(
-    profile: &mut Profile,
-    path: &str,
-    source: &dyn ByteSource,
-    paths: pickle::Paths,
-    jobs: usize,
-) -> Result<()> {
-    let reading = if crate::parallel::threads(jobs) > 1 {
-        pickle::Reading::Ahead
-    } else {
-        pickle::Reading::InTurn
-    };
-    read_with(profile, path, source, paths, reading)
-}
-
-/// [`read`], the pickle's bytes read as `reading` says.
-pub(crate) fn read_with(
-    profile: &mut Profile,
-    path: &str,
-    source: &dyn ByteSource,
-    paths: pickle::Paths,
-    reading: pickle::Reading,
 ) -> Result<()> {
     let mut visitor = SnapshotVisitor {
         profile,
@@ -887,8 +857,7 @@ pub(crate) fn read_with(
         last_compile_context: None,
         bad_values: 0,
     };
-    let decoded = pickle::decode_with(source, &mut visitor, paths, reading);
-    let root = decoded.map_err(|e| Error::Corrupt {
+    let root = pickle::decode(source, &mut visitor, paths).map_err(|e| Error::Corrupt {
         path: path.to_string(),
         format: "PyTorch snapshot pickle",
         message: e.message,
@@ -990,8 +959,6 @@ fn allocator_settings(root: &Value) -> BTreeMap<String, String> {
 mod annotations;
 mod build;
 mod entry_index;
-#[cfg(test)]
-mod read_ahead_tests;
 #[cfg(test)]
 mod tests;
 

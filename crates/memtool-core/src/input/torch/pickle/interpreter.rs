@@ -54,24 +54,7 @@ fn slot_value(slot: Slot) -> Option<Value> {
     }
 }
 
-impl<'s, 'v, V: Visitor> Machine<'s, 'v, V> {
-    pub(super) fn new(input: Input<'s>, visitor: &'v mut V, paths: super::Paths) -> Self {
-        Machine {
-            fast_paths: paths == super::Paths::Fast,
-            input,
-            op_offset: 0,
-            stack: Vec::new(),
-            marks: Vec::new(),
-            claimed: Vec::new(),
-            memo: Memo::default(),
-            visitor,
-            record_fields: Vec::new(),
-            record_memo: Vec::new(),
-            record_items: Vec::new(),
-            handle_lists: Default::default(),
-        }
-    }
-
+impl<V: Visitor> Machine<'_, '_, V> {
     pub(super) fn err<T>(&self, message: impl Into<String>) -> Result<T> {
         Err(PickleError {
             offset: self.op_offset,

@@ -62,55 +62,21 @@ pub(crate) fn decode<V: Visitor>(
     visitor: &mut V,
     paths: Paths,
 ) -> Result<Value> {
-    Machine::new(Input::new(source), visitor, paths).run()
-}
-
-/// How the decoder gets the pickle's bytes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Reading {
-    /// Read by the decoding thread when it needs them.
-    InTurn,
-    /// Read on a thread of their own, a chunk ahead of the decoder (see
-    /// [`input::ReadAhead`]): the reads' system time off the decoding
-    /// thread. A source of one chunk is read in turn.
-    Ahead,
-    /// [`Reading::Ahead`] in chunks of `chunk` bytes with `head` bytes of
-    /// room before each, for tests (tiny ones take every path of the
-    /// refill).
-    #[cfg(test)]
-    AheadInChunks { chunk: usize, head: usize },
-}
-
-/// [`decode`], the bytes got as `reading` says: the same value and visits
-/// every way. A read-ahead thread that cannot be started leaves the bytes
-/// to be read in turn.
-pub(crate) fn decode_with<V: Visitor>(
-    source: &dyn ByteSource,
-    visitor: &mut V,
-    paths: Paths,
-    reading: Reading,
-) -> Result<Value> {
-    let (chunk, head) = match reading {
-        Reading::InTurn => return decode(source, visitor, paths),
-        Reading::Ahead if source.len() <= input::CHUNK as u64 => {
-            return decode(source, visitor, paths)
-        }
-        Reading::Ahead => (input::CHUNK, input::HEAD),
-        #[cfg(test)]
-        Reading::AheadInChunks { chunk, head } => (chunk, head),
+    let mut m = Machine {
+        fast_paths: paths == Paths::Fast,
+        input: Input::new(source),
+        op_offset: 0,
+        stack: Vec::new(),
+        marks: Vec::new(),
+        claimed: Vec::new(),
+        memo: Memo::default(),
+        visitor,
+        record_fields: Vec::new(),
+        record_memo: Vec::new(),
+        record_items: Vec::new(),
+        handle_lists: Default::default(),
     };
-    std::thread::scope(|scope| {
-        let (reader, input) = input::ReadAhead::new(source, chunk, head);
-        let started = std::thread::Builder::new()
-            .name("pickle read-ahead".into())
-            .spawn_scoped(scope, move || reader.run(source));
-        match started {
-            // The machine, and with it the chunks' receiver, is dropped
-            // before the scope joins the reader, which then stops.
-            Ok(_) => Machine::new(input, visitor, paths).run(),
-            Err(_) => decode(source, visitor, paths),
-        }
-    })
+    m.run()
 }
 
 #[cfg(test)]
