@@ -220,11 +220,7 @@ pub fn require_timeline(profile: &Profile, command: &str) -> Result<()> {
 /// then `--categories FILE`), else the file's, else inferred.
 pub fn categorize(profile: &mut Profile, analysis: &AnalysisArgs) -> Result<()> {
     let rules = category_rules(analysis)?;
-    // Timed apart: on a large snapshot it is a tenth of the run, which
-    // otherwise shows as time between parse and analysis.
-    memtool_core::timings::time("categories", || {
-        memtool_core::analysis::category::assign(profile, &rules, Inference::WhereMissing)
-    });
+    memtool_core::analysis::category::assign(profile, &rules, Inference::WhereMissing);
     Ok(())
 }
 
