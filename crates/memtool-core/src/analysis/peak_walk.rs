@@ -79,11 +79,13 @@ pub fn walk(memory: &Memory, ties: Ties) -> Option<PeakWalk> {
     let mut runs = Runs::default();
     let mut last_reserved = None;
     if dense {
-        for (i, s) in memory.allocator_samples.iter().enumerate() {
-            if let Some(reserved) = s.reserved_bytes() {
+        // Two figures of each sample read, not the whole sample decoded.
+        let samples = &memory.allocator_samples;
+        for i in 0..samples.len() {
+            if let Some(reserved) = samples.reserved_bytes(i) {
                 last_reserved = Some(reserved);
             }
-            let Some(bytes) = s.allocated_bytes() else {
+            let Some(bytes) = samples.allocated_bytes(i) else {
                 continue;
             };
             runs.see(bytes);

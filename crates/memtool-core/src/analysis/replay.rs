@@ -276,13 +276,9 @@ pub fn reported_peak(memory: &Memory, ties: Ties) -> Option<Peak> {
     // Only an allocator that reports its state at every event (XSpace) has a
     // peak of its own; sparse samples (PyTorch segment events) would miss it.
     let dense = samples_every_event(memory);
-    for (i, s) in memory
-        .allocator_samples
-        .iter()
-        .enumerate()
-        .filter(|_| dense)
-    {
-        let Some(bytes) = s.allocated_bytes() else {
+    let samples = &memory.allocator_samples;
+    for i in (0..samples.len()).filter(|_| dense) {
+        let Some(bytes) = samples.allocated_bytes(i) else {
             continue;
         };
         let better = match (best, ties) {
@@ -349,10 +345,9 @@ pub fn peak_moments(memory: &Memory, peak: &Peak) -> usize {
         at_peak = here;
     };
     if peak.sample.is_some() {
-        for s in &memory.allocator_samples {
-            if let Some(bytes) = s.allocated_bytes() {
-                count(bytes);
-            }
+        let samples = &memory.allocator_samples;
+        for bytes in (0..samples.len()).filter_map(|i| samples.allocated_bytes(i)) {
+            count(bytes);
         }
     } else {
         for_each_point(memory, |p| count(p.bytes));

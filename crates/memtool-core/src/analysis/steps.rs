@@ -54,9 +54,8 @@ pub fn per_step(memory: &Memory) -> Vec<StepStats> {
             return;
         };
         let in_use = aligned
-            .then(|| memory.allocator_samples.get(p.index - 1))
+            .then(|| memory.allocator_samples.allocated_bytes(p.index - 1))
             .flatten()
-            .and_then(|s| s.allocated_bytes())
             .unwrap_or(p.bytes);
         if rows.last().is_none_or(|r| r.step != step.id) {
             rows.push(StepStats {
