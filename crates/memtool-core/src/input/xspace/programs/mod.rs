@@ -18,6 +18,7 @@
 //! period is one model allocation, named after the buffer that started it.
 
 mod assignment;
+mod id_map;
 mod phase;
 mod plane;
 mod replay;
@@ -29,6 +30,7 @@ use std::collections::BTreeSet;
 use rustc_hash::FxHashMap as HashMap;
 
 use assignment::{Decoded, Trace};
+use id_map::IdMap;
 use memtool_proto::xla::{
     BufferAllocationProto, HloInstructionProto, HloModuleProto, ShapeProto, StackFrameIndexProto,
 };
@@ -210,7 +212,8 @@ struct Module<'h> {
     name: String,
     allocations: &'h [BufferAllocationProto],
     traces: &'h [Trace<'h>],
-    buffers: HashMap<i64, Buffer<'h>>,
+    /// By logical buffer id.
+    buffers: IdMap<Buffer<'h>>,
     /// Allocation position → the trace that simulates it (XProf trusts the
     /// allocation of a trace's first event, not `buffer_allocation_index`).
     trace_of: HashMap<usize, usize>,
@@ -249,15 +252,15 @@ impl<'h> Module<'h> {
                 .as_ref()
                 .is_some_and(|m| m.op_name.contains("transpose("))
         });
-        let logical: HashMap<i64, &LogicalBuffer> =
+        let logical: IdMap<&LogicalBuffer> =
             hlo.logical_buffers.iter().map(|b| (b.id, b)).collect();
         let allocations = &hlo.allocations[..];
         let traces = &hlo.traces[..];
-        let mut buffers = HashMap::default();
+        let mut buffers = IdMap::for_entries(hlo.logical_buffers.len());
         let mut missing = 0usize;
         for (position, allocation) in allocations.iter().enumerate() {
             for assigned in &allocation.assigned {
-                let Some(&proto) = logical.get(&assigned.logical_buffer_id) else {
+                let Some(&proto) = logical.get(assigned.logical_buffer_id) else {
                     missing += 1;
                     continue;
                 };
@@ -285,7 +288,7 @@ impl<'h> Module<'h> {
         }
         let mut trace_of = HashMap::default();
         for (i, trace) in traces.iter().enumerate() {
-            let first = trace.first_buffer_id().and_then(|id| buffers.get(&id));
+            let first = trace.first_buffer_id().and_then(|id| buffers.get(id));
             if let Some(buffer) = first {
                 trace_of.insert(buffer.allocation, i);
             }
@@ -354,7 +357,7 @@ impl<'h> Module<'h> {
                     .iter()
                     .filter(|e| {
                         self.buffers
-                            .get(&e.buffer_id)
+                            .get(e.buffer_id)
                             .is_some_and(|b| b.proto.color == color)
                     })
                     .count();

@@ -5,6 +5,7 @@
 use rustc_hash::FxHashMap as HashMap;
 
 use super::assignment::Trace;
+use super::id_map::IdMap;
 use super::phase::phase;
 use super::shape;
 use super::{category, is_indefinite, size, Buffer, Module};
@@ -182,7 +183,7 @@ impl<'m, 'h, 'p> SpaceReader<'m, 'h, 'p> {
             // Named after its largest logical buffer, the first of equals.
             let mut best: Option<&Buffer<'h>> = None;
             for assigned in &allocation.assigned {
-                let Some(buffer) = self.module.buffers.get(&assigned.logical_buffer_id) else {
+                let Some(buffer) = self.module.buffers.get(assigned.logical_buffer_id) else {
                     continue;
                 };
                 if buffer.bytes() > best.map_or(0, Buffer::bytes) {
@@ -219,9 +220,10 @@ impl<'m, 'h, 'p> SpaceReader<'m, 'h, 'p> {
     }
 
     pub(super) fn simulate(&mut self, trace: &Trace<'h>) {
-        let mut shares: HashMap<i64, Share> = HashMap::default();
+        let buffers = self.module.hlo.logical_buffers.len();
+        let mut shares: IdMap<Share> = IdMap::for_entries(buffers);
         // Canonical buffer id → the allocation holding its bytes now.
-        let mut holding: HashMap<i64, AllocId> = HashMap::default();
+        let mut holding: IdMap<AllocId> = IdMap::for_entries(buffers);
         let (mut over_freed, mut unknown_kind, mut unknown_buffer) = (0usize, 0usize, 0usize);
         // The trace's names are its steps, in the order they first occur.
         self.info
@@ -231,7 +233,7 @@ impl<'m, 'h, 'p> SpaceReader<'m, 'h, 'p> {
         self.memory.events.reserve(trace.events().len());
         for (i, event) in trace.events().iter().enumerate() {
             self.info.event_steps.push(event.name);
-            let applied = match self.module.buffers.get(&event.buffer_id) {
+            let applied = match self.module.buffers.get(event.buffer_id) {
                 None => {
                     unknown_buffer += 1;
                     None
@@ -252,10 +254,10 @@ impl<'m, 'h, 'p> SpaceReader<'m, 'h, 'p> {
                     }
                     FREE => {
                         let root = root(&shares, buffer.proto.id);
-                        let share = shares.entry(root).or_default();
+                        let share = shares.get_or_default(root);
                         share.count -= 1;
                         match share.count {
-                            0 => holding.remove(&root).map(|id| (EventKind::Free, id)),
+                            0 => holding.remove(root).map(|id| (EventKind::Free, id)),
                             c if c < 0 => {
                                 over_freed += 1;
                                 share.count = 0;
@@ -312,22 +314,22 @@ impl<'m, 'h, 'p> SpaceReader<'m, 'h, 'p> {
     /// canonical memory was free, this makes it live again.
     fn share(
         &mut self,
-        shares: &mut HashMap<i64, Share>,
-        holding: &mut HashMap<i64, AllocId>,
+        shares: &mut IdMap<Share>,
+        holding: &mut IdMap<AllocId>,
         buffer: &Buffer<'h>,
         canonical_id: i64,
     ) -> Option<(EventKind, AllocId)> {
-        let canonical = self.module.buffers.get(&canonical_id)?;
+        let canonical = self.module.buffers.get(canonical_id)?;
         let root_id = root(shares, canonical.proto.id);
         if root_id == buffer.proto.id {
             return None;
         }
-        shares.entry(buffer.proto.id).or_default().canonical = Some(canonical.proto.id);
+        shares.get_or_default(buffer.proto.id).canonical = Some(canonical.proto.id);
         let count = increment(shares, root_id);
         if count != 1 {
             return None;
         }
-        let root = self.module.buffers.get(&root_id)?;
+        let root = self.module.buffers.get(root_id)?;
         let named = self.named(buffer, self.category_of(buffer));
         let address = self.address_of(root);
         let id = self.push(root.bytes(), root.unpadded_bytes(), address, Some(named));
@@ -519,12 +521,12 @@ fn one_based(id: i32) -> Option<usize> {
 
 /// The id whose reference count a buffer uses: the end of its chain of
 /// canonical buffers.
-fn root(shares: &HashMap<i64, Share>, id: i64) -> i64 {
+fn root(shares: &IdMap<Share>, id: i64) -> i64 {
     let mut current = id;
     // XLA's chains are a few buffers long; a hostile file's could be
     // endless, and each event walks one.
     for _ in 0..MAX_CHAIN {
-        match shares.get(&current).and_then(|s| s.canonical) {
+        match shares.get(current).and_then(|s| s.canonical) {
             Some(next) => current = next,
             None => break,
         }
@@ -532,9 +534,9 @@ fn root(shares: &HashMap<i64, Share>, id: i64) -> i64 {
     current
 }
 
-fn increment(shares: &mut HashMap<i64, Share>, id: i64) -> i64 {
+fn increment(shares: &mut IdMap<Share>, id: i64) -> i64 {
     let root = root(shares, id);
-    let share = shares.entry(root).or_default();
+    let share = shares.get_or_default(root);
     share.count += 1;
     share.count
 }
