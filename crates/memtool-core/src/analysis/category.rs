@@ -208,47 +208,51 @@ pub fn assign(profile: &mut Profile, rules: &[CategoryRule], inference: Inferenc
         // allocation: the rest of a million allocations cost a lookup, not
         // the category's name hashed and interned again (the name's source
         // is recorded at its first allocation either way).
-        let mut chosen: FxHashMap<(SiteId, Choice), Option<SiteId>> = FxHashMap::default();
+        let mut chosen: FxHashMap<(SiteId, Choice), SiteId> = FxHashMap::default();
         for (i, allocation) in memory.allocations.iter_mut().enumerate() {
             let site = allocation.site;
-            let rule = *user.entry(site).or_insert_with(|| {
-                let s = names.site_of(site);
-                rules.iter().position(|r| r.matches(names, s))
-            });
+            // Without rules, no lookup per allocation (a site map as large
+            // as a pprof's 10^6 stacks).
+            let rule = if rules.is_empty() {
+                None
+            } else {
+                *user.entry(site).or_insert_with(|| {
+                    let s = names.site_of(site);
+                    rules.iter().position(|r| r.matches(names, s))
+                })
+            };
             let choice = match (rule, inferred.get(i)) {
                 (Some(r), _) => Choice::Rule(r),
                 (None, Some(&c)) => Choice::Inferred(c),
-                (None, None) => Choice::Profiler,
+                // The file's own category, or none: the site stays. No
+                // lookup in `chosen` (a profile of 10^6 distinct stacks,
+                // as a large pprof, would fill it for nothing).
+                (None, None) => {
+                    if let Some(c) = names.site_of(site).category {
+                        add_source(&mut sources, names.str(c), CategorySource::Profiler);
+                    }
+                    continue;
+                }
             };
-            let recategorized = *chosen.entry((site, choice)).or_insert_with(|| {
+            allocation.site = *chosen.entry((site, choice)).or_insert_with(|| {
                 let (name, source) = match choice {
                     Choice::Rule(r) => (rules[r].name.as_str(), CategorySource::User),
                     Choice::Inferred(c) => (c.name(), CategorySource::Inferred),
-                    Choice::Profiler => {
-                        if let Some(c) = names.site_of(site).category {
-                            add_source(&mut sources, names.str(c), CategorySource::Profiler);
-                        }
-                        return None;
-                    }
                 };
                 add_source(&mut sources, name, source);
-                Some(sites.with_category(names, site, name))
+                sites.with_category(names, site, name)
             });
-            if let Some(recategorized) = recategorized {
-                allocation.site = recategorized;
-            }
         }
         memory.category_sources = sources;
     }
 }
 
-/// Where an allocation's category comes from: the user's rule (its
-/// index), the inference, or the profiler's own (the site's).
+/// Where an allocation's new category comes from: the user's rule (its
+/// index) or the inference (the profiler's own keeps the site).
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 enum Choice {
     Rule(usize),
     Inferred(Inferred),
-    Profiler,
 }
 
 /// Records where `name` came from, unless it is recorded already: a
