@@ -1,29 +1,38 @@
 //! [`IdMap`]: a map keyed by XLA's logical buffer ids, which XLA numbers
-//! 0, 1, 2, … in a module: a vector indexed by the id where the id is small,
-//! a hash map for the rest. A program of 10^6 buffers looked each one up in
+//! 0, 1, 2, … in a module: an index by id into a vector of values where
+//! the id is small, a hash map for the rest. A program of 10^6 buffers looked each one up in
 //! four hash maps of 10^6 entries (the logical buffers, the placed buffers,
 //! the shares and the holders of the heap simulator's replay), a cache miss
-//! each; the vector is read in nearly the order the trace names them.
+//! each; the index is read in nearly the order the trace names them.
 
 use rustc_hash::FxHashMap as HashMap;
 
-/// Ids below `limit` are held in `dense`, grown to the largest one seen;
-/// others (negative, or beyond what the module's size makes plausible, as
-/// a hostile file's) in `sparse`. The limit is set from the number of
-/// entries expected, so memory stays proportional to the input.
+/// Ids below `limit` are found through `index`, grown to the largest one
+/// seen: 4 bytes an id to a place in `values`, which holds one entry per id
+/// ever given (emptied, not removed, when its id is). Other ids (negative,
+/// or beyond what the module's size makes plausible, as a hostile file's)
+/// are in `sparse`. The limit is set from the number of entries expected,
+/// so memory stays proportional to the input: ids need not be dense (the
+/// benchmark's generated programs number their copies in strides), only
+/// within 16 times the count.
 pub(super) struct IdMap<V> {
-    dense: Vec<Option<V>>,
+    index: Vec<u32>,
+    values: Vec<Option<V>>,
     limit: usize,
     sparse: HashMap<i64, V>,
 }
 
+/// No place in `values` yet.
+const ABSENT: u32 = u32::MAX;
+
 impl<V> IdMap<V> {
-    /// A map for about `expected` entries: ids up to twice that (and 1,024
-    /// more) go to the vector.
+    /// A map for about `expected` entries: ids up to 16 times that (and
+    /// 1,024 more) are indexed.
     pub(super) fn for_entries(expected: usize) -> IdMap<V> {
         IdMap {
-            dense: Vec::new(),
-            limit: expected.saturating_mul(2).saturating_add(1024),
+            index: Vec::new(),
+            values: Vec::new(),
+            limit: expected.saturating_mul(16).saturating_add(1024),
             sparse: HashMap::default(),
         }
     }
@@ -32,17 +41,30 @@ impl<V> IdMap<V> {
         usize::try_from(id).ok().filter(|&i| i < self.limit)
     }
 
-    /// The dense slot of `id`, the vector grown to hold it.
-    fn slot_mut(&mut self, i: usize) -> &mut Option<V> {
-        if i >= self.dense.len() {
-            self.dense.resize_with(i + 1, || None);
+    /// The place of indexed id `i` in `values`, made (empty) where it has
+    /// none: always below `values.len()`; `None` when `values` holds as
+    /// many as a place can count (the id then goes to `sparse`).
+    fn place(&mut self, i: usize) -> Option<usize> {
+        if i >= self.index.len() {
+            self.index.resize(i + 1, ABSENT);
         }
-        &mut self.dense[i]
+        let at = self.index.get_mut(i)?;
+        if *at == ABSENT {
+            *at = u32::try_from(self.values.len())
+                .ok()
+                .filter(|&n| n != ABSENT)?;
+            self.values.push(None);
+        }
+        Some(*at as usize).filter(|&at| at < self.values.len())
     }
 
     pub(super) fn get(&self, id: i64) -> Option<&V> {
         match self.slot(id) {
-            Some(i) => self.dense.get(i)?.as_ref(),
+            Some(i) => match self.index.get(i).copied().unwrap_or(ABSENT) {
+                // Indexed ids go to `sparse` once `values` is full.
+                ABSENT => self.sparse.get(&id),
+                at => self.values.get(at as usize)?.as_ref(),
+            },
             None => self.sparse.get(&id),
         }
     }
@@ -50,15 +72,18 @@ impl<V> IdMap<V> {
     /// Sets `id`'s value, returning the one it replaces (as
     /// `HashMap::insert`: the last value given for an id is kept).
     pub(super) fn insert(&mut self, id: i64, value: V) -> Option<V> {
-        match self.slot(id) {
-            Some(i) => self.slot_mut(i).replace(value),
+        match self.slot(id).and_then(|i| self.place(i)) {
+            Some(at) => self.values[at].replace(value),
             None => self.sparse.insert(id, value),
         }
     }
 
     pub(super) fn remove(&mut self, id: i64) -> Option<V> {
         match self.slot(id) {
-            Some(i) => self.dense.get_mut(i)?.take(),
+            Some(i) => match self.index.get(i).copied().unwrap_or(ABSENT) {
+                ABSENT => self.sparse.remove(&id),
+                at => self.values.get_mut(at as usize)?.take(),
+            },
             None => self.sparse.remove(&id),
         }
     }
@@ -68,8 +93,8 @@ impl<V> IdMap<V> {
     where
         V: Default,
     {
-        match self.slot(id) {
-            Some(i) => self.slot_mut(i).get_or_insert_with(V::default),
+        match self.slot(id).and_then(|i| self.place(i)) {
+            Some(at) => self.values[at].get_or_insert_with(V::default),
             None => self.sparse.entry(id).or_default(),
         }
     }
@@ -102,8 +127,9 @@ mod tests {
             5,
             3,
             2047,
-            2048,
-            2049,
+            9215,
+            9216,
+            9217,
             -1,
             i64::MIN,
             i64::MAX,
@@ -123,13 +149,15 @@ mod tests {
         *want.entry(7).or_default() += 3;
         *map.get_or_default(i64::MAX) += 3;
         *want.entry(i64::MAX).or_default() += 3;
-        for id in [7, i64::MAX, 5, -1, 2048, 6, 1 << 41] {
+        for id in [7, i64::MAX, 5, -1, 9216, 6, 1 << 41] {
             assert_eq!(map.remove(id), want.remove(&id), "{id}");
             assert_eq!(map.get(id), want.get(&id), "{id}");
         }
-        // Ids up to twice the expected count, and 1,024 more, are dense:
-        // the vector never grows past that, whatever ids a file names.
-        assert!(map.dense.len() <= 2048);
+        // Ids up to 16 times the expected count, and 1,024 more, are
+        // indexed: the index never grows past that, whatever ids a file
+        // names; the values are one per id given.
+        assert!(map.index.len() <= 512 * 16 + 1024);
+        assert!(map.values.len() <= ids.len() + 1);
         let collected: IdMap<u32> = [(4, 1), (4, 2), (-4, 3)].into_iter().collect();
         assert_eq!((collected.get(4), collected.get(-4)), (Some(&2), Some(&3)));
     }
