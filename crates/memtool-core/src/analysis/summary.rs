@@ -273,11 +273,9 @@ pub(crate) fn summarize_memory(
         events_by_action: memory.recorded_events.clone(),
         reserved_bytes: layout.as_ref().map(|l| l.reserved_bytes).or(reserved_bytes),
         allocated_bytes: layout.as_ref().map(|l| l.allocated_bytes).or_else(|| {
-            memory
-                .allocator_samples
-                .iter()
+            (0..memory.allocator_samples.len())
                 .rev()
-                .find_map(|s| s.allocated_bytes())
+                .find_map(|i| memory.allocator_samples.allocated_bytes(i))
         }),
         snapshots,
         top_stacks: stacks.groups,
@@ -362,11 +360,9 @@ impl Figures {
             None
         } else {
             walked.last_reserved.unwrap_or_else(|| {
-                memory
-                    .allocator_samples
-                    .iter()
+                (0..memory.allocator_samples.len())
                     .rev()
-                    .find_map(|s| s.reserved_bytes())
+                    .find_map(|i| memory.allocator_samples.reserved_bytes(i))
             })
         };
         drop(ends);

@@ -244,39 +244,21 @@ impl AllocatorSamples {
         self.len.checked_sub(1).and_then(|i| self.get(i))
     }
 
-    /// Sample `index`, if there is one. Inlined: a caller that reads one
-    /// figure of it has the others left unread.
+    /// Sample `index`, if there is one. A caller that reads one figure
+    /// reads it with [`AllocatorSamples::allocated_bytes`] or
+    /// [`AllocatorSamples::reserved_bytes`] instead.
     #[inline]
     pub fn get(&self, index: usize) -> Option<AllocatorSample> {
-        if index >= self.len {
-            return None;
-        }
-        let block = self.blocks.get(index >> BLOCK_SHIFT)?;
-        let offset = index & (BLOCK - 1);
-        if block.whole != NONE {
-            return self
-                .whole
-                .get(block.whole as usize * BLOCK + offset)
-                .copied();
-        }
-        let present = match block.mixed {
-            NONE => block.present,
-            mixed => *self.presence.get(mixed as usize * BLOCK + offset)?,
+        let (block, present) = match self.locate(index)? {
+            Stored::Whole(sample) => return Some(*sample),
+            Stored::Narrow { block, present } => (block, present),
         };
-        let widen = |column: &[u32]| i64::from(column.get(index).copied().unwrap_or(0) as i32);
-        let at = widen(&self.at).wrapping_mul(i64::from(block.at_unit));
+        let at = i64::from(self.at.get(index).copied().unwrap_or(0) as i32)
+            .wrapping_mul(i64::from(block.at_unit));
         let mut sample = AllocatorSample::new(block.at_base.wrapping_add(at));
         sample.present = present;
-        for (which, bit) in FIGURE_BITS.iter().enumerate() {
-            if present & bit != 0 {
-                let delta = widen(&self.figures[which]) as u64;
-                sample.figures[which] = block.figure_base[which].wrapping_add(delta);
-            }
-        }
-        if block.free_derived && present & FIGURE_BITS[FREE] != 0 {
-            sample.figures[FREE] = block
-                .free_complement
-                .wrapping_sub(sample.figures[ALLOCATED]);
+        for which in [RESERVED, ALLOCATED, FREE, LARGEST_FREE] {
+            sample.figures[which] = self.narrow_figure(block, present, index, which);
         }
         if present & FRAGMENTATION != 0 {
             let billionths = self.fragmentation.get(index).copied().unwrap_or(0);
@@ -304,21 +286,37 @@ impl AllocatorSamples {
     /// One figure of sample `index`, as `get` decodes it.
     #[inline]
     fn figure_at(&self, index: usize, which: usize) -> Option<u64> {
+        match self.locate(index)? {
+            Stored::Whole(sample) => sample.figure(which),
+            Stored::Narrow { block, present } => (present & FIGURE_BITS[which] != 0)
+                .then(|| self.narrow_figure(block, present, index, which)),
+        }
+    }
+
+    /// Where sample `index` is stored: whole, or narrow in `block` with
+    /// these presence bits.
+    #[inline]
+    fn locate(&self, index: usize) -> Option<Stored<'_>> {
         if index >= self.len {
             return None;
         }
         let block = self.blocks.get(index >> BLOCK_SHIFT)?;
         let offset = index & (BLOCK - 1);
         if block.whole != NONE {
-            return self
-                .whole
-                .get(block.whole as usize * BLOCK + offset)?
-                .figure(which);
+            let sample = self.whole.get(block.whole as usize * BLOCK + offset)?;
+            return Some(Stored::Whole(sample));
         }
         let present = match block.mixed {
             NONE => block.present,
             mixed => *self.presence.get(mixed as usize * BLOCK + offset)?,
         };
+        Some(Stored::Narrow { block, present })
+    }
+
+    /// Figure `which` of narrow sample `index` (0 where absent): its base
+    /// plus its delta, the free bytes derived where the block derives them.
+    #[inline]
+    fn narrow_figure(&self, block: &Block, present: u8, index: usize, which: usize) -> u64 {
         let stored = |which: usize| {
             if present & FIGURE_BITS[which] == 0 {
                 return 0;
@@ -326,13 +324,10 @@ impl AllocatorSamples {
             let delta = self.figures[which].get(index).copied().unwrap_or(0) as i32;
             block.figure_base[which].wrapping_add(i64::from(delta) as u64)
         };
-        if present & FIGURE_BITS[which] == 0 {
-            return None;
+        if which == FREE && block.free_derived && present & FIGURE_BITS[FREE] != 0 {
+            return block.free_complement.wrapping_sub(stored(ALLOCATED));
         }
-        if which == FREE && block.free_derived {
-            return Some(block.free_complement.wrapping_sub(stored(ALLOCATED)));
-        }
-        Some(stored(which))
+        stored(which)
     }
 
     /// Bytes the samples take on the heap (capacity included): what the
@@ -439,6 +434,12 @@ impl AllocatorSamples {
             block.whole = whole;
         }
     }
+}
+
+/// Where [`AllocatorSamples::locate`] finds a sample.
+enum Stored<'a> {
+    Whole(&'a AllocatorSample),
+    Narrow { block: &'a Block, present: u8 },
 }
 
 /// A sample as its narrow block stores it.
