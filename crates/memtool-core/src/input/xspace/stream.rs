@@ -119,6 +119,24 @@ impl<'s> Window<'s> {
         Ok(&self.buf[from..to])
     }
 
+    /// The bytes from `offset` towards `end` that the window holds, having
+    /// read at most `max` of them if it held too few: a look at bytes that
+    /// may turn out to be part of something stepped over unread.
+    pub(crate) fn peek(&mut self, offset: u64, end: u64, max: usize) -> io::Result<&[u8]> {
+        let held_end = self.start + self.filled as u64;
+        let wanted_end = end.min(offset.saturating_add(max as u64));
+        if self.memory.is_none() && (offset < self.start || wanted_end > held_end) {
+            let len = end.saturating_sub(offset).min(max as u64) as usize;
+            if self.buf.len() < len {
+                self.buf.resize(len, 0);
+            }
+            self.source.read_exact_at(offset, &mut self.buf[..len])?;
+            self.start = offset;
+            self.filled = len;
+        }
+        self.span(offset, end, 0)
+    }
+
     /// The bytes `[offset, offset + len)` whole.
     pub(crate) fn bytes(&mut self, offset: u64, len: u64) -> io::Result<&[u8]> {
         let end = offset.saturating_add(len);

@@ -35,9 +35,13 @@ struct LineEvents {
     next: usize,
     /// The time of the last event decoded, which the next must not precede.
     last_at: Option<i64>,
+    /// Where the runs taken so far end (a field boundary: where the next
+    /// must start), and how many events they hold.
+    boundary: u64,
+    index: u64,
     /// The line's remaining runs, decoded ahead on threads of their own
     /// while this one merges: for the few lines that hold most events.
-    ahead: Option<mpsc::Receiver<Result<DecodedRun, Fallback>>>,
+    ahead: Option<mpsc::Receiver<(Run, Result<DecodedRun, Fallback>)>>,
 }
 
 impl LineEvents {
@@ -73,7 +77,9 @@ fn refill(
     while line.pending.is_empty() {
         if let Some(ahead) = &line.ahead {
             match ahead.recv() {
-                Ok(run) => line.take(adopted.adopt(run?))?,
+                Ok((run, decoded)) => {
+                    line.settle(run, decoded, adopted, buffers, planes, fast_events)?
+                }
                 // Every run decoded and taken.
                 Err(_) => line.ahead = None,
             }
@@ -83,20 +89,61 @@ fn refill(
             break;
         }
         let take = split.jobs.max(1).min(line.runs.len() - line.next_run);
-        let wave: Vec<Run> = line.runs[line.next_run..line.next_run + take].to_vec();
+        let mut wave: Vec<Run> = line.runs[line.next_run..line.next_run + take].to_vec();
         line.next_run += take;
+        // The wave's first run starts where the last ended: no guess.
+        wave[0] = Run {
+            start: line.boundary,
+            speculative: false,
+            ..wave[0]
+        };
         let at = line.at;
-        let decoded = crate::parallel::map_bounded(wave, split.jobs, |run| {
+        let decoded = crate::parallel::map_bounded(wave.clone(), split.jobs, |run| {
             runs::decode(buffers, planes, at, run, fast_events)
         });
-        for run in decoded {
-            line.take(adopted.adopt(run?))?;
+        for (run, decoded) in wave.into_iter().zip(decoded) {
+            line.settle(run, decoded, adopted, buffers, planes, fast_events)?;
         }
     }
     Ok(())
 }
 
 impl LineEvents {
+    /// Takes the line's next run, `run` as decoded: if it started anywhere
+    /// but where the run before ended (its guessed start found no event, or
+    /// not the first at or after it), or failed, it is decoded again from
+    /// there, and what that gives is taken: the runs' guesses change how
+    /// the work is shared out, never what is read.
+    fn settle(
+        &mut self,
+        run: Run,
+        decoded: Result<DecodedRun, Fallback>,
+        adopted: &mut Adopted,
+        buffers: &Buffers<'_>,
+        planes: &[PlaneKeys],
+        fast_events: bool,
+    ) -> Result<(), Fallback> {
+        let decoded = match decoded {
+            Ok(decoded) if decoded.extent().0 == self.boundary => decoded,
+            missed => {
+                if let Ok(missed) = missed {
+                    buffers.give_back_events(missed.into_events());
+                }
+                let from_boundary = Run {
+                    start: self.boundary,
+                    speculative: false,
+                    ..run
+                };
+                runs::decode(buffers, planes, self.at, from_boundary, fast_events)?
+            }
+        };
+        let (_, end, count) = decoded.extent();
+        self.boundary = end;
+        let first_index = self.index;
+        self.index += count;
+        self.take(adopted.adopt(decoded, first_index))
+    }
+
     /// Takes the events of the line's next run, which must not start before
     /// the last run ended.
     fn take(&mut self, events: Vec<RawEvent>) -> Result<(), Fallback> {
@@ -139,7 +186,13 @@ fn decode_ahead<'scope, 'env: 'scope>(
     big.truncate(split.jobs);
     for i in big {
         let line = &mut merging[i];
-        let todo: Vec<Run> = line.runs[line.next_run..].to_vec();
+        let mut todo: Vec<Run> = line.runs[line.next_run..].to_vec();
+        // The first starts where the line's first run ended: no guess.
+        todo[0] = Run {
+            start: line.boundary,
+            speculative: false,
+            ..todo[0]
+        };
         let at = line.at;
         let (sender, receiver) = mpsc::sync_channel(2 * split.jobs);
         let spawned = std::thread::Builder::new()
@@ -149,11 +202,11 @@ fn decode_ahead<'scope, 'env: 'scope>(
                     let decoded = crate::parallel::map_bounded(wave.to_vec(), split.jobs, |run| {
                         runs::decode(buffers, planes, at, run, fast_events)
                     });
-                    for run in decoded {
-                        let failed = run.is_err();
-                        // The merge gave up (the receiver is gone), or this
-                        // run will make it: nothing more to decode.
-                        if sender.send(run).is_err() || failed {
+                    for (run, decoded) in wave.iter().zip(decoded) {
+                        // The merge gave up (the receiver is gone): nothing
+                        // more to decode. A run that failed is decoded
+                        // again by the merge if its start was a guess.
+                        if sender.send((*run, decoded)).is_err() {
                             return;
                         }
                     }
@@ -212,7 +265,7 @@ pub(super) fn merged(
                     _ => {}
                 }
             }
-            let runs = runs::split(&mut skim, first_event, line.end, split.run_bytes)?;
+            let runs = runs::split(first_event, line.end, split.run_bytes);
             lines.push((planes.len() - 1, timestamp_ns, runs));
         }
     }
@@ -229,7 +282,7 @@ pub(super) fn merged(
         Some(_) => None,
         None => lines.iter().filter(|l| l.0 == plane).map(|l| l.1).min(),
     };
-    let buffers = Buffers::new(source);
+    let buffers = Buffers::new(source, split.run_bytes);
     let mut merging: Vec<LineEvents> = Vec::with_capacity(lines.len());
     for (rank, (plane, timestamp_ns, runs)) in lines.iter().enumerate() {
         merging.push(LineEvents {
@@ -243,6 +296,8 @@ pub(super) fn merged(
             pending: VecDeque::new(),
             next: 0,
             last_at: None,
+            boundary: runs.first().map_or(0, |r| r.start),
+            index: 0,
             ahead: None,
         });
     }
@@ -256,11 +311,13 @@ pub(super) fn merged(
             Some((l.at, run))
         })
         .collect();
-    let decoded = crate::parallel::map_bounded(firsts, split.jobs, |(at, run)| {
+    let decoded = crate::parallel::map_bounded(firsts.clone(), split.jobs, |(at, run)| {
         runs::decode(&buffers, &planes, at, run, fast_events)
     });
-    for (line, run) in merging.iter_mut().zip(decoded) {
-        line.take(adopted.adopt(run?))?;
+    // Lines without events have no first run: matched to theirs by rank.
+    for ((at, run), decoded) in firsts.into_iter().zip(decoded) {
+        let line = merging.get_mut(at.rank as usize).ok_or(Fallback)?;
+        line.settle(run, decoded, &mut adopted, &buffers, &planes, fast_events)?;
     }
     // The merge stays on this thread, which decodes the lines of few runs
     // (by waves of runs) when they run out; the lines of many are decoded

@@ -455,97 +455,158 @@ mod tests {
         assert!(merged(&mut names, &bytes, None, true, Split::new(2, 1)).is_err());
     }
 
-    #[test]
-    fn runs_are_cut_at_field_boundaries_and_count_the_events_before_them() {
-        // A line's fields: its timestamp, then three events.
-        let bytes = line(0, &A, false);
-        let end = bytes.len() as u64;
-        let mut window = Window::new(&bytes, SKIM_CHUNK);
-        let cut = |window: &mut Window<'_>, run_bytes| {
-            runs::split(window, 0, end, run_bytes)
-                .unwrap()
-                .iter()
-                .map(|r| (r.start, r.end, r.first_index))
-                .collect::<Vec<_>>()
-        };
-        // One field per run; the runs cover the line, in order.
-        let each = cut(&mut window, 1);
-        assert_eq!(each.len(), 4, "{each:?}");
-        assert_eq!(each[0].0, 0);
-        assert_eq!(each[3].1, end);
-        assert!(each.windows(2).all(|w| w[0].1 == w[1].0), "{each:?}");
-        let first_indices: Vec<u64> = each.iter().map(|r| r.2).collect();
-        assert_eq!(first_indices, [0, 0, 1, 2]);
-        // A line no longer than one run is one run, not skimmed.
-        assert_eq!(cut(&mut window, end), [(0, end, 0)]);
-        // Damage: a field that runs past the line.
-        let mut window = Window::new(&bytes, SKIM_CHUNK);
-        assert!(runs::split(&mut window, 0, end - 1, 1).is_err());
-    }
-
-    /// `runs::split` as a general skim of every field cuts.
-    fn split_by_skim(bytes: &[u8], end: u64, run_bytes: u64) -> Vec<(u64, u64, u64)> {
+    /// The offsets where the line `bytes`' events (fields 4) start.
+    fn event_starts(bytes: &[u8]) -> Vec<u64> {
         let source = bytes.to_vec();
         let mut window = Window::new(&source, SKIM_CHUNK);
-        let mut fields = crate::input::xspace::stream::Skim::new(0, end);
-        let (mut runs, mut run, mut index) = (Vec::new(), (0, end, 0), 0);
+        let mut fields = crate::input::xspace::stream::Skim::new(0, bytes.len() as u64);
+        let mut starts = Vec::new();
         loop {
             let at = fields.pos;
-            if at - run.0 >= run_bytes {
-                runs.push((run.0, at, run.2));
-                run = (at, end, index);
-            }
-            let Some((number, header, _)) = fields.next(&mut window).unwrap() else {
-                break;
+            let Some((number, _, _)) = fields.next(&mut window).unwrap() else {
+                return starts;
             };
-            if let (4, memtool_proto::wire::reader::Header::Len(_)) = (number, header) {
-                index += 1;
+            if number == 4 {
+                starts.push(at);
             }
         }
-        if run.0 < end || runs.is_empty() {
-            runs.push(run);
-        }
-        runs
     }
 
     #[test]
-    fn runs_cut_by_the_header_fast_path_are_the_general_skims() {
-        // Events of one- and two-byte lengths (over 127 bytes: a long
-        // stat), an empty one, and other fields between and after them.
-        let mut bytes = Vec::new();
-        int(&mut bytes, 3, 5);
-        for i in 0..300u64 {
-            let mut event = Vec::new();
-            int(&mut event, 1, 1);
-            int(&mut event, 2, i * 10);
+    fn runs_are_cut_at_guesses_and_their_decoders_find_the_next_event() {
+        let cuts = |start, end, run_bytes| {
+            runs::split(start, end, run_bytes)
+                .iter()
+                .map(|r| (r.start, r.until, r.line_end, r.speculative))
+                .collect::<Vec<_>>()
+        };
+        // The first run starts at the line's first event; a last run under
+        // a quarter of a run's bytes joins the one before.
+        assert_eq!(
+            cuts(10, 110, 40),
+            [(10, 50, 110, false), (50, 90, 110, true), (90, 110, 110, true)]
+        );
+        assert_eq!(
+            cuts(10, 95, 40),
+            [(10, 50, 95, false), (50, 95, 95, true)]
+        );
+        // Runs of a byte are runs of `MIN_RUN_BYTES`.
+        assert_eq!(cuts(0, 64, 1), [(0, 32, 64, false), (32, 64, 64, true)]);
+        assert_eq!(cuts(0, 50, 100), [(0, 50, 50, false)]);
+        assert_eq!(cuts(7, 7, 100), [(7, 7, 7, false)]);
+        // From any guess, the next event: not a stat inside the event the
+        // guess falls in (stats are fields 4 too), nor anything past the
+        // last event.
+        let events: Vec<Ev> = (0..40).map(|i| (i * 10, i % 2 == 1, "x", i, 256)).collect();
+        let bytes = line(0, &events, false);
+        let starts = event_starts(&bytes);
+        assert_eq!(starts.len(), 40);
+        let end = bytes.len() as u64;
+        let mut window = Window::new(&bytes, SKIM_CHUNK);
+        for guess in 0..end {
+            let want = starts.iter().copied().find(|&s| s >= guess);
+            assert_eq!(
+                runs::resync(&mut window, guess, end).unwrap(),
+                want,
+                "{guess}"
+            );
+        }
+    }
+
+    /// A line of allocator events with, between them, an event of another
+    /// kind whose string stat holds bytes that frame as events: a guess
+    /// before it finds those, not the next event.
+    fn line_with_decoy() -> (Vec<u8>, u64) {
+        let events: Vec<Ev> = (0..30).map(|i| (i * 10, i % 3 == 2, "x", i / 3, 256)).collect();
+        let fake = line(0, &events[..12], false);
+        let mut decoy = Vec::new();
+        int(&mut decoy, 1, 77);
+        int(&mut decoy, 2, 150);
+        let mut stat = Vec::new();
+        int(&mut stat, 1, 10);
+        // The fake events without the line's timestamp field (2 bytes).
+        field(&mut stat, 5, &fake[2..]);
+        field(&mut decoy, 4, &stat);
+        let (before, after) = (line(0, &events[..15], false), line(0, &events[15..], false));
+        let mut bytes = before.clone();
+        let decoy_at = bytes.len() as u64;
+        field(&mut bytes, 4, &decoy);
+        bytes.extend_from_slice(&after[2..]);
+        (bytes, decoy_at)
+    }
+
+    #[test]
+    fn a_run_whose_guess_finds_no_true_event_is_decoded_again_from_the_last_end() {
+        let (line_bytes, decoy_at) = line_with_decoy();
+        // A guess just inside the decoy finds its fake events.
+        let end = line_bytes.len() as u64;
+        let mut window = Window::new(&line_bytes, SKIM_CHUNK);
+        let found = runs::resync(&mut window, decoy_at + 1, end).unwrap().unwrap();
+        assert!(!event_starts(&line_bytes).contains(&found), "{found}");
+        let bytes = xspace(&[line_bytes, line(5, &B, false)]);
+        let read_split = |split: Split| {
+            let mut profile = Profile::default();
+            read(&mut profile, "t.xplane.pb", &bytes, false, "t", split).unwrap();
+            profile
+        };
+        let want = dump(&read_split(Split::new(1, u64::MAX)));
+        assert!(want.contains("live_at_start"), "{want}");
+        for run_bytes in (30..=80).chain([150, 400, 1000]) {
+            for jobs in [1, 2, 3] {
+                let split = Split::new(jobs, run_bytes);
+                let mut names = Names::default();
+                assert!(merged(&mut names, &bytes, None, true, split).is_ok());
+                assert_eq!(
+                    dump(&read_split(split)),
+                    want,
+                    "{jobs} jobs, runs of {run_bytes} bytes"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn runs_of_any_size_give_the_one_run_profile_with_other_fields_between_events() {
+        // Allocator events, some with a long stat (a two-byte length), an
+        // empty event, other fields between them, and one after the last.
+        let mut line_bytes = Vec::new();
+        int(&mut line_bytes, 3, 5);
+        for i in 0..200u64 {
+            let free = i % 4 == 3;
+            let mut event = line(0, &[(i * 10, free, "x", i / 4, 256 * i)], false);
+            let mut event = event.split_off(2);
             if i % 7 == 3 {
-                field(&mut event, 4, &vec![b'x'; 150 + i as usize]);
+                let mut stat = Vec::new();
+                int(&mut stat, 1, 99);
+                field(&mut stat, 5, &vec![b'y'; 150 + i as usize]);
+                // Inside the event's own field 4: replace its header.
+                let mut inner = event.split_off(2);
+                field(&mut inner, 4, &stat);
+                event = Vec::new();
+                field(&mut event, 4, &inner);
             }
             if i % 50 == 9 {
-                event.clear();
+                field(&mut line_bytes, 4, &[]);
             }
-            field(&mut bytes, 4, &event);
-            if i % 97 == 5 {
-                field(&mut bytes, 11, b"name");
-            }
-        }
-        field(&mut bytes, 11, b"display");
-        let end = bytes.len() as u64;
-        // Short windows too: headers cut by a window's end.
-        let source = Counted(bytes.clone(), Default::default());
-        for chunk in [SKIM_CHUNK, 40, 33] {
-            for run_bytes in [1, 7, 100, 1000, 4096, end - 1, end] {
-                let mut window = Window::new(&source, chunk);
-                let got: Vec<(u64, u64, u64)> = runs::split(&mut window, 0, end, run_bytes)
-                    .unwrap()
-                    .iter()
-                    .map(|r| (r.start, r.end, r.first_index))
-                    .collect();
-                assert_eq!(got, split_by_skim(&bytes, end, run_bytes), "{run_bytes}");
+            line_bytes.extend_from_slice(&event);
+            if i % 37 == 5 {
+                field(&mut line_bytes, 11, b"name");
             }
         }
-        // An event claiming a byte past the line: refused.
-        let mut window = Window::new(&bytes, SKIM_CHUNK);
-        assert!(runs::split(&mut window, 0, end - 10, 1).is_err());
+        field(&mut line_bytes, 11, b"display");
+        let bytes = xspace(&[line_bytes]);
+        let read_split = |split: Split| {
+            let mut profile = Profile::default();
+            read(&mut profile, "t.xplane.pb", &bytes, false, "t", split).unwrap();
+            profile
+        };
+        let want = dump(&read_split(Split::new(1, u64::MAX)));
+        assert_eq!(read_split(Split::new(1, u64::MAX)).memories[0].events.len(), 200);
+        for run_bytes in [1, 33, 37, 50, 100, 1000, 4096] {
+            let split = Split::new(2, run_bytes);
+            let mut names = Names::default();
+            assert!(merged(&mut names, &bytes, None, true, split).is_ok());
+            assert_eq!(dump(&read_split(split)), want, "runs of {run_bytes} bytes");
+        }
     }
 }

@@ -9,10 +9,10 @@ use super::decode::{Decoder, Fallback, Interned, LineClock, PlaneKeys, RawEvent}
 use std::sync::Mutex;
 
 use crate::input::source::ByteSource;
-use crate::input::xspace::stream::{FieldAt, Skim, Stream, HEADER_BYTES, MAX_EVENT_BYTES};
+use crate::input::xspace::stream::{FieldAt, Stream, HEADER_BYTES, MAX_EVENT_BYTES};
 use crate::input::xspace::Window;
 use crate::model::{Names, StrId};
-use memtool_proto::wire::reader::Header;
+use memtool_proto::wire::reader::varint_at as varint;
 
 /// How the merged walk shares out decoding: at most `jobs` threads (the
 /// caller's among them), each decoding a run of about `run_bytes` of a
@@ -37,99 +37,127 @@ impl Split {
     }
 }
 
-/// One run: the events in `[start, end)` of a line, the first of them the
-/// line's event number `first_index + 1`.
+/// One run of a line's events: those that start in `[start, until)`. The
+/// last of them may end past `until`; the next run starts where it ends.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Run {
+    /// Where the run's first field starts, or (`speculative`) a guess at
+    /// it: the run's decoder then starts at the first place at or after it
+    /// that looks like an event ([`resync`]), which the merge
+    /// checks against where the run before really ended.
     pub(super) start: u64,
-    pub(super) end: u64,
-    pub(super) first_index: u64,
+    pub(super) until: u64,
+    /// Where the line's events end.
+    pub(super) line_end: u64,
+    pub(super) speculative: bool,
 }
 
-/// Cuts a line's events `[start, end)` into runs of about `run_bytes`, at
-/// field boundaries, by one skim of their headers (a line no longer than
-/// one run is not skimmed).
-pub(super) fn split(
-    window: &mut Window<'_>,
-    start: u64,
-    end: u64,
-    run_bytes: u64,
-) -> Result<Vec<Run>, Fallback> {
-    let run_bytes = run_bytes.max(1);
-    if end.saturating_sub(start) <= run_bytes {
-        return Ok(vec![Run {
-            start,
-            end,
-            first_index: 0,
-        }]);
-    }
+/// Cuts a line's events `[start, end)` into runs of `run_bytes` at fixed
+/// offsets, without reading them: every run but the first starts at a
+/// guess. Skimming the line's fields for true boundaries first kept one
+/// thread reading the whole input alone (about 60 ms of the 660k-event
+/// benchmark) before any run was decoded.
+pub(super) fn split(start: u64, end: u64, run_bytes: u64) -> Vec<Run> {
+    let run_bytes = run_bytes.max(MIN_RUN_BYTES);
     let mut runs = Vec::new();
-    let mut run = Run {
-        start,
-        end,
-        first_index: 0,
-    };
-    let mut index = 0u64;
-    let mut pos = start;
-    while pos < end {
-        // Nearly every field is an event with a one- or two-byte length:
-        // its header is read here, straight from the window, ~10
-        // instructions an event in place of a general skim step's ~160
-        // (the skim runs on one thread before any run is decoded).
-        let held = window.span(pos, end, HEADER_BYTES)?;
-        let mut i = 0usize;
-        while let Some(&[tag, b1, b2]) = held.get(i..).and_then(|h| h.first_chunk::<3>()) {
-            let (len, header) = match (tag, b1, b2) {
-                (0x22, 0..=0x7f, _) => (u64::from(b1), 2),
-                (0x22, 0x80.., 0..=0x7f) => (u64::from(b1 & 0x7f) | (u64::from(b2) << 7), 3),
-                _ => break,
-            };
-            let at = pos + i as u64;
-            cut(&mut runs, &mut run, at, index, run_bytes);
-            if at + header + len > end {
-                return Err(Fallback);
-            }
-            index += 1;
-            // At most 2^14 + 3: no overflow.
-            i += (header + len) as usize;
+    let mut at = start;
+    loop {
+        let until = at.saturating_add(run_bytes).min(end);
+        runs.push(Run {
+            start: at,
+            until: if end - until < run_bytes / 4 { end } else { until },
+            line_end: end,
+            speculative: at != start,
+        });
+        at = runs.last().map_or(end, |r| r.until);
+        if at >= end {
+            return runs;
         }
-        pos += i as u64;
-        if pos >= end {
-            break;
-        }
-        // A field of another form, or a header the window does not hold
-        // whole: one general step (which moves the window).
-        cut(&mut runs, &mut run, pos, index, run_bytes);
-        let mut fields = Skim::new(pos, end);
-        let Some((number, header, _)) = fields.next(window)? else {
-            break;
-        };
-        if let (4, Header::Len(_)) = (number, header) {
-            index += 1;
-        }
-        pos = fields.pos;
     }
-    if pos >= end {
-        cut(&mut runs, &mut run, end, index, run_bytes);
-    }
-    if run.start < end || runs.is_empty() {
-        runs.push(run);
-    }
-    Ok(runs)
 }
 
-/// Ends `run` at `at`, a field boundary, and starts the next there, once
-/// `run` holds `run_bytes`; `index` events come before `at`.
-#[inline(always)]
-fn cut(runs: &mut Vec<Run>, run: &mut Run, at: u64, index: u64, run_bytes: u64) {
-    if at - run.start >= run_bytes {
-        runs.push(Run { end: at, ..*run });
-        *run = Run {
-            start: at,
-            end: run.end,
-            first_index: index,
+/// The shortest run: under an allocator event's size, so that the tests'
+/// tiny runs still cut events anywhere, but not one run a byte (cut at
+/// guesses, a line of `n` bytes is `n / run_bytes` runs however few its
+/// events).
+const MIN_RUN_BYTES: u64 = 32;
+
+/// How far past a guessed start [`resync`] looks for an event: far more
+/// than an allocator event (a few hundred bytes). A run whose guess finds
+/// none there is decoded again from where the run before ended.
+const RESYNC_BYTES: usize = 16 << 10;
+/// Fields after a candidate that must frame as events too.
+const RESYNC_CHAIN: usize = 8;
+
+/// The first offset at or after `from` (before `line_end`) where the bytes
+/// look like a run of events: an `XEvent` field (`22 len`) whose payload
+/// frames as an event's fields and holds one a stat cannot (an offset,
+/// a stat, an occurrence count), then more such fields up to
+/// [`RESYNC_CHAIN`] or the line's end. Protobuf cannot be resynchronized
+/// with certainty: this is only a guess, which the caller checks.
+pub(super) fn resync(window: &mut Window<'_>, from: u64, line_end: u64) -> Result<Option<u64>, Fallback> {
+    let held = window.peek(from, line_end, RESYNC_BYTES)?;
+    let left = usize::try_from(line_end - from).unwrap_or(usize::MAX);
+    let scan = held.len().min(RESYNC_BYTES);
+    Ok((0..scan)
+        .find(|&i| held[i] == 0x22 && looks_like_events(&held[i..], left - i))
+        .map(|i| from + i as u64))
+}
+
+/// Whether `bytes` (of which `left` remain in the line) start with events,
+/// as [`resync`] tells.
+fn looks_like_events(bytes: &[u8], left: usize) -> bool {
+    let mut pos = 0usize;
+    for n in 0..RESYNC_CHAIN {
+        if pos == left {
+            return true;
+        }
+        if bytes.get(pos) != Some(&0x22) {
+            return false;
+        }
+        let mut at = pos + 1;
+        let Some(len) = varint(bytes, &mut at).and_then(|l| usize::try_from(l).ok()) else {
+            // Past what is held: as far as can be told.
+            return n > 0 && bytes.len() - pos < HEADER_BYTES;
         };
+        let Some(end) = at.checked_add(len).filter(|&e| e <= left) else {
+            return false;
+        };
+        match bytes.get(at..end) {
+            Some(event) if event_fields(event, n == 0) => pos = end,
+            Some(_) => return false,
+            None => return n > 0,
+        }
     }
+    true
+}
+
+/// Whether `event` frames as an `XEvent`'s fields (metadata id 1, offset 2,
+/// duration 3, stats 4, occurrences 5); `telling`: and holds one that an
+/// `XStat` (which shares fields 1 and 3) cannot.
+fn event_fields(event: &[u8], telling: bool) -> bool {
+    let mut pos = 0;
+    let mut told = !telling;
+    while pos < event.len() {
+        let Some(key) = varint(event, &mut pos) else {
+            return false;
+        };
+        let ok = match key {
+            0x08 | 0x10 | 0x18 | 0x28 => varint(event, &mut pos).is_some(),
+            0x22 => varint(event, &mut pos)
+                .and_then(|l| usize::try_from(l).ok())
+                .and_then(|l| pos.checked_add(l))
+                .filter(|&e| e <= event.len())
+                .map(|e| pos = e)
+                .is_some(),
+            _ => false,
+        };
+        if !ok {
+            return false;
+        }
+        told |= key != 0x08 && key != 0x18;
+    }
+    told
 }
 
 /// What one line's reader needs to decode any of its runs.
@@ -148,6 +176,25 @@ pub(super) struct DecodedRun {
     events: Vec<RawEvent>,
     decoder: Decoder,
     names: Names,
+    /// Where its first field starts, and where its last ends.
+    start: u64,
+    end: u64,
+    /// Its events (fields 4, of any kind), which number its events from 1
+    /// until [`Adopted::adopt`] numbers them in the line.
+    count: u64,
+}
+
+impl DecodedRun {
+    /// Where its first field starts and its last ends, and how many events
+    /// it holds.
+    pub(super) fn extent(&self) -> (u64, u64, u64) {
+        (self.start, self.end, self.count)
+    }
+
+    /// Its event vector, for another run (a run decoded from a wrong guess).
+    pub(super) fn into_events(self) -> Vec<RawEvent> {
+        self.events
+    }
 }
 
 /// What runs are read through and decoded into, kept for the next runs:
@@ -158,6 +205,7 @@ pub(super) struct DecodedRun {
 /// profile, a quarter of its system time).
 pub(super) struct Buffers<'s> {
     source: &'s dyn ByteSource,
+    chunk: usize,
     spare: Mutex<Vec<Window<'s>>>,
     spare_events: Mutex<Vec<Vec<RawEvent>>>,
 }
@@ -167,9 +215,12 @@ pub(super) struct Buffers<'s> {
 const SPARE_EVENT_VECS: usize = 16;
 
 impl<'s> Buffers<'s> {
-    pub(super) fn new(source: &'s dyn ByteSource) -> Buffers<'s> {
+    pub(super) fn new(source: &'s dyn ByteSource, run_bytes: u64) -> Buffers<'s> {
+        // A run's bytes and the end of its last event in one read.
+        let run = usize::try_from(run_bytes.min(WINDOW_CHUNK)).unwrap_or(1 << 20);
         Buffers {
             source,
+            chunk: run + RESYNC_BYTES,
             spare: Mutex::new(Vec::new()),
             spare_events: Mutex::new(Vec::new()),
         }
@@ -177,7 +228,7 @@ impl<'s> Buffers<'s> {
 
     fn take(&self) -> Window<'s> {
         let spare = self.spare.lock().unwrap_or_else(|e| e.into_inner()).pop();
-        spare.unwrap_or_else(|| Window::new(self.source, WINDOW_CHUNK))
+        spare.unwrap_or_else(|| Window::new(self.source, self.chunk))
     }
 
     fn give_back(&self, window: Window<'s>) {
@@ -207,11 +258,13 @@ impl<'s> Buffers<'s> {
     }
 }
 
-/// How much of a run its window reads at a time.
-const WINDOW_CHUNK: usize = 1 << 20;
+/// How much of a run its window reads at a time, at most (and the run's
+/// length beyond what the slack [`RESYNC_BYTES`] holds).
+const WINDOW_CHUNK: u64 = 1 << 20;
 
 /// Decodes one run of `line` on the calling thread. A line out of time
-/// order within the run, a timestamp after events, or damage: `Fallback`.
+/// order within the run, a timestamp after events, damage, or (a
+/// speculative run) no event found near its guessed start: `Fallback`.
 pub(super) fn decode(
     buffers: &Buffers<'_>,
     planes: &[PlaneKeys],
@@ -235,6 +288,10 @@ fn decode_in(
     fast_events: bool,
 ) -> Result<DecodedRun, Fallback> {
     let plane = planes.get(line.plane).ok_or(Fallback)?;
+    let start = match run.speculative {
+        true => resync(window, run.start, run.line_end)?.ok_or(Fallback)?,
+        false => run.start,
+    };
     let mut into = RunEvents {
         decoder: Decoder::new(),
         names: Names::default(),
@@ -244,15 +301,21 @@ fn decode_in(
         line,
         fast_events,
     };
-    let mut index = run.first_index;
-    let mut pos = run.start;
-    while pos < run.end {
+    let mut index = 0;
+    let mut pos = start;
+    while pos < run.until {
         // Nearly every field is an event with a one- or two-byte length,
         // held whole by the window: framed here and decoded in place, ~30
         // instructions an event in place of a general stream step's ~400.
-        let held = window.span(pos, run.end, HEADER_BYTES)?;
+        let held = window.span(pos, run.line_end, HEADER_BYTES)?;
+        // Events that start before `until` are the run's.
+        let before = usize::try_from(run.until - pos).unwrap_or(usize::MAX);
         let mut i = 0usize;
-        while let Some(&[tag, b1, b2]) = held.get(i..).and_then(|h| h.first_chunk::<3>()) {
+        while let Some(&[tag, b1, b2]) = held
+            .get(i..)
+            .filter(|_| i < before)
+            .and_then(|h| h.first_chunk::<3>())
+        {
             let (len, header) = match (tag, b1, b2) {
                 (0x22, 0..=0x7f, _) => (usize::from(b1), 2),
                 (0x22, 0x80.., 0..=0x7f) => (usize::from(b1 & 0x7f) | (usize::from(b2) << 7), 3),
@@ -268,11 +331,11 @@ fn decode_in(
             i += header + len;
         }
         pos += i as u64;
-        if pos >= run.end {
+        if pos >= run.until {
             break;
         }
         // Any other field, or an event not held whole: one general step.
-        let mut fields = Stream::new(pos, run.end);
+        let mut fields = Stream::new(pos, run.line_end);
         let Some((number, field)) = fields.next(window)? else {
             break;
         };
@@ -302,6 +365,9 @@ fn decode_in(
         events,
         decoder,
         names,
+        start,
+        end: pos.max(start),
+        count: index,
     })
 }
 
@@ -359,13 +425,15 @@ pub(super) struct Adopted {
 }
 
 impl Adopted {
-    /// The run's events, renumbered into this table and decoder; its steps
-    /// and skipped events are added.
-    pub(super) fn adopt(&mut self, run: DecodedRun) -> Vec<RawEvent> {
+    /// The run's events, renumbered into this table and decoder and
+    /// numbered in their line after its `first_index` events before the
+    /// run; its steps and skipped events are added.
+    pub(super) fn adopt(&mut self, run: DecodedRun, first_index: u64) -> Vec<RawEvent> {
         let DecodedRun {
             mut events,
             decoder,
             names,
+            ..
         } = run;
         let strings: Vec<StrId> = (0..names.string_count())
             .map(|i| self.decoded.string(names.str(StrId(i as u32))))
@@ -374,9 +442,14 @@ impl Adopted {
         let allocators: Vec<u32> = decoder
             .allocators
             .iter()
-            .map(|a| self.decoder.allocator_index(a.name.map(renumber), a.first))
+            .map(|a| {
+                let (rank, index) = a.first;
+                let first = (rank, index + first_index);
+                self.decoder.allocator_index(a.name.map(renumber), first)
+            })
             .collect();
         for e in &mut events {
+            e.seq += first_index;
             for s in &mut e.strings {
                 *s = renumber(*s);
             }
