@@ -484,12 +484,13 @@ mod tests {
         // a quarter of a run's bytes joins the one before.
         assert_eq!(
             cuts(10, 110, 40),
-            [(10, 50, 110, false), (50, 90, 110, true), (90, 110, 110, true)]
+            [
+                (10, 50, 110, false),
+                (50, 90, 110, true),
+                (90, 110, 110, true)
+            ]
         );
-        assert_eq!(
-            cuts(10, 95, 40),
-            [(10, 50, 95, false), (50, 95, 95, true)]
-        );
+        assert_eq!(cuts(10, 95, 40), [(10, 50, 95, false), (50, 95, 95, true)]);
         // Runs of a byte are runs of `MIN_RUN_BYTES`.
         assert_eq!(cuts(0, 64, 1), [(0, 32, 64, false), (32, 64, 64, true)]);
         assert_eq!(cuts(0, 50, 100), [(0, 50, 50, false)]);
@@ -517,7 +518,9 @@ mod tests {
     /// kind whose string stat holds bytes that frame as events: a guess
     /// before it finds those, not the next event.
     fn line_with_decoy() -> (Vec<u8>, u64) {
-        let events: Vec<Ev> = (0..30).map(|i| (i * 10, i % 3 == 2, "x", i / 3, 256)).collect();
+        let events: Vec<Ev> = (0..30)
+            .map(|i| (i * 10, i % 3 == 2, "x", i / 3, 256))
+            .collect();
         let fake = line(0, &events[..12], false);
         let mut decoy = Vec::new();
         int(&mut decoy, 1, 77);
@@ -541,7 +544,9 @@ mod tests {
         // A guess just inside the decoy finds its fake events.
         let end = line_bytes.len() as u64;
         let mut window = Window::new(&line_bytes, SKIM_CHUNK);
-        let found = runs::resync(&mut window, decoy_at + 1, end).unwrap().unwrap();
+        let found = runs::resync(&mut window, decoy_at + 1, end)
+            .unwrap()
+            .unwrap();
         assert!(!event_starts(&line_bytes).contains(&found), "{found}");
         let bytes = xspace(&[line_bytes, line(5, &B, false)]);
         let read_split = |split: Split| {
@@ -601,7 +606,10 @@ mod tests {
             profile
         };
         let want = dump(&read_split(Split::new(1, u64::MAX)));
-        assert_eq!(read_split(Split::new(1, u64::MAX)).memories[0].events.len(), 200);
+        assert_eq!(
+            read_split(Split::new(1, u64::MAX)).memories[0].events.len(),
+            200
+        );
         for run_bytes in [1, 33, 37, 50, 100, 1000, 4096] {
             let split = Split::new(2, run_bytes);
             let mut names = Names::default();

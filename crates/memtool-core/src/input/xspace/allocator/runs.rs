@@ -1,4 +1,5 @@
-//! Runs: a line's events cut into pieces at field boundaries, each decoded
+//! Runs: a line's events cut into pieces at guessed offsets (the merge
+//! checks each guess against where the run before really ended), each decoded
 //! on a thread of its own with its own decoder and names table, then
 //! adopted into the merged walk's (strings and allocators renumbered). One
 //! line holds most of a profile's events (78 % of them on the 660k-event
@@ -65,7 +66,11 @@ pub(super) fn split(start: u64, end: u64, run_bytes: u64) -> Vec<Run> {
         let until = at.saturating_add(run_bytes).min(end);
         runs.push(Run {
             start: at,
-            until: if end - until < run_bytes / 4 { end } else { until },
+            until: if end - until < run_bytes / 4 {
+                end
+            } else {
+                until
+            },
             line_end: end,
             speculative: at != start,
         });
@@ -95,7 +100,11 @@ const RESYNC_CHAIN: usize = 8;
 /// a stat, an occurrence count), then more such fields up to
 /// [`RESYNC_CHAIN`] or the line's end. Protobuf cannot be resynchronized
 /// with certainty: this is only a guess, which the caller checks.
-pub(super) fn resync(window: &mut Window<'_>, from: u64, line_end: u64) -> Result<Option<u64>, Fallback> {
+pub(super) fn resync(
+    window: &mut Window<'_>,
+    from: u64,
+    line_end: u64,
+) -> Result<Option<u64>, Fallback> {
     let held = window.peek(from, line_end, RESYNC_BYTES)?;
     let left = usize::try_from(line_end - from).unwrap_or(usize::MAX);
     let scan = held.len().min(RESYNC_BYTES);
