@@ -508,16 +508,12 @@ fn narrow(block: &mut Block, sample: &AllocatorSample) -> Option<Narrow> {
     if block.at_unit == 0 && since_base != 0 {
         block.at_unit = if since_base % 1000 == 0 { 1000 } else { 1 };
     }
-    // The unit is 1000 or 1: divisions by constants (a multiply), where a
-    // division by the block's unit as a variable took ~40 cycles, twice a
-    // sample, on the thread that builds an XSpace's memories.
-    let in_units = match block.at_unit {
-        1000 if since_base % 1000 != 0 => return None,
-        1000 => since_base / 1000,
-        _ => since_base,
-    };
+    let unit = i64::from(block.at_unit.max(1));
+    if since_base % unit != 0 {
+        return None;
+    }
     let mut n = Narrow {
-        at: delta(in_units)?,
+        at: delta(since_base / unit)?,
         ..Narrow::default()
     };
     let present = |which: usize| sample.present & FIGURE_BITS[which] != 0;
