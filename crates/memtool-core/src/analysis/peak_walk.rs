@@ -4,7 +4,10 @@
 //! (an XSpace allocator reports one per event, each decoded from its
 //! compact form at ~77 instructions) or over the replayed points. Three
 //! walks of 660,000 samples were a third of `summary`'s analysis besides
-//! the landmarks.
+//! the landmarks. The walk reads the allocated figures a block of samples
+//! at a time ([`crate::model::AllocatorSamples::for_each_allocated`]), and
+//! the last reserved figure is looked for from the end, past blocks that
+//! have none.
 
 use crate::model::Memory;
 
