@@ -209,6 +209,10 @@ pub fn assign(profile: &mut Profile, rules: &[CategoryRule], inference: Inferenc
         // the category's name hashed and interned again (the name's source
         // is recorded at its first allocation either way).
         let mut chosen: FxHashMap<(SiteId, Choice), SiteId> = FxHashMap::default();
+        // The file's categories whose source is recorded: a few, compared
+        // by id, where looking each allocation's name up in `sources` (a
+        // string search of a tree) was most of `assign` on an XSpace.
+        let mut recorded: Vec<StrId> = Vec::new();
         for (i, allocation) in memory.allocations.iter_mut().enumerate() {
             let site = allocation.site;
             // Without rules, no lookup per allocation (a site map as large
@@ -229,7 +233,12 @@ pub fn assign(profile: &mut Profile, rules: &[CategoryRule], inference: Inferenc
                 // as a large pprof, would fill it for nothing).
                 (None, None) => {
                     if let Some(c) = names.site_of(site).category {
-                        add_source(&mut sources, names.str(c), CategorySource::Profiler);
+                        if !recorded.contains(&c) {
+                            add_source(&mut sources, names.str(c), CategorySource::Profiler);
+                            if recorded.len() < 16 {
+                                recorded.push(c);
+                            }
+                        }
                     }
                     continue;
                 }

@@ -4,7 +4,10 @@
 //! (an XSpace allocator reports one per event, each decoded from its
 //! compact form at ~77 instructions) or over the replayed points. Three
 //! walks of 660,000 samples were a third of `summary`'s analysis besides
-//! the landmarks.
+//! the landmarks. The walk reads the allocated figures a block of samples
+//! at a time ([`crate::model::AllocatorSamples::for_each_allocated`]), and
+//! the last reserved figure is looked for from the end, past blocks that
+//! have none.
 
 use crate::model::Memory;
 
@@ -77,16 +80,12 @@ pub fn walk(memory: &Memory, ties: Ties) -> Option<PeakWalk> {
     let dense = replay::samples_every_event(memory);
     let mut best: Option<(usize, u64)> = None;
     let mut runs = Runs::default();
-    let mut last_reserved = None;
     if dense {
-        // Two figures of each sample read, not the whole sample decoded.
-        let samples = &memory.allocator_samples;
-        for i in 0..samples.len() {
-            if let Some(reserved) = samples.reserved_bytes(i) {
-                last_reserved = Some(reserved);
-            }
-            let Some(bytes) = samples.allocated_bytes(i) else {
-                continue;
+        // The allocated figure of each sample, a block of samples at a
+        // time, not each sample decoded.
+        memory.allocator_samples.for_each_allocated(|i, bytes| {
+            let Some(bytes) = bytes else {
+                return;
             };
             runs.see(bytes);
             let better = match (best, ties) {
@@ -97,9 +96,9 @@ pub fn walk(memory: &Memory, ties: Ties) -> Option<PeakWalk> {
             if better {
                 best = Some((i, bytes));
             }
-        }
+        });
     }
-    let last_reserved = dense.then_some(last_reserved);
+    let last_reserved = dense.then(|| memory.allocator_samples.last_reserved_bytes());
     if let Some((sample, bytes)) = best {
         let index = replay::point_of_sample(memory, sample);
         let point = replay::point_at(memory, index)?;

@@ -106,6 +106,66 @@ impl<'m> LiveSet<'m> {
     }
 }
 
+/// A [`LiveSet`] that counts live bytes alone: what a walk that wants the
+/// bytes in use after each event keeps (the per-step figures, the
+/// landmarks' timeline), without the requested bytes and buffers beside.
+pub struct LiveBytes<'m> {
+    memory: &'m Memory,
+    live: Vec<bool>,
+    /// Live bytes, as [`LiveSet::bytes`].
+    pub bytes: u64,
+}
+
+impl<'m> LiveBytes<'m> {
+    /// The live bytes before the memory's first event.
+    pub fn at_start(memory: &'m Memory) -> Self {
+        let mut set = LiveBytes {
+            memory,
+            live: vec![false; memory.allocations.len()],
+            bytes: 0,
+        };
+        for &id in &memory.live_at_start {
+            set.apply(EventKind::Alloc, id);
+        }
+        set
+    }
+
+    /// Applies one event as [`LiveSet::apply`]; returns whether it changed
+    /// the live set.
+    #[inline]
+    pub fn apply(&mut self, kind: EventKind, id: AllocId) -> bool {
+        let alloc = kind == EventKind::Alloc;
+        let Some(slot) = self.live.get_mut(id.index()) else {
+            return false;
+        };
+        if *slot == alloc {
+            return false;
+        }
+        *slot = alloc;
+        let bytes = self.memory.allocations[id.index()].bytes;
+        self.bytes = if alloc {
+            self.bytes.saturating_add(bytes)
+        } else {
+            self.bytes.saturating_sub(bytes)
+        };
+        true
+    }
+
+    /// Whether allocation `id` is live.
+    pub fn contains(&self, id: AllocId) -> bool {
+        self.live.get(id.index()).copied().unwrap_or(false)
+    }
+
+    /// The live allocations, in allocation order.
+    pub fn ids(&self) -> impl Iterator<Item = AllocId> + '_ {
+        self.live
+            .iter()
+            .enumerate()
+            .filter(|(_, &l)| l)
+            .map(|(i, _)| AllocId(i as u32))
+    }
+}
+
 /// Whether the memory is described by instants rather than events.
 pub fn uses_instants(memory: &Memory) -> bool {
     !memory.instants.is_empty()

@@ -258,6 +258,11 @@ impl Names {
         self.strings.len()
     }
 
+    /// Every interned site, by id.
+    pub fn sites(&self) -> &[Site] {
+        &self.sites
+    }
+
     /// Interns a site.
     pub fn site(&mut self, site: Site) -> SiteId {
         let stack_only = Site {

@@ -24,7 +24,10 @@ fn escape(text: &str) -> String {
 
 impl Exporter for MarkdownExporter {
     fn export(&self, report: &dyn Report, out: &mut dyn Write) -> io::Result<()> {
-        for (i, table) in report.tables().iter().enumerate() {
+        // Made once, and only the rows shown where a report can leave
+        // the others out.
+        let tables = report.tables_shown(self.top);
+        for (i, table) in tables.iter().enumerate() {
             if i > 0 {
                 writeln!(out)?;
             }
@@ -52,7 +55,7 @@ impl Exporter for MarkdownExporter {
             }
         }
         let notes = report.notes();
-        if report.tables().is_empty() && notes.is_empty() {
+        if tables.is_empty() && notes.is_empty() {
             // The warnings saying why are on stderr; the document is not empty.
             writeln!(out, "(the input holds no memory to report)")?;
         }

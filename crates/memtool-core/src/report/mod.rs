@@ -221,6 +221,14 @@ pub trait Report {
     fn write_json(&self, out: &mut dyn Write) -> serde_json::Result<()>;
     /// The tables for the terminal and Markdown, in reading order.
     fn tables(&self) -> Vec<Table>;
+    /// [`Report::tables`] for output that shows the first `top` rows of
+    /// each ranked table ([`Table::shown_rows`]): a report may leave rows
+    /// past them out of a ranked table, counted in its `omitted`, rather
+    /// than make them. `None`: every row.
+    fn tables_shown(&self, top: Option<usize>) -> Vec<Table> {
+        let _ = top;
+        self.tables()
+    }
     /// The one table CSV carries: every detail row, with exact values.
     fn csv_table(&self) -> Table;
     /// One-line findings printed under the tables (verdicts, gate results).

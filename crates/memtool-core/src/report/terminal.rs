@@ -208,7 +208,7 @@ impl Exporter for TerminalExporter {
     fn export(&self, report: &dyn Report, out: &mut dyn Write) -> io::Result<()> {
         // Made once: a summary's tables hold a row per step (30,000 for
         // 660,000 XSpace events), and asking twice made them twice.
-        let tables = report.tables();
+        let tables = report.tables_shown(self.top);
         for (i, table) in tables.iter().enumerate() {
             if i > 0 {
                 writeln!(out)?;

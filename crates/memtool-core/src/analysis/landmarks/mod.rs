@@ -204,6 +204,29 @@ impl EventOf {
 }
 
 impl Timeline<'_> {
+    /// Fills `in_use`, `made` and `freed` from one replay of the events
+    /// (the bytes of `replay::for_each_point` and the last lifespan of each
+    /// allocation from `replay::for_each_lifespan` were two walks).
+    fn walk(&mut self) {
+        let mut live = replay::LiveBytes::at_start(self.memory);
+        for (i, event) in self.memory.events.iter().enumerate() {
+            if live.apply(event.kind, event.alloc) {
+                // The event starts or ends a lifespan: an allocation's
+                // last one is what `made` and `freed` keep.
+                match event.kind {
+                    EventKind::Alloc => self.made.set(event.alloc, Some(i)),
+                    EventKind::Free => self.freed.set(event.alloc, Some(i)),
+                }
+            }
+            self.in_use.push(live.bytes);
+        }
+        // Still live after the last event: its last lifespan has no free
+        // (an earlier one's is overwritten).
+        for id in live.ids() {
+            self.freed.set(id, None);
+        }
+    }
+
     fn at(&self, event: usize) -> i64 {
         self.memory.events.get(event).map_or(0, |e| e.at)
     }
@@ -372,15 +395,7 @@ pub fn find_on(names: &Names, memory: &Memory, frames: &FrameFilter, jobs: usize
         made: EventOf::none(n),
         freed: EventOf::none(n),
     };
-    replay::for_each_point(memory, |p| {
-        if p.index > 0 {
-            t.in_use.push(p.bytes);
-        }
-    });
-    replay::for_each_lifespan(memory, |span| {
-        t.made.set(span.alloc, span.made);
-        t.freed.set(span.alloc, span.freed);
-    });
+    t.walk();
     let steps = steps(&t);
     let last_event = memory.events.len() - 1;
     let floor = floor(&t, &steps);
