@@ -9,7 +9,8 @@
 //! the handles and hashing them again: the lists remembered are grouped by
 //! their first bytes and the few of a group compared whole, ~290
 //! instructions for a list of ~50 references (154 bytes); reading the
-//! list through to its end and hashing it whole cost ~670, looking up its
+//! list through to its end and hashing it whole (still done where fewer
+//! bytes are buffered than the groups need) cost ~670, looking up its
 //! references ~2,060 (BENCHMARKS.md Run O-snapshot).
 //!
 //! The bytes mean the same handles only while the memo slots they name do
@@ -22,9 +23,9 @@ use rustc_hash::FxHashMap;
 
 use super::visitor::MAX_RECORD_KEYS;
 
-/// The most bytes of lists remembered; past it, lists are read the long way
-/// (same result), so a snapshot of millions of distinct stacks does not
-/// hold their bytes twice.
+/// The most bytes of lists remembered (and again of lists grouped); past
+/// it, lists are read the long way (same result), so a snapshot of
+/// millions of distinct stacks does not hold their bytes without bound.
 const MAX_BYTES: usize = 32 << 20;
 
 /// The bytes from a list's MARK by which remembered lists are grouped. A
@@ -46,11 +47,15 @@ struct Known {
 
 #[derive(Default)]
 pub(super) struct HandleLists {
-    /// Per record key (its index in `RECORD_KEYS`): the lists, grouped by
-    /// their first [`PREFIX`] bytes (those after the list included, for a
-    /// shorter list).
-    by_key: Vec<FxHashMap<[u8; PREFIX], Vec<Known>>>,
+    /// Per record key (its index in `RECORD_KEYS`): the list's bytes, from
+    /// its MARK to its last APPENDS, to the visitor's handle for it.
+    by_bytes: Vec<FxHashMap<Box<[u8]>, u32>>,
     bytes: usize,
+    /// The same lists, per record key, grouped by their first [`PREFIX`]
+    /// bytes (those after the list included, for a shorter list): the
+    /// ones remembered where that many bytes were buffered.
+    by_prefix: Vec<FxHashMap<[u8; PREFIX], Vec<Known>>>,
+    prefix_bytes: usize,
     /// `Memo::handles_replaced` when the lists were remembered.
     generation: u64,
 }
@@ -60,19 +65,20 @@ impl HandleLists {
     #[inline]
     fn check(&mut self, generation: u64) -> bool {
         if generation != self.generation {
-            self.by_key.clear();
+            self.by_bytes.clear();
             self.bytes = 0;
+            self.by_prefix.clear();
+            self.prefix_bytes = 0;
             self.generation = generation;
             return false;
         }
         true
     }
 
-    /// The end and handle of the list of `key` whose items start at
-    /// `bytes[at]`, if a list of the same bytes was remembered with the
-    /// memo as it is (`generation`, see the module's doc): the end is
-    /// `list_end(bytes, at)`, as the list's bytes are the remembered ones
-    /// and `list_end` stops after them on these bytes.
+    /// The end (`list_end(bytes, at)`) and handle of the list of `key`
+    /// whose items start at `bytes[at]`, if a list of the same bytes was
+    /// remembered with the memo as it is (`generation`, see the module's
+    /// doc).
     #[inline]
     pub(super) fn find(
         &mut self,
@@ -84,23 +90,31 @@ impl HandleLists {
         if !self.check(generation) {
             return None;
         }
+        self.find_by_prefix(key, bytes, at).or_else(|| {
+            let end = list_end(bytes, at)?;
+            let handle = self.by_bytes.get(key)?.get(&bytes[at..end])?;
+            Some((end, *handle))
+        })
+    }
+
+    /// [`HandleLists::find`] among the lists grouped by their first bytes:
+    /// a remembered list's bytes found at `at` and `list_end` stopping
+    /// after them there is `list_end` stopping there from `at`, as it reads
+    /// the same bytes the same way.
+    #[inline]
+    fn find_by_prefix(&self, key: usize, bytes: &[u8], at: usize) -> Option<(usize, u32)> {
         let prefix: &[u8; PREFIX] = bytes.get(at..at + PREFIX)?.try_into().ok()?;
-        let group = self.by_key.get(key)?.get(prefix)?;
-        for known in group {
+        let group = self.by_prefix.get(key)?.get(prefix)?;
+        group.iter().find_map(|known| {
             let end = at + known.bytes.len();
-            let Some(here) = bytes.get(at..end) else {
-                continue;
-            };
+            let here = bytes.get(at..end)?;
             // The last word first: lists of one group mostly differ there.
             let tail = known.bytes.len().saturating_sub(8);
-            if here[tail..] == known.bytes[tail..]
+            (here[tail..] == known.bytes[tail..]
                 && here == &*known.bytes
-                && list_end(bytes, end) == Some(end)
-            {
-                return Some((end, known.handle));
-            }
-        }
-        None
+                && list_end(bytes, end) == Some(end))
+            .then_some((end, known.handle))
+        })
     }
 
     /// Remembers the visitor's `handle` for the list of `key` whose bytes
@@ -115,26 +129,41 @@ impl HandleLists {
         handle: u32,
     ) {
         self.check(generation);
-        let (Some(prefix), Some(list)) = (bytes.get(start..start + PREFIX), bytes.get(start..end))
+        let Some(list) = bytes.get(start..end) else {
+            return;
+        };
+        if key >= MAX_RECORD_KEYS || self.bytes + list.len() > MAX_BYTES {
+            return;
+        }
+        if self.by_bytes.len() <= key {
+            self.by_bytes.resize_with(key + 1, FxHashMap::default);
+        }
+        if self.by_bytes[key].insert(list.into(), handle).is_none() {
+            self.bytes += list.len();
+        }
+        // Grouped as well, where the group's bytes are buffered.
+        let Some(Ok(prefix)) = bytes
+            .get(start..start + PREFIX)
+            .map(<[u8; PREFIX]>::try_from)
         else {
             return;
         };
-        let Ok(prefix) = <[u8; PREFIX]>::try_from(prefix) else {
-            return;
-        };
-        if key >= MAX_RECORD_KEYS || self.bytes + list.len() + PREFIX > MAX_BYTES {
+        if self.prefix_bytes + list.len() + PREFIX > MAX_BYTES {
             return;
         }
-        if self.by_key.len() <= key {
-            self.by_key.resize_with(key + 1, FxHashMap::default);
+        if self.by_prefix.len() <= key {
+            self.by_prefix.resize_with(key + 1, FxHashMap::default);
         }
-        let group = self.by_key[key].entry(prefix).or_default();
-        if group.iter().all(|known| *known.bytes != *list) {
-            group.push(Known {
-                bytes: list.into(),
-                handle,
-            });
-            self.bytes += list.len() + PREFIX;
+        let group = self.by_prefix[key].entry(prefix).or_default();
+        match group.iter_mut().find(|known| *known.bytes == *list) {
+            Some(known) => known.handle = handle,
+            None => {
+                group.push(Known {
+                    bytes: list.into(),
+                    handle,
+                });
+                self.prefix_bytes += list.len() + PREFIX;
+            }
         }
     }
 }
