@@ -108,10 +108,10 @@ impl HandleLists {
         group.iter().find_map(|known| {
             let end = at + known.bytes.len();
             let here = bytes.get(at..end)?;
-            // The last word first: lists of one group mostly differ there.
-            let tail = known.bytes.len().saturating_sub(8);
-            (here[tail..] == known.bytes[tail..]
-                && here == &*known.bytes
+            // The last word first (lists of one group mostly differ
+            // there), then the bytes after the group's.
+            (last_word(here) == last_word(&known.bytes)
+                && here.get(PREFIX..) == known.bytes.get(PREFIX..)
                 && list_end(bytes, end) == Some(end))
             .then_some((end, known.handle))
         })
@@ -166,6 +166,13 @@ impl HandleLists {
             }
         }
     }
+}
+
+/// The last eight bytes, as one comparison.
+#[inline]
+fn last_word(bytes: &[u8]) -> Option<u64> {
+    let word = bytes.get(bytes.len().checked_sub(8)?..)?;
+    Some(u64::from_le_bytes(word.try_into().ok()?))
 }
 
 /// The end of a list's items at `at` as [`super::records`]' `scan_handles`
