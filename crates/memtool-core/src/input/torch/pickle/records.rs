@@ -103,10 +103,12 @@ impl<V: Visitor> Machine<'_, '_, V> {
         let mut fields = std::mem::take(&mut self.record_fields);
         let mut memoized = std::mem::take(&mut self.record_memo);
         let mut scratch = std::mem::take(&mut self.record_items);
-        fields.clear();
-        fields.resize_with(V::RECORD_KEYS.len(), || None);
-        memoized.clear();
-        scratch.clear();
+        // Left empty by the record before (below): sized once, not emptied
+        // and refilled per record.
+        if fields.len() != V::RECORD_KEYS.len() {
+            fields.clear();
+            fields.resize_with(V::RECORD_KEYS.len(), || None);
+        }
         // The dict's own memo id; the values memoized in it follow.
         let id = self.memo.dense.len() as u32;
         let mut taken = self.scan_record(route, id, &mut fields, &mut memoized, &mut scratch);
@@ -143,11 +145,16 @@ impl<V: Visitor> Machine<'_, '_, V> {
                 }
             }
         };
-        fields.clear();
+        // Emptied for the next record; `memoized` was drained or never
+        // filled, `scratch` is cleared where it is filled.
+        for field in fields.iter_mut() {
+            if field.is_some() {
+                *field = None;
+            }
+        }
         memoized.clear();
         self.record_fields = fields;
         self.record_memo = memoized;
-        scratch.clear();
         self.record_items = scratch;
         result
     }
@@ -406,12 +413,8 @@ impl Scan<'_> {
                     // handles unchanged) is the same handle: the visitor's
                     // answer depends on the handles alone.
                     let generation = self.memo.handles_replaced;
-                    let end = key.and_then(|_| list_end(bytes, i));
-                    let known = match (key, end) {
-                        (Some(k), Some(end)) => self.lists.get(generation, k, &bytes[i..end]),
-                        _ => None,
-                    };
-                    if let (Some(handle), Some(end)) = (known, end) {
+                    let known = key.and_then(|k| self.lists.find(generation, k, bytes, i));
+                    if let Some((end, handle)) = known {
                         i = end;
                         if memoize {
                             self.memoized.push(Value::Handle(handle));
@@ -424,6 +427,7 @@ impl Scan<'_> {
                         *at = i;
                         return Some(true);
                     }
+                    let end = key.and_then(|_| list_end(bytes, i));
                     let start = i;
                     self.scratch.clear();
                     let n = scan_handles(bytes, &mut i, self.memo, self.scratch)?;
@@ -431,7 +435,7 @@ impl Scan<'_> {
                         self.scratch.clear();
                         if let (Some(k), Some(end)) = (key, end) {
                             if end == i {
-                                self.lists.insert(generation, k, &bytes[start..i], handle);
+                                self.lists.insert(generation, k, bytes, (start, i), handle);
                             }
                         }
                         if memoize {

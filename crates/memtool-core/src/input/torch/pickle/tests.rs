@@ -399,3 +399,52 @@ fn lists_of_handles_met_before_are_known_by_their_bytes_until_the_memo_changes()
     assert_eq!(v.fields, ["#100", "#300", "#300", "#700"]);
     assert_eq!(v.asked, 3, "the second [#100, #100] is known by its bytes");
 }
+
+/// Lists of handles that share their first bytes, or whose bytes begin
+/// with a whole list met before, are each answered for their own handles:
+/// a list is known by all its bytes and where it ends, not by the bytes it
+/// starts with.
+#[test]
+fn lists_of_handles_sharing_their_first_bytes_are_told_apart() {
+    // Memo: root 0, 't' 1, the records' list 2.
+    let mut p = vec![
+        0x80, 4, b'}', 0x94, b'(', 0x8c, 1, b't', 0x94, b']', 0x94, b'(',
+    ];
+    // Record 3, 'f' 4, an empty list 5: the visitor's #100.
+    p.extend([
+        b'}', 0x94, b'(', 0x8c, 1, b'f', 0x94, b']', 0x94, b'(', b'e', b'u',
+    ]);
+    // Record 6, a list 7 of slot 5: [#100] is #200.
+    p.extend([
+        b'}', 0x94, b'(', b'h', 4, b']', 0x94, b'(', b'h', 5, b'e', b'u',
+    ]);
+    let record = |list: &[u8]| {
+        let mut r = vec![b'}', 0x94, b'(', b'h', 4, b']', 0x94];
+        r.extend_from_slice(list);
+        r.push(b'u');
+        r
+    };
+    // 30 references to slot 5 (61 bytes before APPENDS): #3100.
+    let mut same = vec![b'('];
+    (0..30).for_each(|_| same.extend([b'h', 5]));
+    same.push(b'e');
+    // The first 29 the same, the last slot 7: #3200.
+    let mut last_differs = same[..same.len() - 3].to_vec();
+    last_differs.extend([b'h', 7, b'e']);
+    // The 30 references and one more run, of slot 7: #3300.
+    let mut longer = same.clone();
+    longer.extend([b'(', b'h', 7, b'e']);
+    for _ in 0..2 {
+        for list in [&same, &last_differs, &longer] {
+            p.extend(record(list));
+        }
+    }
+    p.extend([b'e', b'u', b'.']);
+    let mut v = Lists::default();
+    decode(&p, &mut v, Paths::Fast).unwrap();
+    assert_eq!(
+        v.fields,
+        ["#100", "#200", "#3100", "#3200", "#3300", "#3100", "#3200", "#3300"]
+    );
+    assert_eq!(v.asked, 5, "the second three are known by their bytes");
+}
