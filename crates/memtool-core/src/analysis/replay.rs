@@ -59,13 +59,9 @@ impl<'m> LiveSet<'m> {
     }
 
     fn insert(&mut self, id: AllocId) -> bool {
-        let Some(slot) = self.live.get_mut(id.index()) else {
-            return false;
-        };
-        if *slot {
+        if !flip(&mut self.live, id, true) {
             return false;
         }
-        *slot = true;
         let a = &self.memory.allocations[id.index()];
         // Saturating: a file may claim sizes whose sum does not fit in 64
         // bits (`load` warns); a capped figure, never a wrapped one.
@@ -76,13 +72,9 @@ impl<'m> LiveSet<'m> {
     }
 
     fn remove(&mut self, id: AllocId) -> bool {
-        let Some(slot) = self.live.get_mut(id.index()) else {
-            return false;
-        };
-        if !*slot {
+        if !flip(&mut self.live, id, false) {
             return false;
         }
-        *slot = false;
         let a = &self.memory.allocations[id.index()];
         self.bytes = self.bytes.saturating_sub(a.bytes);
         self.requested = self.requested.saturating_sub(a.requested);
@@ -103,6 +95,20 @@ impl<'m> LiveSet<'m> {
             .filter(|(_, &l)| l)
             .map(|(i, _)| AllocId(i as u32))
             .collect()
+    }
+}
+
+/// Marks allocation `id` live or not; whether that changed anything (an
+/// id out of range, a free of what is not live and an allocation of what
+/// already is change nothing), shared by [`LiveSet`] and [`LiveBytes`].
+#[inline]
+fn flip(live: &mut [bool], id: AllocId, to: bool) -> bool {
+    match live.get_mut(id.index()) {
+        Some(slot) if *slot != to => {
+            *slot = to;
+            true
+        }
+        _ => false,
     }
 }
 
@@ -135,13 +141,9 @@ impl<'m> LiveBytes<'m> {
     #[inline]
     pub fn apply(&mut self, kind: EventKind, id: AllocId) -> bool {
         let alloc = kind == EventKind::Alloc;
-        let Some(slot) = self.live.get_mut(id.index()) else {
-            return false;
-        };
-        if *slot == alloc {
+        if !flip(&mut self.live, id, alloc) {
             return false;
         }
-        *slot = alloc;
         let bytes = self.memory.allocations[id.index()].bytes;
         self.bytes = if alloc {
             self.bytes.saturating_add(bytes)

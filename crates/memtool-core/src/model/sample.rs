@@ -298,7 +298,7 @@ impl AllocatorSamples {
                 Some(deltas) if uniform && block.present & FIGURE_BITS[ALLOCATED] != 0 => {
                     let base = block.figure_base[ALLOCATED];
                     for (i, &delta) in (first..end).zip(deltas) {
-                        visit(i, Some(base.wrapping_add(i64::from(delta as i32) as u64)));
+                        visit(i, Some(widen(base, delta)));
                     }
                 }
                 _ if uniform && block.present & FIGURE_BITS[ALLOCATED] == 0 => {
@@ -367,8 +367,10 @@ impl AllocatorSamples {
             if present & FIGURE_BITS[which] == 0 {
                 return 0;
             }
-            let delta = self.figures[which].get(index).copied().unwrap_or(0) as i32;
-            block.figure_base[which].wrapping_add(i64::from(delta) as u64)
+            widen(
+                block.figure_base[which],
+                self.figures[which].get(index).copied().unwrap_or(0),
+            )
         };
         if which == FREE && block.free_derived && present & FIGURE_BITS[FREE] != 0 {
             return block.free_complement.wrapping_sub(stored(ALLOCATED));
@@ -650,6 +652,13 @@ impl DoubleEndedIterator for Iter<'_> {
 impl ExactSizeIterator for Iter<'_> {}
 
 impl std::iter::FusedIterator for Iter<'_> {}
+
+/// A narrow figure: its block's base plus its stored delta (a signed 32-bit
+/// step, wrapping as the figures were narrowed).
+#[inline]
+fn widen(base: u64, delta: u32) -> u64 {
+    base.wrapping_add(i64::from(delta as i32) as u64)
+}
 
 #[cfg(test)]
 mod tests {
