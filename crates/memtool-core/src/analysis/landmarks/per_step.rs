@@ -5,7 +5,7 @@
 
 use rustc_hash::FxHashSet;
 
-use crate::model::{AllocId, EventKind, FrameId, Phase};
+use crate::model::{AllocId, EventKind, Phase};
 use crate::units;
 
 use super::super::frames::FrameFilter;
@@ -406,7 +406,7 @@ fn waves(t: &Timeline<'_>, step: &StepRange) -> Vec<Vec<usize>> {
     if t.memory.program.is_some() {
         return Vec::new();
     }
-    let mut forward: FxHashSet<(FrameId, Option<FrameId>)> = FxHashSet::default();
+    let mut forward: FxHashSet<u32> = FxHashSet::default();
     let mut backward: Vec<usize> = Vec::new();
     for run in &step.runs {
         for i in run.first..=run.last {

@@ -240,6 +240,7 @@ fn figures_count_what_a_step_gets() {
         in_use: Vec::new(),
         made: EventOf::none(m.allocations.len()),
         freed: EventOf::none(m.allocations.len()),
+        frames_keys: std::sync::OnceLock::new(),
     };
     replay::for_each_point(&m, |p| {
         if p.index > 0 {
@@ -451,6 +452,7 @@ fn cliff_figures_are_those_of_the_cliff_runs() {
         in_use: Vec::new(),
         made: EventOf::none(m.allocations.len()),
         freed: EventOf::none(m.allocations.len()),
+        frames_keys: std::sync::OnceLock::new(),
     };
     replay::for_each_point(&m, |p| {
         if p.index > 0 {
