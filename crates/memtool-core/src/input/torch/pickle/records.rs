@@ -11,6 +11,7 @@ use super::memo::{
 use super::value::{str_value, Container, Value};
 use super::visitor::MAX_RECORD_KEYS;
 use super::{record_key, Result, Visitor};
+use std::rc::Rc;
 
 /// Bytes [`Machine::record`] makes sure are buffered before it gives up on a
 /// record cut by the buffer's end (records are far shorter).
@@ -148,8 +149,19 @@ impl<V: Visitor> Machine<'_, '_, V> {
         // Emptied for the next record; `memoized` was drained or never
         // filled, `scratch` is cleared where it is filled.
         for field in fields.iter_mut() {
-            if field.is_some() {
-                *field = None;
+            match field {
+                // Nothing to release: taken and forgotten, not passed to the
+                // drop glue (a call per field, most of them integers).
+                None => {}
+                Some(
+                    Value::None
+                    | Value::Bool(_)
+                    | Value::Int(_)
+                    | Value::BigInt(_)
+                    | Value::Float(_)
+                    | Value::Handle(_),
+                ) => std::mem::forget(field.take()),
+                Some(_) => *field = None,
             }
         }
         memoized.clear();
@@ -356,6 +368,14 @@ impl Scan<'_> {
             let memoize = bytes.get(i) == Some(&0x94);
             match record_ref(self.memo, self.id, self.memoized, r)? {
                 Referred::Handle(h) => *out = Some(Value::Handle(h)),
+                // The values a trace entry refers back to (its action,
+                // sizes met before) copied into `out` field by field:
+                // `Value::clone` returns the copy through the stack, written
+                // in two parts and read back in one (a failed store forward).
+                Referred::Value(Value::Str(s)) if keep || memoize => {
+                    *out = Some(Value::Str(Rc::clone(s)));
+                }
+                Referred::Value(&Value::Int(n)) if keep || memoize => *out = Some(Value::Int(n)),
                 Referred::Value(v) if keep || memoize => *out = Some(v.clone()),
                 Referred::Value(_) => {}
             }
@@ -482,10 +502,7 @@ fn long1(bytes: &[u8], i: &mut usize) -> Option<i64> {
     let raw = bytes.get(start..start + n)?;
     let word = match bytes.get(start..start + 8) {
         Some(w) => u64::from_le_bytes(w.try_into().ok()?),
-        None => raw
-            .iter()
-            .rev()
-            .fold(0u64, |w, &b| (w << 8) | u64::from(b)),
+        None => raw.iter().rev().fold(0u64, |w, &b| (w << 8) | u64::from(b)),
     };
     *i = start + n;
     // Sign-extended from the top byte of the `n` read.
