@@ -11,6 +11,7 @@ use super::memo::{
 use super::value::{str_value, Container, Value};
 use super::visitor::MAX_RECORD_KEYS;
 use super::{record_key, Result, Visitor};
+use std::rc::Rc;
 
 /// Bytes [`Machine::record`] makes sure are buffered before it gives up on a
 /// record cut by the buffer's end (records are far shorter).
@@ -148,8 +149,19 @@ impl<V: Visitor> Machine<'_, '_, V> {
         // Emptied for the next record; `memoized` was drained or never
         // filled, `scratch` is cleared where it is filled.
         for field in fields.iter_mut() {
-            if field.is_some() {
-                *field = None;
+            match field {
+                // Nothing to release: taken and forgotten, not passed to the
+                // drop glue (a call per field, most of them integers).
+                None => {}
+                Some(
+                    Value::None
+                    | Value::Bool(_)
+                    | Value::Int(_)
+                    | Value::BigInt(_)
+                    | Value::Float(_)
+                    | Value::Handle(_),
+                ) => std::mem::forget(field.take()),
+                Some(_) => *field = None,
             }
         }
         memoized.clear();
@@ -356,37 +368,42 @@ impl Scan<'_> {
             let memoize = bytes.get(i) == Some(&0x94);
             match record_ref(self.memo, self.id, self.memoized, r)? {
                 Referred::Handle(h) => *out = Some(Value::Handle(h)),
+                // The values a trace entry refers back to (its action,
+                // sizes met before) copied into `out` field by field:
+                // `Value::clone` returns the copy through the stack, written
+                // in two parts and read back in one (a failed store forward).
+                Referred::Value(Value::Str(s)) if keep || memoize => {
+                    *out = Some(Value::Str(Rc::clone(s)));
+                }
+                Referred::Value(&Value::Int(n)) if keep || memoize => *out = Some(Value::Int(n)),
                 Referred::Value(v) if keep || memoize => *out = Some(v.clone()),
                 Referred::Value(_) => {}
             }
-        } else {
-            *out = Some(match op {
+        } else if let b'K' | b'M' | b'J' | 0x8a = op {
+            // The integer is worked out in a register and stored into `out`
+            // as tag and payload: built as a whole value first, it was
+            // written to the stack in two parts and read back in one,
+            // which stalls (store forwarding fails) on every integer.
+            let n = match op {
                 b'K' => {
                     i += 1;
-                    Value::Int(i64::from(*bytes.get(i - 1)?))
+                    i64::from(*bytes.get(i - 1)?)
                 }
                 b'M' => {
                     i += 2;
                     let b = bytes.get(i - 2..i)?;
-                    Value::Int(i64::from(u16::from_le_bytes([b[0], b[1]])))
+                    i64::from(u16::from_le_bytes([b[0], b[1]]))
                 }
                 b'J' => {
                     i += 4;
                     let b = bytes.get(i - 4..i)?;
-                    Value::Int(i64::from(i32::from_le_bytes([b[0], b[1], b[2], b[3]])))
+                    i64::from(i32::from_le_bytes([b[0], b[1], b[2], b[3]]))
                 }
-                0x8a => {
-                    let n = usize::from(*bytes.get(i)?);
-                    if n == 0 || n > 8 {
-                        return None;
-                    }
-                    let raw = bytes.get(i + 1..i + 1 + n)?;
-                    i += 1 + n;
-                    let negative = raw[n - 1] & 0x80 != 0;
-                    let mut buf = if negative { [0xffu8; 8] } else { [0u8; 8] };
-                    buf[..n].copy_from_slice(raw);
-                    Value::Int(i64::from_le_bytes(buf))
-                }
+                _ => long1(bytes, &mut i)?,
+            };
+            *out = Some(Value::Int(n));
+        } else {
+            *out = Some(match op {
                 b'N' => Value::None,
                 0x88 => Value::Bool(true),
                 0x89 => Value::Bool(false),
@@ -468,6 +485,29 @@ impl Scan<'_> {
         *at = i;
         Some(is_list)
     }
+}
+
+/// The integer of a LONG1 whose length byte is at `*i` (1 to 8 bytes,
+/// two's complement, little-endian), `*i` moved past it. Read as one word
+/// where eight bytes are buffered, the bytes past its length shifted out:
+/// copying a length not known in advance is a call to `memcpy`, twice an
+/// entry in a snapshot (`addr`, `time_us`).
+#[inline]
+fn long1(bytes: &[u8], i: &mut usize) -> Option<i64> {
+    let n = usize::from(*bytes.get(*i)?);
+    if n == 0 || n > 8 {
+        return None;
+    }
+    let start = *i + 1;
+    let raw = bytes.get(start..start + n)?;
+    let word = match bytes.get(start..start + 8) {
+        Some(w) => u64::from_le_bytes(w.try_into().ok()?),
+        None => raw.iter().rev().fold(0u64, |w, &b| (w << 8) | u64::from(b)),
+    };
+    *i = start + n;
+    // Sign-extended from the top byte of the `n` read.
+    let shift = 64 - 8 * n as u32;
+    Some(((word << shift) as i64) >> shift)
 }
 
 /// Steps over FRAME opcodes (a length hint, no-ops to the decoder), which
@@ -569,5 +609,70 @@ fn memo_ref(bytes: &[u8], at: usize) -> Option<(u32, usize)> {
             Some((u32::from_le_bytes([id[0], id[1], id[2], id[3]]), 5))
         }
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::long1;
+
+    /// Python's `pickle.encode_long`: the shortest two's complement, little-endian.
+    fn encoded(n: i64) -> Vec<u8> {
+        let all = n.to_le_bytes();
+        let mut len = 8;
+        while len > 1 {
+            let top = all[len - 1];
+            let below = all[len - 2];
+            let redundant = (top == 0 && below & 0x80 == 0) || (top == 0xff && below & 0x80 != 0);
+            if !redundant {
+                break;
+            }
+            len -= 1;
+        }
+        let mut out = vec![len as u8];
+        out.extend_from_slice(&all[..len]);
+        out
+    }
+
+    #[test]
+    fn long1_reads_every_length_at_the_end_of_the_bytes_and_before_more() {
+        let values = [
+            0,
+            1,
+            -1,
+            127,
+            128,
+            -128,
+            -129,
+            255,
+            3072,
+            -40_000,
+            127_077_330_068_480,
+            1_773_270_054_278_746,
+            i64::MAX,
+            i64::MIN,
+        ];
+        for n in values {
+            let bytes = encoded(n);
+            let mut i = 0;
+            assert_eq!(long1(&bytes, &mut i), Some(n), "{n} alone");
+            assert_eq!(i, bytes.len());
+            // Followed by other bytes, which must not leak into the value.
+            let mut padded = bytes.clone();
+            padded.extend_from_slice(&[0xff; 9]);
+            let mut i = 0;
+            assert_eq!(long1(&padded, &mut i), Some(n), "{n} before 0xff bytes");
+            assert_eq!(i, bytes.len());
+        }
+    }
+
+    #[test]
+    fn long1_refuses_lengths_past_eight_bytes_and_cut_values() {
+        let mut i = 0;
+        assert_eq!(long1(&[0], &mut i), None);
+        assert_eq!(long1(&[9, 1, 2, 3, 4, 5, 6, 7, 8, 9], &mut i), None);
+        assert_eq!(long1(&[4, 1, 2, 3], &mut i), None);
+        assert_eq!(long1(&[], &mut i), None);
+        assert_eq!(i, 0);
     }
 }
