@@ -303,16 +303,21 @@ impl Decoder {
             let Some(id) = stat.value.as_i64() else {
                 continue;
             };
-            let end = at.saturating_add(event.duration_ps.max(0));
-            self.steps
-                .entry(id)
-                .and_modify(|s| {
-                    s.start = s.start.min(at);
-                    s.end = s.end.max(end);
-                })
-                .or_insert(Step { id, start: at, end });
+            self.mark_step(id, at, event.duration_ps);
         }
         Ok(())
+    }
+
+    /// Step `id` marked by an event at `at` lasting `duration_ps`.
+    pub(super) fn mark_step(&mut self, id: i64, at: i64, duration_ps: i64) {
+        let end = at.saturating_add(duration_ps.max(0));
+        self.steps
+            .entry(id)
+            .and_modify(|s| {
+                s.start = s.start.min(at);
+                s.end = s.end.max(end);
+            })
+            .or_insert(Step { id, start: at, end });
     }
 
     #[allow(clippy::too_many_arguments)]

@@ -129,10 +129,11 @@ fn varint_of_length(word: u64, len: usize) -> Option<u64> {
 struct Taken<'a> {
     raw: RawEvent,
     strings: EventStrings<'a>,
-    /// Whether a stat is a `step_num`: only then does an event of
-    /// another kind need the slow path (most events of a host trace on
-    /// a plane that marks steps are not step marks).
-    step_mark: bool,
+    /// How many stats are a `step_num`, and the last one's value: an event
+    /// of another kind is a step mark only with one (most events of a host
+    /// trace on a plane that marks steps are not step marks).
+    step_marks: u32,
+    step: StatValue<'a>,
 }
 
 impl<'a> Taken<'a> {
@@ -150,7 +151,17 @@ impl<'a> Taken<'a> {
         if key == Key::Fragmentation {
             self.raw.fragmentation = v.as_f64().unwrap_or(f64::NAN);
         } else {
-            self.step_mark |= key == Key::StepNum;
+            self.string(key, v);
+        }
+    }
+
+    /// A stat of a key [`EventStrings::take`] keeps, or a `step_num`.
+    #[inline(always)]
+    fn string(&mut self, key: Key, v: StatValue<'a>) {
+        if key == Key::StepNum {
+            self.step_marks += 1;
+            self.step = v;
+        } else {
             self.strings.take(key, v);
         }
     }
@@ -181,11 +192,12 @@ impl Decoder {
         seen: (u64, u64),
     ) -> Result<Option<RawEvent>, Fallback> {
         let bytes = held.get(..len).ok_or(Fallback)?;
-        let (mut metadata_id, mut offset_ps) = (0, 0);
+        let (mut metadata_id, mut offset_ps, mut duration_ps) = (0, 0, 0);
         let mut taken = Taken {
             raw: RawEvent::new(0, seen, false),
             strings: EventStrings::default(),
-            step_mark: false,
+            step_marks: 0,
+            step: StatValue::None,
         };
         // Events of other kinds (most of a host trace) need only framing:
         // their stats are skipped once the metadata id says so.
@@ -237,8 +249,7 @@ impl Decoder {
                         taken.raw.numbers[usize::from(code & 7)] =
                             if number { v } else { u64::MAX };
                     } else if let Some(key) = small_string_key(code) {
-                        taken.step_mark |= key == Key::StepNum;
-                        taken.strings.take(key, small_value(tag, v));
+                        taken.string(key, small_value(tag, v));
                     } else if code == SMALL_FRAGMENTATION {
                         taken.raw.fragmentation = match tag {
                             0x18 => v as f64,
@@ -269,6 +280,7 @@ impl Decoder {
                     skip_stats = !plane.has_steps && !wanted(&metadata_id);
                 }
                 (2, v) => offset_ps = as_i64(v).unwrap_or(0),
+                (3, v) => duration_ps = as_i64(v).unwrap_or(0),
                 (4, Value::Bytes(_)) if skip_stats => skipped = true,
                 (4, Value::Bytes(b)) => {
                     let (id, v) = stat(b).ok_or(Fallback)?;
@@ -280,7 +292,8 @@ impl Decoder {
         let Taken {
             mut raw,
             strings,
-            step_mark,
+            step_marks,
+            step,
         } = taken;
         let is_alloc = plane.allocs.contains(&metadata_id);
         let is_free = plane.frees.contains(&metadata_id);
@@ -292,16 +305,24 @@ impl Decoder {
             if !plane.has_steps {
                 return Ok(None);
             }
-            if !step_mark {
-                // As the slow path: read, not a step mark; a time that
-                // overflows is counted all the same.
-                if clock.at(offset_ps).is_none() {
-                    self.bad_times += 1;
-                }
-                return Ok(None);
+            if step_marks > 1 {
+                // Marked twice: the slow path reads it.
+                return Ok(self.event(names, interned, plane, clock, bytes, base, seen)?);
             }
-            // Step marks are few: the slow path reads them.
-            return Ok(self.event(names, interned, plane, clock, bytes, base, seen)?);
+            // As the slow path: a time that overflows is counted, whether
+            // or not the event marks a step. A profile may mark a step per
+            // event of a whole line (`train` on TensorFlow's `python` line:
+            // 30,000 on the 660k-event benchmark), so marks are read here,
+            // not by the slow path (~2,000 instructions each, all on the
+            // thread decoding that line while the other cores waited).
+            let Some(at) = clock.at(offset_ps) else {
+                self.bad_times += 1;
+                return Ok(None);
+            };
+            if let (1, Some(id)) = (step_marks, step.as_i64()) {
+                self.mark_step(id, at, duration_ps);
+            }
+            return Ok(None);
         }
         let Some(at) = clock.at(offset_ps) else {
             self.bad_times += 1;
