@@ -510,12 +510,15 @@ fn narrow(block: &mut Block, sample: &AllocatorSample) -> Option<Narrow> {
     if block.at_unit == 0 && since_base != 0 {
         block.at_unit = if since_base % 1000 == 0 { 1000 } else { 1 };
     }
-    let unit = i64::from(block.at_unit.max(1));
-    if since_base % unit != 0 {
-        return None;
-    }
+    // The unit is 1 or 1000: divided by constants, not by a variable (a
+    // 64-bit division per sample).
+    let at = match block.at_unit {
+        1000 if since_base % 1000 != 0 => return None,
+        1000 => since_base / 1000,
+        _ => since_base,
+    };
     let mut n = Narrow {
-        at: delta(since_base / unit)?,
+        at: delta(at)?,
         ..Narrow::default()
     };
     let present = |which: usize| sample.present & FIGURE_BITS[which] != 0;

@@ -2,7 +2,7 @@
 //! event's bytes with its own inlined wire reading.
 
 use super::decode::{Decoder, EventStrings, Fallback, Interned, LineClock, PlaneKeys, RawEvent};
-use super::keys::{number_slot, Key, SMALL_FRAGMENTATION, SMALL_NONE, SMALL_STRING};
+use super::keys::{number_slot, small_string_key, Key, SMALL_FRAGMENTATION};
 use crate::error::Result;
 use crate::input::xspace::{as_i64, StatValue};
 use crate::model::Names;
@@ -79,15 +79,105 @@ fn small_value<'a>(tag: u8, v: u64) -> StatValue<'a> {
     }
 }
 
+/// The eight bytes of `buf` at `at` as a little-endian word, zeros past its
+/// end: one load where they are there (an event's bytes are read with what
+/// the window holds after them, so only the window's last event lacks them).
+#[inline(always)]
+fn word_at(buf: &[u8], at: usize) -> u64 {
+    match buf.get(at..).and_then(|b| b.first_chunk::<8>()) {
+        Some(word) => u64::from_le_bytes(*word),
+        None => word_at_end(buf, at),
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn word_at_end(buf: &[u8], at: usize) -> u64 {
+    let mut word = [0u8; 8];
+    let rest = buf.get(at..).unwrap_or_default();
+    let n = rest.len().min(8);
+    word[..n].copy_from_slice(&rest[..n]);
+    u64::from_le_bytes(word)
+}
+
+/// The varint of exactly `len` bytes (1 to 8) at the start of `word`, as
+/// [`varint`] reads it where it ends after `len` bytes; `None` where it
+/// would end elsewhere. A stat's length gives its value's: one mask checks
+/// where it stops, three steps pack its 7-bit groups.
+#[inline(always)]
+fn varint_of_length(word: u64, len: usize) -> Option<u64> {
+    if len == 1 {
+        return (word & 0x80 == 0).then_some(word & 0xff);
+    }
+    if !(2..=8).contains(&len) {
+        return None;
+    }
+    let mask = u64::MAX >> (64 - 8 * len);
+    let x = word & mask;
+    // The top bits that are clear: the last byte's alone.
+    if (!x & 0x8080_8080_8080_8080 & mask) != (0x80 << (8 * (len - 1))) {
+        return None;
+    }
+    let x = x & 0x7f7f_7f7f_7f7f_7f7f;
+    let x = (x & 0x007f_007f_007f_007f) | ((x & 0x7f00_7f00_7f00_7f00) >> 1);
+    let x = (x & 0x0000_3fff_0000_3fff) | ((x & 0x3fff_0000_3fff_0000) >> 2);
+    Some((x & 0x0000_0000_0fff_ffff) | ((x & 0x0fff_ffff_0000_0000) >> 4))
+}
+
+/// What an allocator event's stats give, as both of `event_fast`'s ways of
+/// reading a stat store it.
+struct Taken<'a> {
+    raw: RawEvent,
+    strings: EventStrings<'a>,
+    /// How many stats are a `step_num`, and the last one's value: an event
+    /// of another kind is a step mark only with one (most events of a host
+    /// trace on a plane that marks steps are not step marks).
+    step_marks: u32,
+    step: StatValue<'a>,
+}
+
+impl<'a> Taken<'a> {
+    /// A stat read whole by [`stat`].
+    #[inline(always)]
+    fn stat(&mut self, plane: &PlaneKeys, id: i64, v: StatValue<'a>) {
+        let Some(key) = plane.keys.get(id) else {
+            return;
+        };
+        // Sizes and addresses are most stats: one branch for all.
+        if let Some(slot) = number_slot(key) {
+            self.raw.numbers[slot] = v.as_u64().unwrap_or(u64::MAX);
+            return;
+        }
+        if key == Key::Fragmentation {
+            self.raw.fragmentation = v.as_f64().unwrap_or(f64::NAN);
+        } else {
+            self.string(key, v);
+        }
+    }
+
+    /// A stat of a key [`EventStrings::take`] keeps, or a `step_num`.
+    #[inline(always)]
+    fn string(&mut self, key: Key, v: StatValue<'a>) {
+        if key == Key::StepNum {
+            self.step_marks += 1;
+            self.step = v;
+        } else {
+            self.strings.take(key, v);
+        }
+    }
+}
+
 impl Decoder {
     /// [`Decoder::event`] in one pass over the event's bytes, for the merged
     /// walk: the same event on valid input; `Err` on anything the slow path
     /// would refuse (and, being stricter, on damaged stats of events it
-    /// would not read), which the walk in file order then reads. Always
-    /// inlined into the run's loop: `#[inline]` left it a call once the
-    /// loop had two callers (the framed events and the general step's),
-    /// ~280 instructions an event more (BENCHMARKS.md Run O-xspace-model,
-    /// Run P-xspace-decode).
+    /// would not read), which the walk in file order then reads. `held` is
+    /// the event's `len` bytes and whatever follows them in the window
+    /// (never read as the event's: it lets a stat be read by whole words).
+    /// Always inlined into the run's loop: `#[inline]` left it a call once
+    /// the loop had two callers (the framed events and the general
+    /// step's), ~280 instructions an event more (BENCHMARKS.md Run
+    /// O-xspace-model, Run P-xspace-decode).
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     pub(super) fn event_fast(
@@ -96,62 +186,88 @@ impl Decoder {
         interned: &mut Interned,
         plane: &PlaneKeys,
         clock: &LineClock,
-        bytes: &[u8],
+        held: &[u8],
+        len: usize,
         base: u64,
         seen: (u64, u64),
     ) -> Result<Option<RawEvent>, Fallback> {
-        let (mut metadata_id, mut offset_ps) = (0, 0);
-        let mut raw = RawEvent::new(0, seen, false);
-        let mut strings = EventStrings::default();
+        let bytes = held.get(..len).ok_or(Fallback)?;
+        let (mut metadata_id, mut offset_ps, mut duration_ps) = (0, 0, 0);
+        let mut taken = Taken {
+            raw: RawEvent::new(0, seen, false),
+            strings: EventStrings::default(),
+            step_marks: 0,
+            step: StatValue::None,
+        };
         // Events of other kinds (most of a host trace) need only framing:
         // their stats are skipped once the metadata id says so.
         let wanted = |id: &i64| plane.allocs.contains(id) || plane.frees.contains(id);
         let (mut skip_stats, mut skipped) = (false, false);
-        // Whether a stat is a `step_num`: only then does an event of
-        // another kind need the slow path (most events of a host trace on
-        // a plane that marks steps are not step marks).
-        let mut step_mark = false;
         let mut pos = 0;
+        // Nearly every event opens with its metadata id (one byte) and
+        // offset: `08 id 10 offset`, read here; anything else by the loop.
+        if let [0x08, id @ 0..=0x7f, 0x10, ..] = *bytes {
+            let mut at = 3;
+            if let Some(offset) = varint(bytes, &mut at) {
+                metadata_id = i64::from(id);
+                skip_stats = !plane.has_steps && !wanted(&metadata_id);
+                offset_ps = offset as i64;
+                pos = at;
+            }
+        }
         while pos < bytes.len() {
-            // Nearly every field is a stat in `stat`'s common form, with a
-            // one-byte length: `22 len 08 id tag value`, read here whole.
-            if let [0x22, len @ 0..=0x7f, 0x08, id @ 0..=0x7f, tag @ (0x18 | 0x20 | 0x38), ..] =
-                *bytes.get(pos..).unwrap_or_default()
-            {
-                let end = pos + 2 + usize::from(len);
-                let mut at = pos + 5;
-                // Read from the whole event (a varint is read a word at a
-                // time where eight bytes are there), then held to the stat.
-                if let Some(v) = varint(bytes, &mut at).filter(|_| at == end) {
+            // Nearly every field is a stat of a one-byte metadata id, with
+            // a one-byte length: `22 len 08 id tag value`, its header checked
+            // in one word, its value's length its length less three.
+            let word = word_at(held, pos);
+            let len = ((word >> 8) & 0x7f) as usize;
+            let end = pos + 2 + len;
+            if word & 0x80ff_80ff == 0x0008_0022 && end <= bytes.len() {
+                let id = ((word >> 24) & 0x7f) as usize;
+                let tag = (word >> 32) as u8;
+                let value = match tag {
+                    0x18 | 0x20 | 0x38 => {
+                        let at = pos + 5;
+                        match len {
+                            4 => varint_of_length(word >> 40, 1),
+                            5..=11 => varint_of_length(word_at(held, at), len - 3),
+                            _ => None,
+                        }
+                    }
+                    _ => None,
+                };
+                if let Some(v) = value {
                     pos = end;
                     if skip_stats {
                         skipped = true;
                         continue;
                     }
-                    match plane.small_keys.0[usize::from(id)] {
-                        SMALL_NONE => {}
-                        SMALL_FRAGMENTATION => {
-                            raw.fragmentation = match tag {
-                                0x18 => v as f64,
-                                0x20 => v as i64 as f64,
-                                _ => f64::NAN,
-                            };
-                        }
-                        SMALL_STRING => {
-                            if let Some(key) = plane.keys.get(i64::from(id)) {
-                                step_mark |= key == Key::StepNum;
-                                strings.take(key, small_value(tag, v));
-                            }
-                        }
+                    let code = plane.small_keys.0[id];
+                    if code < 8 {
                         // A size or address, as `StatValue::as_u64` reads it.
-                        slot => {
-                            raw.numbers[usize::from(slot)] = match tag {
-                                0x18 => v,
-                                0x20 if v as i64 >= 0 => v,
-                                _ => u64::MAX,
-                            };
-                        }
+                        let number = tag == 0x18 || (tag == 0x20 && v as i64 >= 0);
+                        taken.raw.numbers[usize::from(code & 7)] =
+                            if number { v } else { u64::MAX };
+                    } else if let Some(key) = small_string_key(code) {
+                        taken.string(key, small_value(tag, v));
+                    } else if code == SMALL_FRAGMENTATION {
+                        taken.raw.fragmentation = match tag {
+                            0x18 => v as f64,
+                            0x20 => v as i64 as f64,
+                            _ => f64::NAN,
+                        };
                     }
+                    continue;
+                }
+                // A double (`fragmentation`): `11` and eight bytes.
+                if tag == 0x11 && len == 11 {
+                    pos = end;
+                    if skip_stats {
+                        skipped = true;
+                        continue;
+                    }
+                    let bits = word_at(held, end - 8);
+                    taken.stat(plane, id as i64, StatValue::Double(f64::from_bits(bits)));
                     continue;
                 }
             }
@@ -164,27 +280,21 @@ impl Decoder {
                     skip_stats = !plane.has_steps && !wanted(&metadata_id);
                 }
                 (2, v) => offset_ps = as_i64(v).unwrap_or(0),
+                (3, v) => duration_ps = as_i64(v).unwrap_or(0),
                 (4, Value::Bytes(_)) if skip_stats => skipped = true,
                 (4, Value::Bytes(b)) => {
                     let (id, v) = stat(b).ok_or(Fallback)?;
-                    let Some(key) = plane.keys.get(id) else {
-                        continue;
-                    };
-                    // Sizes and addresses are most stats: one branch for all.
-                    if let Some(slot) = number_slot(key) {
-                        raw.numbers[slot] = v.as_u64().unwrap_or(u64::MAX);
-                        continue;
-                    }
-                    if key == Key::Fragmentation {
-                        raw.fragmentation = v.as_f64().unwrap_or(f64::NAN);
-                    } else {
-                        step_mark |= key == Key::StepNum;
-                        strings.take(key, v);
-                    }
+                    taken.stat(plane, id, v);
                 }
                 _ => {}
             }
         }
+        let Taken {
+            mut raw,
+            strings,
+            step_marks,
+            step,
+        } = taken;
         let is_alloc = plane.allocs.contains(&metadata_id);
         let is_free = plane.frees.contains(&metadata_id);
         if skipped && (is_alloc || is_free) {
@@ -195,16 +305,24 @@ impl Decoder {
             if !plane.has_steps {
                 return Ok(None);
             }
-            if !step_mark {
-                // As the slow path: read, not a step mark; a time that
-                // overflows is counted all the same.
-                if clock.at(offset_ps).is_none() {
-                    self.bad_times += 1;
-                }
-                return Ok(None);
+            if step_marks > 1 {
+                // Marked twice: the slow path reads it.
+                return Ok(self.event(names, interned, plane, clock, bytes, base, seen)?);
             }
-            // Step marks are few: the slow path reads them.
-            return Ok(self.event(names, interned, plane, clock, bytes, base, seen)?);
+            // As the slow path: a time that overflows is counted, whether
+            // or not the event marks a step. A profile may mark a step per
+            // event of a whole line (`train` on TensorFlow's `python` line:
+            // 30,000 on the 660k-event benchmark), so marks are read here,
+            // not by the slow path (~2,000 instructions each, all on the
+            // thread decoding that line while the other cores waited).
+            let Some(at) = clock.at(offset_ps) else {
+                self.bad_times += 1;
+                return Ok(None);
+            };
+            if let (1, Some(id)) = (step_marks, step.as_i64()) {
+                self.mark_step(id, at, duration_ps);
+            }
+            return Ok(None);
         }
         let Some(at) = clock.at(offset_ps) else {
             self.bad_times += 1;
@@ -215,5 +333,45 @@ impl Decoder {
         raw.either = is_alloc && is_free;
         self.place_strings(names, interned, plane, &strings, &mut raw);
         Ok(Some(raw))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every length and every way a varint can stop within eight bytes,
+    /// against the wire reader's varint held to that length.
+    #[test]
+    fn a_varint_of_known_length_reads_as_the_wire_reader_reads_it() {
+        let patterns: [u8; 6] = [0x00, 0x01, 0x7f, 0x80, 0x81, 0xff];
+        for len in 0..=9usize {
+            for a in patterns {
+                for b in patterns {
+                    for fill in [0x80u8, 0x00, 0xaa] {
+                        // A buffer of 8 bytes: `a` first, `b` at `len - 1`.
+                        let mut buf = [fill; 8];
+                        buf[0] = a;
+                        if (1..=8).contains(&len) {
+                            buf[len - 1] = b;
+                        }
+                        let mut at = 0;
+                        let expected = varint(&buf, &mut at).filter(|_| at == len);
+                        let word = u64::from_le_bytes(buf);
+                        assert_eq!(varint_of_length(word, len), expected, "{len} {buf:02x?}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn words_past_the_end_are_zeros() {
+        assert_eq!(word_at(&[1, 2, 3], 1), 0x0302);
+        assert_eq!(word_at(&[1, 2, 3], 5), 0);
+        assert_eq!(
+            word_at(&[1, 2, 3, 4, 5, 6, 7, 8, 9], 1),
+            0x0908_0706_0504_0302
+        );
     }
 }

@@ -86,12 +86,24 @@ const SMALL_IDS: usize = 0x80;
 pub(super) const SMALL_NONE: u8 = 0xff;
 /// In [`SmallKeys`]: `fragmentation`.
 pub(super) const SMALL_FRAGMENTATION: u8 = 0xfe;
-/// In [`SmallKeys`]: a key [`EventStrings::take`](super::decode::EventStrings::take) keeps.
-pub(super) const SMALL_STRING: u8 = 0xfd;
+/// In [`SmallKeys`]: a key [`EventStrings::take`](super::decode::EventStrings::take)
+/// keeps is this plus the key's place in [`STAT_NAMES`] (below
+/// [`SMALL_FRAGMENTATION`]): the key itself, with no lookup in the plane's
+/// keys per stat.
+pub(super) const SMALL_STRING: u8 = 0x40;
+
+/// The key of a [`SMALL_STRING`] code.
+#[inline(always)]
+pub(super) fn small_string_key(code: u8) -> Option<Key> {
+    STAT_NAMES
+        .get(usize::from(code.wrapping_sub(SMALL_STRING)))
+        .map(|&(_, key)| key)
+}
 
 /// What [`Decoder::event_fast`](super::decode::Decoder::event_fast) does with a stat of each one-byte metadata
 /// id, worked out once per plane: the [`RawEvent::numbers`](super::decode::RawEvent::numbers) slot of a size
-/// or address, or one of the `SMALL_*` codes. One load per stat in place
+/// or address (below 8), [`SMALL_STRING`] plus the key of a string, or
+/// [`SMALL_FRAGMENTATION`] or [`SMALL_NONE`]. One load per stat in place
 /// of the key's lookup and then its slot's.
 pub(super) struct SmallKeys(pub(super) [u8; SMALL_IDS]);
 
@@ -105,9 +117,36 @@ impl SmallKeys {
             *code = match number_slot(key) {
                 Some(slot) => slot as u8,
                 None if key == Key::Fragmentation => SMALL_FRAGMENTATION,
-                None => SMALL_STRING,
+                None => match STAT_NAMES.iter().position(|&(_, k)| k == key) {
+                    Some(i) => SMALL_STRING + i as u8,
+                    None => SMALL_NONE,
+                },
             };
         }
         SmallKeys(codes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_key_has_one_code_that_gives_it_back() {
+        for (i, &(_, key)) in STAT_NAMES.iter().enumerate() {
+            let code = match number_slot(key) {
+                Some(slot) => {
+                    assert!(slot < 8, "{key:?}");
+                    continue;
+                }
+                None if key == Key::Fragmentation => continue,
+                None => SMALL_STRING + i as u8,
+            };
+            assert!(code < SMALL_FRAGMENTATION, "{key:?}");
+            assert_eq!(small_string_key(code), Some(key));
+        }
+        assert_eq!(small_string_key(SMALL_NONE), None);
+        assert_eq!(small_string_key(SMALL_FRAGMENTATION), None);
+        assert_eq!(small_string_key(3), None);
     }
 }

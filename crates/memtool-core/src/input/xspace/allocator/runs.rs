@@ -332,11 +332,11 @@ fn decode_in(
             };
             // An event the window does not hold whole: the general step
             // moves it.
-            let Some(bytes) = held.get(i + header..i + header + len) else {
+            let Some(event) = held.get(i + header..).filter(|e| e.len() >= len) else {
                 break;
             };
             index += 1;
-            into.event(bytes, pos + (i + header) as u64, index)?;
+            into.event(event, len, pos + (i + header) as u64, index)?;
             i += header + len;
         }
         pos += i as u64;
@@ -392,19 +392,21 @@ struct RunEvents<'p> {
 }
 
 impl RunEvents<'_> {
-    /// The line's event number `index`, its bytes at `at` in the input:
+    /// The line's event number `index`, its `len` bytes at `at` in the
+    /// input, the start of `held` (which may hold more after them):
     /// decoded and kept if it is an allocator event. Inlined into the
     /// run's loop (a call costs ~160 instructions an event, BENCHMARKS.md
     /// Run O-xspace-model).
     #[inline(always)]
-    fn event(&mut self, bytes: &[u8], at: u64, index: u64) -> Result<(), Fallback> {
+    fn event(&mut self, held: &[u8], len: usize, at: u64, index: u64) -> Result<(), Fallback> {
         let seen = (self.line.rank, index);
         let (names, interned, plane) = (&mut self.names, &mut self.interned, self.plane);
         let clock = &self.line.clock;
         let raw = if self.fast_events {
             self.decoder
-                .event_fast(names, interned, plane, clock, bytes, at, seen)?
+                .event_fast(names, interned, plane, clock, held, len, at, seen)?
         } else {
+            let bytes = held.get(..len).ok_or(Fallback)?;
             self.decoder
                 .event(names, interned, plane, clock, bytes, at, seen)?
         };
@@ -421,7 +423,7 @@ impl RunEvents<'_> {
     /// (one a window, ~1 MiB): not inlined twice.
     #[inline(never)]
     fn event_out_of_line(&mut self, bytes: &[u8], at: u64, index: u64) -> Result<(), Fallback> {
-        self.event(bytes, at, index)
+        self.event(bytes, bytes.len(), at, index)
     }
 }
 
