@@ -89,7 +89,8 @@ impl SiteCache {
     #[inline(always)]
     pub(super) fn site(&mut self, names: &mut Names, decoded: &Names, e: &RawEvent) -> SiteId {
         let [a, b, c, d] = e.strings.map(|s| u64::from(s.0));
-        let mixed = ((a | b << 32) ^ (c | d << 32).rotate_left(17)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        let mixed =
+            ((a | b << 32) ^ (c | d << 32).rotate_left(17)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
         let slot = (mixed >> 56) as usize;
         if self.recent[slot].0 == e.strings {
             return self.recent[slot].1;
