@@ -376,7 +376,10 @@ pub(super) fn merged(
                         sender.send(full).map_err(|_| Fallback)?;
                     }
                 }
-                refill(line, &mut adopted, buffers, planes, split, fast_events)?;
+                // Nearly always the line's run has more: no call.
+                if line.pending.is_empty() {
+                    refill(line, &mut adopted, buffers, planes, split, fast_events)?;
+                }
                 match line.head() {
                     Some(head) => *top = Reverse((head.at, i)),
                     None => {
