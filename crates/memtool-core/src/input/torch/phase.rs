@@ -9,7 +9,9 @@
 //! a model's `forward` is the loss, and a model called from a function named
 //! `compute_loss` is the forward pass.
 
-use crate::model::{Names, Phase, StackId};
+use rustc_hash::FxHashMap;
+
+use crate::model::{FrameId, Names, Phase, StackId};
 
 /// What one frame or profiler range says about the phase it runs in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -133,17 +135,43 @@ impl Trail {
     }
 }
 
-/// The phase a stack's frames tell.
-pub(super) fn stack_phase(names: &Names, stack: StackId) -> Option<Phase> {
-    let frames: Vec<_> = names.frames_of(stack).collect();
-    frames
-        .iter()
-        .rev()
-        .fold(Trail::default(), |trail, &f| {
-            let frame = names.frame_of(f);
-            trail.enter(frame_mark(names.str(frame.function), names.str(frame.file)))
-        })
-        .phase()
+/// The phases stacks' frames tell, each stack's trail folded once from its
+/// caller's: a snapshot's stacks share most of their frames, so marking
+/// every frame of every stack afresh (a lowercased copy of each name, a
+/// dozen substring searches) cost ~2,700 instructions a stack, ~5 % of
+/// reading a snapshot of 10^5 entries and 6,000 stacks.
+#[derive(Default)]
+pub(super) struct StackPhases {
+    trails: FxHashMap<StackId, Trail>,
+    marks: FxHashMap<FrameId, Option<Mark>>,
+}
+
+impl StackPhases {
+    /// The phase the frames of `stack` tell.
+    pub(super) fn phase(&mut self, names: &Names, stack: StackId) -> Option<Phase> {
+        // The stacks from `stack` out to the first whose trail is known
+        // (or the empty stack's, the default), then folded back in.
+        let mut unknown = Vec::new();
+        let mut trail = Trail::default();
+        let mut at = stack;
+        while let Some(frame) = names.leaf(at) {
+            if let Some(known) = self.trails.get(&at) {
+                trail = *known;
+                break;
+            }
+            unknown.push((at, frame));
+            at = names.caller(at);
+        }
+        for &(at, frame) in unknown.iter().rev() {
+            let mark = *self.marks.entry(frame).or_insert_with(|| {
+                let frame = names.frame_of(frame);
+                frame_mark(names.str(frame.function), names.str(frame.file))
+            });
+            trail = trail.enter(mark);
+            self.trails.insert(at, trail);
+        }
+        trail.phase()
+    }
 }
 
 /// A Python frame as PyTorch's profiler writes it, one name

@@ -31,11 +31,11 @@ use rustc_hash::FxHashMap;
 use crate::error::{Error, Result};
 use crate::model::{
     AddressRange, AllocId, Allocation, AllocatorSample, Axis, BeforeRecording, BlockState, Event,
-    EventKind, Format, Frame, FrameId, HeldChange, InputInfo, MemoryKind, OutOfMemory, Phase,
-    Profile, Segment, SegmentBlock, SeriesPart, Site, SiteId, StackId, StrId,
+    EventKind, Format, Frame, FrameId, HeldChange, InputInfo, MemoryKind, OutOfMemory, Profile,
+    Segment, SegmentBlock, SeriesPart, Site, SiteId, StackId, StrId,
 };
 
-use super::phase::{profiler_frame, stack_phase};
+use super::phase::{profiler_frame, StackPhases};
 use super::pickle::{self, Memo, Parent, Value, Visitor};
 use crate::input::source::ByteSource;
 

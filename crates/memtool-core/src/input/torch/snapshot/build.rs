@@ -44,7 +44,7 @@ pub(super) fn build_memory(
         }
     };
     // Interned in order of first use, as the trace met them.
-    let mut phases: FxHashMap<StackId, Option<Phase>> = FxHashMap::default();
+    let mut phases = StackPhases::default();
     let mut streams = StreamNames::default();
     let sites: Vec<SiteId> = site_keys
         .iter()
@@ -60,9 +60,7 @@ pub(super) fn build_memory(
                 );
                 streams.on(&mut profile.names, site, stream)
             } else {
-                let phase = *phases
-                    .entry(key.stack)
-                    .or_insert_with(|| stack_phase(&profile.names, key.stack));
+                let phase = phases.phase(&profile.names, key.stack);
                 profile.names.site(Site {
                     stack: key.stack,
                     category: key.category,
