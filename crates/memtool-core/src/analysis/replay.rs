@@ -584,7 +584,7 @@ impl Lifespan {
 /// stream was live: freed ones in the order of their frees, then those still
 /// live after the last event, in allocation order. Memories described by
 /// instants have no lifespans and visit nothing.
-pub fn for_each_lifespan(memory: &Memory, mut visit: impl FnMut(Lifespan)) {
+pub fn for_each_lifespan(memory: &Memory, visit: impl FnMut(Lifespan)) {
     if uses_instants(memory) {
         return;
     }
@@ -592,35 +592,52 @@ pub fn for_each_lifespan(memory: &Memory, mut visit: impl FnMut(Lifespan)) {
     // first event, or live since event `state - MADE_AT`. A walk that only
     // wants lifespans needs no bytes in use; a live flag beside an
     // `Option<usize>` per allocation (17 bytes, two arrays) was a third of
-    // inferring the categories of a 10^6-entry snapshot. Positions past
-    // what a `u32` holds (over 60 GB of events) take the wide walk.
-    if memory.events.len() >= (u32::MAX - MADE_AT) as usize {
-        return for_each_lifespan_wide(memory, visit);
+    // inferring the categories of a 10^6-entry snapshot. A `u32` word
+    // unless the positions need more (over 60 GB of events).
+    if memory.events.len() < (u32::MAX - 2) as usize {
+        lifespans_by_word::<u32>(memory, visit);
+    } else {
+        lifespans_by_word::<u64>(memory, visit);
     }
-    const NOT_LIVE: u32 = 0;
-    const LIVE_AT_START: u32 = 1;
-    const MADE_AT: u32 = 2;
-    let mut state = vec![NOT_LIVE; memory.allocations.len()];
+}
+
+/// [`for_each_lifespan`]'s walk, each allocation's state held in an `S`,
+/// which numbers every event.
+fn lifespans_by_word<S>(memory: &Memory, mut visit: impl FnMut(Lifespan))
+where
+    S: Copy + Into<u64> + TryFrom<u64>,
+{
+    const NOT_LIVE: u64 = 0;
+    const LIVE_AT_START: u64 = 1;
+    const MADE_AT: u64 = 2;
+    // Never out of range: the caller picks `S` to number every event.
+    let word = |value: u64| S::try_from(value).ok();
+    let Some(not_live) = word(NOT_LIVE) else {
+        return;
+    };
+    let mut state: Vec<S> = vec![not_live; memory.allocations.len()];
     for &id in &memory.live_at_start {
         if let Some(slot) = state.get_mut(id.index()) {
-            if *slot == NOT_LIVE {
-                *slot = LIVE_AT_START;
+            if (*slot).into() == NOT_LIVE {
+                *slot = word(LIVE_AT_START).unwrap_or(not_live);
             }
         }
     }
-    let made_of = |slot: u32| (slot >= MADE_AT).then(|| (slot - MADE_AT) as usize);
+    let made_of = |slot: u64| (slot >= MADE_AT).then(|| (slot - MADE_AT) as usize);
     for (i, event) in memory.events.iter().enumerate() {
         let Some(slot) = state.get_mut(event.alloc.index()) else {
             continue;
         };
+        let value: u64 = (*slot).into();
         match event.kind {
-            EventKind::Alloc if *slot == NOT_LIVE => *slot = i as u32 + MADE_AT,
-            EventKind::Free if *slot != NOT_LIVE => {
-                let made = made_of(*slot);
-                *slot = NOT_LIVE;
+            EventKind::Alloc if value == NOT_LIVE => {
+                *slot = word(i as u64 + MADE_AT).unwrap_or(not_live);
+            }
+            EventKind::Free if value != NOT_LIVE => {
+                *slot = not_live;
                 visit(Lifespan {
                     alloc: event.alloc,
-                    made,
+                    made: made_of(value),
                     freed: Some(i),
                 });
             }
@@ -628,42 +645,14 @@ pub fn for_each_lifespan(memory: &Memory, mut visit: impl FnMut(Lifespan)) {
         }
     }
     for (index, &slot) in state.iter().enumerate() {
-        if slot != NOT_LIVE {
+        let value: u64 = slot.into();
+        if value != NOT_LIVE {
             visit(Lifespan {
                 alloc: AllocId(index as u32),
-                made: made_of(slot),
+                made: made_of(value),
                 freed: None,
             });
         }
-    }
-}
-
-/// [`for_each_lifespan`] for a memory of more events than its one word an
-/// allocation numbers.
-fn for_each_lifespan_wide(memory: &Memory, mut visit: impl FnMut(Lifespan)) {
-    let mut set = LiveSet::at_start(memory);
-    let mut made: Vec<Option<usize>> = vec![None; memory.allocations.len()];
-    for (i, event) in memory.events.iter().enumerate() {
-        if set.apply(event.kind, event.alloc) {
-            let Some(slot) = made.get_mut(event.alloc.index()) else {
-                continue;
-            };
-            match event.kind {
-                EventKind::Alloc => *slot = Some(i),
-                EventKind::Free => visit(Lifespan {
-                    alloc: event.alloc,
-                    made: slot.take(),
-                    freed: Some(i),
-                }),
-            }
-        }
-    }
-    for alloc in set.ids() {
-        visit(Lifespan {
-            alloc,
-            made: made[alloc.index()],
-            freed: None,
-        });
     }
 }
 
@@ -811,6 +800,19 @@ mod tests {
         for_each_lifetime(&m, |id, start, end| spans.push((id.0, start, end)));
         // 0 is live from the start until its free at 2, then again from 5 to the end.
         assert_eq!(spans, vec![(0, 1, 2), (0, 5, 5), (1, 1, 5), (2, 4, 5)]);
+    }
+
+    /// The walk of memories too long for a `u32` position (over 60 GB of
+    /// events) is the same walk with a wider word: same lifespans.
+    #[test]
+    fn lifespans_are_the_same_with_either_word() {
+        let m = memory();
+        let mut narrow = Vec::new();
+        lifespans_by_word::<u32>(&m, |span| narrow.push(span));
+        let mut wide = Vec::new();
+        lifespans_by_word::<u64>(&m, |span| wide.push(span));
+        assert_eq!(narrow.len(), 4);
+        assert_eq!(narrow, wide);
     }
 
     #[test]
