@@ -74,6 +74,12 @@ impl Memory {
     /// and frees say nothing (a backward pass frees the forward's memory).
     pub fn find_phases(&mut self, names: &Names) {
         let mut spans: Vec<PhaseSpan> = Vec::new();
+        // No site of a phase, no span: the sites are looked at, not every
+        // event (an XSpace names none).
+        if !names.sites().iter().any(|s| s.phase.is_some()) {
+            self.phases = spans;
+            return;
+        }
         for e in &self.events {
             if e.kind != EventKind::Alloc {
                 continue;
