@@ -475,3 +475,23 @@ fn cliff_figures_are_those_of_the_cliff_runs() {
     }
     assert!(with_cliffs > 100, "{with_cliffs}");
 }
+
+#[test]
+fn galloping_from_a_point_finds_what_a_binary_search_of_all_finds() {
+    // Times with runs of equal ones, as events at one instant.
+    let at: Vec<i64> = vec![1, 1, 2, 3, 3, 3, 5, 8, 8, 13, 21, 21, 21, 21, 34];
+    for target in 0..36 {
+        let whole = at.partition_point(|&a| a < target);
+        // From any point before which every time is below the target.
+        for from in 0..=whole {
+            assert_eq!(
+                partition_from(&at, from, |&a| a < target),
+                whole,
+                "{target} from {from}"
+            );
+        }
+    }
+    assert_eq!(partition_from(&at, 6, |&a| a <= 21), 14);
+    assert_eq!(partition_from(&at, 15, |&a| a <= 40), 15);
+    assert_eq!(partition_from::<i64>(&[], 0, |&a| a < 1), 0);
+}
