@@ -229,8 +229,12 @@ pub(crate) fn summarize_memory(
         && !memory.events.is_empty()
         && !replay::uses_instants(memory)
     {
+        // Two threads, not three on two cores: the per-step figures and
+        // the rest of the summary one after the other beside the landmarks
+        // (the longest of the three, whose own per-step figures take the
+        // second core in turn).
         let ((steps, figures), found) = crate::parallel::join(
-            || crate::parallel::join(per_step, || Figures::of(profile, memory, grouper, options)),
+            || (per_step(), Figures::of(profile, memory, grouper, options)),
             find_landmarks,
         );
         (found, steps, figures?)
