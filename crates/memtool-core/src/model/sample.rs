@@ -402,15 +402,16 @@ impl AllocatorSamples {
     /// Makes room for `additional` more samples (their columns included,
     /// and those made later, which take `at`'s room), so that a caller who
     /// knows about how many will come has them stored without the columns
-    /// growing by copy.
+    /// growing by copy. Room that cannot be had is not made: the columns
+    /// then grow as they fill, as without it.
     pub fn reserve(&mut self, additional: usize) {
-        self.blocks.reserve_exact(additional / BLOCK + 1);
-        self.at.reserve_exact(additional);
+        let _ = self.blocks.try_reserve_exact(additional / BLOCK + 1);
+        let _ = self.at.try_reserve_exact(additional);
         for column in self.figures.iter_mut().filter(|c| !c.is_empty()) {
-            column.reserve_exact(additional);
+            let _ = column.try_reserve_exact(additional);
         }
         if !self.fragmentation.is_empty() {
-            self.fragmentation.reserve_exact(additional);
+            let _ = self.fragmentation.try_reserve_exact(additional);
         }
     }
 
@@ -660,7 +661,8 @@ fn billionths(f: f64) -> Option<u32> {
 /// in room for `room` samples.
 #[cold]
 fn make_column(column: &mut Vec<u32>, index: usize, room: usize) {
-    column.reserve_exact(room.max(index + 1) - column.len());
+    // Room that cannot be had is left to growing.
+    let _ = column.try_reserve_exact(room.max(index + 1) - column.len());
     column.resize(index, 0);
 }
 
@@ -931,6 +933,29 @@ mod tests {
         mixed[127] = mixed[127].with_allocated_bytes(Some(u64::MAX));
         check(&mixed);
         check(&[]);
+    }
+
+    /// Samples pushed into reserved room read back as without it, and no
+    /// column grows past the room: the figures' columns made at the first
+    /// sample take `at`'s.
+    #[test]
+    fn reserved_samples_fill_their_room_without_growing() {
+        let samples = xspace_like(10_000);
+        let mut stored = AllocatorSamples::new();
+        stored.reserve(samples.len());
+        samples.iter().for_each(|&s| stored.push(s));
+        let grown: AllocatorSamples = samples.iter().copied().collect();
+        assert_eq!(format!("{stored:?}"), format!("{grown:?}"));
+        assert_eq!(stored.at.capacity(), 10_000);
+        assert_eq!(stored.figures[ALLOCATED].capacity(), 10_000);
+        assert_eq!(stored.fragmentation.capacity(), 10_000);
+        assert!(stored.figures[RESERVED].is_empty());
+        assert_eq!(stored.blocks.capacity(), 10_000 / BLOCK + 1);
+        // Room for fewer: grown as it fills, the same samples.
+        let mut short = AllocatorSamples::new();
+        short.reserve(100);
+        samples.iter().for_each(|&s| short.push(s));
+        assert_eq!(format!("{short:?}"), format!("{grown:?}"));
     }
 
     #[test]

@@ -182,14 +182,22 @@ pub(super) struct Room {
 }
 
 impl MemoryBuilder {
-    /// A builder whose memory has room for `room`.
+    /// A builder whose memory has room for `room`, as far as the memory
+    /// can be had: an estimate is no reason to stop (what is not reserved
+    /// grows as it fills).
     pub(super) fn with_room(room: Room) -> MemoryBuilder {
         let mut builder = MemoryBuilder::default();
         let memory = &mut builder.memory;
-        memory.events.reserve_exact(room.events);
-        memory.allocations.reserve_exact(room.allocations);
+        let _ = memory.events.try_reserve_exact(room.events);
+        let _ = memory.allocations.try_reserve_exact(room.allocations);
         memory.allocator_samples.reserve(room.events);
         builder
+    }
+
+    /// How many events the memory holds, and has room for.
+    #[cfg(test)]
+    pub(super) fn events_room(&self) -> (usize, usize) {
+        (self.memory.events.len(), self.memory.events.capacity())
     }
 
     pub(super) fn push(&mut self, e: &RawEvent, site: SiteId) {

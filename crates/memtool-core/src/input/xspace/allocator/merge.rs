@@ -49,10 +49,11 @@ impl LineEvents {
         self.pending.front().and_then(|run| run.get(self.next))
     }
 
-    /// Takes the head.
-    fn pop(&mut self, buffers: &Buffers<'_>) -> Option<RawEvent> {
-        let run = self.pending.front()?;
-        let event = *run.get(self.next)?;
+    /// Drops the head (read where it is by `head`: not copied out first).
+    fn advance(&mut self, buffers: &Buffers<'_>) {
+        let Some(run) = self.pending.front() else {
+            return;
+        };
         self.next += 1;
         if self.next >= run.len() {
             self.next = 0;
@@ -60,7 +61,6 @@ impl LineEvents {
                 buffers.give_back_events(done);
             }
         }
-        Some(event)
     }
 }
 
@@ -369,8 +369,9 @@ pub(super) fn merged(
             while let Some(mut top) = queue.peek_mut() {
                 let Reverse((_, i)) = *top;
                 let line = merging.get_mut(i).ok_or(Fallback)?;
-                if let Some(event) = line.pop(buffers) {
-                    batch.push((event, sites.site(names, &adopted.decoded, &event)));
+                if let Some(event) = line.head() {
+                    batch.push((*event, sites.site(names, &adopted.decoded, event)));
+                    line.advance(buffers);
                     if batch.len() == BATCH {
                         let spare = spare_batches.try_recv();
                         let empty = spare.unwrap_or_else(|_| Vec::with_capacity(BATCH));
