@@ -172,7 +172,34 @@ impl Default for MemoryBuilder {
     }
 }
 
+/// How many events, and allocations among them, an allocator is expected
+/// to have: its memory's vectors are made that long at once rather than
+/// grown by copy, each page of them faulted in once.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(super) struct Room {
+    pub(super) events: usize,
+    pub(super) allocations: usize,
+}
+
 impl MemoryBuilder {
+    /// A builder whose memory has room for `room`, as far as the memory
+    /// can be had: an estimate is no reason to stop (what is not reserved
+    /// grows as it fills).
+    pub(super) fn with_room(room: Room) -> MemoryBuilder {
+        let mut builder = MemoryBuilder::default();
+        let memory = &mut builder.memory;
+        let _ = memory.events.try_reserve_exact(room.events);
+        let _ = memory.allocations.try_reserve_exact(room.allocations);
+        memory.allocator_samples.reserve(room.events);
+        builder
+    }
+
+    /// How many events the memory holds, and has room for.
+    #[cfg(test)]
+    pub(super) fn events_room(&self) -> (usize, usize) {
+        (self.memory.events.len(), self.memory.events.capacity())
+    }
+
     pub(super) fn push(&mut self, e: &RawEvent, site: SiteId) {
         self.xprof_step(e.group());
         if self.first.is_none() {

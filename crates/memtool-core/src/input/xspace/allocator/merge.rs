@@ -7,7 +7,7 @@ use std::collections::binary_heap::PeekMut;
 use std::collections::{BinaryHeap, VecDeque};
 use std::sync::mpsc;
 
-use super::build::{Collected, MemoryBuilder, SiteCache};
+use super::build::{Collected, MemoryBuilder, Room, SiteCache};
 use super::decode::{Decoder, Fallback, LineClock, PlaneKeys, RawEvent};
 use super::runs::{self, Adopted, Buffers, DecodedRun, LineAt, Run, Split};
 use super::{HOST_PLANE, SKIM_CHUNK};
@@ -49,10 +49,11 @@ impl LineEvents {
         self.pending.front().and_then(|run| run.get(self.next))
     }
 
-    /// Takes the head.
-    fn pop(&mut self, buffers: &Buffers<'_>) -> Option<RawEvent> {
-        let run = self.pending.front()?;
-        let event = *run.get(self.next)?;
+    /// Drops the head (read where it is by `head`: not copied out first).
+    fn advance(&mut self, buffers: &Buffers<'_>) {
+        let Some(run) = self.pending.front() else {
+            return;
+        };
         self.next += 1;
         if self.next >= run.len() {
             self.next = 0;
@@ -60,7 +61,6 @@ impl LineEvents {
                 buffers.give_back_events(done);
             }
         }
-        Some(event)
     }
 }
 
@@ -319,6 +319,7 @@ pub(super) fn merged(
         let line = merging.get_mut(at.rank as usize).ok_or(Fallback)?;
         line.settle(run, decoded, &mut adopted, &buffers, &planes, fast_events)?;
     }
+    let rooms = expected_rooms(&merging);
     // The merge stays on this thread, which decodes the lines of few runs
     // (by waves of runs) when they run out; the lines of many are decoded
     // ahead on threads of their own, and another builds the memories,
@@ -334,7 +335,8 @@ pub(super) fn merged(
         let builder = std::thread::Builder::new()
             .name("xspace-builder".into())
             .spawn_scoped(scope, move || {
-                let mut builders: Vec<MemoryBuilder> = Vec::new();
+                let mut builders: Vec<MemoryBuilder> =
+                    rooms.into_iter().map(MemoryBuilder::with_room).collect();
                 let mut any = false;
                 for mut batch in receiver {
                     for (event, site) in &batch {
@@ -367,8 +369,9 @@ pub(super) fn merged(
             while let Some(mut top) = queue.peek_mut() {
                 let Reverse((_, i)) = *top;
                 let line = merging.get_mut(i).ok_or(Fallback)?;
-                if let Some(event) = line.pop(buffers) {
-                    batch.push((event, sites.site(names, &adopted.decoded, &event)));
+                if let Some(event) = line.head() {
+                    batch.push((*event, sites.site(names, &adopted.decoded, event)));
+                    line.advance(buffers);
                     if batch.len() == BATCH {
                         let spare = spare_batches.try_recv();
                         let empty = spare.unwrap_or_else(|_| Vec::with_capacity(BATCH));
@@ -407,6 +410,66 @@ pub(super) fn merged(
         })
     })
 }
+
+/// The room each allocator's memory is expected to need (by allocator
+/// index): its events in each line's first run, decoded before any is
+/// merged, scaled by the line's bytes over the run's (lines differ: a host
+/// plane has lines of allocator events and lines of other events). At
+/// 660,000 events the memory's vectors grown by doubling were a third of
+/// the page faults and most of the copying. A little more than the estimate
+/// (1/16), since a vector short by one event is copied whole; never more
+/// events than `MIN_EVENT_BYTES` would fit in the lines, whatever the first
+/// runs held.
+fn expected_rooms(merging: &[LineEvents]) -> Vec<Room> {
+    let mut total = 0u64;
+    // (events, allocations) by allocator, scaled.
+    let mut expected: Vec<(u128, u128)> = Vec::new();
+    let mut in_line: Vec<(u128, u128)> = Vec::new();
+    for line in merging {
+        let Some(first) = line.runs.first() else {
+            continue;
+        };
+        let bytes = first.line_end.saturating_sub(first.start);
+        let decoded = line.boundary.saturating_sub(first.start);
+        total = total.saturating_add(bytes);
+        if decoded == 0 {
+            continue;
+        }
+        in_line.clear();
+        for e in line.pending.iter().flatten() {
+            let index = e.allocator as usize;
+            if in_line.len() <= index {
+                in_line.resize(index + 1, (0, 0));
+            }
+            in_line[index].0 += 1;
+            in_line[index].1 += u128::from(!e.free);
+        }
+        if expected.len() < in_line.len() {
+            expected.resize(in_line.len(), (0, 0));
+        }
+        let scale = |n: u128| n * u128::from(bytes) / u128::from(decoded);
+        for (sum, &(events, allocations)) in expected.iter_mut().zip(&in_line) {
+            sum.0 += scale(events);
+            sum.1 += scale(allocations);
+        }
+    }
+    let most = total / MIN_EVENT_BYTES;
+    let room = |n: u128| {
+        let n = (n + n / 16).min(u128::from(most));
+        usize::try_from(n).unwrap_or(usize::MAX)
+    };
+    expected
+        .iter()
+        .map(|&(events, allocations)| Room {
+            events: room(events),
+            allocations: room(allocations),
+        })
+        .collect()
+}
+
+/// Bytes an allocator event takes at least on the wire (its field header,
+/// metadata id, offset and a few stats), for [`expected_rooms`]' bound.
+const MIN_EVENT_BYTES: u64 = 16;
 
 /// Events per batch handed to the building thread, and batches in flight:
 /// enough to keep both threads busy, little memory (about 100 KiB a batch).

@@ -455,6 +455,27 @@ mod tests {
         assert!(merged(&mut names, &bytes, None, true, Split::new(2, 1)).is_err());
     }
 
+    /// Each allocator's memory is given room for about its events before
+    /// they come, from the lines' first runs: three lines of runs of 4 KiB
+    /// (~100 events each) foretell 15,000 events over three allocators.
+    #[test]
+    fn memories_are_given_room_for_their_events_from_the_first_runs() {
+        let bytes = generated(5_000);
+        let mut names = Names::default();
+        let Ok(collected) = merged(&mut names, &bytes, None, true, Split::new(2, 4096)) else {
+            panic!("the merged walk reads it");
+        };
+        let rooms: Vec<(usize, usize)> =
+            collected.builders.iter().map(|b| b.events_room()).collect();
+        assert_eq!(rooms.len(), 3);
+        for (events, room) in rooms {
+            assert!(
+                room >= events && room <= events + events / 4,
+                "{events} {room}"
+            );
+        }
+    }
+
     /// The offsets where the line `bytes`' events (fields 4) start.
     fn event_starts(bytes: &[u8]) -> Vec<u64> {
         let source = bytes.to_vec();

@@ -12,7 +12,7 @@ use std::sync::Mutex;
 use crate::input::source::ByteSource;
 use crate::input::xspace::stream::{FieldAt, Stream, HEADER_BYTES, MAX_EVENT_BYTES};
 use crate::input::xspace::Window;
-use crate::model::{Names, StrId};
+use crate::model::{Names, Step, StrId};
 use memtool_proto::wire::reader::varint_at as varint;
 
 /// How the merged walk shares out decoding: at most `jobs` threads (the
@@ -436,9 +436,10 @@ pub(super) struct Adopted {
 }
 
 impl Adopted {
-    /// The run's events, renumbered into this table and decoder and
-    /// numbered in their line after its `first_index` events before the
-    /// run; its steps and skipped events are added.
+    /// The run's events, renumbered into this table and decoder (the
+    /// allocators' first events numbered in their line after its
+    /// `first_index` events before the run); its steps and skipped events
+    /// are added.
     pub(super) fn adopt(&mut self, run: DecodedRun, first_index: u64) -> Vec<RawEvent> {
         let DecodedRun {
             mut events,
@@ -459,8 +460,9 @@ impl Adopted {
                 self.decoder.allocator_index(a.name.map(renumber), first)
             })
             .collect();
+        // `seq` is left as the run numbered it: nothing after this reads
+        // it (the merge orders ties by line, a line's events by place).
         for e in &mut events {
-            e.seq += first_index;
             for s in &mut e.strings {
                 *s = renumber(*s);
             }
@@ -470,7 +472,20 @@ impl Adopted {
                 // Never: every event names an allocator its decoder saw.
                 .unwrap_or(0);
         }
-        for (id, step) in decoder.steps {
+        if self.decoder.steps.is_empty() {
+            // The first run with steps: its table as it is, not rebuilt
+            // entry by entry (a line of step marks has a run of thousands).
+            self.decoder.steps = decoder.steps;
+        } else {
+            self.merge_steps(decoder.steps);
+        }
+        self.decoder.bad_times += decoder.bad_times;
+        events
+    }
+
+    /// Adds a run's steps to those seen: a step marked in both spans both.
+    fn merge_steps(&mut self, steps: rustc_hash::FxHashMap<i64, Step>) {
+        for (id, step) in steps {
             self.decoder
                 .steps
                 .entry(id)
@@ -480,7 +495,5 @@ impl Adopted {
                 })
                 .or_insert(step);
         }
-        self.decoder.bad_times += decoder.bad_times;
-        events
     }
 }
