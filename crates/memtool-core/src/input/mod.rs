@@ -214,15 +214,12 @@ pub(crate) struct ClaimedSizes {
 impl ClaimedSizes {
     /// The sums of `memory`'s allocations.
     pub(crate) fn of(memory: &crate::model::Memory) -> ClaimedSizes {
-        // Plain sums: fewer than 2^64 values of under 2^64 each add up to
-        // under 2^128, so no sum overflows (a saturating add of `u128`s
-        // was most of the pass over 330,000 allocations).
         memory
             .allocations
             .iter()
             .fold(ClaimedSizes::default(), |s, a| ClaimedSizes {
-                bytes: s.bytes + u128::from(a.bytes),
-                requested: s.requested + u128::from(a.requested),
+                bytes: s.bytes.saturating_add(u128::from(a.bytes)),
+                requested: s.requested.saturating_add(u128::from(a.requested)),
             })
     }
 

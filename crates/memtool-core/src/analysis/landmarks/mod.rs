@@ -392,6 +392,10 @@ pub fn find(names: &Names, memory: &Memory, frames: &FrameFilter) -> Vec<Landmar
 /// thread costs more than it saves.
 const STEPS_PER_THREAD: usize = 2048;
 
+/// Allocations [`largest`] looks through at least to take a thread of its
+/// own: below that, starting the thread costs more than it saves.
+const ALLOCATIONS_PER_THREAD: usize = 1 << 16;
+
 /// A memory's landmarks and what was left out of them.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Found {
@@ -435,7 +439,8 @@ pub fn find_on(names: &Names, memory: &Memory, frames: &FrameFilter, jobs: usize
     let t = &t;
     // The largest allocations ask the timeline alone: found on a thread of
     // their own (a pass over every allocation) while the steps' landmarks
-    // are found, where more than one thread is allowed.
+    // are found, where more than one thread is allowed and there are
+    // enough allocations to pay for it.
     let biggest = || largest(t, frames);
     let of_steps = || {
         let steps = steps(t);
@@ -501,7 +506,8 @@ pub fn find_on(names: &Names, memory: &Memory, frames: &FrameFilter, jobs: usize
         (out, steps.len(), step_positions, omitted, floor)
     };
     let (biggest, (mut out, steps, step_positions, omitted, floor)) =
-        if crate::parallel::threads(jobs) > 1 {
+        if crate::parallel::threads(jobs) > 1 && memory.allocations.len() >= ALLOCATIONS_PER_THREAD
+        {
             crate::parallel::join(biggest, of_steps)
         } else {
             (biggest(), of_steps())
