@@ -263,6 +263,13 @@ impl Names {
         &self.sites
     }
 
+    /// Whether any site names a training phase (an XSpace's never do):
+    /// without one, no event is of a phase, and walks looking for phases
+    /// need not look at the events.
+    pub fn any_site_has_phase(&self) -> bool {
+        self.sites.iter().any(|s| s.phase.is_some())
+    }
+
     /// Interns a site.
     pub fn site(&mut self, site: Site) -> SiteId {
         let stack_only = Site {

@@ -76,7 +76,7 @@ impl Memory {
         let mut spans: Vec<PhaseSpan> = Vec::new();
         // No site of a phase, no span: the sites are looked at, not every
         // event (an XSpace names none).
-        if !names.sites().iter().any(|s| s.phase.is_some()) {
+        if !names.any_site_has_phase() {
             self.phases = spans;
             return;
         }

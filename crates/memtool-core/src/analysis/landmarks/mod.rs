@@ -597,7 +597,7 @@ fn runs(t: &Timeline<'_>) -> Vec<Run> {
     let mut runs: Vec<Run> = Vec::new();
     // No site of a phase, no run: the sites are looked at, not every event
     // (an XSpace names none).
-    if !t.names.sites().iter().any(|s| s.phase.is_some()) {
+    if !t.names.any_site_has_phase() {
         return runs;
     }
     for (i, e) in t.memory.events.iter().enumerate() {
