@@ -7,6 +7,7 @@ use std::collections::binary_heap::PeekMut;
 use std::collections::{BinaryHeap, VecDeque};
 use std::sync::mpsc;
 
+use super::ahead::{Ahead, StopOnDrop};
 use super::build::{Collected, MemoryBuilder, Room, SiteCache};
 use super::decode::{Decoder, Fallback, LineClock, PlaneKeys, RawEvent};
 use super::runs::{self, Adopted, Buffers, DecodedRun, LineAt, Run, Split};
@@ -39,9 +40,6 @@ struct LineEvents {
     /// must start), and how many events they hold.
     boundary: u64,
     index: u64,
-    /// The line's remaining runs, decoded ahead on threads of their own
-    /// while this one merges: for the few lines that hold most events.
-    ahead: Option<mpsc::Receiver<(Run, Result<DecodedRun, Fallback>)>>,
 }
 
 impl LineEvents {
@@ -64,46 +62,23 @@ impl LineEvents {
     }
 }
 
-/// Decodes the line's next runs, up to one per job and in parallel, until it
-/// has an event to merge or none is left.
+/// Takes the line's next runs, decoded ahead (or here, when no worker has
+/// started them), until it has an event to merge or none is left.
 fn refill(
     line: &mut LineEvents,
+    ahead: &Ahead<'_, '_>,
     adopted: &mut Adopted,
     buffers: &Buffers<'_>,
     planes: &[PlaneKeys],
-    split: Split,
     fast_events: bool,
 ) -> Result<(), Fallback> {
     while line.pending.is_empty() {
-        if let Some(ahead) = &line.ahead {
-            match ahead.recv() {
-                Ok((run, decoded)) => {
-                    line.settle(run, decoded, adopted, buffers, planes, fast_events)?
-                }
-                // Every run decoded and taken.
-                Err(_) => line.ahead = None,
-            }
-            continue;
-        }
-        if line.next_run >= line.runs.len() {
+        let Some(&run) = line.runs.get(line.next_run) else {
             break;
-        }
-        let take = split.jobs.max(1).min(line.runs.len() - line.next_run);
-        let mut wave: Vec<Run> = line.runs[line.next_run..line.next_run + take].to_vec();
-        line.next_run += take;
-        // The wave's first run starts where the last ended: no guess.
-        wave[0] = Run {
-            start: line.boundary,
-            speculative: false,
-            ..wave[0]
         };
-        let at = line.at;
-        let decoded = crate::parallel::map_bounded(wave.clone(), split.jobs, |run| {
-            runs::decode(buffers, planes, at, run, fast_events)
-        });
-        for (run, decoded) in wave.into_iter().zip(decoded) {
-            line.settle(run, decoded, adopted, buffers, planes, fast_events)?;
-        }
+        let decoded = ahead.take(line.at.rank as usize, line.next_run);
+        line.next_run += 1;
+        line.settle(run, decoded, adopted, buffers, planes, fast_events)?;
     }
     Ok(())
 }
@@ -141,7 +116,13 @@ impl LineEvents {
         self.boundary = end;
         let first_index = self.index;
         self.index += count;
-        self.take(adopted.adopt(decoded, first_index))
+        let events = adopted.adopt(decoded, first_index);
+        if events.is_empty() {
+            // A run of other events: its vector serves another run.
+            buffers.give_back_events(events);
+            return Ok(());
+        }
+        self.take(events)
     }
 
     /// Takes the events of the line's next run, which must not start before
@@ -158,64 +139,6 @@ impl LineEvents {
         }
         self.pending.push_back(events);
         Ok(())
-    }
-}
-
-/// Starts decoding the remaining runs of the `split.jobs` lines with the
-/// most runs left (more than one wave of them) on threads of their own, a
-/// wave of `split.jobs` runs at a time, at most two waves ahead of the
-/// merge; with one job, none. A line whose thread does not start is decoded
-/// by [`refill`].
-fn decode_ahead<'scope, 'env: 'scope>(
-    scope: &'scope std::thread::Scope<'scope, 'env>,
-    merging: &mut [LineEvents],
-    buffers: &'env Buffers<'env>,
-    planes: &'env [PlaneKeys],
-    split: Split,
-    fast_events: bool,
-) {
-    if split.jobs <= 1 {
-        // One job: one thread decodes, the merging one.
-        return;
-    }
-    let left = |l: &LineEvents| l.runs.len() - l.next_run.min(l.runs.len());
-    let mut big: Vec<usize> = (0..merging.len())
-        .filter(|&i| left(&merging[i]) > split.jobs)
-        .collect();
-    big.sort_by_key(|&i| std::cmp::Reverse(left(&merging[i])));
-    big.truncate(split.jobs);
-    for i in big {
-        let line = &mut merging[i];
-        let mut todo: Vec<Run> = line.runs[line.next_run..].to_vec();
-        // The first starts where the line's first run ended: no guess.
-        todo[0] = Run {
-            start: line.boundary,
-            speculative: false,
-            ..todo[0]
-        };
-        let at = line.at;
-        let (sender, receiver) = mpsc::sync_channel(2 * split.jobs);
-        let spawned = std::thread::Builder::new()
-            .name("xspace-runs".into())
-            .spawn_scoped(scope, move || {
-                for wave in todo.chunks(split.jobs.max(1)) {
-                    let decoded = crate::parallel::map_bounded(wave.to_vec(), split.jobs, |run| {
-                        runs::decode(buffers, planes, at, run, fast_events)
-                    });
-                    for (run, decoded) in wave.iter().zip(decoded) {
-                        // The merge gave up (the receiver is gone): nothing
-                        // more to decode. A run that failed is decoded
-                        // again by the merge if its start was a guess.
-                        if sender.send((*run, decoded)).is_err() {
-                            return;
-                        }
-                    }
-                }
-            });
-        if spawned.is_ok() {
-            line.next_run = line.runs.len();
-            line.ahead = Some(receiver);
-        }
     }
 }
 
@@ -298,40 +221,49 @@ pub(super) fn merged(
             last_at: None,
             boundary: runs.first().map_or(0, |r| r.start),
             index: 0,
-            ahead: None,
         });
     }
     drop(lines);
-    // Every line's first run at once: a host plane has many short lines.
-    let firsts: Vec<(LineAt, Run)> = merging
-        .iter_mut()
-        .filter_map(|l| {
-            let run = *l.runs.first()?;
-            l.next_run = 1;
-            Some((l.at, run))
-        })
-        .collect();
-    let decoded = crate::parallel::map_bounded(firsts.clone(), split.jobs, |(at, run)| {
-        runs::decode(&buffers, &planes, at, run, fast_events)
-    });
-    // Lines without events have no first run: matched to theirs by rank.
-    for ((at, run), decoded) in firsts.into_iter().zip(decoded) {
-        let line = merging.get_mut(at.rank as usize).ok_or(Fallback)?;
-        line.settle(run, decoded, &mut adopted, &buffers, &planes, fast_events)?;
-    }
-    let rooms = expected_rooms(&merging);
-    // The merge stays on this thread, which decodes the lines of few runs
-    // (by waves of runs) when they run out; the lines of many are decoded
-    // ahead on threads of their own, and another builds the memories,
-    // batch by batch, in the order the merge gives.
+    let ahead = Ahead::new(
+        merging.iter().map(|l| (l.at, l.runs.clone())).collect(),
+        &buffers,
+        &planes,
+        fast_events,
+        split.jobs,
+    );
     let mut sites = SiteCache::default();
     let (sender, receiver) = mpsc::sync_channel::<Vec<(RawEvent, SiteId)>>(BATCHES_IN_FLIGHT);
     // Batches come back empty for reuse: a fresh one each time (136 KiB)
     // would be faulted in and zeroed by the kernel anew.
     let (spare_sender, spare_batches) = mpsc::channel::<Vec<(RawEvent, SiteId)>>();
-    let (buffers, planes) = (&buffers, &planes[..]);
+    let (buffers, planes, ahead) = (&buffers, &planes[..], &ahead);
     std::thread::scope(|scope| {
+        // Workers stop however this ends, before the scope waits for them.
+        let _stop = StopOnDrop(ahead);
+        if split.jobs > 1 {
+            // A worker that cannot be started leaves its runs to the others,
+            // or to the merge.
+            for _ in 0..split.jobs {
+                let _ = std::thread::Builder::new()
+                    .name("xspace-runs".into())
+                    .spawn_scoped(scope, || ahead.work());
+            }
+        }
         let mut merging = merging;
+        // Every line's first run before any event is merged (the workers
+        // start them first: a host plane has many short lines), for the
+        // memories' room.
+        for line in merging.iter_mut() {
+            if let Some(&run) = line.runs.first() {
+                let decoded = ahead.take(line.at.rank as usize, 0);
+                line.next_run = 1;
+                line.settle(run, decoded, &mut adopted, buffers, planes, fast_events)?;
+            }
+        }
+        let rooms = expected_rooms(&merging);
+        // The merge stays on this thread, the runs are decoded ahead by the
+        // workers, and another thread builds the memories, batch by batch,
+        // in the order the merge gives.
         let builder = std::thread::Builder::new()
             .name("xspace-builder".into())
             .spawn_scoped(scope, move || {
@@ -353,11 +285,10 @@ pub(super) fn merged(
                 }
                 (builders, any)
             })?;
-        decode_ahead(scope, &mut merging, buffers, planes, split, fast_events);
         let mut queue = BinaryHeap::with_capacity(merging.len());
         let mut merge = || -> Result<(), Fallback> {
             for (i, line) in merging.iter_mut().enumerate() {
-                refill(line, &mut adopted, buffers, planes, split, fast_events)?;
+                refill(line, ahead, &mut adopted, buffers, planes, fast_events)?;
                 if let Some(head) = line.head() {
                     queue.push(Reverse((head.at, i)));
                 }
@@ -381,7 +312,7 @@ pub(super) fn merged(
                 }
                 // Nearly always the line's run has more: no call.
                 if line.pending.is_empty() {
-                    refill(line, &mut adopted, buffers, planes, split, fast_events)?;
+                    refill(line, ahead, &mut adopted, buffers, planes, fast_events)?;
                 }
                 match line.head() {
                     Some(head) => *top = Reverse((head.at, i)),
@@ -393,8 +324,6 @@ pub(super) fn merged(
             sender.send(batch).map_err(|_| Fallback)
         };
         let merged = merge();
-        // Threads decoding ahead stop at their next run once the merge is
-        // done with them (a merge that gave up leaves them undrained).
         drop(merging);
         drop(sender);
         let (builders, any) = builder

@@ -29,6 +29,7 @@
 //! - Steps are the spans of events carrying a `step_num` stat (TensorFlow
 //!   `Trace('train', step_num=k)`, JAX `StepTraceAnnotation`).
 
+mod ahead;
 mod build;
 mod decode;
 mod fast;

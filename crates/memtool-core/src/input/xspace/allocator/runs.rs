@@ -7,6 +7,7 @@
 //! every core busy.
 
 use super::decode::{Decoder, Fallback, Interned, LineClock, PlaneKeys, RawEvent};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use crate::input::source::ByteSource;
@@ -217,7 +218,19 @@ pub(super) struct Buffers<'s> {
     chunk: usize,
     spare: Mutex<Vec<Window<'s>>>,
     spare_events: Mutex<Vec<Vec<RawEvent>>>,
+    /// The capacity an event vector is given: a run's expected events, or
+    /// the most any run held so far (a vector grown by doubling from empty
+    /// is copied and faulted in about twice over).
+    events_room: AtomicUsize,
 }
+
+/// Bytes an allocator event is expected to take on the wire, for a run's
+/// first guess at its events (~120 on the 660k-event benchmark; a vector
+/// given more room than it fills is only reserved, not faulted in).
+const EXPECTED_EVENT_BYTES: u64 = 96;
+/// Bytes an allocator event takes at least on the wire (a field header,
+/// metadata id, offset and a few stats).
+const MIN_EVENT_BYTES: u64 = 16;
 
 /// Event vectors kept for reuse at most: a few per job cover the runs in
 /// flight; more would only hold memory.
@@ -232,6 +245,9 @@ impl<'s> Buffers<'s> {
             chunk: run + RESYNC_BYTES,
             spare: Mutex::new(Vec::new()),
             spare_events: Mutex::new(Vec::new()),
+            events_room: AtomicUsize::new(
+                usize::try_from(run_bytes.min(WINDOW_CHUNK) / EXPECTED_EVENT_BYTES).unwrap_or(0),
+            ),
         }
     }
 
@@ -247,18 +263,26 @@ impl<'s> Buffers<'s> {
             .push(window);
     }
 
-    /// An empty event vector, with the capacity of an earlier run's.
-    fn take_events(&self) -> Vec<RawEvent> {
+    /// An empty event vector, with room for the events of a run of `bytes`:
+    /// an earlier run's, or a new one (never one grown from a spare too
+    /// short, which would copy it). A short run (a short line's) is given
+    /// no more room than its bytes can hold.
+    fn take_events(&self, bytes: u64) -> Vec<RawEvent> {
+        let most = usize::try_from(bytes / MIN_EVENT_BYTES).unwrap_or(usize::MAX);
+        let room = self.events_room.load(Ordering::Relaxed).min(most);
         let spare = self
             .spare_events
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .pop();
-        spare.unwrap_or_default()
+        spare
+            .filter(|v| v.capacity() >= room)
+            .unwrap_or_else(|| Vec::with_capacity(room))
     }
 
     /// A run's event vector, once its events are merged.
     pub(super) fn give_back_events(&self, mut events: Vec<RawEvent>) {
+        self.events_room.fetch_max(events.len(), Ordering::Relaxed);
         events.clear();
         let mut spare = self.spare_events.lock().unwrap_or_else(|e| e.into_inner());
         if spare.len() < SPARE_EVENT_VECS {
@@ -282,7 +306,7 @@ pub(super) fn decode(
     fast_events: bool,
 ) -> Result<DecodedRun, Fallback> {
     let mut window = buffers.take();
-    let events = buffers.take_events();
+    let events = buffers.take_events(run.until.saturating_sub(run.start));
     let decoded = decode_in(&mut window, events, planes, line, run, fast_events);
     buffers.give_back(window);
     decoded
