@@ -215,3 +215,30 @@ fn need_order(lines: &[(LineAt, Vec<Run>)]) -> Vec<(usize, usize)> {
     order.extend(rest.into_iter().map(|(_, _, l, r)| (l, r)));
     order
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::decode::LineClock;
+    use super::super::runs::split;
+    use super::*;
+
+    #[test]
+    fn runs_are_started_first_runs_first_then_by_how_far_into_their_line() {
+        let at = |rank| LineAt {
+            plane: 0,
+            rank,
+            clock: LineClock::new(0, None, None),
+        };
+        // A line of 4 runs (at 0, 1/4, 1/2, 3/4 of it), one of 2 (0, 1/2),
+        // one of none.
+        let lines = vec![
+            (at(0), split(0, 4000, 1000)),
+            (at(1), split(10_000, 12_000, 1000)),
+            (at(2), Vec::new()),
+        ];
+        assert_eq!(
+            need_order(&lines),
+            vec![(0, 0), (1, 0), (0, 1), (0, 2), (1, 1), (0, 3)]
+        );
+    }
+}
