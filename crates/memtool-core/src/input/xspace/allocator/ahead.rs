@@ -23,7 +23,8 @@ enum Slot {
     /// never waits for a run nobody decodes) decodes it.
     Waiting,
     Decoding,
-    Done(Result<DecodedRun, Fallback>),
+    /// Boxed: a slot a run, most of them small.
+    Done(Box<Result<DecodedRun, Fallback>>),
     Taken,
 }
 
@@ -133,7 +134,7 @@ impl<'b, 's> Ahead<'b, 's> {
             // rather than waiting for it forever.
             let decoded =
                 catch_unwind(AssertUnwindSafe(|| self.decode(line, run))).unwrap_or(Err(Fallback));
-            self.lock().slots[line][run] = Slot::Done(decoded);
+            self.lock().slots[line][run] = Slot::Done(Box::new(decoded));
             // Only the merge waits for decoded runs.
             self.decoded.notify_one();
         }
@@ -159,7 +160,7 @@ impl<'b, 's> Ahead<'b, 's> {
                     state.held -= 1;
                     drop(state);
                     self.room.notify_one();
-                    return decoded;
+                    return *decoded;
                 }
                 Slot::Decoding => {
                     *slot = Slot::Decoding;
