@@ -234,41 +234,43 @@ pub(crate) fn summarize_memory(
         })
     };
     let threads = crate::parallel::threads(options.jobs);
-    let (found, steps, figures, stages) =
-        if threads > 1 && !memory.events.is_empty() && !replay::uses_instants(memory) {
-            let grouper = std::sync::Mutex::new(grouper);
-            let depth = crate::timings::depth();
-            let (mut found, mut steps, mut figures, mut stages) = (None, None, None, None);
-            let parts = [Part::Landmarks, Part::Figures, Part::PerStep, Part::Stages];
-            let done = crate::parallel::map_bounded(parts.to_vec(), threads, |part| {
-                crate::timings::nested_at(depth, || match part {
-                    Part::Landmarks => Done::Landmarks(find_landmarks()),
-                    Part::Figures => {
-                        let mut grouper = grouper.lock().unwrap_or_else(|e| e.into_inner());
-                        Done::Figures(Figures::of(profile, memory, &mut grouper, options))
-                    }
-                    Part::PerStep => Done::PerStep(per_step()),
-                    Part::Stages => Done::Stages(find_stages()),
-                })
-            });
-            for d in done {
-                match d {
-                    Done::Landmarks(f) => found = Some(f),
-                    Done::Figures(f) => figures = Some(f),
-                    Done::PerStep(s) => steps = Some(s),
-                    Done::Stages(s) => stages = Some(s),
+    let (found, steps, figures, stages) = if threads > 1
+        && !memory.events.is_empty()
+        && !replay::uses_instants(memory)
+    {
+        let grouper = std::sync::Mutex::new(grouper);
+        let depth = crate::timings::depth();
+        let (mut found, mut steps, mut figures, mut stages) = (None, None, None, None);
+        let parts = [Part::Landmarks, Part::Figures, Part::PerStep, Part::Stages];
+        let done = crate::parallel::map_bounded(parts.to_vec(), threads, |part| {
+            crate::timings::nested_at(depth, || match part {
+                Part::Landmarks => Done::Landmarks(find_landmarks()),
+                Part::Figures => {
+                    let mut grouper = grouper.lock().unwrap_or_else(|e| e.into_inner());
+                    Done::Figures(Figures::of(profile, memory, &mut grouper, options).map(Box::new))
                 }
+                Part::PerStep => Done::PerStep(per_step()),
+                Part::Stages => Done::Stages(find_stages()),
+            })
+        });
+        for d in done {
+            match d {
+                Done::Landmarks(f) => found = Some(f),
+                Done::Figures(f) => figures = Some(f),
+                Done::PerStep(s) => steps = Some(s),
+                Done::Stages(s) => stages = Some(s),
             }
-            (
-                found.unwrap_or_default(),
-                steps.unwrap_or_default(),
-                figures.flatten()?,
-                stages.unwrap_or_default(),
-            )
-        } else {
-            let figures = Figures::of(profile, memory, grouper, options)?;
-            (find_landmarks(), per_step(), figures, find_stages())
-        };
+        }
+        (
+            found.unwrap_or_default(),
+            steps.unwrap_or_default(),
+            *figures.flatten()?,
+            stages.unwrap_or_default(),
+        )
+    } else {
+        let figures = Figures::of(profile, memory, grouper, options)?;
+        (find_landmarks(), per_step(), figures, find_stages())
+    };
     let Figures {
         facts,
         last,
@@ -336,7 +338,8 @@ enum Part {
 /// A [`Part`], found.
 enum Done {
     Landmarks(landmarks::Found),
-    Figures(Option<Figures>),
+    /// Boxed: the figures are a few hundred bytes, the others a vector.
+    Figures(Option<Box<Figures>>),
     PerStep(Vec<StepStats>),
     Stages(Vec<Stage>),
 }
