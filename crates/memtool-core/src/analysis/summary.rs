@@ -203,19 +203,15 @@ pub fn summarize(profile: &Profile, options: &Options) -> SummaryReport {
 /// The summary of `memory` of `profile`, none for a memory without a peak
 /// (nothing recorded).
 ///
-/// With `options.jobs` above 1 its four independent parts — the landmarks,
-/// the rest of the figures (the peak, the live set, the stacks), the
-/// per-step figures and the annotation stages — are taken in that order by
-/// a pool of up to `jobs` threads, each thread taking the next part when it
-/// is done with one: they read the same memory and nothing of each other.
-/// Which part is longest depends on the input (the landmarks of 660,000
-/// XSpace events, 33 of 34 ms; the annotation stages and per-step figures
-/// of a 10^6-entry snapshot, which has no steps to bound), so a fixed
-/// pairing of them left one core idle for a third of a snapshot's
+/// With `options.jobs` above 1 its four independent parts (see [`Part`])
+/// are taken in turn by a pool of up to `jobs` threads: they read the same
+/// memory and nothing of each other. Which is longest depends on the input
+/// (the landmarks of an XSpace; a snapshot's stages and per-step figures),
+/// so a fixed pairing left a core idle for a third of a snapshot's
 /// analysis. What they hold is then held at once: +16 MB of peak RSS at
-/// 10^6 snapshot entries, none with one job. A memory without events has
-/// no landmarks and stays on one thread. (A profile of several memories
-/// summarises them on threads with `jobs` 1 each.)
+/// 10^6 snapshot entries, none with one job. A memory without events stays
+/// on one thread. (Several memories are summarised on threads with `jobs`
+/// 1 each.)
 pub(crate) fn summarize_memory(
     profile: &Profile,
     memory: &Memory,
@@ -325,8 +321,9 @@ pub(crate) fn summarize_memory(
 }
 
 /// The parts of a memory's summary that [`summarize_memory`] finds apart,
-/// in the order its threads take them: the longest first where that is
-/// known (the landmarks of a memory with events).
+/// in the order its threads take them: the landmarks, the rest of the
+/// figures (the peak, the live set, the stacks), the per-step figures and
+/// the annotation stages; the longest first where that is known.
 #[derive(Clone, Copy)]
 enum Part {
     Landmarks,
