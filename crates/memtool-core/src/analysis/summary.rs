@@ -203,15 +203,14 @@ pub fn summarize(profile: &Profile, options: &Options) -> SummaryReport {
 /// The summary of `memory` of `profile`, none for a memory without a peak
 /// (nothing recorded).
 ///
-/// With `options.jobs` above 1 the landmarks are found on this thread
-/// while the per-step figures and the rest (the peak, the live set, the
-/// stacks) are found on two others: they read the same memory and nothing
-/// of each other. The landmarks were half of the analysis (660,000 XSpace
-/// events: 25 of 48 ms), the per-step figures a quarter. What they hold is
-/// then held at once: +16 MB of peak RSS at 10^6 snapshot entries (the
-/// landmarks' 16 bytes an entry beside the annotation stages'), none with
-/// one job. A memory without events has neither and stays on one thread.
-/// (A profile of several memories summarises them on threads with `jobs`
+/// With `options.jobs` above 1 its four independent parts (see [`Part`])
+/// are taken in turn by a pool of up to `jobs` threads: they read the same
+/// memory and nothing of each other. Which is longest depends on the input
+/// (the landmarks of an XSpace; a snapshot's stages and per-step figures),
+/// so a fixed pairing left a core idle for a third of a snapshot's
+/// analysis. What they hold is then held at once: +16 MB of peak RSS at
+/// 10^6 snapshot entries, none with one job. A memory without events stays
+/// on one thread. (Several memories are summarised on threads with `jobs`
 /// 1 each.)
 pub(crate) fn summarize_memory(
     profile: &Profile,
@@ -225,22 +224,48 @@ pub(crate) fn summarize_memory(
         })
     };
     let per_step = || crate::timings::time("per-step figures", || steps::per_step(memory));
-    let (found, steps, figures) = if crate::parallel::threads(options.jobs) > 1
+    let find_stages = || {
+        crate::timings::time("annotation stages", || {
+            stages::stages(memory, &profile.names, &options.frames)
+        })
+    };
+    let threads = crate::parallel::threads(options.jobs);
+    let (found, steps, figures, stages) = if threads > 1
         && !memory.events.is_empty()
         && !replay::uses_instants(memory)
     {
-        // Two threads, not three on two cores: the per-step figures and
-        // the rest of the summary one after the other beside the landmarks
-        // (the longest of the three, whose own per-step figures take the
-        // second core in turn).
-        let ((steps, figures), found) = crate::parallel::join(
-            || (per_step(), Figures::of(profile, memory, grouper, options)),
-            find_landmarks,
-        );
-        (found, steps, figures?)
+        let grouper = std::sync::Mutex::new(grouper);
+        let depth = crate::timings::depth();
+        let (mut found, mut steps, mut figures, mut stages) = (None, None, None, None);
+        let parts = [Part::Landmarks, Part::Figures, Part::PerStep, Part::Stages];
+        let done = crate::parallel::map_bounded(parts.to_vec(), threads, |part| {
+            crate::timings::nested_at(depth, || match part {
+                Part::Landmarks => Done::Landmarks(find_landmarks()),
+                Part::Figures => {
+                    let mut grouper = grouper.lock().unwrap_or_else(|e| e.into_inner());
+                    Done::Figures(Figures::of(profile, memory, &mut grouper, options).map(Box::new))
+                }
+                Part::PerStep => Done::PerStep(per_step()),
+                Part::Stages => Done::Stages(find_stages()),
+            })
+        });
+        for d in done {
+            match d {
+                Done::Landmarks(f) => found = Some(f),
+                Done::Figures(f) => figures = Some(f),
+                Done::PerStep(s) => steps = Some(s),
+                Done::Stages(s) => stages = Some(s),
+            }
+        }
+        (
+            found.unwrap_or_default(),
+            steps.unwrap_or_default(),
+            *figures.flatten()?,
+            stages.unwrap_or_default(),
+        )
     } else {
         let figures = Figures::of(profile, memory, grouper, options)?;
-        (find_landmarks(), per_step(), figures)
+        (find_landmarks(), per_step(), figures, find_stages())
     };
     let Figures {
         facts,
@@ -252,7 +277,6 @@ pub(crate) fn summarize_memory(
         snapshots,
         stacks,
         layout,
-        stages,
         streams,
     } = figures;
     Some(MemorySummary {
@@ -296,8 +320,29 @@ pub(crate) fn summarize_memory(
     })
 }
 
-/// A memory's summary but its landmarks and per-step figures (found on a
-/// thread of its own with `jobs` above 1, see [`summarize_memory`]).
+/// The parts of a memory's summary that [`summarize_memory`] finds apart,
+/// in the order its threads take them: the landmarks, the rest of the
+/// figures (the peak, the live set, the stacks), the per-step figures and
+/// the annotation stages; the longest first where that is known.
+#[derive(Clone, Copy)]
+enum Part {
+    Landmarks,
+    Figures,
+    PerStep,
+    Stages,
+}
+
+/// A [`Part`], found.
+enum Done {
+    Landmarks(landmarks::Found),
+    /// Boxed: the figures are a few hundred bytes, the others a vector.
+    Figures(Option<Box<Figures>>),
+    PerStep(Vec<StepStats>),
+    Stages(Vec<Stage>),
+}
+
+/// A memory's summary but its landmarks, per-step figures and annotation
+/// stages (found apart with `jobs` above 1, see [`summarize_memory`]).
 struct Figures {
     facts: PeakFacts,
     last: replay::Point,
@@ -309,7 +354,6 @@ struct Figures {
     snapshots: Vec<SnapshotRow>,
     stacks: group::TopGroups,
     layout: Option<super::segments::SegmentLayout>,
-    stages: Vec<Stage>,
     streams: Vec<super::streams::StreamPeak>,
 }
 
@@ -373,9 +417,6 @@ impl Figures {
         let by_site =
             crate::timings::time("totals by site", || group::totals_by_site(memory, &live));
         let stacks = grouper.top_groups(&by_site, GroupBy::Stack, options.keep_groups);
-        let stages = crate::timings::time("annotation stages", || {
-            stages::stages(memory, &profile.names, &options.frames)
-        });
         let streams = crate::timings::time("stream peaks", || {
             super::streams::stream_peaks(&profile.names, memory, facts.peak.point.index)
         });
@@ -389,7 +430,6 @@ impl Figures {
             snapshots,
             stacks,
             layout,
-            stages,
             streams,
         })
     }

@@ -309,6 +309,19 @@ impl AllocatorSamples {
         }
     }
 
+    /// Whether every sample has its allocated bytes: asked of each block
+    /// whose samples share one presence (an XSpace's, nearly all), of each
+    /// sample of the others.
+    pub fn allocated_in_every_sample(&self) -> bool {
+        self.blocks.iter().enumerate().all(|(b, block)| {
+            if block.whole == NONE && block.mixed == NONE {
+                return block.present & FIGURE_BITS[ALLOCATED] != 0;
+            }
+            let first = b * BLOCK;
+            (first..(first + BLOCK).min(self.len)).all(|i| self.allocated_bytes(i).is_some())
+        })
+    }
+
     /// The reserved bytes of the last sample that has them: blocks whose
     /// samples all lack them (every block of an XSpace) are passed over
     /// whole.
