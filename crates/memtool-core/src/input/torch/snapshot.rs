@@ -25,6 +25,7 @@
 //!   live block counts its `requested_size`) is read from `segments`.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::rc::Rc;
 
 use rustc_hash::FxHashMap;
 
@@ -163,7 +164,11 @@ struct SnapshotVisitor<'p> {
     has_category: bool,
     /// The last `compile_context` read and its graph: entries in a row
     /// mostly share one, so it is interned once per run of them.
-    last_compile_context: Option<(Box<str>, Option<StrId>)>,
+    last_compile_context: Option<(Rc<Box<str>>, Option<StrId>)>,
+    /// The known actions' strings met so far: a pickle memoizes each
+    /// action's name once and refers to it after, so an entry's action is
+    /// mostly one of these objects, found without comparing text.
+    action_strings: Vec<(Rc<Box<str>>, Action)>,
     bad_values: u64,
 }
 
@@ -444,7 +449,10 @@ impl SnapshotVisitor<'_> {
         let [action, addr, device_free, size, time_us, frames, category, stream, compile_context] =
             fields;
         let action_name = action.and_then(Value::as_str).unwrap_or("");
-        let action = Action::parse(action_name);
+        let action = match action {
+            Some(Value::Str(s)) => self.action(s),
+            _ => Action::parse(action_name),
+        };
         if action == Action::Other {
             if self.other_actions.len() <= device {
                 self.other_actions.resize_with(device + 1, BTreeMap::new);
@@ -489,23 +497,44 @@ impl SnapshotVisitor<'_> {
         });
     }
 
+    /// The action an entry's `action` string names; the strings of known
+    /// actions are kept (a handful), so one met again is found by identity.
+    fn action(&mut self, name: &Rc<Box<str>>) -> Action {
+        if let Some(&(_, action)) = self
+            .action_strings
+            .iter()
+            .find(|(s, _)| Rc::ptr_eq(s, name))
+        {
+            return action;
+        }
+        let action = Action::parse(name);
+        // At most the known actions' names twice over: a pickle that
+        // writes each anew is parsed entry by entry, as without them.
+        if action != Action::Other && self.action_strings.len() < 2 * KNOWN_ACTIONS.len() {
+            self.action_strings.push((Rc::clone(name), action));
+        }
+        action
+    }
+
     /// The compiled graph a `compile_context` names: its compile id
     /// (`0/0`, `1/0_1`), or the text whole if it is not torch.compile's
     /// region name; `None` outside compiled code (`N/A`, empty).
-    fn compiled_graph(&mut self, context: &str) -> Option<StrId> {
+    fn compiled_graph(&mut self, context: &Rc<Box<str>>) -> Option<StrId> {
         if let Some((last, graph)) = &self.last_compile_context {
-            if **last == *context {
+            // The same object (memoized once, referred to after) or the same text.
+            if Rc::ptr_eq(last, context) || **last == **context {
                 return *graph;
             }
         }
-        let graph = match context {
+        let text: &str = context;
+        let graph = match text {
             "" | NO_COMPILE_CONTEXT => None,
             _ => {
-                let id = context.strip_prefix(COMPILED_REGION).unwrap_or(context);
+                let id = text.strip_prefix(COMPILED_REGION).unwrap_or(text);
                 Some(self.profile.names.string(id))
             }
         };
-        self.last_compile_context = Some((context.into(), graph));
+        self.last_compile_context = Some((Rc::clone(context), graph));
         graph
     }
 
@@ -661,6 +690,7 @@ pub(crate) fn read_with_jobs(
             traces_seen: 0,
             has_category: false,
             last_compile_context: None,
+            action_strings: Vec::new(),
             bad_values: 0,
         };
         let root = pickle::decode(source, &mut visitor, paths);
