@@ -515,7 +515,8 @@ fn load_into(profile: &mut Profile, source: Source, options: &LoadOptions) -> Re
             } else {
                 torch::pickle::Paths::Fast
             };
-            torch::snapshot::read(profile, &path, &*data, paths)
+            let jobs = crate::parallel::threads(options.jobs);
+            torch::snapshot::read_with_jobs(profile, &path, &*data, paths, jobs)
         }
         Format::TorchTrace => {
             torch::trace::read(profile, &path, &*data, options.force_general_path)

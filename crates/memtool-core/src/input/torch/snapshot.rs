@@ -25,6 +25,7 @@
 //!   live block counts its `requested_size`) is read from `segments`.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::rc::Rc;
 
 use rustc_hash::FxHashMap;
 
@@ -94,32 +95,6 @@ const KNOWN_ACTIONS: [(Action, &str); 8] = [
     (Action::Oom, "oom"),
 ];
 
-/// Trace entries per action name, counted without a string per entry.
-#[derive(Default)]
-struct ActionCounts {
-    known: [u64; KNOWN_ACTIONS.len()],
-    other: BTreeMap<String, u64>,
-}
-
-impl ActionCounts {
-    fn add(&mut self, action: Action, name: &str) {
-        match KNOWN_ACTIONS.iter().position(|&(a, _)| a == action) {
-            Some(i) => self.known[i] += 1,
-            None => *self.other.entry(name.to_string()).or_default() += 1,
-        }
-    }
-
-    fn into_map(self) -> BTreeMap<String, u64> {
-        let mut map = self.other;
-        for (&(_, name), &n) in KNOWN_ACTIONS.iter().zip(&self.known) {
-            if n > 0 {
-                map.insert(name.to_string(), n);
-            }
-        }
-        map
-    }
-}
-
 impl Action {
     fn parse(s: &str) -> Action {
         match s {
@@ -151,197 +126,6 @@ struct SiteKey {
     freed_before_window: bool,
 }
 
-/// One device's trace, turned into allocations and events as entries
-/// arrive, so no entry is kept.
-struct Trace {
-    counts: ActionCounts,
-    /// Entries seen: the index of the next one.
-    entries: u64,
-    /// Whether every `alloc` and `free_completed` entry so far has `time_us`.
-    timed: bool,
-    first_time: Option<i64>,
-    /// Index and time of the last entry.
-    last: Option<(u64, Option<i64>)>,
-    /// `site` is an index into `site_keys`.
-    allocations: Vec<Allocation>,
-    site_keys: Vec<SiteKey>,
-    site_index: FxHashMap<SiteKey, u32>,
-    /// `at` is the entry's time; `event_entries` its index, for the event
-    /// index axis when some entry has no time.
-    events: Vec<Event>,
-    event_entries: EntryIndices,
-    live_at_start: Vec<AllocId>,
-    live: FxHashMap<u64, AllocId>,
-    /// Reserved bytes relative to the start after each segment event, with
-    /// the entry's index and time.
-    reserved_changes: Vec<(u64, Option<i64>, i128)>,
-    reserved: i128,
-    /// Each segment event as the range it took or gave back, with the
-    /// number of events before it and the entry's index and time.
-    held_changes: Vec<(usize, u64, Option<i64>, AddressRange, bool)>,
-    freed_before_window: u64,
-    realloc_without_free: u64,
-    /// Each `oom`: the failure with its entry index, time and stack.
-    ooms: Vec<RawOom>,
-}
-
-impl Default for Trace {
-    fn default() -> Self {
-        Trace {
-            counts: ActionCounts::default(),
-            entries: 0,
-            timed: true,
-            first_time: None,
-            last: None,
-            allocations: Vec::new(),
-            site_keys: Vec::new(),
-            site_index: FxHashMap::default(),
-            events: Vec::new(),
-            event_entries: EntryIndices::default(),
-            live_at_start: Vec::new(),
-            live: FxHashMap::default(),
-            reserved_changes: Vec::new(),
-            reserved: 0,
-            held_changes: Vec::new(),
-            freed_before_window: 0,
-            realloc_without_free: 0,
-            ooms: Vec::new(),
-        }
-    }
-}
-
-impl Trace {
-    fn new_alloc(&mut self, a: Allocation) -> AllocId {
-        let id = AllocId(self.allocations.len() as u32);
-        self.allocations.push(a);
-        id
-    }
-
-    /// The index in `site_keys` of `key`, added on first use.
-    fn site(&mut self, key: SiteKey) -> SiteId {
-        let next = self.site_keys.len() as u32;
-        let site = *self.site_index.entry(key).or_insert(next);
-        if site == next {
-            self.site_keys.push(key);
-        }
-        SiteId(site)
-    }
-
-    fn event(&mut self, index: u64, time_us: Option<i64>, kind: EventKind, alloc: AllocId) {
-        self.events.push(Event {
-            at: time_us.unwrap_or(0),
-            kind,
-            alloc,
-        });
-        self.event_entries.push(index);
-    }
-
-    fn held_change(
-        &mut self,
-        index: u64,
-        time_us: Option<i64>,
-        addr: u64,
-        size: u64,
-        reserved: bool,
-    ) {
-        let range = AddressRange {
-            start: addr,
-            bytes: size,
-        };
-        self.held_changes
-            .push((self.events.len(), index, time_us, range, reserved));
-    }
-
-    /// One entry; `site` is its site as made by an `alloc` entry.
-    fn add(
-        &mut self,
-        action: Action,
-        action_name: &str,
-        addr: u64,
-        size: u64,
-        time_us: Option<i64>,
-        site: SiteKey,
-    ) {
-        self.counts.add(action, action_name);
-        let index = self.entries;
-        self.entries += 1;
-        self.last = Some((index, time_us));
-        if self.first_time.is_none() {
-            self.first_time = time_us;
-        }
-        if matches!(action, Action::Alloc | Action::FreeCompleted) && time_us.is_none() {
-            self.timed = false;
-        }
-        match action {
-            Action::Alloc => {
-                if let Some(old) = self.live.remove(&addr) {
-                    self.realloc_without_free += 1;
-                    self.event(index, time_us, EventKind::Free, old);
-                }
-                let site = self.site(site);
-                let alloc = self.new_alloc(Allocation {
-                    bytes: size,
-                    requested: size,
-                    count: 1,
-                    address: Some(addr),
-                    site,
-                });
-                self.live.insert(addr, alloc);
-                self.event(index, time_us, EventKind::Alloc, alloc);
-            }
-            Action::FreeCompleted => {
-                let alloc = match self.live.remove(&addr) {
-                    Some(alloc) => alloc,
-                    None => {
-                        // Named by the free's stack, as MemoryViz does.
-                        self.freed_before_window += 1;
-                        // The free's compile context is not where it was made.
-                        let site = self.site(SiteKey {
-                            compiled_graph: None,
-                            freed_before_window: true,
-                            ..site
-                        });
-                        let alloc = self.new_alloc(Allocation {
-                            bytes: size,
-                            requested: size,
-                            count: 1,
-                            address: Some(addr),
-                            site,
-                        });
-                        self.live_at_start.push(alloc);
-                        alloc
-                    }
-                };
-                self.event(index, time_us, EventKind::Free, alloc);
-            }
-            Action::SegmentAlloc | Action::SegmentMap => {
-                self.reserved += i128::from(size);
-                self.reserved_changes.push((index, time_us, self.reserved));
-                self.held_change(index, time_us, addr, size, true);
-            }
-            Action::SegmentFree | Action::SegmentUnmap => {
-                self.reserved -= i128::from(size);
-                self.reserved_changes.push((index, time_us, self.reserved));
-                self.held_change(index, time_us, addr, size, false);
-            }
-            // Recorded by `oom` in `entry_fields`, which has its free bytes and stream.
-            Action::Oom => {}
-            Action::FreeRequested | Action::Other => {}
-        }
-    }
-}
-
-/// An `oom` entry before its position and site are known.
-struct RawOom {
-    requested: u64,
-    device_free: Option<u64>,
-    stream: Option<i64>,
-    index: u64,
-    time_us: Option<i64>,
-    stack: StackId,
-    events_before: usize,
-}
-
 /// One segment of the end state, with its device.
 struct RawSegment {
     device: usize,
@@ -359,7 +143,10 @@ const _: () = assert!(FRAME_HANDLE | (FRAME_HANDLE - 1) == pickle::MAX_HANDLE);
 struct SnapshotVisitor<'p> {
     profile: &'p mut Profile,
     segments: Vec<RawSegment>,
-    traces: Vec<Trace>,
+    /// Where each trace entry goes to be built into its device's trace.
+    entries: &'p mut EntrySink,
+    /// Entries of actions memtool does not know, by device and name.
+    other_actions: Vec<BTreeMap<String, u64>>,
     /// Frames lists seen, by their frames: most lists are new objects (one
     /// per allocation) repeating a stack seen before. Keyed by the frames' handles (see [`FRAME_HANDLE`]), as a trace
     /// entry's `frames` list hands them over, so a list met before is found
@@ -377,7 +164,11 @@ struct SnapshotVisitor<'p> {
     has_category: bool,
     /// The last `compile_context` read and its graph: entries in a row
     /// mostly share one, so it is interned once per run of them.
-    last_compile_context: Option<(Box<str>, Option<StrId>)>,
+    last_compile_context: Option<(Rc<Box<str>>, Option<StrId>)>,
+    /// The known actions' strings met so far: a pickle memoizes each
+    /// action's name once and refers to it after, so an entry's action is
+    /// mostly one of these objects, found without comparing text.
+    action_strings: Vec<(Rc<Box<str>>, Action)>,
     bad_values: u64,
 }
 
@@ -658,10 +449,18 @@ impl SnapshotVisitor<'_> {
         let [action, addr, device_free, size, time_us, frames, category, stream, compile_context] =
             fields;
         let action_name = action.and_then(Value::as_str).unwrap_or("");
-        if self.traces.len() <= device {
-            self.traces.resize_with(device + 1, Trace::default);
+        let action = match action {
+            Some(Value::Str(s)) => self.action(s),
+            _ => Action::parse(action_name),
+        };
+        if action == Action::Other {
+            if self.other_actions.len() <= device {
+                self.other_actions.resize_with(device + 1, BTreeMap::new);
+            }
+            *self.other_actions[device]
+                .entry(action_name.to_string())
+                .or_default() += 1;
         }
-        let action = Action::parse(action_name);
         let addr = self.int(addr).unwrap_or(0) as u64;
         let size = self.size(size);
         let time_us = self.int(time_us);
@@ -676,47 +475,66 @@ impl SnapshotVisitor<'_> {
             Some(Value::Str(s)) => self.compiled_graph(s),
             _ => None,
         };
-        if action == Action::Oom {
-            // An `oom` entry keeps the device's free bytes where others keep the address.
-            let device_free = self.int(device_free).and_then(|f| u64::try_from(f).ok());
-            let trace = &mut self.traces[device];
-            trace.ooms.push(RawOom {
-                requested: size,
-                device_free,
-                stream,
-                index: trace.entries,
-                time_us,
-                stack,
-                events_before: trace.events.len(),
-            });
-        }
-        let site = SiteKey {
-            stack,
-            category,
-            stream,
-            compiled_graph,
-            freed_before_window: false,
+        // Only an `oom` entry has the device's free bytes (where others keep the address).
+        let device_free = match action {
+            Action::Oom => self.int(device_free).and_then(|f| u64::try_from(f).ok()),
+            _ => None,
         };
-        self.traces[device].add(action, action_name, addr, size, time_us, site);
+        self.entries.push(Entry {
+            device,
+            action,
+            addr,
+            size,
+            time_us,
+            site: SiteKey {
+                stack,
+                category,
+                stream,
+                compiled_graph,
+                freed_before_window: false,
+            },
+            device_free,
+        });
+    }
+
+    /// The action an entry's `action` string names; the strings of known
+    /// actions are kept (a handful), so one met again is found by identity.
+    fn action(&mut self, name: &Rc<Box<str>>) -> Action {
+        if let Some(&(_, action)) = self
+            .action_strings
+            .iter()
+            .find(|(s, _)| Rc::ptr_eq(s, name))
+        {
+            return action;
+        }
+        let action = Action::parse(name);
+        // At most the known actions' names twice over: a pickle that
+        // writes each anew is parsed entry by entry, as without them.
+        if action != Action::Other && self.action_strings.len() < 2 * KNOWN_ACTIONS.len() {
+            self.action_strings.push((Rc::clone(name), action));
+        }
+        action
     }
 
     /// The compiled graph a `compile_context` names: its compile id
     /// (`0/0`, `1/0_1`), or the text whole if it is not torch.compile's
     /// region name; `None` outside compiled code (`N/A`, empty).
-    fn compiled_graph(&mut self, context: &str) -> Option<StrId> {
+    fn compiled_graph(&mut self, context: &Rc<Box<str>>) -> Option<StrId> {
         if let Some((last, graph)) = &self.last_compile_context {
-            if **last == *context {
+            // The same object (memoized once, referred to after) or the same text.
+            if Rc::ptr_eq(last, context) || **last == **context {
                 return *graph;
             }
         }
-        let graph = match context {
+        let text: &str = context;
+        let graph = match text {
             "" | NO_COMPILE_CONTEXT => None,
             _ => {
-                let id = context.strip_prefix(COMPILED_REGION).unwrap_or(context);
+                let id = text.strip_prefix(COMPILED_REGION).unwrap_or(text);
                 Some(self.profile.names.string(id))
             }
         };
-        self.last_compile_context = Some((context.into(), graph));
+        self.last_compile_context = Some((Rc::clone(context), graph));
         graph
     }
 
@@ -837,32 +655,61 @@ fn refuse_read_again(v: &Value, memo: &Memo, what: &str) -> std::result::Result<
     }
 }
 
+/// Reads a snapshot with one job (see [`read_with_jobs`]).
+#[cfg(test)]
 pub(crate) fn read(
     profile: &mut Profile,
     path: &str,
     source: &dyn ByteSource,
     paths: pickle::Paths,
 ) -> Result<()> {
-    let mut visitor = SnapshotVisitor {
-        profile,
-        segments: Vec::new(),
-        traces: Vec::new(),
-        stacks_by_frames: FxHashMap::default(),
-        frame_handles: Vec::new(),
-        frames: Vec::new(),
-        blocks_seen: HashSet::new(),
-        traces_lists_seen: HashSet::new(),
-        traces_seen: 0,
-        has_category: false,
-        last_compile_context: None,
-        bad_values: 0,
-    };
-    let root = pickle::decode(source, &mut visitor, paths).map_err(|e| Error::Corrupt {
-        path: path.to_string(),
-        format: "PyTorch snapshot pickle",
-        message: e.message,
-        offset: Some(e.offset),
-    })?;
+    read_with_jobs(profile, path, source, paths, 1)
+}
+
+/// Reads a snapshot into `profile`; with more than one job, the traces are
+/// built from the entries on a second thread while the pickle is decoded
+/// (the same result).
+pub(crate) fn read_with_jobs(
+    profile: &mut Profile,
+    path: &str,
+    source: &dyn ByteSource,
+    paths: pickle::Paths,
+    jobs: usize,
+) -> Result<()> {
+    let (decoded, mut traces) = with_builder(jobs, |entries| {
+        let mut visitor = SnapshotVisitor {
+            profile: &mut *profile,
+            segments: Vec::new(),
+            entries,
+            other_actions: Vec::new(),
+            stacks_by_frames: FxHashMap::default(),
+            frame_handles: Vec::new(),
+            frames: Vec::new(),
+            blocks_seen: HashSet::new(),
+            traces_lists_seen: HashSet::new(),
+            traces_seen: 0,
+            has_category: false,
+            last_compile_context: None,
+            action_strings: Vec::new(),
+            bad_values: 0,
+        };
+        let root = pickle::decode(source, &mut visitor, paths);
+        let SnapshotVisitor {
+            segments,
+            other_actions,
+            has_category,
+            bad_values,
+            ..
+        } = visitor;
+        root.map(|root| (root, segments, other_actions, has_category, bad_values))
+    });
+    let (root, segments, other_actions, has_category, bad_values) =
+        decoded.map_err(|e| Error::Corrupt {
+            path: path.to_string(),
+            format: "PyTorch snapshot pickle",
+            message: e.message,
+            offset: Some(e.offset),
+        })?;
     if !matches!(root, Value::Dict(_) | Value::List(_)) {
         return Err(Error::NoData {
             path: path.to_string(),
@@ -871,14 +718,10 @@ pub(crate) fn read(
                 .into(),
         });
     }
-    let SnapshotVisitor {
-        profile,
-        segments,
-        traces,
-        has_category,
-        bad_values,
-        ..
-    } = visitor;
+    // Every entry of an unknown action was also built into its trace.
+    for (trace, names) in traces.iter_mut().zip(other_actions) {
+        trace.counts.other = names;
+    }
     profile.inputs.push(InputInfo {
         path: path.to_string(),
         format: Format::TorchSnapshot,
@@ -907,7 +750,6 @@ pub(crate) fn read(
     }
     let mut annotated = annotated(&root);
     let settings = allocator_settings(&root);
-    let mut traces = traces;
     for device in devices {
         let trace = traces
             .get_mut(device)
@@ -961,7 +803,9 @@ mod build;
 mod entry_index;
 #[cfg(test)]
 mod tests;
+mod trace;
 
 use annotations::annotated;
 use build::build_memory;
 use entry_index::EntryIndices;
+use trace::{with_builder, Entry, EntrySink, Trace};

@@ -373,3 +373,45 @@ fn untimed_events_sit_at_their_entry_index() {
         );
     }
 }
+
+/// With more than one job the traces are built on a thread of their own,
+/// from batches of entries: the profile is the one job's, whatever the
+/// actions (unknown ones counted by name, `oom`s at their entry) and
+/// however the devices' entries fall across batches.
+#[test]
+fn traces_built_on_a_second_thread_are_the_one_jobs() {
+    let mut p = vec![0x80, 4, b'}', b'(', 0x8c, 13];
+    p.extend(b"device_traces");
+    p.extend([b']', b'(']);
+    for device in 0..2u32 {
+        p.extend([b']', b'(']);
+        for i in 0..2500u32 {
+            let addr = 4096 * (i % 700 + 1) + device;
+            let action = match i % 7 {
+                0 | 3 => "alloc",
+                1 | 4 => "free_completed",
+                2 => "free_requested",
+                5 if i % 5 == 0 => "oom",
+                5 => "snapshot_marker",
+                _ => "segment_alloc",
+            };
+            untimed_entry(&mut p, action, addr);
+        }
+        p.push(b'e');
+    }
+    p.extend([b'e', b'u', b'.']);
+    for paths in [pickle::Paths::Fast, pickle::Paths::GeneralOnly] {
+        let profiles: Vec<String> = [1, 2]
+            .map(|jobs| {
+                let mut profile = Profile::default();
+                read_with_jobs(&mut profile, "jobs.pickle", &p, paths, jobs).unwrap();
+                let m = &profile.memories[1];
+                assert_eq!(m.recorded_events["snapshot_marker"], 285);
+                assert_eq!(m.recorded_events["alloc"], 715);
+                assert_eq!(m.out_of_memory.len(), 72);
+                format!("{profile:?}")
+            })
+            .into();
+        assert_eq!(profiles[0], profiles[1]);
+    }
+}
