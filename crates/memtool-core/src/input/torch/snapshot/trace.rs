@@ -241,6 +241,7 @@ const BATCHES_IN_FLIGHT: usize = 8;
 pub(super) struct Traces(Vec<Trace>);
 
 impl Traces {
+    #[inline]
     pub(super) fn add(&mut self, e: &Entry) {
         if self.0.len() <= e.device {
             self.0.resize_with(e.device + 1, Trace::default);
@@ -280,6 +281,7 @@ pub(super) enum EntrySink {
 }
 
 impl EntrySink {
+    #[inline]
     pub(super) fn push(&mut self, e: Entry) {
         match self {
             EntrySink::Here(traces) => traces.add(&e),
