@@ -153,13 +153,7 @@ impl Trace {
                     self.event(index, time_us, EventKind::Free, old);
                 }
                 let site = self.site(site);
-                let alloc = self.new_alloc(Allocation {
-                    bytes: size,
-                    requested: size,
-                    count: 1,
-                    address: Some(addr),
-                    site,
-                });
+                let alloc = self.new_alloc(placed(size, addr, site));
                 self.live.insert(addr, alloc);
                 self.event(index, time_us, EventKind::Alloc, alloc);
             }
@@ -175,13 +169,7 @@ impl Trace {
                             freed_before_window: true,
                             ..site
                         });
-                        let alloc = self.new_alloc(Allocation {
-                            bytes: size,
-                            requested: size,
-                            count: 1,
-                            address: Some(addr),
-                            site,
-                        });
+                        let alloc = self.new_alloc(placed(size, addr, site));
                         self.live_at_start.push(alloc);
                         alloc
                     }
@@ -229,6 +217,19 @@ pub(super) struct Entry {
     pub(super) site: SiteKey,
     /// An `oom` entry's free bytes on the device.
     pub(super) device_free: Option<u64>,
+}
+
+/// The allocation of `size` bytes at `addr` an entry makes: a snapshot
+/// records only what the program asked for, and counts that, as torch's
+/// own tools do.
+fn placed(size: u64, addr: u64, site: SiteId) -> Allocation {
+    Allocation {
+        bytes: size,
+        requested: size,
+        count: 1,
+        address: Some(addr),
+        site,
+    }
 }
 
 /// Entries per batch handed to the building thread, and batches in flight:
