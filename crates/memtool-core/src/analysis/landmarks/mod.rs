@@ -846,11 +846,10 @@ fn floor_level(t: &Timeline<'_>, steps: &[StepRange]) -> Option<(usize, u64)> {
     (low != 0 && low != u64::MAX).then_some((low_event, low))
 }
 
-/// The constant floor at its level ([`floor_level`]): the least in use from
-/// the start of the second step (the first, with one; the recording, with
-/// none) to the end, and what is live there, by category. A level, not a set of allocations kept
-/// throughout: a profile may record an in-place update (an optimizer's) as
-/// a free and a new allocation.
+/// The constant floor at its level ([`floor_level`]), and what is live
+/// there, by category. A level, not a set of allocations kept throughout:
+/// a profile may record an in-place update (an optimizer's) as a free and
+/// a new allocation.
 fn floor(t: &Timeline<'_>, (low_event, low): (usize, u64)) -> Landmark {
     let last = t.memory.events.len() - 1;
     let mut ids = replay::live_at(t.memory, low_event + 1);

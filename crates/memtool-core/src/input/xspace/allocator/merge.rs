@@ -10,7 +10,7 @@ use std::sync::mpsc;
 use super::ahead::{Ahead, StopOnDrop};
 use super::build::{Collected, MemoryBuilder, Room, SiteCache};
 use super::decode::{Decoder, Fallback, LineClock, PlaneKeys, RawEvent};
-use super::runs::{self, Adopted, Buffers, DecodedRun, LineAt, Run, Split};
+use super::runs::{self, Adopted, Buffers, DecodedRun, LineAt, Run, Split, MIN_EVENT_BYTES};
 use super::{HOST_PLANE, SKIM_CHUNK};
 use crate::error::Result;
 use crate::input::source::ByteSource;
@@ -395,10 +395,6 @@ fn expected_rooms(merging: &[LineEvents]) -> Vec<Room> {
         })
         .collect()
 }
-
-/// Bytes an allocator event takes at least on the wire (its field header,
-/// metadata id, offset and a few stats), for [`expected_rooms`]' bound.
-const MIN_EVENT_BYTES: u64 = 16;
 
 /// Events per batch handed to the building thread, and batches in flight:
 /// enough to keep both threads busy, little memory (about 100 KiB a batch).

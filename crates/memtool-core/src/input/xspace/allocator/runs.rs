@@ -229,8 +229,9 @@ pub(super) struct Buffers<'s> {
 /// given more room than it fills is only reserved, not faulted in).
 const EXPECTED_EVENT_BYTES: u64 = 96;
 /// Bytes an allocator event takes at least on the wire (a field header,
-/// metadata id, offset and a few stats).
-const MIN_EVENT_BYTES: u64 = 16;
+/// metadata id, offset and a few stats): what bounds the room given to a
+/// run's events here and to a memory's in the merge.
+pub(super) const MIN_EVENT_BYTES: u64 = 16;
 
 /// Event vectors kept for reuse at most: a few per job cover the runs in
 /// flight; more would only hold memory.
