@@ -10,9 +10,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 /// The number of threads a pool runs when the caller does not say: every
-/// core the process may use (1 where that is not known).
+/// core the process may use (1 where that is not known). Asked once: the
+/// standard library reads the process's cgroup files on every call (four
+/// files; five calls in one `summary`).
 pub fn default_jobs() -> usize {
-    std::thread::available_parallelism().map_or(1, usize::from)
+    static JOBS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *JOBS.get_or_init(|| std::thread::available_parallelism().map_or(1, usize::from))
 }
 
 /// The threads `jobs` asks for: `jobs` itself, or [`default_jobs`] for 0
