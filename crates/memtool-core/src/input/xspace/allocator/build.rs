@@ -13,6 +13,9 @@ use crate::model::{
 /// What both walks found, before the memories are made.
 pub(super) struct Collected {
     pub(super) decoder: Decoder,
+    /// Every step marked, each id once, in any order (not the decoder's
+    /// table: the merged walk collects its runs' in a list).
+    pub(super) steps: Vec<Step>,
     /// The strings the decoder interned, which its allocator names are ids
     /// of (the profile's table gets only the strings of sites, in time
     /// order, whichever walk read them).
@@ -28,6 +31,7 @@ impl Collected {
     pub(super) fn finish(self, profile: &mut Profile, path: &str, host: &str) -> bool {
         let Collected {
             decoder,
+            steps: mut marked,
             decoded,
             mut builders,
             any,
@@ -41,8 +45,8 @@ impl Collected {
                 ),
             );
         }
-        let mut steps: Vec<Step> = decoder.steps.into_values().collect();
-        steps.sort_by_key(|s| (s.start, s.id));
+        marked.sort_by_key(|s| (s.start, s.id));
+        let steps = marked;
         let mut order: Vec<usize> = (0..decoder.allocators.len()).collect();
         order.sort_by_key(|&i| decoder.allocators[i].first);
         builders.resize_with(decoder.allocators.len(), MemoryBuilder::default);

@@ -200,6 +200,7 @@ pub(super) fn merged(
     let mut adopted = Adopted {
         decoder: Decoder::new(),
         decoded: Names::default(),
+        steps_coalesced: 0,
     };
     let earliest = |plane: usize| match start_ns {
         Some(_) => None,
@@ -330,9 +331,13 @@ pub(super) fn merged(
             .join()
             .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
         merged?;
-        let Adopted { decoder, decoded } = adopted;
+        let steps = adopted.steps();
+        let Adopted {
+            decoder, decoded, ..
+        } = adopted;
         Ok(Collected {
             decoder,
+            steps,
             decoded,
             builders,
             any,

@@ -243,6 +243,22 @@ mod tests {
         profile
     }
 
+    /// Marks of one step, in a row or apart, make one step spanning them
+    /// all; steps come out by id.
+    #[test]
+    fn step_marks_make_one_step_per_id() {
+        let mut decoder = decode::Decoder::new();
+        decoder.mark_step(7, 100, 10);
+        decoder.mark_step(7, 90, 5);
+        decoder.mark_step(3, 50, 20);
+        decoder.mark_step(7, 200, 0);
+        assert_eq!(decoder.steps.len(), 3);
+        let mut steps = std::mem::take(&mut decoder.steps);
+        decode::coalesce_steps(&mut steps);
+        let spans: Vec<(i64, i64, i64)> = steps.iter().map(|s| (s.id, s.start, s.end)).collect();
+        assert_eq!(spans, vec![(3, 50, 70), (7, 90, 200)]);
+    }
+
     #[test]
     fn lines_merge_by_time_and_memories_keep_walk_order() {
         let bytes = xspace(&[line(0, &A, false), line(0, &B, false)]);

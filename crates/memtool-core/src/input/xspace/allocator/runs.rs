@@ -6,7 +6,7 @@
 //! benchmark), so lines alone would keep one core busy; runs of a line keep
 //! every core busy.
 
-use super::decode::{Decoder, Fallback, Interned, LineClock, PlaneKeys, RawEvent};
+use super::decode::{coalesce_steps, Decoder, Fallback, Interned, LineClock, PlaneKeys, RawEvent};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
@@ -458,7 +458,12 @@ impl RunEvents<'_> {
 pub(super) struct Adopted {
     pub(super) decoder: Decoder,
     pub(super) decoded: Names,
+    /// How many of `decoder.steps` there were when last made one per id.
+    pub(super) steps_coalesced: usize,
 }
+
+/// Steps adopted before the list is first made one per id.
+const COALESCE_STEPS_FROM: usize = 4096;
 
 impl Adopted {
     /// The run's events, renumbered into this table and decoder (the
@@ -497,28 +502,23 @@ impl Adopted {
                 // Never: every event names an allocator its decoder saw.
                 .unwrap_or(0);
         }
-        if self.decoder.steps.is_empty() {
-            // The first run with steps: its table as it is, not rebuilt
-            // entry by entry (a line of step marks has a run of thousands).
-            self.decoder.steps = decoder.steps;
-        } else {
-            self.merge_steps(decoder.steps);
+        // Each run's steps as its decoder found them (one per id but where
+        // marks interleave), made one per id when the list has doubled:
+        // memory for the steps, not for their marks.
+        self.decoder.steps.extend(decoder.steps);
+        if self.decoder.steps.len() > 2 * self.steps_coalesced + COALESCE_STEPS_FROM {
+            coalesce_steps(&mut self.decoder.steps);
+            self.steps_coalesced = self.decoder.steps.len();
         }
         self.decoder.bad_times += decoder.bad_times;
         events
     }
 
-    /// Adds a run's steps to those seen: a step marked in both spans both.
-    fn merge_steps(&mut self, steps: rustc_hash::FxHashMap<i64, Step>) {
-        for (id, step) in steps {
-            self.decoder
-                .steps
-                .entry(id)
-                .and_modify(|s| {
-                    s.start = s.start.min(step.start);
-                    s.end = s.end.max(step.end);
-                })
-                .or_insert(step);
-        }
+    /// Every step marked, each id once (a step marked in several runs spans
+    /// them all), in order of id.
+    pub(super) fn steps(&mut self) -> Vec<Step> {
+        let mut steps = std::mem::take(&mut self.decoder.steps);
+        coalesce_steps(&mut steps);
+        steps
     }
 }
