@@ -140,6 +140,10 @@ pub(super) struct PlaneKeys {
     pub(super) small_keys: SmallKeys,
     pub(super) allocs: Vec<i64>,
     pub(super) frees: Vec<i64>,
+    /// [`EventKind`] bits of each one-byte event metadata id, for
+    /// `event_fast`: one load per event in place of two searches of
+    /// `allocs` and `frees` (~60 instructions an event).
+    small_kinds: [u8; SMALL_EVENT_IDS],
     pub(super) has_steps: bool,
     /// The plane's place among the host planes read, for [`Interned`]'s
     /// caches of its `ref_value` strings.
@@ -161,9 +165,18 @@ impl PlaneKeys {
             }
         }
         let keys = meta.stat_keys(&STAT_NAMES);
+        let allocs = meta.event_ids("MemoryAllocation");
+        let frees = meta.event_ids("MemoryDeallocation");
+        let mut small_kinds = [0u8; SMALL_EVENT_IDS];
+        for (id, kind) in small_kinds.iter_mut().enumerate() {
+            let id = id as i64;
+            *kind = u8::from(allocs.contains(&id)) * ALLOCATION
+                | u8::from(frees.contains(&id)) * DEALLOCATION;
+        }
         Ok(PlaneKeys {
-            allocs: meta.event_ids("MemoryAllocation"),
-            frees: meta.event_ids("MemoryDeallocation"),
+            allocs,
+            frees,
+            small_kinds,
             has_steps: keys.contains(Key::StepNum),
             small_keys: SmallKeys::new(&keys),
             keys,
@@ -173,7 +186,31 @@ impl PlaneKeys {
     }
 }
 
+/// Event metadata ids below this have their kind in
+/// [`PlaneKeys::small_kinds`]: one byte on the wire.
+const SMALL_EVENT_IDS: usize = 0x80;
+/// Bits of an event's kind: its metadata id is defined as a
+/// `MemoryAllocation`, as a `MemoryDeallocation` (both: a duplicated key).
+pub(super) const ALLOCATION: u8 = 1;
+pub(super) const DEALLOCATION: u8 = 2;
+
 impl PlaneKeys {
+    /// The [`ALLOCATION`] and [`DEALLOCATION`] bits of events of metadata
+    /// id `id`: 0 for events of other kinds.
+    #[inline(always)]
+    pub(super) fn event_kind(&self, id: i64) -> u8 {
+        match usize::try_from(id)
+            .ok()
+            .and_then(|i| self.small_kinds.get(i))
+        {
+            Some(&kind) => kind,
+            None => {
+                u8::from(self.allocs.contains(&id)) * ALLOCATION
+                    | u8::from(self.frees.contains(&id)) * DEALLOCATION
+            }
+        }
+    }
+
     /// For an event longer than `stream::MAX_EVENT_BYTES`: `Ok` to step over it
     /// unread (it is not an allocator event), the error if it is one.
     pub(super) fn oversized_event(

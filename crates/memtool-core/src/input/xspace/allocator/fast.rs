@@ -1,7 +1,10 @@
 //! [`Decoder::event_fast`]: the merged walk's decoder, one pass over an
 //! event's bytes with its own inlined wire reading.
 
-use super::decode::{Decoder, EventStrings, Fallback, Interned, LineClock, PlaneKeys, RawEvent};
+use super::decode::{
+    Decoder, EventStrings, Fallback, Interned, LineClock, PlaneKeys, RawEvent, ALLOCATION,
+    DEALLOCATION,
+};
 use super::keys::{number_slot, small_string_key, Key, SMALL_FRAGMENTATION};
 use crate::error::Result;
 use crate::input::xspace::{as_i64, StatValue};
@@ -79,46 +82,45 @@ fn small_value<'a>(tag: u8, v: u64) -> StatValue<'a> {
     }
 }
 
-/// The eight bytes of `buf` at `at` as a little-endian word, zeros past its
-/// end: one load where they are there (an event's bytes are read with what
-/// the window holds after them, so only the window's last event lacks them).
+/// The sixteen bytes of `buf` at `at` as a little-endian number, zeros
+/// past its end: a stat's header and its value in one load where they are
+/// there (an event's bytes are read with what the window holds after them,
+/// so only the window's last event lacks them).
 #[inline(always)]
-fn word_at(buf: &[u8], at: usize) -> u64 {
-    match buf.get(at..).and_then(|b| b.first_chunk::<8>()) {
-        Some(word) => u64::from_le_bytes(*word),
-        None => word_at_end(buf, at),
+fn words_at(buf: &[u8], at: usize) -> u128 {
+    match buf.get(at..).and_then(|b| b.first_chunk::<16>()) {
+        Some(words) => u128::from_le_bytes(*words),
+        None => words_at_end(buf, at),
     }
 }
 
 #[cold]
 #[inline(never)]
-fn word_at_end(buf: &[u8], at: usize) -> u64 {
-    let mut word = [0u8; 8];
+fn words_at_end(buf: &[u8], at: usize) -> u128 {
+    let mut words = [0u8; 16];
     let rest = buf.get(at..).unwrap_or_default();
-    let n = rest.len().min(8);
-    word[..n].copy_from_slice(&rest[..n]);
-    u64::from_le_bytes(word)
+    let n = rest.len().min(16);
+    words[..n].copy_from_slice(&rest[..n]);
+    u128::from_le_bytes(words)
 }
 
 /// The varint of exactly `len` bytes (1 to 8) at the start of `word`, as
 /// [`varint`] reads it where it ends after `len` bytes; `None` where it
-/// would end elsewhere. A stat's length gives its value's: one mask checks
-/// where it stops, three steps pack its 7-bit groups.
+/// would end elsewhere. A stat's length gives its value's: where the first
+/// byte with its top bit clear is checks where it stops, three steps pack
+/// its 7-bit groups.
 #[inline(always)]
 fn varint_of_length(word: u64, len: usize) -> Option<u64> {
     if len == 1 {
         return (word & 0x80 == 0).then_some(word & 0xff);
     }
-    if !(2..=8).contains(&len) {
+    // The top bits that are clear: the last byte's is the first.
+    let stops = !word & 0x8080_8080_8080_8080;
+    if stops.trailing_zeros() as usize != (8 * len).wrapping_sub(1) {
         return None;
     }
-    let mask = u64::MAX >> (64 - 8 * len);
-    let x = word & mask;
-    // The top bits that are clear: the last byte's alone.
-    if (!x & 0x8080_8080_8080_8080 & mask) != (0x80 << (8 * (len - 1))) {
-        return None;
-    }
-    let x = x & 0x7f7f_7f7f_7f7f_7f7f;
+    // The bits up to that one: the varint's bytes.
+    let x = word & (stops ^ stops.wrapping_sub(1));
     let x = (x & 0x007f_007f_007f_007f) | ((x & 0x7f00_7f00_7f00_7f00) >> 1);
     let x = (x & 0x0000_3fff_0000_3fff) | ((x & 0x3fff_0000_3fff_0000) >> 2);
     Some((x & 0x0000_0000_0fff_ffff) | ((x & 0x0fff_ffff_0000_0000) >> 4))
@@ -201,7 +203,7 @@ impl Decoder {
         };
         // Events of other kinds (most of a host trace) need only framing:
         // their stats are skipped once the metadata id says so.
-        let wanted = |id: &i64| plane.allocs.contains(id) || plane.frees.contains(id);
+        let wanted = |id: &i64| plane.event_kind(*id) != 0;
         let (mut skip_stats, mut skipped) = (false, false);
         let mut pos = 0;
         // Nearly every event opens with its metadata id (one byte) and
@@ -219,20 +221,18 @@ impl Decoder {
             // Nearly every field is a stat of a one-byte metadata id, with
             // a one-byte length: `22 len 08 id tag value`, its header checked
             // in one word, its value's length its length less three.
-            let word = word_at(held, pos);
+            let words = words_at(held, pos);
+            let word = words as u64;
+            // What follows the header: a value of up to eight bytes.
+            let value_word = (words >> 40) as u64;
             let len = ((word >> 8) & 0x7f) as usize;
             let end = pos + 2 + len;
             if word & 0x80ff_80ff == 0x0008_0022 && end <= bytes.len() {
                 let id = ((word >> 24) & 0x7f) as usize;
                 let tag = (word >> 32) as u8;
                 let value = match tag {
-                    0x18 | 0x20 | 0x38 => {
-                        let at = pos + 5;
-                        match len {
-                            4 => varint_of_length(word >> 40, 1),
-                            5..=11 => varint_of_length(word_at(held, at), len - 3),
-                            _ => None,
-                        }
+                    0x18 | 0x20 | 0x38 if (4..=11).contains(&len) => {
+                        varint_of_length(value_word, len - 3)
                     }
                     _ => None,
                 };
@@ -266,7 +266,7 @@ impl Decoder {
                         skipped = true;
                         continue;
                     }
-                    let bits = word_at(held, end - 8);
+                    let bits = value_word;
                     taken.stat(plane, id as i64, StatValue::Double(f64::from_bits(bits)));
                     continue;
                 }
@@ -295,8 +295,9 @@ impl Decoder {
             step_marks,
             step,
         } = taken;
-        let is_alloc = plane.allocs.contains(&metadata_id);
-        let is_free = plane.frees.contains(&metadata_id);
+        let kind = plane.event_kind(metadata_id);
+        let is_alloc = kind & ALLOCATION != 0;
+        let is_free = kind & DEALLOCATION != 0;
         if skipped && (is_alloc || is_free) {
             // A second metadata id made it an allocator event after all.
             return Ok(self.event(names, interned, plane, clock, bytes, base, seen)?);
@@ -367,11 +368,12 @@ mod tests {
 
     #[test]
     fn words_past_the_end_are_zeros() {
-        assert_eq!(word_at(&[1, 2, 3], 1), 0x0302);
-        assert_eq!(word_at(&[1, 2, 3], 5), 0);
+        assert_eq!(words_at(&[1, 2, 3], 1), 0x0302);
+        assert_eq!(words_at(&[1, 2, 3], 5), 0);
+        let bytes: Vec<u8> = (1..=17).collect();
         assert_eq!(
-            word_at(&[1, 2, 3, 4, 5, 6, 7, 8, 9], 1),
-            0x0908_0706_0504_0302
+            words_at(&bytes, 1),
+            0x1110_0f0e_0d0c_0b0a_0908_0706_0504_0302
         );
     }
 }
