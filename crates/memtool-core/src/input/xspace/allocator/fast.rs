@@ -128,8 +128,11 @@ fn varint_of_length(word: u64, len: usize) -> Option<u64> {
 
 /// What an allocator event's stats give, as both of `event_fast`'s ways of
 /// reading a stat store it.
-struct Taken<'a> {
-    raw: RawEvent,
+struct Taken<'a, 'e> {
+    /// The event's place at the end of the run's events: written there, not
+    /// moved there once read (a `RawEvent` is 120 bytes, and was copied
+    /// about four times on its way out, ~80 instructions an event).
+    raw: &'e mut RawEvent,
     strings: EventStrings<'a>,
     /// How many stats are a `step_num`, and the last one's value: an event
     /// of another kind is a step mark only with one (most events of a host
@@ -138,7 +141,7 @@ struct Taken<'a> {
     step: StatValue<'a>,
 }
 
-impl<'a> Taken<'a> {
+impl<'a> Taken<'a, '_> {
     /// A stat read whole by [`stat`].
     #[inline(always)]
     fn stat(&mut self, plane: &PlaneKeys, id: i64, v: StatValue<'a>) {
@@ -171,7 +174,8 @@ impl<'a> Taken<'a> {
 
 impl Decoder {
     /// [`Decoder::event`] in one pass over the event's bytes, for the merged
-    /// walk: the same event on valid input; `Err` on anything the slow path
+    /// walk: the same event on valid input, pushed onto `events` if it is an
+    /// allocator event (`Err` if it is earlier than their last); `Err` on anything the slow path
     /// would refuse (and, being stricter, on damaged stats of events it
     /// would not read), which the walk in file order then reads. `held` is
     /// the event's `len` bytes and whatever follows them in the window
@@ -192,11 +196,18 @@ impl Decoder {
         len: usize,
         base: u64,
         seen: (u64, u64),
-    ) -> Result<Option<RawEvent>, Fallback> {
+        events: &mut Vec<RawEvent>,
+    ) -> Result<(), Fallback> {
         let bytes = held.get(..len).ok_or(Fallback)?;
+        let last_at = events.last().map(|e| e.at);
+        // Taken back off unless it is an allocator event.
+        events.push(RawEvent::new(0, seen, false));
+        let Some(raw) = events.last_mut() else {
+            return Err(Fallback);
+        };
         let (mut metadata_id, mut offset_ps, mut duration_ps) = (0, 0, 0);
         let mut taken = Taken {
-            raw: RawEvent::new(0, seen, false),
+            raw,
             strings: EventStrings::default(),
             step_marks: 0,
             step: StatValue::None,
@@ -290,7 +301,7 @@ impl Decoder {
             }
         }
         let Taken {
-            mut raw,
+            raw,
             strings,
             step_marks,
             step,
@@ -300,15 +311,19 @@ impl Decoder {
         let is_free = kind & DEALLOCATION != 0;
         if skipped && (is_alloc || is_free) {
             // A second metadata id made it an allocator event after all.
-            return Ok(self.event(names, interned, plane, clock, bytes, base, seen)?);
+            events.pop();
+            let raw = self.event(names, interned, plane, clock, bytes, base, seen)?;
+            return push_in_order(events, last_at, raw);
         }
         if !is_alloc && !is_free {
+            events.pop();
             if !plane.has_steps {
-                return Ok(None);
+                return Ok(());
             }
             if step_marks > 1 {
                 // Marked twice: the slow path reads it.
-                return Ok(self.event(names, interned, plane, clock, bytes, base, seen)?);
+                let raw = self.event(names, interned, plane, clock, bytes, base, seen)?;
+                return push_in_order(events, last_at, raw);
             }
             // As the slow path: a time that overflows is counted, whether
             // or not the event marks a step. A profile may mark a step per
@@ -318,23 +333,43 @@ impl Decoder {
             // thread decoding that line while the other cores waited).
             let Some(at) = clock.at(offset_ps) else {
                 self.bad_times += 1;
-                return Ok(None);
+                return Ok(());
             };
             if let (1, Some(id)) = (step_marks, step.as_i64()) {
                 self.mark_step(id, at, duration_ps);
             }
-            return Ok(None);
+            return Ok(());
         }
         let Some(at) = clock.at(offset_ps) else {
             self.bad_times += 1;
-            return Ok(None);
+            events.pop();
+            return Ok(());
         };
+        if last_at.is_some_and(|last| at < last) {
+            return Err(Fallback);
+        }
         raw.at = at;
         raw.free = is_free;
         raw.either = is_alloc && is_free;
-        self.place_strings(names, interned, plane, &strings, &mut raw);
-        Ok(Some(raw))
+        self.place_strings(names, interned, plane, &strings, raw);
+        Ok(())
     }
+}
+
+/// `raw`, if any, pushed onto `events`, whose last was at `last_at`: `Err`
+/// if it is earlier (the run is out of time order).
+fn push_in_order(
+    events: &mut Vec<RawEvent>,
+    last_at: Option<i64>,
+    raw: Option<RawEvent>,
+) -> Result<(), Fallback> {
+    if let Some(raw) = raw {
+        if last_at.is_some_and(|last| raw.at < last) {
+            return Err(Fallback);
+        }
+        events.push(raw);
+    }
+    Ok(())
 }
 
 #[cfg(test)]
