@@ -399,6 +399,7 @@ impl Decoder {
     /// Interns an allocator event's strings into `raw` and finds its
     /// allocator: in one order whichever decoder read the stats (op, shape,
     /// region, allocator, dtype), so both walks give one names table.
+    #[inline(always)]
     pub(super) fn place_strings(
         &mut self,
         names: &mut Names,
