@@ -169,9 +169,7 @@ impl PlaneKeys {
         let frees = meta.event_ids("MemoryDeallocation");
         let mut small_kinds = [0u8; SMALL_EVENT_IDS];
         for (id, kind) in small_kinds.iter_mut().enumerate() {
-            let id = id as i64;
-            *kind = u8::from(allocs.contains(&id)) * ALLOCATION
-                | u8::from(frees.contains(&id)) * DEALLOCATION;
+            *kind = kind_of(&allocs, &frees, id as i64);
         }
         Ok(PlaneKeys {
             allocs,
@@ -194,6 +192,13 @@ const SMALL_EVENT_IDS: usize = 0x80;
 pub(super) const ALLOCATION: u8 = 1;
 pub(super) const DEALLOCATION: u8 = 2;
 
+/// The [`ALLOCATION`] and [`DEALLOCATION`] bits of events of metadata id
+/// `id`, by the plane's lists of each.
+fn kind_of(allocs: &[i64], frees: &[i64], id: i64) -> u8 {
+    let bit = |ids: &[i64], bit: u8| if ids.contains(&id) { bit } else { 0 };
+    bit(allocs, ALLOCATION) | bit(frees, DEALLOCATION)
+}
+
 impl PlaneKeys {
     /// The [`ALLOCATION`] and [`DEALLOCATION`] bits of events of metadata
     /// id `id`: 0 for events of other kinds.
@@ -204,10 +209,7 @@ impl PlaneKeys {
             .and_then(|i| self.small_kinds.get(i))
         {
             Some(&kind) => kind,
-            None => {
-                u8::from(self.allocs.contains(&id)) * ALLOCATION
-                    | u8::from(self.frees.contains(&id)) * DEALLOCATION
-            }
+            None => kind_of(&self.allocs, &self.frees, id),
         }
     }
 

@@ -137,9 +137,9 @@ fn long_varint(words: u128, len: usize, stops: u64) -> Option<u64> {
     let (ninth, tenth) = ((words >> 64) as u8, (words >> 72) as u8);
     match len {
         _ if stops != 0 => None,
-        9 if ninth < 0x80 => Some(low | u64::from(ninth) << 56),
+        9 if ninth < 0x80 => Some(low | (u64::from(ninth) << 56)),
         10 if ninth >= 0x80 && tenth <= 1 => {
-            Some(low | u64::from(ninth & 0x7f) << 56 | u64::from(tenth) << 63)
+            Some(low | (u64::from(ninth & 0x7f) << 56) | (u64::from(tenth) << 63))
         }
         _ => None,
     }
