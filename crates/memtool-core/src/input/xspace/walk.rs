@@ -422,6 +422,7 @@ impl<'a> Stat<'a> {
 
 impl StatValue<'_> {
     /// The value as a signed integer (doubles truncated when finite and in range).
+    #[inline]
     pub(crate) fn as_i64(&self) -> Option<i64> {
         match *self {
             StatValue::Int64(v) => Some(v),

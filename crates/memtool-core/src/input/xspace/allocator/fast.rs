@@ -1,7 +1,10 @@
 //! [`Decoder::event_fast`]: the merged walk's decoder, one pass over an
 //! event's bytes with its own inlined wire reading.
 
-use super::decode::{Decoder, EventStrings, Fallback, Interned, LineClock, PlaneKeys, RawEvent};
+use super::decode::{
+    Decoder, EventStrings, Fallback, Interned, LineClock, PlaneKeys, RawEvent, ALLOCATION,
+    DEALLOCATION,
+};
 use super::keys::{number_slot, small_string_key, Key, SMALL_FRAGMENTATION};
 use crate::error::Result;
 use crate::input::xspace::{as_i64, StatValue};
@@ -79,55 +82,85 @@ fn small_value<'a>(tag: u8, v: u64) -> StatValue<'a> {
     }
 }
 
-/// The eight bytes of `buf` at `at` as a little-endian word, zeros past its
-/// end: one load where they are there (an event's bytes are read with what
-/// the window holds after them, so only the window's last event lacks them).
+/// The sixteen bytes of `buf` at `at` as a little-endian number, zeros
+/// past its end: a stat's header and its value in one load where they are
+/// there (an event's bytes are read with what the window holds after them,
+/// so only the window's last event lacks them).
 #[inline(always)]
-fn word_at(buf: &[u8], at: usize) -> u64 {
-    match buf.get(at..).and_then(|b| b.first_chunk::<8>()) {
-        Some(word) => u64::from_le_bytes(*word),
-        None => word_at_end(buf, at),
+fn words_at(buf: &[u8], at: usize) -> u128 {
+    match buf.get(at..).and_then(|b| b.first_chunk::<16>()) {
+        Some(words) => u128::from_le_bytes(*words),
+        None => words_at_end(buf, at),
     }
 }
 
 #[cold]
 #[inline(never)]
-fn word_at_end(buf: &[u8], at: usize) -> u64 {
-    let mut word = [0u8; 8];
+fn words_at_end(buf: &[u8], at: usize) -> u128 {
+    let mut words = [0u8; 16];
     let rest = buf.get(at..).unwrap_or_default();
-    let n = rest.len().min(8);
-    word[..n].copy_from_slice(&rest[..n]);
-    u64::from_le_bytes(word)
+    let n = rest.len().min(16);
+    words[..n].copy_from_slice(&rest[..n]);
+    u128::from_le_bytes(words)
 }
 
-/// The varint of exactly `len` bytes (1 to 8) at the start of `word`, as
+/// The varint of exactly `len` bytes (1 to 10) at the start of `words`, as
 /// [`varint`] reads it where it ends after `len` bytes; `None` where it
-/// would end elsewhere. A stat's length gives its value's: one mask checks
-/// where it stops, three steps pack its 7-bit groups.
+/// would end elsewhere. A stat's length gives its value's: where the first
+/// byte with its top bit clear is checks where it stops, three steps pack
+/// its 7-bit groups. Nine or ten bytes are a negative `int64` (a varint
+/// holds its two's complement), which the general reader took ~200
+/// instructions over.
 #[inline(always)]
-fn varint_of_length(word: u64, len: usize) -> Option<u64> {
+fn varint_of_length(words: u128, len: usize) -> Option<u64> {
+    let word = words as u64;
     if len == 1 {
         return (word & 0x80 == 0).then_some(word & 0xff);
     }
-    if !(2..=8).contains(&len) {
+    // The top bits that are clear: the last byte's is the first.
+    let stops = !word & 0x8080_8080_8080_8080;
+    if len > 8 {
+        return long_varint(words, len, stops);
+    }
+    if stops.trailing_zeros() as usize != (8 * len).wrapping_sub(1) {
         return None;
     }
-    let mask = u64::MAX >> (64 - 8 * len);
-    let x = word & mask;
-    // The top bits that are clear: the last byte's alone.
-    if (!x & 0x8080_8080_8080_8080 & mask) != (0x80 << (8 * (len - 1))) {
-        return None;
+    // The bits up to that one: the varint's bytes.
+    Some(pack_groups(word & (stops ^ stops.wrapping_sub(1))))
+}
+
+/// [`varint_of_length`] of nine or ten bytes: eight with their top bits
+/// set, then one that stops it, or one more and then 0 or 1 (bit 63).
+#[inline(always)]
+fn long_varint(words: u128, len: usize, stops: u64) -> Option<u64> {
+    let low = pack_groups(words as u64);
+    let (ninth, tenth) = ((words >> 64) as u8, (words >> 72) as u8);
+    match len {
+        _ if stops != 0 => None,
+        9 if ninth < 0x80 => Some(low | (u64::from(ninth) << 56)),
+        10 if ninth >= 0x80 && tenth <= 1 => {
+            Some(low | (u64::from(ninth & 0x7f) << 56) | (u64::from(tenth) << 63))
+        }
+        _ => None,
     }
-    let x = x & 0x7f7f_7f7f_7f7f_7f7f;
+}
+
+/// The 7-bit groups of a varint's (up to eight) bytes in `x`, packed in
+/// three steps (pairs, quads, the whole word).
+#[inline(always)]
+fn pack_groups(x: u64) -> u64 {
     let x = (x & 0x007f_007f_007f_007f) | ((x & 0x7f00_7f00_7f00_7f00) >> 1);
     let x = (x & 0x0000_3fff_0000_3fff) | ((x & 0x3fff_0000_3fff_0000) >> 2);
-    Some((x & 0x0000_0000_0fff_ffff) | ((x & 0x0fff_ffff_0000_0000) >> 4))
+    (x & 0x0000_0000_0fff_ffff) | ((x & 0x0fff_ffff_0000_0000) >> 4)
 }
 
 /// What an allocator event's stats give, as both of `event_fast`'s ways of
 /// reading a stat store it.
-struct Taken<'a> {
-    raw: RawEvent,
+struct Taken<'a, 'e> {
+    /// The event's place at the end of the run's events: written there, not
+    /// moved there once read (a `RawEvent` is 120 bytes, and was copied
+    /// about four times on its way out, ~80 instructions an event).
+    raw: &'e mut RawEvent,
     strings: EventStrings<'a>,
     /// How many stats are a `step_num`, and the last one's value: an event
     /// of another kind is a step mark only with one (most events of a host
@@ -136,7 +169,7 @@ struct Taken<'a> {
     step: StatValue<'a>,
 }
 
-impl<'a> Taken<'a> {
+impl<'a> Taken<'a, '_> {
     /// A stat read whole by [`stat`].
     #[inline(always)]
     fn stat(&mut self, plane: &PlaneKeys, id: i64, v: StatValue<'a>) {
@@ -169,7 +202,8 @@ impl<'a> Taken<'a> {
 
 impl Decoder {
     /// [`Decoder::event`] in one pass over the event's bytes, for the merged
-    /// walk: the same event on valid input; `Err` on anything the slow path
+    /// walk: the same event on valid input, pushed onto `events` if it is an
+    /// allocator event (`Err` if it is earlier than their last); `Err` on anything the slow path
     /// would refuse (and, being stricter, on damaged stats of events it
     /// would not read), which the walk in file order then reads. `held` is
     /// the event's `len` bytes and whatever follows them in the window
@@ -190,18 +224,25 @@ impl Decoder {
         len: usize,
         base: u64,
         seen: (u64, u64),
-    ) -> Result<Option<RawEvent>, Fallback> {
+        events: &mut Vec<RawEvent>,
+    ) -> Result<(), Fallback> {
         let bytes = held.get(..len).ok_or(Fallback)?;
+        let last_at = events.last().map(|e| e.at);
+        // Taken back off unless it is an allocator event.
+        events.push(RawEvent::new(0, seen, false));
+        let Some(raw) = events.last_mut() else {
+            return Err(Fallback);
+        };
         let (mut metadata_id, mut offset_ps, mut duration_ps) = (0, 0, 0);
         let mut taken = Taken {
-            raw: RawEvent::new(0, seen, false),
+            raw,
             strings: EventStrings::default(),
             step_marks: 0,
             step: StatValue::None,
         };
         // Events of other kinds (most of a host trace) need only framing:
         // their stats are skipped once the metadata id says so.
-        let wanted = |id: &i64| plane.allocs.contains(id) || plane.frees.contains(id);
+        let wanted = |id: &i64| plane.event_kind(*id) != 0;
         let (mut skip_stats, mut skipped) = (false, false);
         let mut pos = 0;
         // Nearly every event opens with its metadata id (one byte) and
@@ -219,20 +260,18 @@ impl Decoder {
             // Nearly every field is a stat of a one-byte metadata id, with
             // a one-byte length: `22 len 08 id tag value`, its header checked
             // in one word, its value's length its length less three.
-            let word = word_at(held, pos);
+            let words = words_at(held, pos);
+            let word = words as u64;
+            // What follows the header: a value of up to eleven bytes.
+            let value_words = words >> 40;
             let len = ((word >> 8) & 0x7f) as usize;
             let end = pos + 2 + len;
             if word & 0x80ff_80ff == 0x0008_0022 && end <= bytes.len() {
                 let id = ((word >> 24) & 0x7f) as usize;
                 let tag = (word >> 32) as u8;
                 let value = match tag {
-                    0x18 | 0x20 | 0x38 => {
-                        let at = pos + 5;
-                        match len {
-                            4 => varint_of_length(word >> 40, 1),
-                            5..=11 => varint_of_length(word_at(held, at), len - 3),
-                            _ => None,
-                        }
+                    0x18 | 0x20 | 0x38 if (4..=13).contains(&len) => {
+                        varint_of_length(value_words, len - 3)
                     }
                     _ => None,
                 };
@@ -266,7 +305,7 @@ impl Decoder {
                         skipped = true;
                         continue;
                     }
-                    let bits = word_at(held, end - 8);
+                    let bits = value_words as u64;
                     taken.stat(plane, id as i64, StatValue::Double(f64::from_bits(bits)));
                     continue;
                 }
@@ -290,24 +329,29 @@ impl Decoder {
             }
         }
         let Taken {
-            mut raw,
+            raw,
             strings,
             step_marks,
             step,
         } = taken;
-        let is_alloc = plane.allocs.contains(&metadata_id);
-        let is_free = plane.frees.contains(&metadata_id);
+        let kind = plane.event_kind(metadata_id);
+        let is_alloc = kind & ALLOCATION != 0;
+        let is_free = kind & DEALLOCATION != 0;
         if skipped && (is_alloc || is_free) {
             // A second metadata id made it an allocator event after all.
-            return Ok(self.event(names, interned, plane, clock, bytes, base, seen)?);
+            events.pop();
+            let raw = self.event(names, interned, plane, clock, bytes, base, seen)?;
+            return push_in_order(events, last_at, raw);
         }
         if !is_alloc && !is_free {
+            events.pop();
             if !plane.has_steps {
-                return Ok(None);
+                return Ok(());
             }
             if step_marks > 1 {
                 // Marked twice: the slow path reads it.
-                return Ok(self.event(names, interned, plane, clock, bytes, base, seen)?);
+                let raw = self.event(names, interned, plane, clock, bytes, base, seen)?;
+                return push_in_order(events, last_at, raw);
             }
             // As the slow path: a time that overflows is counted, whether
             // or not the event marks a step. A profile may mark a step per
@@ -317,23 +361,43 @@ impl Decoder {
             // thread decoding that line while the other cores waited).
             let Some(at) = clock.at(offset_ps) else {
                 self.bad_times += 1;
-                return Ok(None);
+                return Ok(());
             };
             if let (1, Some(id)) = (step_marks, step.as_i64()) {
                 self.mark_step(id, at, duration_ps);
             }
-            return Ok(None);
+            return Ok(());
         }
         let Some(at) = clock.at(offset_ps) else {
             self.bad_times += 1;
-            return Ok(None);
+            events.pop();
+            return Ok(());
         };
+        if last_at.is_some_and(|last| at < last) {
+            return Err(Fallback);
+        }
         raw.at = at;
         raw.free = is_free;
         raw.either = is_alloc && is_free;
-        self.place_strings(names, interned, plane, &strings, &mut raw);
-        Ok(Some(raw))
+        self.place_strings(names, interned, plane, &strings, raw);
+        Ok(())
     }
+}
+
+/// `raw`, if any, pushed onto `events`, whose last was at `last_at`: `Err`
+/// if it is earlier (the run is out of time order).
+fn push_in_order(
+    events: &mut Vec<RawEvent>,
+    last_at: Option<i64>,
+    raw: Option<RawEvent>,
+) -> Result<(), Fallback> {
+    if let Some(raw) = raw {
+        if last_at.is_some_and(|last| raw.at < last) {
+            return Err(Fallback);
+        }
+        events.push(raw);
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -345,20 +409,26 @@ mod tests {
     #[test]
     fn a_varint_of_known_length_reads_as_the_wire_reader_reads_it() {
         let patterns: [u8; 6] = [0x00, 0x01, 0x7f, 0x80, 0x81, 0xff];
-        for len in 0..=9usize {
+        for len in 0..=12usize {
             for a in patterns {
                 for b in patterns {
-                    for fill in [0x80u8, 0x00, 0xaa] {
-                        // A buffer of 8 bytes: `a` first, `b` at `len - 1`.
-                        let mut buf = [fill; 8];
-                        buf[0] = a;
-                        if (1..=8).contains(&len) {
-                            buf[len - 1] = b;
+                    for c in patterns {
+                        for fill in [0x80u8, 0x00, 0xaa, 0xff] {
+                            // 16 bytes: `a` first, `c` at `len - 2`, `b` at `len - 1`.
+                            let mut buf = [fill; 16];
+                            buf[0] = a;
+                            if len >= 2 {
+                                buf[len - 2] = c;
+                            }
+                            if len >= 1 {
+                                buf[len - 1] = b;
+                            }
+                            let mut at = 0;
+                            let expected = varint(&buf, &mut at).filter(|_| at == len);
+                            let words = u128::from_le_bytes(buf);
+                            let got = varint_of_length(words, len);
+                            assert_eq!(got, expected, "{len} {buf:02x?}");
                         }
-                        let mut at = 0;
-                        let expected = varint(&buf, &mut at).filter(|_| at == len);
-                        let word = u64::from_le_bytes(buf);
-                        assert_eq!(varint_of_length(word, len), expected, "{len} {buf:02x?}");
                     }
                 }
             }
@@ -367,11 +437,12 @@ mod tests {
 
     #[test]
     fn words_past_the_end_are_zeros() {
-        assert_eq!(word_at(&[1, 2, 3], 1), 0x0302);
-        assert_eq!(word_at(&[1, 2, 3], 5), 0);
+        assert_eq!(words_at(&[1, 2, 3], 1), 0x0302);
+        assert_eq!(words_at(&[1, 2, 3], 5), 0);
+        let bytes: Vec<u8> = (1..=17).collect();
         assert_eq!(
-            word_at(&[1, 2, 3, 4, 5, 6, 7, 8, 9], 1),
-            0x0908_0706_0504_0302
+            words_at(&bytes, 1),
+            0x1110_0f0e_0d0c_0b0a_0908_0706_0504_0302
         );
     }
 }

@@ -427,14 +427,23 @@ impl RunEvents<'_> {
         let seen = (self.line.rank, index);
         let (names, interned, plane) = (&mut self.names, &mut self.interned, self.plane);
         let clock = &self.line.clock;
-        let raw = if self.fast_events {
-            self.decoder
-                .event_fast(names, interned, plane, clock, held, len, at, seen)?
-        } else {
-            let bytes = held.get(..len).ok_or(Fallback)?;
-            self.decoder
-                .event(names, interned, plane, clock, bytes, at, seen)?
-        };
+        if self.fast_events {
+            return self.decoder.event_fast(
+                names,
+                interned,
+                plane,
+                clock,
+                held,
+                len,
+                at,
+                seen,
+                &mut self.events,
+            );
+        }
+        let bytes = held.get(..len).ok_or(Fallback)?;
+        let raw = self
+            .decoder
+            .event(names, interned, plane, clock, bytes, at, seen)?;
         if let Some(raw) = raw {
             if self.events.last().is_some_and(|last| raw.at < last.at) {
                 return Err(Fallback);
