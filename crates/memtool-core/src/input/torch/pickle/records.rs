@@ -380,7 +380,7 @@ impl Scan<'_> {
     /// reference only when `keep` or memoized: the reference is checked,
     /// not copied). A list of handles is offered to `as_handle` with its
     /// key. Returns whether the value is a list.
-    #[inline]
+    #[inline(always)]
     fn value(
         &mut self,
         at: &mut usize,
