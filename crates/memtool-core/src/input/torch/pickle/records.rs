@@ -614,7 +614,7 @@ fn scan_handles(bytes: &[u8], at: &mut usize, memo: &Memo, out: &mut Vec<u32>) -
 }
 
 /// A memo reference inside a record: not to a container (nor the record).
-#[inline]
+#[inline(always)]
 fn record_ref<'a>(memo: &'a Memo, id: u32, memoized: &'a [Value], r: u32) -> Option<Referred<'a>> {
     let v = match r.checked_sub(id) {
         Some(0) => return None,
