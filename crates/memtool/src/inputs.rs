@@ -191,7 +191,15 @@ pub fn load(input: &InputArgs, analysis: &AnalysisArgs, output: Option<&Path>) -
     let mut profiles = load_several(&[&input.files], &input.read, output)?;
     let mut profile = profiles.remove(0);
     check_selection(&[&profile], &analysis.options())?;
-    categorize(&mut profile, analysis)?;
+    let rules = category_rules(analysis)?;
+    // One profile read whole: its categories may take every core.
+    let jobs = input.read.load_options().jobs;
+    memtool_core::analysis::category::assign_on(
+        &mut profile,
+        &rules,
+        Inference::WhereMissing,
+        jobs,
+    );
     Ok(profile)
 }
 

@@ -183,6 +183,12 @@ pub enum Inference {
 /// its site, else the file's, else (for memories with phases and events to
 /// infer from) the inferred one; and records who named each category.
 pub fn assign(profile: &mut Profile, rules: &[CategoryRule], inference: Inference) {
+    assign_on(profile, rules, inference, 1);
+}
+
+/// [`assign`] with up to `jobs` threads (0: every core) inferring each
+/// memory's categories: the result is the one thread's.
+pub fn assign_on(profile: &mut Profile, rules: &[CategoryRule], inference: Inference, jobs: usize) {
     let _timed = crate::timings::span("categories");
     let Profile {
         names, memories, ..
@@ -199,7 +205,7 @@ pub fn assign(profile: &mut Profile, rules: &[CategoryRule], inference: Inferenc
             && !replay::uses_instants(memory)
             && (inference == Inference::IgnoringFile || !file_has_categories);
         let inferred = if infer {
-            infer_memory(names, memory)
+            infer_memory_on(names, memory, jobs)
         } else {
             Vec::new()
         };
@@ -289,6 +295,10 @@ struct RunAndFrees {
     frees_before: u32,
 }
 
+/// Events below which [`infer_memory_on`] stays on one thread: a thread
+/// costs more to start than walking a few thousand events.
+const PARALLEL_EVENTS: usize = 1 << 16;
+
 /// How many [`Inferred`] categories there are.
 const INFERRED_KINDS: usize = Inferred::Unknown as usize + 1;
 
@@ -353,45 +363,38 @@ impl Recategorized {
 
 /// The inferred category of each allocation of `memory`, by [`AllocId`].
 pub fn infer_memory(names: &Names, memory: &Memory) -> Vec<Inferred> {
+    infer_memory_on(names, memory, 1)
+}
+
+/// [`infer_memory`] with up to `jobs` threads (0: every core): the walks
+/// over the events that read nothing of each other's (the op runs and
+/// frees, the recomputations, the versions, the phase spans) on two
+/// threads, as half of the categories of a 10^6-entry snapshot were those
+/// walks one after the other while the other core idled.
+fn infer_memory_on(names: &Names, memory: &Memory, jobs: usize) -> Vec<Inferred> {
     let events = &memory.events;
     let site_of = |id: AllocId| memory.allocations.get(id.index()).map(|a| a.site);
-    // A run is a stretch of allocations of one site (one op's, for a
-    // stack or op that names it): a buffer freed inside the run that made
-    // it lived only inside that op.
-    //
-    // Frees before each event: a buffer freed before anything else was
-    // freed after it was made lived inside the op that made it (the
-    // autograd engine frees a node's inputs only after the node ran).
-    //
-    // Both in one walk, side by side: a lifespan reads both at its two
-    // events (two arrays walked twice were a fifth of the categories of a
-    // 10^6-entry snapshot).
-    let mut run_and_frees: Vec<RunAndFrees> = Vec::with_capacity(events.len());
-    let (mut run, mut last_site, mut frees) = (0u32, None, 0u32);
-    for e in events {
-        if e.kind == EventKind::Alloc {
-            let site = site_of(e.alloc);
-            if last_site.is_some() && site != last_site {
-                run += 1;
-            }
-            last_site = site;
-        }
-        run_and_frees.push(RunAndFrees {
-            run,
-            frees_before: frees,
-        });
-        frees += u32::from(e.kind == EventKind::Free);
-    }
+    let other_walks = || {
+        (
+            recomputation_cutoffs(names, memory),
+            versions(names, memory),
+            spans_before(memory),
+        )
+    };
+    let runs_walk = || runs_and_frees(memory);
+    let ((recomputed_freed_by, versions, spans_before), run_and_frees) =
+        if crate::parallel::threads(jobs) > 1 && events.len() >= PARALLEL_EVENTS {
+            crate::parallel::join(other_walks, runs_walk)
+        } else {
+            (other_walks(), runs_walk())
+        };
     let run_of_event = |event: usize| run_and_frees[event].run;
     // No free after `made` (an allocation: the frees before it are those
     // up to it) and before `freed`.
     let freed_first = |made: usize, freed: usize| {
         run_and_frees[freed].frees_before == run_and_frees[made].frees_before
     };
-    let recomputed_freed_by = recomputation_cutoffs(names, memory);
-    let versions = versions(names, memory);
     let replaced: rustc_hash::FxHashSet<AllocId> = versions.values().copied().collect();
-    let spans_before = spans_before(memory);
     // The phase span an event falls in or after (by start), as
     // `partition_point` over the spans finds it: looked up, not searched
     // for (three binary searches a lifespan were half of inferring on a
@@ -492,6 +495,40 @@ pub fn infer_memory(names: &Names, memory: &Memory) -> Vec<Inferred> {
         }
     }
     out
+}
+
+/// Each event's op run and the free events before it.
+fn runs_and_frees(memory: &Memory) -> Vec<RunAndFrees> {
+    let events = &memory.events;
+    let site_of = |id: AllocId| memory.allocations.get(id.index()).map(|a| a.site);
+    // A run is a stretch of allocations of one site (one op's, for a
+    // stack or op that names it): a buffer freed inside the run that made
+    // it lived only inside that op.
+    //
+    // Frees before each event: a buffer freed before anything else was
+    // freed after it was made lived inside the op that made it (the
+    // autograd engine frees a node's inputs only after the node ran).
+    //
+    // Both in one walk, side by side: a lifespan reads both at its two
+    // events (two arrays walked twice were a fifth of the categories of a
+    // 10^6-entry snapshot).
+    let mut run_and_frees: Vec<RunAndFrees> = Vec::with_capacity(events.len());
+    let (mut run, mut last_site, mut frees) = (0u32, None, 0u32);
+    for e in events {
+        if e.kind == EventKind::Alloc {
+            let site = site_of(e.alloc);
+            if last_site.is_some() && site != last_site {
+                run += 1;
+            }
+            last_site = site;
+        }
+        run_and_frees.push(RunAndFrees {
+            run,
+            frees_before: frees,
+        });
+        frees += u32::from(e.kind == EventKind::Free);
+    }
+    run_and_frees
 }
 
 /// For each event, how many of the memory's phase spans start at or before

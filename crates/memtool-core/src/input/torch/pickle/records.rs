@@ -10,7 +10,7 @@ use super::memo::{
 };
 use super::value::{str_value, Container, Value};
 use super::visitor::MAX_RECORD_KEYS;
-use super::{record_key, Result, Visitor};
+use super::{record_key, PickleError, Result, Visitor};
 use std::rc::Rc;
 
 /// Bytes [`Machine::record`] makes sure are buffered before it gives up on a
@@ -101,9 +101,21 @@ impl<V: Visitor> Machine<'_, '_, V> {
             return Ok(false);
         }
         let list = list.clone();
-        let mut fields = std::mem::take(&mut self.record_fields);
-        let mut memoized = std::mem::take(&mut self.record_memo);
-        let mut scratch = std::mem::take(&mut self.record_items);
+        // The scratch vectors borrowed in place, beside the input, memo and
+        // visitor: taken out of `self` and put back per record, the empty
+        // ones left behind went through the drop glue (~70 instructions a
+        // trace entry).
+        let Machine {
+            input,
+            memo,
+            visitor,
+            handle_lists,
+            record_fields: fields,
+            record_memo: memoized,
+            record_items: scratch,
+            op_offset,
+            ..
+        } = self;
         // Left empty by the record before (below): sized once, not emptied
         // and refilled per record.
         if fields.len() != V::RECORD_KEYS.len() {
@@ -111,38 +123,59 @@ impl<V: Visitor> Machine<'_, '_, V> {
             fields.resize_with(V::RECORD_KEYS.len(), || None);
         }
         // The dict's own memo id; the values memoized in it follow.
-        let id = self.memo.dense.len() as u32;
-        let mut taken = self.scan_record(route, id, &mut fields, &mut memoized, &mut scratch);
-        if taken.is_none() && self.input.buffered().len() < REFILL_AHEAD {
+        let id = memo.dense.len() as u32;
+        let mut taken = scan_record(
+            input.buffered(),
+            memo,
+            &mut **visitor,
+            handle_lists,
+            route,
+            id,
+            fields,
+            memoized,
+            scratch,
+        );
+        if taken.is_none() && input.buffered().len() < REFILL_AHEAD {
             // Perhaps cut by the buffer's end: once more with more bytes.
-            let buffered = self.input.buffered().len();
-            let ahead = self.input.len.saturating_sub(self.input.offset());
-            if ahead as usize > buffered
-                && self.input.refill(ahead.min(REFILL_AHEAD as u64)).is_ok()
-            {
+            let buffered = input.buffered().len();
+            let ahead = input.len.saturating_sub(input.offset());
+            if ahead as usize > buffered && input.refill(ahead.min(REFILL_AHEAD as u64)).is_ok() {
                 fields.iter_mut().for_each(|f| *f = None);
                 memoized.clear();
                 scratch.clear();
-                taken = self.scan_record(route, id, &mut fields, &mut memoized, &mut scratch);
+                taken = scan_record(
+                    input.buffered(),
+                    memo,
+                    &mut **visitor,
+                    handle_lists,
+                    route,
+                    id,
+                    fields,
+                    memoized,
+                    scratch,
+                );
             }
         }
         let result = match taken {
             None => Ok(false),
             Some((taken, nested)) => {
-                self.input.pos += taken;
-                self.memo.dense.push(Packed::new(MemoSlot::Forgotten));
+                input.pos += taken;
+                memo.dense.push(Packed::new(MemoSlot::Forgotten));
                 for (i, v) in memoized.drain(..).enumerate() {
                     // Cannot fail: the memo has room for every byte scanned.
-                    let _ = self.memo.put(id + 1 + i as u32, v);
+                    let _ = memo.put(id + 1 + i as u32, v);
                 }
                 let depth = if nested { 3 } else { 2 };
                 if depth > list.depth.get() {
                     list.depth.set(depth);
                 }
                 list.appended.set(list.appended.get().saturating_add(1));
-                match self.visitor.record(route, &fields, &mut self.memo) {
+                match visitor.record(route, fields, memo) {
                     Ok(()) => Ok(true),
-                    Err(message) => self.err(message),
+                    Err(message) => Err(PickleError {
+                        offset: *op_offset,
+                        message,
+                    }),
                 }
             }
         };
@@ -165,9 +198,6 @@ impl<V: Visitor> Machine<'_, '_, V> {
             }
         }
         memoized.clear();
-        self.record_fields = fields;
-        self.record_memo = memoized;
-        self.record_items = scratch;
         result
     }
 
@@ -201,36 +231,38 @@ impl<V: Visitor> Machine<'_, '_, V> {
         };
         self.append_items(&list, std::iter::once(record))
     }
+}
 
-    /// [`Scan::record`] over the buffered bytes, the visitor offered the
-    /// record's lists; `None` when the memo could not number every value
-    /// the bytes might memoize.
-    fn scan_record(
-        &mut self,
-        route: u32,
-        id: u32,
-        fields: &mut [Option<Value>],
-        memoized: &mut Vec<Value>,
-        scratch: &mut Vec<u32>,
-    ) -> Option<(usize, bool)> {
-        let bytes = self.input.buffered();
-        if self.memo.values.len() + bytes.len() >= MAX_HANDLE as usize {
-            return None;
-        }
-        let visitor = &mut self.visitor;
-        let mut as_handle =
-            |key: Option<usize>, handles: &[u32]| visitor.record_list(route, key, handles);
-        let mut record = Scan {
-            bytes,
-            memo: &self.memo,
-            id,
-            keys: V::RECORD_KEYS,
-            memoized,
-            scratch,
-            lists: &mut self.handle_lists,
-        };
-        record.record(fields, &mut as_handle)
+/// [`Scan::record`] over `bytes` (the buffered ones), `visitor` offered
+/// the record's lists; `None` when the memo could not number every value
+/// the bytes might memoize.
+#[allow(clippy::too_many_arguments)]
+fn scan_record<V: Visitor>(
+    bytes: &[u8],
+    memo: &Memo,
+    visitor: &mut V,
+    lists: &mut HandleLists,
+    route: u32,
+    id: u32,
+    fields: &mut [Option<Value>],
+    memoized: &mut Vec<Value>,
+    scratch: &mut Vec<u32>,
+) -> Option<(usize, bool)> {
+    if memo.values.len() + bytes.len() >= MAX_HANDLE as usize {
+        return None;
     }
+    let mut as_handle =
+        |key: Option<usize>, handles: &[u32]| visitor.record_list(route, key, handles);
+    let mut record = Scan {
+        bytes,
+        memo,
+        id,
+        keys: V::RECORD_KEYS,
+        memoized,
+        scratch,
+        lists,
+    };
+    record.record(fields, &mut as_handle)
 }
 
 /// A record's bytes being read (see [`Machine::record`]): the memo as it
@@ -348,7 +380,7 @@ impl Scan<'_> {
     /// reference only when `keep` or memoized: the reference is checked,
     /// not copied). A list of handles is offered to `as_handle` with its
     /// key. Returns whether the value is a list.
-    #[inline]
+    #[inline(always)]
     fn value(
         &mut self,
         at: &mut usize,
@@ -582,7 +614,7 @@ fn scan_handles(bytes: &[u8], at: &mut usize, memo: &Memo, out: &mut Vec<u32>) -
 }
 
 /// A memo reference inside a record: not to a container (nor the record).
-#[inline]
+#[inline(always)]
 fn record_ref<'a>(memo: &'a Memo, id: u32, memoized: &'a [Value], r: u32) -> Option<Referred<'a>> {
     let v = match r.checked_sub(id) {
         Some(0) => return None,
