@@ -124,38 +124,33 @@ impl<V: Visitor> Machine<'_, '_, V> {
         }
         // The dict's own memo id; the values memoized in it follow.
         let id = memo.dense.len() as u32;
-        let mut taken = scan_record(
-            input.buffered(),
-            memo,
-            &mut **visitor,
-            handle_lists,
-            route,
-            id,
-            fields,
-            memoized,
-            scratch,
-        );
-        if taken.is_none() && input.buffered().len() < REFILL_AHEAD {
+        let mut refilled = false;
+        let taken = loop {
+            let taken = scan_record(
+                input.buffered(),
+                memo,
+                &mut **visitor,
+                handle_lists,
+                route,
+                id,
+                fields,
+                memoized,
+                scratch,
+            );
+            if taken.is_some() || refilled || input.buffered().len() >= REFILL_AHEAD {
+                break taken;
+            }
             // Perhaps cut by the buffer's end: once more with more bytes.
             let buffered = input.buffered().len();
             let ahead = input.len.saturating_sub(input.offset());
-            if ahead as usize > buffered && input.refill(ahead.min(REFILL_AHEAD as u64)).is_ok() {
-                fields.iter_mut().for_each(|f| *f = None);
-                memoized.clear();
-                scratch.clear();
-                taken = scan_record(
-                    input.buffered(),
-                    memo,
-                    &mut **visitor,
-                    handle_lists,
-                    route,
-                    id,
-                    fields,
-                    memoized,
-                    scratch,
-                );
+            if ahead as usize <= buffered || input.refill(ahead.min(REFILL_AHEAD as u64)).is_err() {
+                break taken;
             }
-        }
+            refilled = true;
+            fields.iter_mut().for_each(|f| *f = None);
+            memoized.clear();
+            scratch.clear();
+        };
         let result = match taken {
             None => Ok(false),
             Some((taken, nested)) => {
