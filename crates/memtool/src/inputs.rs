@@ -191,15 +191,7 @@ pub fn load(input: &InputArgs, analysis: &AnalysisArgs, output: Option<&Path>) -
     let mut profiles = load_several(&[&input.files], &input.read, output)?;
     let mut profile = profiles.remove(0);
     check_selection(&[&profile], &analysis.options())?;
-    let rules = category_rules(analysis)?;
-    // One profile read whole: its categories may take every core.
-    let jobs = input.read.load_options().jobs;
-    memtool_core::analysis::category::assign_on(
-        &mut profile,
-        &rules,
-        Inference::WhereMissing,
-        jobs,
-    );
+    categorize(&mut profile, analysis, &input.read)?;
     Ok(profile)
 }
 
@@ -225,10 +217,12 @@ pub fn require_timeline(profile: &Profile, command: &str) -> Result<()> {
 }
 
 /// Gives every allocation its category: the user's rules (`--category`,
-/// then `--categories FILE`), else the file's, else inferred.
-pub fn categorize(profile: &mut Profile, analysis: &AnalysisArgs) -> Result<()> {
+/// then `--categories FILE`), else the file's, else inferred. One profile
+/// read whole: inferring may take the read's `--jobs`.
+pub fn categorize(profile: &mut Profile, analysis: &AnalysisArgs, read: &ReadArgs) -> Result<()> {
     let rules = category_rules(analysis)?;
-    memtool_core::analysis::category::assign(profile, &rules, Inference::WhereMissing);
+    let jobs = read.load_options().jobs;
+    memtool_core::analysis::category::assign_on(profile, &rules, Inference::WhereMissing, jobs);
     Ok(())
 }
 
@@ -331,8 +325,8 @@ pub fn load_pair(
         bail!("internal error: two profiles expected");
     };
     check_selection(&[&base, &new], &analysis.options())?;
-    categorize(&mut base, analysis)?;
-    categorize(&mut new, analysis)?;
+    categorize(&mut base, analysis, &input.read)?;
+    categorize(&mut new, analysis, &input.read)?;
     Ok((base, new))
 }
 

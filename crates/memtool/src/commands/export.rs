@@ -123,7 +123,7 @@ fn export_allocations(
         let mut profile = inputs::load_several(&[one], &args.input.read, args.output.as_deref())?
             .pop()
             .ok_or_else(|| anyhow!("internal error: one profile expected"))?;
-        inputs::categorize(&mut profile, &args.analysis)?;
+        inputs::categorize(&mut profile, &args.analysis, &args.input.read)?;
         output::warn(&warning_notes(&profile.warnings));
         let not_here = options.unmatched(&profile);
         unmatched.retain(|name| not_here.contains(name));

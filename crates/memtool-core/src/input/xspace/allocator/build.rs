@@ -31,7 +31,7 @@ impl Collected {
     pub(super) fn finish(self, profile: &mut Profile, path: &str, host: &str) -> bool {
         let Collected {
             decoder,
-            steps: mut marked,
+            mut steps,
             decoded,
             mut builders,
             any,
@@ -45,8 +45,7 @@ impl Collected {
                 ),
             );
         }
-        marked.sort_by_key(|s| (s.start, s.id));
-        let steps = marked;
+        steps.sort_by_key(|s| (s.start, s.id));
         let mut order: Vec<usize> = (0..decoder.allocators.len()).collect();
         order.sort_by_key(|&i| decoder.allocators[i].first);
         builders.resize_with(decoder.allocators.len(), MemoryBuilder::default);

@@ -349,6 +349,14 @@ impl Decoder {
         Ok(())
     }
 
+    /// Every step marked, each id once (a step marked in several runs spans
+    /// them all), in order of id; the decoder keeps none.
+    pub(super) fn take_steps(&mut self) -> Vec<Step> {
+        let mut steps = std::mem::take(&mut self.steps);
+        coalesce_steps(&mut steps);
+        steps
+    }
+
     /// Step `id` marked by an event at `at` lasting `duration_ps`.
     pub(super) fn mark_step(&mut self, id: i64, at: i64, duration_ps: i64) {
         let end = at.saturating_add(duration_ps.max(0));

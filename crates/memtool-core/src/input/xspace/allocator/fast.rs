@@ -341,7 +341,7 @@ impl Decoder {
             // A second metadata id made it an allocator event after all.
             events.pop();
             let raw = self.event(names, interned, plane, clock, bytes, base, seen)?;
-            return push_in_order(events, last_at, raw);
+            return push_in_order(events, raw);
         }
         if !is_alloc && !is_free {
             events.pop();
@@ -351,7 +351,7 @@ impl Decoder {
             if step_marks > 1 {
                 // Marked twice: the slow path reads it.
                 let raw = self.event(names, interned, plane, clock, bytes, base, seen)?;
-                return push_in_order(events, last_at, raw);
+                return push_in_order(events, raw);
             }
             // As the slow path: a time that overflows is counted, whether
             // or not the event marks a step. A profile may mark a step per
@@ -384,15 +384,14 @@ impl Decoder {
     }
 }
 
-/// `raw`, if any, pushed onto `events`, whose last was at `last_at`: `Err`
-/// if it is earlier (the run is out of time order).
-fn push_in_order(
+/// `raw`, if any, pushed onto `events`: `Err` if it is earlier than their
+/// last (the run is out of time order), which the walk in file order reads.
+pub(super) fn push_in_order(
     events: &mut Vec<RawEvent>,
-    last_at: Option<i64>,
     raw: Option<RawEvent>,
 ) -> Result<(), Fallback> {
     if let Some(raw) = raw {
-        if last_at.is_some_and(|last| raw.at < last) {
+        if events.last().is_some_and(|last| raw.at < last.at) {
             return Err(Fallback);
         }
         events.push(raw);

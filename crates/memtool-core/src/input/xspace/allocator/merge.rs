@@ -331,7 +331,7 @@ pub(super) fn merged(
             .join()
             .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
         merged?;
-        let steps = adopted.steps();
+        let steps = adopted.decoder.take_steps();
         let Adopted {
             decoder, decoded, ..
         } = adopted;

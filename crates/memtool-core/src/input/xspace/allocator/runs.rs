@@ -6,14 +6,15 @@
 //! benchmark), so lines alone would keep one core busy; runs of a line keep
 //! every core busy.
 
-use super::decode::{coalesce_steps, Decoder, Fallback, Interned, LineClock, PlaneKeys, RawEvent};
+use super::decode::{Decoder, Fallback, Interned, LineClock, PlaneKeys, RawEvent};
+use super::fast::push_in_order;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use crate::input::source::ByteSource;
 use crate::input::xspace::stream::{FieldAt, Stream, HEADER_BYTES, MAX_EVENT_BYTES};
 use crate::input::xspace::Window;
-use crate::model::{Names, Step, StrId};
+use crate::model::{Names, StrId};
 use memtool_proto::wire::reader::varint_at as varint;
 
 /// How the merged walk shares out decoding: at most `jobs` threads (the
@@ -444,13 +445,7 @@ impl RunEvents<'_> {
         let raw = self
             .decoder
             .event(names, interned, plane, clock, bytes, at, seen)?;
-        if let Some(raw) = raw {
-            if self.events.last().is_some_and(|last| raw.at < last.at) {
-                return Err(Fallback);
-            }
-            self.events.push(raw);
-        }
-        Ok(())
+        push_in_order(&mut self.events, raw)
     }
 
     /// [`RunEvents::event`] for the few events read by the general step
@@ -516,18 +511,10 @@ impl Adopted {
         // memory for the steps, not for their marks.
         self.decoder.steps.extend(decoder.steps);
         if self.decoder.steps.len() > 2 * self.steps_coalesced + COALESCE_STEPS_FROM {
-            coalesce_steps(&mut self.decoder.steps);
+            super::decode::coalesce_steps(&mut self.decoder.steps);
             self.steps_coalesced = self.decoder.steps.len();
         }
         self.decoder.bad_times += decoder.bad_times;
         events
-    }
-
-    /// Every step marked, each id once (a step marked in several runs spans
-    /// them all), in order of id.
-    pub(super) fn steps(&mut self) -> Vec<Step> {
-        let mut steps = std::mem::take(&mut self.decoder.steps);
-        coalesce_steps(&mut steps);
-        steps
     }
 }

@@ -3,7 +3,7 @@
 //! order.
 
 use super::build::{Collected, MemoryBuilder, SiteCache};
-use super::decode::{coalesce_steps, Decoder, Interned, LineClock, PlaneKeys, RawEvent};
+use super::decode::{Decoder, Interned, LineClock, PlaneKeys, RawEvent};
 use super::{HOST_PLANE, SKIM_CHUNK};
 use crate::error::Result;
 use crate::input::source::ByteSource;
@@ -80,8 +80,7 @@ pub(super) fn sequential(
             builder.push(event, sites.site(names, &decoded, event));
         }
     }
-    let mut steps = std::mem::take(&mut decoder.steps);
-    coalesce_steps(&mut steps);
+    let steps = decoder.take_steps();
     Ok(Collected {
         decoder,
         steps,
