@@ -142,7 +142,7 @@ pub struct LoadOptions {
     /// jobs holds two hosts' events at a time, not 64.
     pub jobs: usize,
     /// How many bytes of an XSpace line's events one thread decodes at a
-    /// time (0: the default, 1 MiB). Tiny runs, for the tests that check
+    /// time (0: the default, 256 KiB). Tiny runs, for the tests that check
     /// that decoding in runs on many threads gives the profile decoding
     /// on one does, even on small files.
     #[doc(hidden)]
