@@ -16,25 +16,31 @@ use crate::model::{
     Site, StackId,
 };
 
-use memtool_proto::wire::reader::{self as wire, Fields, Value};
+use memtool_proto::wire::reader as wire;
+use samples::SampleRef;
+pub(in crate::input) use samples::Walk;
 
-/// Reads one pprof file into `profile`; `force_general_path` skips the one
-/// walk ([`read_in_one_walk`]) for the checked walk every file can take.
+mod samples;
+
+/// Reads one pprof file into `profile`, its samples walked as `walk` says;
+/// `force_general_path` skips the one walk ([`read_in_one_walk`]) for the
+/// checked walk every file can take.
 pub(crate) fn read(
     profile: &mut Profile,
     path: &str,
     bytes: &[u8],
     force_general_path: bool,
+    walk: Walk,
 ) -> Result<()> {
-    if !force_general_path && profile.is_empty() && read_in_one_walk(profile, path, bytes) {
+    if !force_general_path && profile.is_empty() && read_in_one_walk(profile, path, bytes, walk) {
         return Ok(());
     }
-    read_checked(profile, path, bytes)
+    read_checked(profile, path, bytes, walk)
 }
 
 /// Reads a file into a profile that may hold earlier files: nothing is
 /// changed until every sample is known good.
-fn read_checked(profile: &mut Profile, path: &str, bytes: &[u8]) -> Result<()> {
+fn read_checked(profile: &mut Profile, path: &str, bytes: &[u8], walk: Walk) -> Result<()> {
     // Samples are most of a profile (a million of them, each a few vectors
     // once decoded): prost decodes everything else, and samples are walked
     // on the wire, one at a time, after a first walk has checked them all as
@@ -42,7 +48,7 @@ fn read_checked(profile: &mut Profile, path: &str, bytes: &[u8]) -> Result<()> {
     // The phase keeps its name: prost still decodes all but the samples here.
     let tables = crate::timings::time("pprof: decode (prost)", || {
         let tables = Tables::decode(bytes).ok()?;
-        let samples = walk_samples(bytes, |_| {}).ok()?;
+        let samples = samples::walk_in_order(bytes, &mut |_| {}).ok()?;
         Some((tables, samples))
     });
     if let Some((tables, samples)) = tables {
@@ -55,7 +61,7 @@ fn read_checked(profile: &mut Profile, path: &str, bytes: &[u8]) -> Result<()> {
         return crate::timings::time("pprof: samples (stacks, sites, allocations)", || {
             // Checked above: the walk cannot fail.
             reader
-                .read_samples(|each| walk_samples(bytes, each).ok())
+                .read_samples(|each| samples::walk(bytes, walk, each).ok())
                 .map(drop)
         });
     }
@@ -74,14 +80,15 @@ fn read_checked(profile: &mut Profile, path: &str, bytes: &[u8]) -> Result<()> {
     let reader = Reader::new(profile, path, &tables)?;
     reader
         .read_samples(|each| {
-            let mut view = SampleView::default();
+            let mut label = Vec::new();
             for sample in &decoded.sample {
-                view.location_id.clone_from(&sample.location_id);
-                view.value.clone_from(&sample.value);
-                view.label.clear();
-                view.label
-                    .extend(sample.label.iter().map(|l| (l.key, l.str)));
-                each(&view);
+                label.clear();
+                label.extend(sample.label.iter().map(|l| (l.key, l.str)));
+                each(SampleRef {
+                    location_id: &sample.location_id,
+                    value: &sample.value,
+                    label: &label,
+                });
             }
             Some(decoded.sample.len())
         })
@@ -95,7 +102,7 @@ fn read_checked(profile: &mut Profile, path: &str, bytes: &[u8]) -> Result<()> {
 /// `space` type) leaves `profile` untouched for [`read`]'s two walks, so
 /// what a bad file gives is the same whichever way it is read. Returns
 /// whether the file was read.
-fn read_in_one_walk(profile: &mut Profile, path: &str, bytes: &[u8]) -> bool {
+fn read_in_one_walk(profile: &mut Profile, path: &str, bytes: &[u8], walk: Walk) -> bool {
     let Some(tables) = crate::timings::time("pprof: decode (prost)", || Tables::decode(bytes).ok())
     else {
         return false;
@@ -107,8 +114,8 @@ fn read_in_one_walk(profile: &mut Profile, path: &str, bytes: &[u8]) -> bool {
         return false;
     };
     let read = crate::timings::time("pprof: samples (stacks, sites, allocations)", || {
-        reader.profile.names.reserve_stacks(count_samples(bytes));
-        reader.read_samples(|each| walk_samples(bytes, each).ok())
+        reader.profile.names.reserve_stacks(samples::count(bytes));
+        reader.read_samples(|each| samples::walk(bytes, walk, each).ok())
     });
     if matches!(read, Ok(true)) {
         *profile = fresh;
@@ -150,79 +157,6 @@ struct Tables {
     default_sample_type: i64,
     #[prost(string, tag = "15")]
     doc_url: String,
-}
-
-/// How many samples (top-level field 2) there are, counted without reading
-/// them: room for the stacks they make is reserved once.
-fn count_samples(bytes: &[u8]) -> usize {
-    Fields::new(bytes)
-        .map_while(|field| field.ok())
-        .filter(|&(number, _, _)| number == 2)
-        .count()
-}
-
-/// One sample as the reader uses it; refilled for each sample.
-#[derive(Debug, Default)]
-struct SampleView {
-    location_id: Vec<u64>,
-    value: Vec<i64>,
-    /// `(key, str)` of each label.
-    label: Vec<(i64, i64)>,
-}
-
-/// Calls `each` with every sample (top-level field 2) in order and returns
-/// how many there were. Fails where prost's decoding of `Sample` and `Label`
-/// could fail (and on groups, which prost skips but this walk does not), so
-/// that a walk that succeeds sees what prost would have decoded.
-fn walk_samples(bytes: &[u8], mut each: impl FnMut(&SampleView)) -> Result<usize, ()> {
-    let mut view = SampleView::default();
-    let mut count = 0;
-    for field in Fields::new(bytes) {
-        let (number, value, _) = field.map_err(drop)?;
-        if number != 2 {
-            continue;
-        }
-        let Value::Bytes(sample) = value else {
-            return Err(());
-        };
-        view.location_id.clear();
-        view.value.clear();
-        view.label.clear();
-        for field in Fields::new(sample) {
-            match field.map_err(drop)? {
-                (1, Value::Varint(v), _) => view.location_id.push(v),
-                (1, Value::Bytes(packed), _) => {
-                    for v in wire::packed_varints(packed, 0) {
-                        view.location_id.push(v.map_err(drop)?);
-                    }
-                }
-                (2, Value::Varint(v), _) => view.value.push(v as i64),
-                (2, Value::Bytes(packed), _) => {
-                    for v in wire::packed_varints(packed, 0) {
-                        view.value.push(v.map_err(drop)? as i64);
-                    }
-                }
-                (3, Value::Bytes(label), _) => {
-                    let (mut key, mut str) = (0, 0);
-                    for field in Fields::new(label) {
-                        match field.map_err(drop)? {
-                            (1, Value::Varint(v), _) => key = v as i64,
-                            (2, Value::Varint(v), _) => str = v as i64,
-                            (3 | 4, Value::Varint(_), _) => {}
-                            (1..=4, _, _) => return Err(()),
-                            _ => {}
-                        }
-                    }
-                    view.label.push((key, str));
-                }
-                (1..=3, _, _) => return Err(()),
-                _ => {}
-            }
-        }
-        each(&view);
-        count += 1;
-    }
-    Ok(count)
 }
 
 fn corrupt(path: &str, bytes: &[u8], e: prost::DecodeError) -> Error {
@@ -416,7 +350,7 @@ impl<'p> Reader<'p> {
     /// part of the file: its caller drops it).
     fn read_samples(
         mut self,
-        drive: impl FnOnce(&mut dyn FnMut(&SampleView)) -> Option<usize>,
+        drive: impl FnOnce(&mut dyn FnMut(SampleRef<'_>)) -> Option<usize>,
     ) -> Result<bool> {
         let snapshot = self.profile.inputs.len();
         let path = self.path;
@@ -436,7 +370,7 @@ impl<'p> Reader<'p> {
             };
             let mut kind = "";
             let mut device = None;
-            for &(key, str) in &sample.label {
+            for &(key, str) in sample.label {
                 if Some(key) == kind_key {
                     kind = self.str(str);
                 } else if Some(key) == device_key {

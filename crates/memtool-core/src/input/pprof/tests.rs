@@ -319,7 +319,7 @@ fn groups_in_a_sample_are_left_to_prost() {
         )
         .unwrap()
     };
-    assert!(walk_samples(&with_group, |_| {}).is_err());
+    assert!(samples::walk_in_order(&with_group, &mut |_| {}).is_err());
     assert_eq!(shown(&read(with_group)), shown(&read(plain)));
 }
 
@@ -380,4 +380,58 @@ fn sizes_past_64_bits_are_capped_with_a_warning() {
         "{:?}",
         profile.warnings
     );
+}
+
+/// Every sample `walk` passes on, as owned lists, and how it ended.
+fn walked(
+    bytes: &[u8],
+    how: Walk,
+) -> (
+    Vec<(Vec<u64>, Vec<i64>, Vec<(i64, i64)>)>,
+    Result<usize, ()>,
+) {
+    let mut seen = Vec::new();
+    let end = samples::walk(bytes, how, &mut |s| {
+        seen.push((s.location_id.to_vec(), s.value.to_vec(), s.label.to_vec()))
+    });
+    (seen, end)
+}
+
+/// Walked ahead in batches of any size, the samples are those walked in
+/// order, in order, and so is the end: on the whole profile, on every
+/// truncation of it (a sample cut short ends the walk where it is) and
+/// with a damaged sample among good ones.
+#[test]
+fn samples_walked_ahead_are_those_walked_in_order() {
+    let mut bytes = profile();
+    for i in 0..50u8 {
+        bytes.extend(sample_field(&[
+            0x08, 7, 0x10, 1, 0x10, i, 0x1a, 4, 0x08, 8, 0x10, 9,
+        ]));
+    }
+    let in_order = walked(&bytes, Walk::InOrder);
+    assert_eq!(in_order.1, Ok(in_order.0.len()));
+    assert!(in_order.0.len() > 50, "{}", in_order.0.len());
+    for batch_bytes in [1, 7, 30, 200, 4096] {
+        let ahead = Walk::Ahead { batch_bytes };
+        assert_eq!(
+            walked(&bytes, ahead),
+            in_order,
+            "batches of {batch_bytes} bytes"
+        );
+        for cut in (0..bytes.len()).step_by(13) {
+            assert_eq!(
+                walked(&bytes[..cut], ahead),
+                walked(&bytes[..cut], Walk::InOrder),
+                "batches of {batch_bytes} bytes, cut at {cut}"
+            );
+        }
+    }
+    // A sample whose location ids are a fixed64: prost refuses it.
+    let mut damaged = bytes.clone();
+    damaged.extend(sample_field(&[0x09, 1, 2, 3, 4, 5, 6, 7, 8]));
+    damaged.extend(sample_field(&[0x08, 7, 0x10, 1, 0x10, 2]));
+    let in_order = walked(&damaged, Walk::InOrder);
+    assert_eq!(in_order.1, Err(()));
+    assert_eq!(walked(&damaged, Walk::Ahead { batch_bytes: 64 }), in_order);
 }
