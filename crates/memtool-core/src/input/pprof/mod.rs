@@ -52,12 +52,10 @@ fn read_checked(profile: &mut Profile, path: &str, bytes: &[u8], walk: Walk) -> 
         Some((tables, samples))
     });
     if let Some((tables, samples)) = tables {
-        let reader = crate::timings::time("pprof: strings and locations", || {
+        let mut reader = crate::timings::time("pprof: strings and locations", || {
             Reader::new(profile, path, &tables)
         })?;
-        // A sample is a distinct stack (per device), less what it shares
-        // with others: room for one new stack node each.
-        reader.profile.names.reserve_stacks(samples);
+        reader.reserve(samples);
         return crate::timings::time("pprof: samples (stacks, sites, allocations)", || {
             // Checked above: the walk cannot fail.
             reader
@@ -108,13 +106,13 @@ fn read_in_one_walk(profile: &mut Profile, path: &str, bytes: &[u8], walk: Walk)
         return false;
     };
     let mut fresh = Profile::default();
-    let Ok(reader) = crate::timings::time("pprof: strings and locations", || {
+    let Ok(mut reader) = crate::timings::time("pprof: strings and locations", || {
         Reader::new(&mut fresh, path, &tables)
     }) else {
         return false;
     };
     let read = crate::timings::time("pprof: samples (stacks, sites, allocations)", || {
-        reader.profile.names.reserve_stacks(samples::count(bytes));
+        reader.reserve(samples::count(bytes));
         reader.read_samples(|each| samples::walk(bytes, walk, each).ok())
     });
     if matches!(read, Ok(true)) {
@@ -199,6 +197,13 @@ struct Reader<'p> {
     /// Device label (a string table index) → position in
     /// `profile.memories`, once the memory has this file's instant.
     device_memory: FxHashMap<i64, usize>,
+    /// Samples the file holds, and room reserved for so many allocations
+    /// so far: each device's memory gets room for the samples not yet
+    /// read when it is first met, up to twice the file's in all (a
+    /// million allocations grown by copy from empty were faulted in about
+    /// twice over).
+    samples: usize,
+    reserved: usize,
 }
 
 impl<'p> Reader<'p> {
@@ -255,9 +260,20 @@ impl<'p> Reader<'p> {
             unknown_locations: FxHashSet::default(),
             recent_pushes: vec![(StackId(u32::MAX), 0, StackId(0)); RECENT_PUSHES],
             device_memory: FxHashMap::default(),
+            samples: 0,
+            reserved: 0,
         };
         reader.intern_locations(decoded);
         Ok(reader)
+    }
+
+    /// Room for `samples` samples, each a stack and a site of its own at
+    /// most (a sample is a distinct stack per device, less what it shares
+    /// with others: room for one new stack node each).
+    fn reserve(&mut self, samples: usize) {
+        self.samples = samples;
+        self.profile.names.reserve_stacks(samples);
+        self.profile.names.reserve_stack_sites(samples);
     }
 
     fn str(&self, index: i64) -> &str {
@@ -359,7 +375,9 @@ impl<'p> Reader<'p> {
         let mut executables = Executables::default();
         let (mut no_stack, mut short) = (0, 0);
         let (mut negative, mut negative_executables) = (0, 0);
+        let mut read = 0usize;
         let samples = drive(&mut |sample| {
+            read += 1;
             let Some(&bytes) = sample.value.get(self.space_index) else {
                 short += 1;
                 return;
@@ -409,6 +427,15 @@ impl<'p> Reader<'p> {
                         self.profile
                             .memory_position(&name, MemoryKind::Device, Axis::Snapshot);
                     self.device_memory.insert(device, position);
+                    let room = (self.samples.saturating_sub(read) + 1)
+                        .min((2 * self.samples).saturating_sub(self.reserved));
+                    if let Some(memory) = self.profile.memories.get_mut(position) {
+                        self.reserved += room;
+                        let _ = memory.allocations.try_reserve(room);
+                        if let Some(instant) = memory.instants.get_mut(snapshot) {
+                            let _ = instant.live.try_reserve(room);
+                        }
+                    }
                     position
                 }
             };
