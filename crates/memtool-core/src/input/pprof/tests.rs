@@ -213,13 +213,22 @@ fn shown(p: &Profile) -> String {
     format!("{:?}", (&p.inputs, &p.memories, &p.warnings))
 }
 
+/// In order, and ahead in batches of a few samples.
+const WALKS: [Walk; 2] = [Walk::InOrder, Walk::Ahead { batch_bytes: 8 }];
+
 #[test]
 fn a_first_file_read_in_one_walk_is_the_file_checked_then_read() {
+    for walk in WALKS {
+        first_file_read_in_one_walk_is_the_file_checked_then_read(walk);
+    }
+}
+
+fn first_file_read_in_one_walk_is_the_file_checked_then_read(walk: Walk) {
     let bytes = profile();
     let mut one = Profile::default();
-    assert!(read_in_one_walk(&mut one, "a.prof", &bytes));
+    assert!(read_in_one_walk(&mut one, "a.prof", &bytes, walk));
     let mut two = Profile::default();
-    read_checked(&mut two, "a.prof", &bytes).unwrap();
+    read_checked(&mut two, "a.prof", &bytes, walk).unwrap();
     assert_eq!(shown(&one), shown(&two));
     assert!(!one.memories[0].allocations.is_empty());
     let stacks = |p: &Profile| {
@@ -239,10 +248,10 @@ fn a_first_file_read_in_one_walk_is_the_file_checked_then_read() {
     let mut cut = profile();
     cut.extend([0x12, 2, 0x08, 0x80]);
     let mut p = Profile::default();
-    assert!(!read_in_one_walk(&mut p, "cut.prof", &cut));
+    assert!(!read_in_one_walk(&mut p, "cut.prof", &cut, walk));
     assert!(p.is_empty());
-    let checked = read_checked(&mut Profile::default(), "cut.prof", &cut).unwrap_err();
-    let via_read = read(&mut Profile::default(), "cut.prof", &cut, false).unwrap_err();
+    let checked = read_checked(&mut Profile::default(), "cut.prof", &cut, walk).unwrap_err();
+    let via_read = read(&mut Profile::default(), "cut.prof", &cut, false, walk).unwrap_err();
     assert_eq!(via_read.to_string(), checked.to_string());
 }
 
