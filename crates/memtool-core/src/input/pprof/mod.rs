@@ -101,8 +101,14 @@ fn read_checked(profile: &mut Profile, path: &str, bytes: &[u8], walk: Walk) -> 
 /// what a bad file gives is the same whichever way it is read. Returns
 /// whether the file was read.
 fn read_in_one_walk(profile: &mut Profile, path: &str, bytes: &[u8], walk: Walk) -> bool {
-    let Some(tables) = crate::timings::time("pprof: decode (prost)", || Tables::decode(bytes).ok())
-    else {
+    // Both frame every sample (prost to skip it): side by side where the
+    // samples are walked ahead anyway.
+    let decode = || Tables::decode(bytes).ok();
+    let (samples, tables) = crate::timings::time("pprof: decode (prost)", || match walk {
+        Walk::Ahead { .. } => crate::parallel::join(|| samples::count(bytes), decode),
+        Walk::InOrder => (samples::count(bytes), decode()),
+    });
+    let Some(tables) = tables else {
         return false;
     };
     let mut fresh = Profile::default();
@@ -112,7 +118,7 @@ fn read_in_one_walk(profile: &mut Profile, path: &str, bytes: &[u8], walk: Walk)
         return false;
     };
     let read = crate::timings::time("pprof: samples (stacks, sites, allocations)", || {
-        reader.reserve(samples::count(bytes));
+        reader.reserve(samples);
         reader.read_samples(|each| samples::walk(bytes, walk, each).ok())
     });
     if matches!(read, Ok(true)) {
