@@ -412,7 +412,7 @@ impl<'p> Reader<'p> {
             if sample.location_id.is_empty() {
                 no_stack += 1;
             }
-            let stack = self.stack(&sample.location_id);
+            let stack = self.stack(sample.location_id);
             if bytes < 0 {
                 negative += 1;
             }

@@ -391,14 +391,11 @@ fn sizes_past_64_bits_are_capped_with_a_warning() {
     );
 }
 
+/// A sample's location ids, values and labels, owned.
+type OwnedSample = (Vec<u64>, Vec<i64>, Vec<(i64, i64)>);
+
 /// Every sample `walk` passes on, as owned lists, and how it ended.
-fn walked(
-    bytes: &[u8],
-    how: Walk,
-) -> (
-    Vec<(Vec<u64>, Vec<i64>, Vec<(i64, i64)>)>,
-    Result<usize, ()>,
-) {
+fn walked(bytes: &[u8], how: Walk) -> (Vec<OwnedSample>, Result<usize, ()>) {
     let mut seen = Vec::new();
     let end = samples::walk(bytes, how, &mut |s| {
         seen.push((s.location_id.to_vec(), s.value.to_vec(), s.label.to_vec()))
