@@ -137,16 +137,17 @@ pub struct LoadOptions {
     pub force_general_path: bool,
     /// Threads that read the hosts of one run at once, or one XSpace's
     /// allocator events (each host's reader also builds on a thread of its
-    /// own); 0 for every core
-    /// ([`crate::parallel::default_jobs`]). A run of 64 hosts read with 2
-    /// jobs holds two hosts' events at a time, not 64.
+    /// own), or walk a pprof profile's samples ahead of its reader; 0 for
+    /// every core ([`crate::parallel::default_jobs`]). A run of 64 hosts
+    /// read with 2 jobs holds two hosts' events at a time, not 64.
     pub jobs: usize,
-    /// How many bytes of an XSpace line's events one thread decodes at a
-    /// time (0: the default, 1 MiB). Tiny runs, for the tests that check
-    /// that decoding in runs on many threads gives the profile decoding
-    /// on one does, even on small files.
+    /// How many bytes of input one thread decodes at a time: of an XSpace
+    /// line's events, of a pprof profile's samples (0: the defaults, 256
+    /// KiB each). Tiny runs, for the tests that check that decoding in runs
+    /// on many threads gives the profile decoding on one does, even on
+    /// small files.
     #[doc(hidden)]
-    pub xspace_run_bytes: u64,
+    pub run_bytes: u64,
 }
 
 impl LoadOptions {
@@ -496,18 +497,22 @@ fn load_into(profile: &mut Profile, source: Source, options: &LoadOptions) -> Re
         }
     }
     match format {
-        Format::Pprof => match data.as_bytes() {
-            // Gunzipped: already in memory, read in place rather than copied.
-            Some(bytes) => pprof::read(profile, &path, bytes, options.force_general_path),
-            None => pprof::read(profile, &path, &whole(&*data)?, options.force_general_path),
-        },
+        Format::Pprof => {
+            let walk = pprof::Walk::new(options.jobs, options.run_bytes);
+            let general = options.force_general_path;
+            match data.as_bytes() {
+                // Gunzipped: already in memory, read in place rather than copied.
+                Some(bytes) => pprof::read(profile, &path, bytes, general, walk),
+                None => pprof::read(profile, &path, &whole(&*data)?, general, walk),
+            }
+        }
         Format::XSpace => xspace::read(
             profile,
             &path,
             &*data,
             options.force_general_path,
             options.jobs,
-            options.xspace_run_bytes,
+            options.run_bytes,
         ),
         Format::TorchSnapshot => {
             let paths = if options.force_general_path {

@@ -227,6 +227,15 @@ impl Names {
         self.stack_ids.reserve(&self.stacks, additional);
     }
 
+    /// Room for `additional` sites of a stack each (a pprof profile's
+    /// samples): their tables made that long at once, not grown by copy,
+    /// as far as the memory can be had (what is not reserved grows as it
+    /// fills).
+    pub fn reserve_stack_sites(&mut self, additional: usize) {
+        let _ = self.sites.try_reserve(additional);
+        let _ = self.stack_sites.try_reserve(additional);
+    }
+
     /// Interns a stack given leaf first (the order pprof, PyTorch and XLA use).
     pub fn stack_leaf_first(&mut self, frames: &[FrameId]) -> StackId {
         frames

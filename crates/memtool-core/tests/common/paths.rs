@@ -18,7 +18,8 @@ fn dump(profile: &Result<Profile>) -> String {
 }
 
 /// Loads the inputs `sources` makes through the fast paths (on one thread,
-/// and on four with an XSpace's lines cut into runs of a few events) and
+/// and on four with an XSpace's lines cut into runs of a few events and a
+/// pprof profile's samples walked ahead a few at a time) and
 /// through the general paths only; panics, naming `what`, where they
 /// disagree.
 pub fn assert_paths_agree(what: &str, sources: impl Fn() -> Vec<Source>, options: &LoadOptions) {
@@ -33,7 +34,7 @@ pub fn assert_paths_agree(what: &str, sources: impl Fn() -> Vec<Source>, options
         sources(),
         &LoadOptions {
             jobs: 4,
-            xspace_run_bytes: 200,
+            run_bytes: 200,
             ..*options
         },
     );

@@ -182,7 +182,7 @@ fn hosts_read_in_parallel_give_the_profile_read_one_after_another() {
 fn dump_read(path: &Path, jobs: usize, run_bytes: u64) -> (String, usize) {
     let options = memtool_core::LoadOptions {
         jobs,
-        xspace_run_bytes: run_bytes,
+        run_bytes,
         ..memtool_core::LoadOptions::default()
     };
     let source =

@@ -214,7 +214,8 @@ impl SiteTotals {
 /// Sums the totals of each site.
 impl FromIterator<(SiteId, Totals)> for SiteTotals {
     fn from_iter<I: IntoIterator<Item = (SiteId, Totals)>>(iter: I) -> Self {
-        let mut sums = DenseSums::default();
+        let iter = iter.into_iter();
+        let mut sums = DenseSums::with_room(iter.size_hint().0);
         for (site, totals) in iter {
             sums.add(site.0, totals);
         }
@@ -285,6 +286,17 @@ pub struct TopGroups {
     pub omitted: usize,
 }
 
+/// The bytes of the `keep`-th largest of `summed` (0 where it has no
+/// more): no group smaller is among its `keep` largest.
+fn kept_least_bytes(summed: &[(u32, Totals)], keep: usize) -> u64 {
+    if keep == 0 || keep >= summed.len() {
+        return 0;
+    }
+    let mut bytes: Vec<u64> = summed.iter().map(|(_, t)| t.bytes).collect();
+    let (_, &mut least, _) = bytes.select_nth_unstable_by(keep - 1, |a, b| b.cmp(a));
+    least
+}
+
 /// Totals summed by small dense ids (sites, group keys): an index by id
 /// into the sums, not a hash table. At ten million distinct sites a hash
 /// table is half a gigabyte probed at random. Ids mostly come in
@@ -302,6 +314,14 @@ struct DenseSums {
 }
 
 impl DenseSums {
+    /// With room for `ids` sums (an estimate: sums made that long at once
+    /// are not copied as they grow, as far as the memory can be had).
+    fn with_room(ids: usize) -> DenseSums {
+        let mut sums = DenseSums::default();
+        let _ = sums.sums.try_reserve_exact(ids);
+        sums
+    }
+
     fn add(&mut self, id: u32, totals: Totals) {
         if !self.indexed {
             match self.sums.last_mut() {
@@ -411,7 +431,8 @@ impl<'a> Grouper<'a> {
         // stacks, so working out their keys walks the profile's tables in
         // order instead of jumping about in them.
         let keys = crate::timings::span("group: keys");
-        let mut sums = DenseSums::default();
+        // At most a key per site (a stack each, on a pprof profile).
+        let mut sums = DenseSums::with_room(by_site.sites.len());
         for (site, totals) in by_site.iter() {
             let key = self.key(site, by);
             sums.add(key, totals);
@@ -473,8 +494,14 @@ impl<'a> Grouper<'a> {
         // does). Only these texts: the table holds every memory's, and
         // ranking it whole for each memory made a profile of 10^5 devices
         // quadratic.
+        // Only groups at least as large as the `keep`-th largest can be
+        // kept: rows (56 bytes each, a million on a pprof profile of a
+        // million stacks, all of them memory faulted in anew) are made for
+        // those alone, and the ties at that size.
+        let least = kept_least_bytes(&summed, keep);
         let mut rows: Vec<Row> = summed
             .into_iter()
+            .filter(|(_, totals)| totals.bytes >= least)
             .map(|(key, totals)| {
                 let mut ranks = [0; INLINE];
                 let mut node = key;

@@ -16,25 +16,31 @@ use crate::model::{
     Site, StackId,
 };
 
-use memtool_proto::wire::reader::{self as wire, Fields, Value};
+use memtool_proto::wire::reader as wire;
+use samples::SampleRef;
+pub(in crate::input) use samples::Walk;
 
-/// Reads one pprof file into `profile`; `force_general_path` skips the one
-/// walk ([`read_in_one_walk`]) for the checked walk every file can take.
+mod samples;
+
+/// Reads one pprof file into `profile`, its samples walked as `walk` says;
+/// `force_general_path` skips the one walk ([`read_in_one_walk`]) for the
+/// checked walk every file can take.
 pub(crate) fn read(
     profile: &mut Profile,
     path: &str,
     bytes: &[u8],
     force_general_path: bool,
+    walk: Walk,
 ) -> Result<()> {
-    if !force_general_path && profile.is_empty() && read_in_one_walk(profile, path, bytes) {
+    if !force_general_path && profile.is_empty() && read_in_one_walk(profile, path, bytes, walk) {
         return Ok(());
     }
-    read_checked(profile, path, bytes)
+    read_checked(profile, path, bytes, walk)
 }
 
 /// Reads a file into a profile that may hold earlier files: nothing is
 /// changed until every sample is known good.
-fn read_checked(profile: &mut Profile, path: &str, bytes: &[u8]) -> Result<()> {
+fn read_checked(profile: &mut Profile, path: &str, bytes: &[u8], walk: Walk) -> Result<()> {
     // Samples are most of a profile (a million of them, each a few vectors
     // once decoded): prost decodes everything else, and samples are walked
     // on the wire, one at a time, after a first walk has checked them all as
@@ -42,20 +48,18 @@ fn read_checked(profile: &mut Profile, path: &str, bytes: &[u8]) -> Result<()> {
     // The phase keeps its name: prost still decodes all but the samples here.
     let tables = crate::timings::time("pprof: decode (prost)", || {
         let tables = Tables::decode(bytes).ok()?;
-        let samples = walk_samples(bytes, |_| {}).ok()?;
+        let samples = samples::walk_in_order(bytes, &mut |_| {}).ok()?;
         Some((tables, samples))
     });
     if let Some((tables, samples)) = tables {
-        let reader = crate::timings::time("pprof: strings and locations", || {
+        let mut reader = crate::timings::time("pprof: strings and locations", || {
             Reader::new(profile, path, &tables)
         })?;
-        // A sample is a distinct stack (per device), less what it shares
-        // with others: room for one new stack node each.
-        reader.profile.names.reserve_stacks(samples);
+        reader.reserve(samples);
         return crate::timings::time("pprof: samples (stacks, sites, allocations)", || {
             // Checked above: the walk cannot fail.
             reader
-                .read_samples(|each| walk_samples(bytes, each).ok())
+                .read_samples(|each| samples::walk(bytes, walk, each).ok())
                 .map(drop)
         });
     }
@@ -74,14 +78,15 @@ fn read_checked(profile: &mut Profile, path: &str, bytes: &[u8]) -> Result<()> {
     let reader = Reader::new(profile, path, &tables)?;
     reader
         .read_samples(|each| {
-            let mut view = SampleView::default();
+            let mut label = Vec::new();
             for sample in &decoded.sample {
-                view.location_id.clone_from(&sample.location_id);
-                view.value.clone_from(&sample.value);
-                view.label.clear();
-                view.label
-                    .extend(sample.label.iter().map(|l| (l.key, l.str)));
-                each(&view);
+                label.clear();
+                label.extend(sample.label.iter().map(|l| (l.key, l.str)));
+                each(SampleRef {
+                    location_id: &sample.location_id,
+                    value: &sample.value,
+                    label: &label,
+                });
             }
             Some(decoded.sample.len())
         })
@@ -95,20 +100,26 @@ fn read_checked(profile: &mut Profile, path: &str, bytes: &[u8]) -> Result<()> {
 /// `space` type) leaves `profile` untouched for [`read`]'s two walks, so
 /// what a bad file gives is the same whichever way it is read. Returns
 /// whether the file was read.
-fn read_in_one_walk(profile: &mut Profile, path: &str, bytes: &[u8]) -> bool {
-    let Some(tables) = crate::timings::time("pprof: decode (prost)", || Tables::decode(bytes).ok())
-    else {
+fn read_in_one_walk(profile: &mut Profile, path: &str, bytes: &[u8], walk: Walk) -> bool {
+    // Both frame every sample (prost to skip it): side by side where the
+    // samples are walked ahead anyway.
+    let decode = || Tables::decode(bytes).ok();
+    let (samples, tables) = crate::timings::time("pprof: decode (prost)", || match walk {
+        Walk::Ahead { .. } => crate::parallel::join(|| samples::count(bytes), decode),
+        Walk::InOrder => (samples::count(bytes), decode()),
+    });
+    let Some(tables) = tables else {
         return false;
     };
     let mut fresh = Profile::default();
-    let Ok(reader) = crate::timings::time("pprof: strings and locations", || {
+    let Ok(mut reader) = crate::timings::time("pprof: strings and locations", || {
         Reader::new(&mut fresh, path, &tables)
     }) else {
         return false;
     };
     let read = crate::timings::time("pprof: samples (stacks, sites, allocations)", || {
-        reader.profile.names.reserve_stacks(count_samples(bytes));
-        reader.read_samples(|each| walk_samples(bytes, each).ok())
+        reader.reserve(samples);
+        reader.read_samples(|each| samples::walk(bytes, walk, each).ok())
     });
     if matches!(read, Ok(true)) {
         *profile = fresh;
@@ -152,79 +163,6 @@ struct Tables {
     doc_url: String,
 }
 
-/// How many samples (top-level field 2) there are, counted without reading
-/// them: room for the stacks they make is reserved once.
-fn count_samples(bytes: &[u8]) -> usize {
-    Fields::new(bytes)
-        .map_while(|field| field.ok())
-        .filter(|&(number, _, _)| number == 2)
-        .count()
-}
-
-/// One sample as the reader uses it; refilled for each sample.
-#[derive(Debug, Default)]
-struct SampleView {
-    location_id: Vec<u64>,
-    value: Vec<i64>,
-    /// `(key, str)` of each label.
-    label: Vec<(i64, i64)>,
-}
-
-/// Calls `each` with every sample (top-level field 2) in order and returns
-/// how many there were. Fails where prost's decoding of `Sample` and `Label`
-/// could fail (and on groups, which prost skips but this walk does not), so
-/// that a walk that succeeds sees what prost would have decoded.
-fn walk_samples(bytes: &[u8], mut each: impl FnMut(&SampleView)) -> Result<usize, ()> {
-    let mut view = SampleView::default();
-    let mut count = 0;
-    for field in Fields::new(bytes) {
-        let (number, value, _) = field.map_err(drop)?;
-        if number != 2 {
-            continue;
-        }
-        let Value::Bytes(sample) = value else {
-            return Err(());
-        };
-        view.location_id.clear();
-        view.value.clear();
-        view.label.clear();
-        for field in Fields::new(sample) {
-            match field.map_err(drop)? {
-                (1, Value::Varint(v), _) => view.location_id.push(v),
-                (1, Value::Bytes(packed), _) => {
-                    for v in wire::packed_varints(packed, 0) {
-                        view.location_id.push(v.map_err(drop)?);
-                    }
-                }
-                (2, Value::Varint(v), _) => view.value.push(v as i64),
-                (2, Value::Bytes(packed), _) => {
-                    for v in wire::packed_varints(packed, 0) {
-                        view.value.push(v.map_err(drop)? as i64);
-                    }
-                }
-                (3, Value::Bytes(label), _) => {
-                    let (mut key, mut str) = (0, 0);
-                    for field in Fields::new(label) {
-                        match field.map_err(drop)? {
-                            (1, Value::Varint(v), _) => key = v as i64,
-                            (2, Value::Varint(v), _) => str = v as i64,
-                            (3 | 4, Value::Varint(_), _) => {}
-                            (1..=4, _, _) => return Err(()),
-                            _ => {}
-                        }
-                    }
-                    view.label.push((key, str));
-                }
-                (1..=3, _, _) => return Err(()),
-                _ => {}
-            }
-        }
-        each(&view);
-        count += 1;
-    }
-    Ok(count)
-}
-
 fn corrupt(path: &str, bytes: &[u8], e: prost::DecodeError) -> Error {
     // prost does not say where; the wire reader finds the first bad top-level field.
     let located = wire::first_error(bytes);
@@ -265,6 +203,13 @@ struct Reader<'p> {
     /// Device label (a string table index) → position in
     /// `profile.memories`, once the memory has this file's instant.
     device_memory: FxHashMap<i64, usize>,
+    /// Samples the file holds, and room reserved for so many allocations
+    /// so far: each device's memory gets room for the samples not yet
+    /// read when it is first met, up to twice the file's in all (a
+    /// million allocations grown by copy from empty were faulted in about
+    /// twice over).
+    samples: usize,
+    reserved: usize,
 }
 
 impl<'p> Reader<'p> {
@@ -321,9 +266,20 @@ impl<'p> Reader<'p> {
             unknown_locations: FxHashSet::default(),
             recent_pushes: vec![(StackId(u32::MAX), 0, StackId(0)); RECENT_PUSHES],
             device_memory: FxHashMap::default(),
+            samples: 0,
+            reserved: 0,
         };
         reader.intern_locations(decoded);
         Ok(reader)
+    }
+
+    /// Room for `samples` samples, each a stack and a site of its own at
+    /// most (a sample is a distinct stack per device, less what it shares
+    /// with others: room for one new stack node each).
+    fn reserve(&mut self, samples: usize) {
+        self.samples = samples;
+        self.profile.names.reserve_stacks(samples);
+        self.profile.names.reserve_stack_sites(samples);
     }
 
     fn str(&self, index: i64) -> &str {
@@ -416,7 +372,7 @@ impl<'p> Reader<'p> {
     /// part of the file: its caller drops it).
     fn read_samples(
         mut self,
-        drive: impl FnOnce(&mut dyn FnMut(&SampleView)) -> Option<usize>,
+        drive: impl FnOnce(&mut dyn FnMut(SampleRef<'_>)) -> Option<usize>,
     ) -> Result<bool> {
         let snapshot = self.profile.inputs.len();
         let path = self.path;
@@ -425,7 +381,9 @@ impl<'p> Reader<'p> {
         let mut executables = Executables::default();
         let (mut no_stack, mut short) = (0, 0);
         let (mut negative, mut negative_executables) = (0, 0);
+        let mut read = 0usize;
         let samples = drive(&mut |sample| {
+            read += 1;
             let Some(&bytes) = sample.value.get(self.space_index) else {
                 short += 1;
                 return;
@@ -436,7 +394,7 @@ impl<'p> Reader<'p> {
             };
             let mut kind = "";
             let mut device = None;
-            for &(key, str) in &sample.label {
+            for &(key, str) in sample.label {
                 if Some(key) == kind_key {
                     kind = self.str(str);
                 } else if Some(key) == device_key {
@@ -454,7 +412,7 @@ impl<'p> Reader<'p> {
             if sample.location_id.is_empty() {
                 no_stack += 1;
             }
-            let stack = self.stack(&sample.location_id);
+            let stack = self.stack(sample.location_id);
             if bytes < 0 {
                 negative += 1;
             }
@@ -475,6 +433,15 @@ impl<'p> Reader<'p> {
                         self.profile
                             .memory_position(&name, MemoryKind::Device, Axis::Snapshot);
                     self.device_memory.insert(device, position);
+                    let room = (self.samples.saturating_sub(read) + 1)
+                        .min((2 * self.samples).saturating_sub(self.reserved));
+                    if let Some(memory) = self.profile.memories.get_mut(position) {
+                        self.reserved += room;
+                        let _ = memory.allocations.try_reserve(room);
+                        if let Some(instant) = memory.instants.get_mut(snapshot) {
+                            let _ = instant.live.try_reserve(room);
+                        }
+                    }
                     position
                 }
             };

@@ -213,13 +213,22 @@ fn shown(p: &Profile) -> String {
     format!("{:?}", (&p.inputs, &p.memories, &p.warnings))
 }
 
+/// In order, and ahead in batches of a few samples.
+const WALKS: [Walk; 2] = [Walk::InOrder, Walk::Ahead { batch_bytes: 8 }];
+
 #[test]
 fn a_first_file_read_in_one_walk_is_the_file_checked_then_read() {
+    for walk in WALKS {
+        first_file_read_in_one_walk_is_the_file_checked_then_read(walk);
+    }
+}
+
+fn first_file_read_in_one_walk_is_the_file_checked_then_read(walk: Walk) {
     let bytes = profile();
     let mut one = Profile::default();
-    assert!(read_in_one_walk(&mut one, "a.prof", &bytes));
+    assert!(read_in_one_walk(&mut one, "a.prof", &bytes, walk));
     let mut two = Profile::default();
-    read_checked(&mut two, "a.prof", &bytes).unwrap();
+    read_checked(&mut two, "a.prof", &bytes, walk).unwrap();
     assert_eq!(shown(&one), shown(&two));
     assert!(!one.memories[0].allocations.is_empty());
     let stacks = |p: &Profile| {
@@ -239,10 +248,10 @@ fn a_first_file_read_in_one_walk_is_the_file_checked_then_read() {
     let mut cut = profile();
     cut.extend([0x12, 2, 0x08, 0x80]);
     let mut p = Profile::default();
-    assert!(!read_in_one_walk(&mut p, "cut.prof", &cut));
+    assert!(!read_in_one_walk(&mut p, "cut.prof", &cut, walk));
     assert!(p.is_empty());
-    let checked = read_checked(&mut Profile::default(), "cut.prof", &cut).unwrap_err();
-    let via_read = read(&mut Profile::default(), "cut.prof", &cut, false).unwrap_err();
+    let checked = read_checked(&mut Profile::default(), "cut.prof", &cut, walk).unwrap_err();
+    let via_read = read(&mut Profile::default(), "cut.prof", &cut, false, walk).unwrap_err();
     assert_eq!(via_read.to_string(), checked.to_string());
 }
 
@@ -319,7 +328,7 @@ fn groups_in_a_sample_are_left_to_prost() {
         )
         .unwrap()
     };
-    assert!(walk_samples(&with_group, |_| {}).is_err());
+    assert!(samples::walk_in_order(&with_group, &mut |_| {}).is_err());
     assert_eq!(shown(&read(with_group)), shown(&read(plain)));
 }
 
@@ -380,4 +389,55 @@ fn sizes_past_64_bits_are_capped_with_a_warning() {
         "{:?}",
         profile.warnings
     );
+}
+
+/// A sample's location ids, values and labels, owned.
+type OwnedSample = (Vec<u64>, Vec<i64>, Vec<(i64, i64)>);
+
+/// Every sample `walk` passes on, as owned lists, and how it ended.
+fn walked(bytes: &[u8], how: Walk) -> (Vec<OwnedSample>, Result<usize, ()>) {
+    let mut seen = Vec::new();
+    let end = samples::walk(bytes, how, &mut |s| {
+        seen.push((s.location_id.to_vec(), s.value.to_vec(), s.label.to_vec()))
+    });
+    (seen, end)
+}
+
+/// Walked ahead in batches of any size, the samples are those walked in
+/// order, in order, and so is the end: on the whole profile, on every
+/// truncation of it (a sample cut short ends the walk where it is) and
+/// with a damaged sample among good ones.
+#[test]
+fn samples_walked_ahead_are_those_walked_in_order() {
+    let mut bytes = profile();
+    for i in 0..50u8 {
+        bytes.extend(sample_field(&[
+            0x08, 7, 0x10, 1, 0x10, i, 0x1a, 4, 0x08, 8, 0x10, 9,
+        ]));
+    }
+    let in_order = walked(&bytes, Walk::InOrder);
+    assert_eq!(in_order.1, Ok(in_order.0.len()));
+    assert!(in_order.0.len() > 50, "{}", in_order.0.len());
+    for batch_bytes in [1, 7, 30, 200, 4096] {
+        let ahead = Walk::Ahead { batch_bytes };
+        assert_eq!(
+            walked(&bytes, ahead),
+            in_order,
+            "batches of {batch_bytes} bytes"
+        );
+        for cut in (0..bytes.len()).step_by(13) {
+            assert_eq!(
+                walked(&bytes[..cut], ahead),
+                walked(&bytes[..cut], Walk::InOrder),
+                "batches of {batch_bytes} bytes, cut at {cut}"
+            );
+        }
+    }
+    // A sample whose location ids are a fixed64: prost refuses it.
+    let mut damaged = bytes.clone();
+    damaged.extend(sample_field(&[0x09, 1, 2, 3, 4, 5, 6, 7, 8]));
+    damaged.extend(sample_field(&[0x08, 7, 0x10, 1, 0x10, 2]));
+    let in_order = walked(&damaged, Walk::InOrder);
+    assert_eq!(in_order.1, Err(()));
+    assert_eq!(walked(&damaged, Walk::Ahead { batch_bytes: 64 }), in_order);
 }

@@ -14,9 +14,9 @@ use super::runs::{self, Buffers, DecodedRun, LineAt, Run};
 
 /// Runs decoded and not yet taken by the merge, or being decoded, at most,
 /// per job: enough that no worker waits while the merge catches up on a
-/// line, little memory (a run's events are about 1 MiB, each vector in
-/// flight faulted in once: 2 a job in place of 4 was ~1,000 page faults
-/// fewer on the 660k-event benchmark, 17,000 in all).
+/// line, little memory (a run's events take about as many bytes as the
+/// run, each vector in flight faulted in once: 2 a job in place of 4 was
+/// ~1,000 page faults fewer on the 660k-event benchmark, 17,000 in all).
 const RUNS_HELD_PER_JOB: usize = 2;
 
 /// Where one run stands.
