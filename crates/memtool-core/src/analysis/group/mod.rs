@@ -488,17 +488,17 @@ impl<'a> Grouper<'a> {
             key: u32,
             totals: Totals,
         }
+        // Only groups at least as large as the `keep`-th largest can be
+        // kept: rows (56 bytes each, a million on a pprof profile of a
+        // million stacks, all of them memory faulted in anew) are made for
+        // those alone, and the ties at that size.
+        let least = kept_least_bytes(&summed, keep);
         // The texts of the rows' first frames (text id + 1; 0: the label
         // ended), then each one's rank among those texts + 1 and whether it
         // begins another of them (the next in order begins with it if any
         // does). Only these texts: the table holds every memory's, and
         // ranking it whole for each memory made a profile of 10^5 devices
         // quadratic.
-        // Only groups at least as large as the `keep`-th largest can be
-        // kept: rows (56 bytes each, a million on a pprof profile of a
-        // million stacks, all of them memory faulted in anew) are made for
-        // those alone, and the ties at that size.
-        let least = kept_least_bytes(&summed, keep);
         let mut rows: Vec<Row> = summed
             .into_iter()
             .filter(|(_, totals)| totals.bytes >= least)

@@ -48,14 +48,14 @@ fn read_checked(profile: &mut Profile, path: &str, bytes: &[u8], walk: Walk) -> 
     // The phase keeps its name: prost still decodes all but the samples here.
     let tables = crate::timings::time("pprof: decode (prost)", || {
         let tables = Tables::decode(bytes).ok()?;
-        let samples = samples::walk_in_order(bytes, &mut |_| {}).ok()?;
-        Some((tables, samples))
+        let count = samples::walk_in_order(bytes, &mut |_| {}).ok()?;
+        Some((tables, count))
     });
-    if let Some((tables, samples)) = tables {
+    if let Some((tables, count)) = tables {
         let mut reader = crate::timings::time("pprof: strings and locations", || {
             Reader::new(profile, path, &tables)
         })?;
-        reader.reserve(samples);
+        reader.reserve(count);
         return crate::timings::time("pprof: samples (stacks, sites, allocations)", || {
             // Checked above: the walk cannot fail.
             reader
@@ -104,7 +104,7 @@ fn read_in_one_walk(profile: &mut Profile, path: &str, bytes: &[u8], walk: Walk)
     // Both frame every sample (prost to skip it): side by side where the
     // samples are walked ahead anyway.
     let decode = || Tables::decode(bytes).ok();
-    let (samples, tables) = crate::timings::time("pprof: decode (prost)", || match walk {
+    let (count, tables) = crate::timings::time("pprof: decode (prost)", || match walk {
         Walk::Ahead { .. } => crate::parallel::join(|| samples::count(bytes), decode),
         Walk::InOrder => (samples::count(bytes), decode()),
     });
@@ -118,7 +118,7 @@ fn read_in_one_walk(profile: &mut Profile, path: &str, bytes: &[u8], walk: Walk)
         return false;
     };
     let read = crate::timings::time("pprof: samples (stacks, sites, allocations)", || {
-        reader.reserve(samples);
+        reader.reserve(count);
         reader.read_samples(|each| samples::walk(bytes, walk, each).ok())
     });
     if matches!(read, Ok(true)) {

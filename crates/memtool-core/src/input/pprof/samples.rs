@@ -98,14 +98,8 @@ pub(super) fn walk_in_order(
 ) -> Result<usize, ()> {
     let mut view = SampleView::default();
     let mut count = 0;
-    for field in Fields::new(bytes) {
-        let (number, value, _) = field.map_err(drop)?;
-        if number != 2 {
-            continue;
-        }
-        let Value::Bytes(sample) = value else {
-            return Err(());
-        };
+    for sample in payloads(bytes) {
+        let (sample, _) = sample?;
         view.location_id.clear();
         view.value.clear();
         view.label.clear();
@@ -119,6 +113,17 @@ pub(super) fn walk_in_order(
         count += 1;
     }
     Ok(count)
+}
+
+/// Each sample's bytes (top-level field 2) and where they end, in order;
+/// an `Err` where the walk stops: a field that cannot be framed (the last
+/// item), or a sample that is not length-delimited.
+fn payloads(bytes: &[u8]) -> impl Iterator<Item = Result<(&[u8], usize), ()>> + '_ {
+    Fields::new(bytes).filter_map(|field| match field {
+        Ok((2, Value::Bytes(sample), at)) => Some(Ok((sample, at + sample.len()))),
+        Ok((2, _, _)) | Err(_) => Some(Err(())),
+        Ok(_) => None,
+    })
 }
 
 /// Appends one sample's location ids, values and labels.
@@ -264,30 +269,23 @@ fn fill_batches(
         sent.send(Sent::Batch(std::mem::replace(batch, next)))
             .is_ok()
     };
-    for field in Fields::new(bytes) {
-        let end = match field {
-            Ok((2, Value::Bytes(sample), at)) => {
-                let Batch {
-                    ends,
-                    location_id,
-                    value,
-                    label,
-                } = &mut batch;
-                if decode(sample, location_id, value, label).is_err() {
-                    Err(())
-                } else {
-                    ends.push((
-                        location_id.len() as u32,
-                        value.len() as u32,
-                        label.len() as u32,
-                    ));
-                    count += 1;
-                    Ok(at + sample.len())
-                }
-            }
-            Ok((2, _, _)) | Err(_) => Err(()),
-            Ok(_) => continue,
-        };
+    for sample in payloads(bytes) {
+        let end = sample.and_then(|(sample, end)| {
+            let Batch {
+                ends,
+                location_id,
+                value,
+                label,
+            } = &mut batch;
+            decode(sample, location_id, value, label)?;
+            ends.push((
+                location_id.len() as u32,
+                value.len() as u32,
+                label.len() as u32,
+            ));
+            count += 1;
+            Ok(end)
+        });
         match end {
             Ok(end) => {
                 if end - batch_start >= batch_bytes || !batch.fits() {

@@ -10,7 +10,7 @@ use super::memo::{
 };
 use super::value::{str_value, Container, Value};
 use super::visitor::MAX_RECORD_KEYS;
-use super::{record_key, PickleError, Result, Visitor};
+use super::{record_key, Result, Visitor};
 use std::rc::Rc;
 
 /// Bytes [`Machine::record`] makes sure are buffered before it gives up on a
@@ -113,7 +113,6 @@ impl<V: Visitor> Machine<'_, '_, V> {
             record_fields: fields,
             record_memo: memoized,
             record_items: scratch,
-            op_offset,
             ..
         } = self;
         // Left empty by the record before (below): sized once, not emptied
@@ -151,6 +150,7 @@ impl<V: Visitor> Machine<'_, '_, V> {
             memoized.clear();
             scratch.clear();
         };
+        // The visitor's refusal, made an error once the borrows above end.
         let result = match taken {
             None => Ok(false),
             Some((taken, nested)) => {
@@ -165,13 +165,7 @@ impl<V: Visitor> Machine<'_, '_, V> {
                     list.depth.set(depth);
                 }
                 list.appended.set(list.appended.get().saturating_add(1));
-                match visitor.record(route, fields, memo) {
-                    Ok(()) => Ok(true),
-                    Err(message) => Err(PickleError {
-                        offset: *op_offset,
-                        message,
-                    }),
-                }
+                visitor.record(route, fields, memo).map(|()| true)
             }
         };
         // Emptied for the next record; `memoized` was drained or never
@@ -193,7 +187,7 @@ impl<V: Visitor> Machine<'_, '_, V> {
             }
         }
         memoized.clear();
-        result
+        result.or_else(|message| self.err(message))
     }
 
     /// A record the ordinary loop completes where the fast path would have

@@ -6,7 +6,7 @@
 //! benchmark), so lines alone would keep one core busy; runs of a line keep
 //! every core busy.
 
-use super::decode::{Decoder, Fallback, Interned, LineClock, PlaneKeys, RawEvent};
+use super::decode::{coalesce_steps, Decoder, Fallback, Interned, LineClock, PlaneKeys, RawEvent};
 use super::fast::push_in_order;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -212,11 +212,11 @@ impl DecodedRun {
 }
 
 /// What runs are read through and decoded into, kept for the next runs:
-/// windows (a window's buffer, about a run's bytes, is zeroed when it grows, so a
-/// window per run would clear every byte of the file once more) and event
-/// vectors (a run's, about as long as its bytes, given back once merged: a fresh one per
-/// run made the kernel fault in and zero ~20,000 pages on the 660k-event
-/// profile, a quarter of its system time).
+/// windows (a window's buffer, about a run's bytes, is zeroed when it
+/// grows, so a window per run would clear every byte of the file once
+/// more) and event vectors (a run's, about as long as its bytes, given back
+/// once merged: a fresh one per run made the kernel fault in and zero
+/// ~20,000 pages on the 660k-event profile, a quarter of its system time).
 pub(super) struct Buffers<'s> {
     source: &'s dyn ByteSource,
     chunk: usize,
@@ -514,7 +514,7 @@ impl Adopted {
         // memory for the steps, not for their marks.
         self.decoder.steps.extend(decoder.steps);
         if self.decoder.steps.len() > 2 * self.steps_coalesced + COALESCE_STEPS_FROM {
-            super::decode::coalesce_steps(&mut self.decoder.steps);
+            coalesce_steps(&mut self.decoder.steps);
             self.steps_coalesced = self.decoder.steps.len();
         }
         self.decoder.bad_times += decoder.bad_times;
