@@ -2,6 +2,10 @@
 //! CSV (its JSON is the serialized report).
 
 use super::*;
+use crate::analysis::{
+    beyond_label, beyond_note, beyond_total, oom, order_by_peak, streams, trivial_label,
+    trivial_note, warning_notes, PeakOrder,
+};
 
 impl SummaryReport {
     /// The memories biggest peak first (ties by id), as the tables of
@@ -37,14 +41,14 @@ impl SummaryReport {
     }
 
     /// The memories biggest peak first, those trivial beside the largest
-    /// apart ([`crate::analysis::order_by_peak`]).
-    fn order(&self) -> crate::analysis::PeakOrder {
+    /// apart ([`order_by_peak`]).
+    fn order(&self) -> PeakOrder {
         let peaks: Vec<(&str, u64)> = self
             .memories
             .iter()
             .map(|m| (m.header.id.as_str(), m.peak.peak_bytes))
             .collect();
-        crate::analysis::order_by_peak(&peaks)
+        order_by_peak(&peaks)
     }
 
     /// One row per memory, biggest peak first; with `fold`, the memories
@@ -94,34 +98,28 @@ impl SummaryReport {
         for &i in listed {
             t.rows.push(row(&self.memories[i]));
         }
-        if !beyond.is_empty() {
-            let sum = |f: fn(&MemorySummary) -> u64| {
-                crate::analysis::beyond_total(&self.memories, beyond, f)
-            };
-            t.rows.push(vec![
-                crate::analysis::beyond_label(beyond.len()).into(),
+        // The totals of memories folded into one row under `label`.
+        let folded_row = |label: String, folded: &[usize]| -> Vec<Cell> {
+            let sum = |f: fn(&MemorySummary) -> u64| beyond_total(&self.memories, folded, f);
+            vec![
+                label.into(),
                 Cell::Empty,
                 Cell::Bytes(sum(|m| m.peak.peak_bytes)),
                 Cell::Count(sum(|m| m.peak.buffers)),
                 Cell::Empty,
                 Cell::Bytes(sum(|m| m.final_bytes)),
                 Cell::Count(sum(|m| m.final_buffers)),
-            ]);
-            t.notes.push(crate::analysis::beyond_note(beyond.len()));
+            ]
+        };
+        if !beyond.is_empty() {
+            t.rows.push(folded_row(beyond_label(beyond.len()), beyond));
+            t.notes.push(beyond_note(beyond.len()));
         }
         if fold_trivial {
-            let sum = |f: fn(&MemorySummary) -> u64| {
-                crate::analysis::beyond_total(&self.memories, &order.trivial, f)
-            };
-            t.rows.push(vec![
-                crate::analysis::trivial_label(order.trivial.len()).into(),
-                Cell::Empty,
-                Cell::Bytes(sum(|m| m.peak.peak_bytes)),
-                Cell::Count(sum(|m| m.peak.buffers)),
-                Cell::Empty,
-                Cell::Bytes(sum(|m| m.final_bytes)),
-                Cell::Count(sum(|m| m.final_buffers)),
-            ]);
+            t.rows.push(folded_row(
+                trivial_label(order.trivial.len()),
+                &order.trivial,
+            ));
         } else {
             for &i in &order.trivial {
                 t.rows.push(row(&self.memories[i]));
@@ -198,11 +196,7 @@ impl Report for SummaryReport {
                 .flat_map(|m| stages::tables(&m.header.id, &m.annotation_stages))
                 .collect();
         }
-        let mut tables: Vec<Table> = self
-            .oom
-            .iter()
-            .flat_map(crate::analysis::oom::PostMortem::tables)
-            .collect();
+        let mut tables: Vec<Table> = self.oom.iter().flat_map(oom::PostMortem::tables).collect();
         tables.push(self.memories_table(true));
         if let Some(t) = self.programs_table() {
             tables.push(t);
@@ -335,10 +329,7 @@ impl Report for SummaryReport {
             tables.extend(stages::tables(&m.header.id, &m.annotation_stages));
         }
         for m in self.biggest_first() {
-            tables.extend(crate::analysis::streams::streams_table(
-                &m.header.id,
-                &m.streams,
-            ));
+            tables.extend(streams::streams_table(&m.header.id, &m.streams));
         }
         // As every per-memory table: the memories the Memories table lists.
         for m in self.order().listed().0.iter().map(|&i| &self.memories[i]) {
@@ -368,9 +359,7 @@ impl Report for SummaryReport {
         }
         // Biggest peak first; a trivial memory's stacks say nothing.
         for m in self.order().listed().0.iter().map(|&i| &self.memories[i]) {
-            if m.omitted_stacks == 0
-                && crate::analysis::group::says_nothing(m.top_stacks.iter().map(|g| &*g.key))
-            {
+            if m.omitted_stacks == 0 && group::says_nothing(m.top_stacks.iter().map(|g| &*g.key)) {
                 continue;
             }
             let mut t = Table::ranked(
@@ -406,22 +395,18 @@ impl Report for SummaryReport {
     }
 
     fn warnings(&self) -> Vec<String> {
-        crate::analysis::warning_notes(&self.provenance.warnings)
+        warning_notes(&self.provenance.warnings)
     }
 
     fn notes(&self) -> Vec<String> {
-        let mut notes: Vec<String> = self
-            .oom
-            .iter()
-            .map(crate::analysis::oom::PostMortem::note)
-            .collect();
+        let mut notes: Vec<String> = self.oom.iter().map(oom::PostMortem::note).collect();
         let trivial: Vec<&str> = self
             .order()
             .trivial
             .iter()
             .map(|&i| self.memories[i].header.id.as_str())
             .collect();
-        notes.extend(crate::analysis::trivial_note(&trivial));
+        notes.extend(trivial_note(&trivial));
         if let Some(biggest) = self.memories.iter().max_by_key(|m| m.peak.peak_bytes) {
             if self.memories.len() > 1 {
                 notes.push(format!(
