@@ -124,7 +124,7 @@ pub fn analyses(data: &[u8]) {
     check("svg", memtool_core::render::svg(one, &r).len());
     check("folded", memtool_core::render::folded(one, &r).len());
     check("perfetto", memtool_core::render::perfetto(one, &r).len());
-    check("pprof", memtool_core::report::pprof::peak_pprof(&profile, &o).len());
+    check("pprof", memtool_core::render::peak_pprof(&profile, &o).len());
     let both = memtool_core::render::Inputs::Diff {
         base: &profile,
         new: &profile,

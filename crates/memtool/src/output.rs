@@ -69,7 +69,7 @@ pub fn write_pprof(
 ) -> Result<()> {
     let _span = memtool_core::timings::span("output");
     warn(&report.warnings());
-    let bytes = memtool_core::report::pprof::peak_pprof(profile, options);
+    let bytes = memtool_core::render::peak_pprof(profile, options);
     write_to(args.output.as_deref(), |out| out.write_all(&bytes))
 }
 

@@ -56,7 +56,7 @@ struct PartMemory {
 /// whole gives). Other series need every file at once: a pprof series is
 /// one memory whose instants are the files; hosts of a run are read by
 /// their own pool.
-pub fn reads_apart(sources: &[crate::Source], options: &Options) -> bool {
+pub fn reads_apart(sources: &[crate::input::Source], options: &Options) -> bool {
     let mut paths: Vec<&str> = sources.iter().map(|s| s.path.as_str()).collect();
     paths.sort_unstable();
     paths.dedup();

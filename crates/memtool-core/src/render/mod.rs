@@ -1,7 +1,8 @@
 //! `render`: one self-contained HTML page per set of inputs (all CSS, JS and
 //! data inline; no request of any kind, so it opens from `file://`, offline,
-//! as a CI artifact), collapsed stacks for other flame-graph tools, and the
-//! timelines as a Perfetto (Chrome JSON) trace.
+//! as a CI artifact), collapsed stacks for other flame-graph tools, the
+//! timelines as a Perfetto (Chrome JSON) trace, and the live sets at the
+//! peaks as a pprof profile ([`peak_pprof`]).
 //!
 //! Everything the page draws is computed here and downsampled so the file
 //! stays small at any input size: timelines keep at most [`RenderOptions::width`]
@@ -21,6 +22,7 @@ mod html;
 mod marks;
 mod page;
 mod perfetto;
+mod pprof;
 mod program_chart;
 mod ranks_page;
 mod svg;
@@ -33,6 +35,7 @@ use crate::model::{Memory, Profile};
 pub use folded::folded;
 pub use html::html;
 pub use perfetto::{perfetto, GROUP_COUNTER_PREFIX, TOTAL_COUNTER};
+pub use pprof::{peak_pprof, MEMORY_LABEL, NOTHING_LIVE_FRAME};
 pub use ranks_page::{ranks_html, ALONE_UP_TO, PEAK_GROUPS, SHOWN_ALONE};
 pub use svg::svg;
 

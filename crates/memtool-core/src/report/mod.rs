@@ -9,7 +9,6 @@ mod csv;
 mod fit;
 mod json;
 mod markdown;
-pub mod pprof;
 mod terminal;
 /// Sizes, counts and times as people read them (the crate's `units`, below
 /// the loader, which words its messages with them too).

@@ -26,7 +26,7 @@ use crate::analysis::group::{self, Totals, NO_STACK_LABEL};
 use crate::analysis::peak::UNEXPLAINED_OP;
 use crate::analysis::{display_id, replay, Options, PeakFacts};
 use crate::model::{FrameId, Memory, Names, Profile, SiteId};
-use crate::report::units;
+use crate::units;
 
 /// The label that names a sample's memory (JAX's, which memtool reads back).
 pub const MEMORY_LABEL: &str = "device";
