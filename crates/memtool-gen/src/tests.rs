@@ -322,7 +322,7 @@ fn pprof_samples_dealt_to_many_devices_are_that_many_memories() {
         .memories
         .iter()
         .flat_map(|m| &m.allocations)
-        .map(|a| a.bytes * a.count.max(1))
+        .map(|a| a.bytes * u64::from(a.count.max(1)))
         .sum();
     assert_eq!(total, expected);
     assert!(profile.memories.iter().all(|m| m.allocations.len() == 100));

@@ -544,7 +544,7 @@ fn generated_traces_attribute_allocations_to_the_innermost_op() {
     let mut checked = 0;
     for m in &p.memories {
         for a in &m.allocations {
-            let Some(addr) = a.address else { continue };
+            let Some(addr) = a.address() else { continue };
             let Some(op) = expected["alloc_ops"].get(addr.to_string()) else {
                 continue;
             };

@@ -437,10 +437,10 @@ impl<E> MemoryRows<'_, '_, E> {
             Cell::Label(Some(axis)),
             Cell::Int(Some(int(a.bytes))),
             Cell::Int(Some(int(a.requested))),
-            Cell::Int(Some(int(a.count))),
+            Cell::Int(Some(int(u64::from(a.count)))),
             // An address past `i64::MAX` is not capped: a wrong address is
             // worse than none.
-            Cell::Int(a.address.and_then(|v| i64::try_from(v).ok())),
+            Cell::Int(a.address().and_then(|v| i64::try_from(v).ok())),
             Cell::Int(alloc_at),
             Cell::Int(at(freed)),
             Cell::Int(event(made)),
@@ -590,7 +590,7 @@ mod tests {
                 bytes,
                 requested: bytes - 1,
                 count: 1,
-                address,
+                address: address.and_then(crate::model::Address::new),
                 site,
             });
         }

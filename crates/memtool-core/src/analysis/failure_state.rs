@@ -156,7 +156,7 @@ pub fn at_failure(
             .iter()
             .filter_map(|&id| {
                 let a = memory.allocation(id);
-                a.address
+                a.address()
                     .map(|at| (at, at.saturating_add(block_bytes(a.bytes))))
             })
             .collect();

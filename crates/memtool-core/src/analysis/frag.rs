@@ -181,7 +181,7 @@ pub fn address_fragmentation(memory: &Memory, live: &[AllocId], held: &HeldRange
         .iter()
         .filter_map(|&id| {
             let a = memory.allocation(id);
-            let start = a.address?;
+            let start = a.address()?;
             Some((start, start.saturating_add(a.bytes)))
         })
         .filter(|&(start, end)| end > start)
@@ -396,7 +396,7 @@ fn point_frag(
             .clone();
         let g = groups.entry(key).or_default();
         g.0 = g.0.saturating_add(a.bytes);
-        g.1 = g.1.saturating_add(a.count);
+        g.1 = g.1.saturating_add(u64::from(a.count));
     }
     let mut top_groups: Vec<GroupBytes> = groups
         .into_iter()
@@ -693,7 +693,7 @@ mod tests {
                 bytes,
                 requested: bytes,
                 count: 1,
-                address: Some(address),
+                address: crate::model::Address::new(address),
                 site: SiteId(0),
             });
         }

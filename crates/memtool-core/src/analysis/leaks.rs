@@ -483,7 +483,7 @@ fn never_freed(names: &Names, memory: &Memory, filter: &FrameFilter) -> Vec<Neve
             .entry((group::stack_or_op_shape(names, a.site, filter), step))
             .or_default();
         g.0 = g.0.saturating_add(a.bytes);
-        g.1 = g.1.saturating_add(a.count);
+        g.1 = g.1.saturating_add(u64::from(a.count));
     }
     let mut rows: Vec<NeverFreed> = groups
         .into_iter()

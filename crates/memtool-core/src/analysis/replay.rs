@@ -67,7 +67,7 @@ impl<'m> LiveSet<'m> {
         // bits (`load` warns); a capped figure, never a wrapped one.
         self.bytes = self.bytes.saturating_add(a.bytes);
         self.requested = self.requested.saturating_add(a.requested);
-        self.buffers = self.buffers.saturating_add(a.count);
+        self.buffers = self.buffers.saturating_add(u64::from(a.count));
         true
     }
 
@@ -78,7 +78,7 @@ impl<'m> LiveSet<'m> {
         let a = &self.memory.allocations[id.index()];
         self.bytes = self.bytes.saturating_sub(a.bytes);
         self.requested = self.requested.saturating_sub(a.requested);
-        self.buffers = self.buffers.saturating_sub(a.count);
+        self.buffers = self.buffers.saturating_sub(u64::from(a.count));
         true
     }
 
@@ -284,7 +284,7 @@ fn instant_point(memory: &Memory, index: usize) -> Option<Point> {
         let a = memory.allocation(id);
         p.bytes = p.bytes.saturating_add(a.bytes);
         p.requested = p.requested.saturating_add(a.requested);
-        p.buffers = p.buffers.saturating_add(a.count);
+        p.buffers = p.buffers.saturating_add(u64::from(a.count));
     }
     Some(p)
 }
@@ -528,7 +528,7 @@ pub fn xprof_active(memory: &Memory, at: i64, step: i64) -> Vec<AllocId> {
         if event.at > at {
             break;
         }
-        let Some(address) = memory.allocation(event.alloc).address else {
+        let Some(address) = memory.allocation(event.alloc).address() else {
             continue;
         };
         if memory.xprof_step_of_event(i) != Some(step) {

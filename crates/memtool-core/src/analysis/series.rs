@@ -53,7 +53,7 @@ pub fn site_totals_at(memory: &Memory, points: &[usize]) -> Vec<SiteTotals> {
             current.entry(a.site).or_default().add(Totals {
                 bytes: a.bytes,
                 requested_bytes: a.requested,
-                count: a.count,
+                count: u64::from(a.count),
             });
         }
         WalkStep::Freed(id) => {
@@ -61,7 +61,7 @@ pub fn site_totals_at(memory: &Memory, points: &[usize]) -> Vec<SiteTotals> {
             let t = current.entry(a.site).or_default();
             t.bytes = t.bytes.saturating_sub(a.bytes);
             t.requested_bytes = t.requested_bytes.saturating_sub(a.requested);
-            t.count = t.count.saturating_sub(a.count);
+            t.count = t.count.saturating_sub(u64::from(a.count));
         }
         WalkStep::Point(_) => out.push(
             current

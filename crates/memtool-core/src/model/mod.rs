@@ -151,6 +151,11 @@ impl Axis {
 }
 
 /// One allocation (or, for pprof, one sample: `count` buffers of one site).
+/// 32 bytes: a memory holds one per allocation, and every replay of its
+/// events reads them (48 bytes, with a 16-byte `Option<u64>` address and an
+/// 8-byte count, were a third of the model of an XSpace's events and, on
+/// the benchmark machine, where a fresh page costs ~0.7 ms per MiB, a
+/// measurable part of reading one; see BENCHMARKS.md Run Z-model).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Allocation {
     /// Bytes the allocator handed out. PyTorch snapshots record only what
@@ -158,12 +163,46 @@ pub struct Allocation {
     pub bytes: u64,
     /// Bytes the program asked for (equal to `bytes` when unknown).
     pub requested: u64,
-    /// Number of buffers this allocation stands for (1 but for pprof samples).
-    pub count: u64,
-    /// Where the allocator placed it, when the format records addresses.
-    pub address: Option<u64>,
+    /// Where the allocator placed it, when the format records addresses
+    /// ([`Allocation::address`] reads it as a number).
+    pub address: Option<Address>,
     /// Where it was allocated: stack, op, shape, dtype, category.
     pub site: SiteId,
+    /// Number of buffers this allocation stands for (1 but for pprof
+    /// samples; a sample of more than `u32::MAX` is counted as that many,
+    /// with a warning).
+    pub count: u32,
+}
+
+// The size the model is measured by (BENCHMARKS.md): a field added here is
+// paid for by every allocation of every profile.
+const _: () = assert!(std::mem::size_of::<Allocation>() == 32);
+
+impl Allocation {
+    /// Where the allocator placed it, when the format records addresses.
+    pub fn address(&self) -> Option<u64> {
+        self.address.map(Address::get)
+    }
+}
+
+/// An address an allocator handed out, in eight bytes with or without one
+/// (`Option<Address>`): any address but `u64::MAX`, which no allocation can
+/// start at (a file that claims it has its allocation read without an
+/// address).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Address(std::num::NonZeroU64);
+
+impl Address {
+    /// The address `address`; none for `u64::MAX`.
+    pub fn new(address: u64) -> Option<Address> {
+        // Held as its complement: address 0 is an address, `u64::MAX` none.
+        std::num::NonZeroU64::new(!address).map(Address)
+    }
+
+    /// The address as a number.
+    pub fn get(self) -> u64 {
+        !self.0.get()
+    }
 }
 
 /// Whether an event makes or releases an allocation.
@@ -823,6 +862,25 @@ mod tests {
         }
         assert_eq!(profile.memories.len(), ids.len());
         assert!(profile.memories.iter().zip(&ids).all(|(m, id)| &m.id == id));
+    }
+
+    /// Every address but `u64::MAX` is kept as it was, 0 included, in
+    /// eight bytes with or without one.
+    #[test]
+    fn an_address_is_kept_whole_in_eight_bytes() {
+        for address in [0, 1, 0x7f00_0000_1000, 1 << 63, u64::MAX - 1] {
+            assert_eq!(Address::new(address).map(Address::get), Some(address));
+        }
+        assert_eq!(Address::new(u64::MAX), None);
+        assert_eq!(std::mem::size_of::<Option<Address>>(), 8);
+        let a = Allocation {
+            bytes: 8,
+            requested: 8,
+            address: Address::new(0),
+            site: SiteId(0),
+            count: 1,
+        };
+        assert_eq!(a.address(), Some(0));
     }
 
     #[test]

@@ -52,7 +52,7 @@ pub(super) fn address_view(
     let mut ranges: Vec<(u64, u64)> = memory
         .allocations
         .iter()
-        .filter_map(|a| a.address.map(|s| (s, s.saturating_add(a.bytes.max(1)))))
+        .filter_map(|a| a.address().map(|s| (s, s.saturating_add(a.bytes.max(1)))))
         .collect();
     ranges.sort_unstable();
     let mut merged: Vec<(u64, u64)> = Vec::new();
@@ -101,7 +101,7 @@ pub(super) fn address_view(
         let Some(a) = memory.allocations.get(id.index()) else {
             return;
         };
-        let Some(addr) = a.address else {
+        let Some(addr) = a.address() else {
             return;
         };
         let code = *codes.entry(a.site).or_insert_with(|| {
@@ -194,7 +194,7 @@ mod tests {
                 bytes: 0x100,
                 requested: 0x100,
                 count: 1,
-                address: Some(addr),
+                address: crate::model::Address::new(addr),
                 site: SiteId(site),
             });
         }

@@ -199,7 +199,7 @@ pub(super) fn blocks(
 
     let base = chosen
         .iter()
-        .filter_map(|l| alloc(l.0).address)
+        .filter_map(|l| alloc(l.0).address())
         .chain(memory.held.iter().map(|r| r.start))
         .chain(memory.held_changes.iter().map(|c| c.range.start))
         .min();
@@ -277,7 +277,7 @@ pub(super) fn blocks(
         out.requested.push(a.requested);
         out.band.push(band(a.site));
         out.site.push(site);
-        out.addr.push(offset(a.address));
+        out.addr.push(offset(a.address()));
     }
     out.total_sites = site_index.len();
     out.site_of = site_index;

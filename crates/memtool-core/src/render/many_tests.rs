@@ -43,7 +43,7 @@ fn many_devices(n: usize) -> Profile {
                 bytes: 1 << 20,
                 requested: 1 << 20,
                 count: 1,
-                address: Some(j << 20),
+                address: crate::model::Address::new(j << 20),
                 site,
             });
             m.events.push(Event {
@@ -218,7 +218,7 @@ fn the_diff_totals_table_lists_the_largest_changes_and_folds_the_rest() {
         bytes: 1 << 20,
         requested: 1 << 20,
         count: 1,
-        address: Some(1 << 30),
+        address: crate::model::Address::new(1 << 30),
         site,
     });
     grown.events.push(Event {

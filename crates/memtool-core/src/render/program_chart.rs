@@ -94,7 +94,7 @@ pub(super) fn program_chart(
     let mut spans = Vec::new();
     replay::for_each_lifespan(memory, |span| {
         let a = memory.allocation(span.alloc);
-        if let Some(offset) = a.address {
+        if let Some(offset) = a.address() {
             spans.push((
                 at(span.made, first),
                 at(span.freed, end),

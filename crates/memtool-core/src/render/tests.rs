@@ -81,7 +81,7 @@ fn event_profile(steps: u64, per_step: u64, hostile: bool) -> Profile {
                 bytes,
                 requested: bytes - 16,
                 count: 1,
-                address: Some(next_addr),
+                address: crate::model::Address::new(next_addr),
                 site: sites[(j % 8) as usize],
             });
             next_addr = 0x7f00_0000_0000 + (next_addr + bytes - 0x7f00_0000_0000) % (1 << 30);
@@ -377,7 +377,7 @@ fn a_million_events_make_a_small_report() {
             bytes: 256,
             requested: 256,
             count: 1,
-            address: Some(0x10_0000 + (m.events.len() as u64 % 1024) * 256),
+            address: crate::model::Address::new(0x10_0000 + (m.events.len() as u64 % 1024) * 256),
             site,
         });
         at += 10;
@@ -460,7 +460,7 @@ fn extreme_values_render_without_panicking() {
             bytes: u64::MAX / 4,
             requested: u64::MAX / 4,
             count: 1,
-            address: Some(address),
+            address: crate::model::Address::new(address),
             site,
         });
         m.events.push(Event {
@@ -646,7 +646,7 @@ fn memory_of_sites(sites: impl IntoIterator<Item = SiteId>) -> Memory {
             bytes: 4096,
             requested: 4096,
             count: 1,
-            address: Some(4096 * i as u64),
+            address: crate::model::Address::new(4096 * i as u64),
             site,
         });
         m.events.push(Event {

@@ -239,7 +239,7 @@ pub fn totals_by_site(memory: &Memory, ids: &[AllocId]) -> SiteTotals {
                 Totals {
                     bytes: a.bytes,
                     requested_bytes: a.requested,
-                    count: a.count,
+                    count: u64::from(a.count),
                 },
             )
         })

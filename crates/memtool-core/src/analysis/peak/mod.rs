@@ -575,7 +575,7 @@ fn at_peak_rows(
         let row = &mut rows[row];
         row.bytes = row.bytes.saturating_add(a.bytes);
         row.requested_bytes = row.requested_bytes.saturating_add(a.requested);
-        row.count = row.count.saturating_add(a.count);
+        row.count = row.count.saturating_add(u64::from(a.count));
         row.oldest_age = match (row.oldest_age, at) {
             (Some(age), Some(at)) => Some(age.max(peak_at.saturating_sub(at))),
             _ => None,

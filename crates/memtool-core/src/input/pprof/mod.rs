@@ -381,6 +381,7 @@ impl<'p> Reader<'p> {
         let mut executables = Executables::default();
         let (mut no_stack, mut short) = (0, 0);
         let (mut negative, mut negative_executables) = (0, 0);
+        let mut huge_counts = 0;
         let mut read = 0usize;
         let samples = drive(&mut |sample| {
             read += 1;
@@ -448,10 +449,14 @@ impl<'p> Reader<'p> {
             let Some(memory) = self.profile.memories.get_mut(position) else {
                 return;
             };
+            let count = u32::try_from(count.max(0)).unwrap_or_else(|_| {
+                huge_counts += 1;
+                u32::MAX
+            });
             let id = memory.push_allocation(Allocation {
                 bytes,
                 requested: bytes,
-                count: count.max(0) as u64,
+                count,
                 address: None,
                 site,
             });
@@ -496,6 +501,11 @@ impl<'p> Reader<'p> {
             self.profile,
             short,
             "samples have fewer values than sample types and were skipped",
+        );
+        warn(
+            self.profile,
+            huge_counts,
+            "buffer samples count more than 4,294,967,295 buffers; counted as that many",
         );
         if samples == 0 {
             self.profile

@@ -80,7 +80,7 @@ fn odd_but_valid_input_gives_warnings_not_errors() {
     assert_eq!(m.id, "cuda:0");
     assert_eq!(m.instants[0].live.len(), 2);
     let total: u64 = m.allocations.iter().map(|a| a.bytes).sum();
-    let buffers: u64 = m.allocations.iter().map(|a| a.count).sum();
+    let buffers: u64 = m.allocations.iter().map(|a| u64::from(a.count)).sum();
     assert_eq!((total, buffers), (1034, 3));
     let exe = p.inputs[0].executables.unwrap();
     assert_eq!((exe.count, exe.bytes), (1, -64));
@@ -89,7 +89,7 @@ fn odd_but_valid_input_gives_warnings_not_errors() {
         .leaf(p.names.site_of(m.allocations[0].site).stack)
         .unwrap();
     assert_eq!(p.names.frame_label(leaf), "f\u{fffd}oo model.py:42");
-    let messages: Vec<&str> = p.warnings.iter().map(|w| w.message.as_str()).collect();
+    let messages = warnings(&p);
     assert_eq!(
         messages,
         [
@@ -191,11 +191,7 @@ fn stacks_that_share_callers_with_the_last_sample_are_the_stacks_alone() {
     assert_eq!(site(0), site(3));
     assert_eq!(site(2), site(4));
     assert_ne!(site(0), site(6));
-    let messages: Vec<&str> = profile
-        .warnings
-        .iter()
-        .map(|w| w.message.as_str())
-        .collect();
+    let messages = warnings(&profile);
     assert_eq!(
         messages,
         ["1 location ids named by samples are not in the profile; their frames are left out"]
@@ -348,33 +344,52 @@ fn a_cpu_profile_is_refused_clearly() {
     );
 }
 
-/// Sizes whose sum does not fit in 64 bits give capped figures and a
-/// warning, never a wrapped peak (three buffers of 2^63 - 1 bytes once
-/// reported a peak of 2^63 - 3).
-#[test]
-fn sizes_past_64_bits_are_capped_with_a_warning() {
+/// The warnings' messages, in order.
+fn warnings(profile: &Profile) -> Vec<&str> {
+    profile
+        .warnings
+        .iter()
+        .map(|w| w.message.as_str())
+        .collect()
+}
+
+/// A profile of samples of `(allocations count, space bytes)` each, with
+/// no stack.
+fn counted(samples: &[(i64, i64)]) -> Vec<u8> {
     let strings: Vec<Vec<u8>> = [&b""[..], b"allocations", b"count", b"space", b"bytes"]
         .iter()
         .map(|s| s.to_vec())
         .collect();
-    let p = pprof::Profile {
+    pprof::Profile {
         sample_type: vec![
             pprof::ValueType { r#type: 1, unit: 2 },
             pprof::ValueType { r#type: 3, unit: 4 },
         ],
-        sample: (0..3)
-            .map(|_| pprof::Sample {
+        sample: samples
+            .iter()
+            .map(|&(count, bytes)| pprof::Sample {
                 location_id: vec![],
-                value: vec![1, i64::MAX],
+                value: vec![count, bytes],
                 label: vec![],
             })
             .collect(),
         string_table: strings,
         ..Default::default()
-    };
+    }
+    .encode_to_vec()
+}
+
+/// Sizes whose sum does not fit in 64 bits give capped figures and a
+/// warning, never a wrapped peak (three buffers of 2^63 - 1 bytes once
+/// reported a peak of 2^63 - 3).
+#[test]
+fn sizes_past_64_bits_are_capped_with_a_warning() {
     // The warning is `memtool_core::load`'s, after the reader.
     let profile = crate::load(
-        vec![Source::from_bytes("huge.prof", p.encode_to_vec())],
+        vec![Source::from_bytes(
+            "huge.prof",
+            counted(&[(1, i64::MAX); 3]),
+        )],
         &LoadOptions::default(),
     )
     .unwrap();
@@ -388,6 +403,34 @@ fn sizes_past_64_bits_are_capped_with_a_warning() {
             .any(|w| w.message.contains("add up to more than 16 EiB")),
         "{:?}",
         profile.warnings
+    );
+}
+
+/// A sample of more buffers than an allocation counts (2^32 - 1) is
+/// counted as that many, with a warning; the others as they are.
+#[test]
+fn counts_past_32_bits_are_capped_with_a_warning() {
+    let profile = load(
+        vec![Source::from_bytes(
+            "many.prof",
+            counted(&[(1 << 33, 64), (5, 64)]),
+        )],
+        &LoadOptions::default(),
+    )
+    .unwrap();
+    let counts: Vec<u32> = profile.memories[0]
+        .allocations
+        .iter()
+        .map(|a| a.count)
+        .collect();
+    assert_eq!(counts, [u32::MAX, 5]);
+    let messages = warnings(&profile);
+    assert_eq!(
+        messages,
+        [
+            "2 samples have no call stack (tracebacks were off); shown as an empty stack",
+            "1 buffer samples count more than 4,294,967,295 buffers; counted as that many",
+        ]
     );
 }
 

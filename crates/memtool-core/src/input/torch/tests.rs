@@ -283,7 +283,7 @@ fn trace_events_get_python_stacks_and_phases() {
         let a = m
             .allocations
             .iter()
-            .find(|a| a.address == Some(addr))
+            .find(|a| a.address() == Some(addr))
             .unwrap();
         let site = p.names.site_of(a.site);
         (p.names.stack_label(site.stack), site.phase)

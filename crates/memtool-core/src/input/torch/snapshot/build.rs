@@ -150,7 +150,7 @@ pub(super) fn build_memory(
                             bytes: block.requested,
                             requested: block.requested,
                             count: 1,
-                            address: Some(address),
+                            address: crate::model::Address::new(address),
                             site,
                         },
                     );

@@ -110,7 +110,7 @@ fn frames_lists_read_straight_or_the_ordinary_way_give_one_stack() {
     let stacks: Vec<(Option<u64>, String)> = m
         .allocations
         .iter()
-        .map(|a| (a.address, names.stack_label(names.site_of(a.site).stack)))
+        .map(|a| (a.address(), names.stack_label(names.site_of(a.site).stack)))
         .collect();
     assert_eq!(
         stacks,

@@ -227,7 +227,7 @@ fn placed(size: u64, addr: u64, site: SiteId) -> Allocation {
         bytes: size,
         requested: size,
         count: 1,
-        address: Some(addr),
+        address: crate::model::Address::new(addr),
         site,
     }
 }

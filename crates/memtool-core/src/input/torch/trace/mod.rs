@@ -21,9 +21,9 @@ use super::phase::{frame_mark, profiler_frame, range_mark, Mark, Trail};
 use crate::error::{Error, Result};
 use crate::input::source::{ByteSource, SourceReader};
 use crate::model::{
-    AllocId, Allocation, AllocatorSample, Annotation, Axis, BeforeRecording, Event, EventKind,
-    Format, Frame, FrameId, InputInfo, MemoryKind, Names, Phase, Profile, Site, SiteId, StackId,
-    Step, StrId,
+    Address, AllocId, Allocation, AllocatorSample, Annotation, Axis, BeforeRecording, Event,
+    EventKind, Format, Frame, FrameId, InputInfo, MemoryKind, Names, Phase, Profile, Site, SiteId,
+    StackId, Step, StrId,
 };
 use deserialize::{parse_with_serde, DeviceProperty, RawEvent};
 
@@ -759,7 +759,7 @@ fn build_trace_memory<'a>(
                     bytes: size,
                     requested: size,
                     count: 1,
-                    address: m.addr(),
+                    address: m.addr().and_then(Address::new),
                     site,
                 },
             );
@@ -798,7 +798,7 @@ fn build_trace_memory<'a>(
                         bytes: size,
                         requested: size,
                         count: 1,
-                        address: m.addr(),
+                        address: m.addr().and_then(Address::new),
                         site: freed_before_site,
                     },
                 );

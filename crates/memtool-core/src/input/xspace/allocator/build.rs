@@ -6,8 +6,8 @@ use rustc_hash::FxHashMap;
 use super::decode::{Decoder, RawEvent, DTYPE, OP, REGION, SHAPE};
 use super::STACK_OP;
 use crate::model::{
-    AllocId, Allocation, AllocatorSample, Axis, BeforeRecording, EventKind, Memory, MemoryKind,
-    Names, Profile, Site, SiteId, StackId, Step, StrId, XprofStepRun,
+    Address, AllocId, Allocation, AllocatorSample, Axis, BeforeRecording, EventKind, Memory,
+    MemoryKind, Names, Profile, Site, SiteId, StackId, Step, StrId, XprofStepRun,
 };
 
 /// What both walks found, before the memories are made.
@@ -225,7 +225,7 @@ impl MemoryBuilder {
             bytes,
             requested: e.requested().unwrap_or(bytes),
             count: 1,
-            address: e.address(),
+            address: e.address().and_then(Address::new),
             site,
         };
         let id = if free {

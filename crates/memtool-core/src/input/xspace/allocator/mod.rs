@@ -218,7 +218,7 @@ mod tests {
                     .iter()
                     .map(|e| {
                         let a = m.allocation(e.alloc);
-                        (e.at, e.kind == EventKind::Free, a.address.unwrap_or(0))
+                        (e.at, e.kind == EventKind::Free, a.address().unwrap_or(0))
                     })
                     .collect();
                 format!(

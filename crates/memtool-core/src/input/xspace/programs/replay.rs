@@ -147,7 +147,7 @@ impl<'m, 'h, 'p> SpaceReader<'m, 'h, 'p> {
             bytes,
             requested,
             count: 1,
-            address,
+            address: address.and_then(crate::model::Address::new),
             site,
         });
         if let Some((_, buffer)) = named {

@@ -157,7 +157,7 @@ fn buffers_are_placed_where_the_assignment_put_them() {
             .enumerate()
             .find(|(_, b)| b.is_some_and(|b| profile.names.str(b.name) == name))
             .unwrap();
-        memory.allocations[i].address
+        memory.allocations[i].address()
     };
     // The temporary allocation (index 0) starts the space, the constant
     // allocation (index 1) follows it.
