@@ -153,9 +153,9 @@ impl Axis {
 /// One allocation (or, for pprof, one sample: `count` buffers of one site).
 /// 32 bytes: a memory holds one per allocation, and every replay of its
 /// events reads them (48 bytes, with a 16-byte `Option<u64>` address and an
-/// 8-byte count, were a third of the model of an XSpace's events and, on
-/// the benchmark machine, where a fresh page costs ~0.7 ms per MiB, a
-/// measurable part of reading one; see BENCHMARKS.md Run Z-model).
+/// 8-byte count, were over a third of the model of an XSpace's events and,
+/// on the benchmark machine, where a fresh page costs ~0.7 ms per MiB, a
+/// measurable part of reading one; see BENCHMARKS.md Run Z-compare).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Allocation {
     /// Bytes the allocator handed out. PyTorch snapshots record only what
@@ -189,8 +189,14 @@ impl Allocation {
 /// (`Option<Address>`): any address but `u64::MAX`, which no allocation can
 /// start at (a file that claims it has its allocation read without an
 /// address).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Address(std::num::NonZeroU64);
+
+impl std::fmt::Debug for Address {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Address({:#x})", self.get())
+    }
+}
 
 impl Address {
     /// The address `address`; none for `u64::MAX`.
@@ -873,6 +879,7 @@ mod tests {
         }
         assert_eq!(Address::new(u64::MAX), None);
         assert_eq!(std::mem::size_of::<Option<Address>>(), 8);
+        assert_eq!(format!("{:?}", Address::new(16)), "Some(Address(0x10))");
         let a = Allocation {
             bytes: 8,
             requested: 8,
