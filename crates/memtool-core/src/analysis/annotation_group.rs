@@ -66,7 +66,7 @@ fn innermost(memory: &Memory) -> Vec<(usize, String)> {
     let mut seen = vec![false; memory.allocations.len()];
     let mut out = Vec::new();
     for event in &memory.events {
-        if event.kind != EventKind::Alloc {
+        if event.kind() != EventKind::Alloc {
             continue;
         }
         while let Some(range) = ranges.get(next).filter(|r| r.start <= event.at) {
@@ -79,12 +79,12 @@ fn innermost(memory: &Memory) -> Vec<(usize, String)> {
         while open.last().is_some_and(|r| r.end < event.at) {
             open.pop();
         }
-        let (Some(range), Some(first)) = (open.last(), seen.get_mut(event.alloc.index())) else {
+        let (Some(range), Some(first)) = (open.last(), seen.get_mut(event.alloc().index())) else {
             continue;
         };
         if !*first {
             *first = true;
-            out.push((event.alloc.index(), range.name.clone()));
+            out.push((event.alloc().index(), range.name.clone()));
         }
     }
     out
@@ -108,11 +108,8 @@ mod tests {
                 address: None,
                 site,
             });
-            m.events.push(Event {
-                at,
-                kind: EventKind::Alloc,
-                alloc: AllocId(i as u32),
-            });
+            m.events
+                .push(Event::new(at, EventKind::Alloc, AllocId(i as u32)));
         }
         let range = |name: &str, start, end| Annotation {
             name: name.to_string(),

@@ -486,10 +486,13 @@ fn infer_memory_on(names: &Names, memory: &Memory, jobs: usize) -> Vec<Inferred>
     });
     // Each new version of a storage is what the one it replaced was, in
     // event order so a chain of versions takes its first's.
-    for e in events.iter().filter(|e| e.kind == EventKind::Alloc) {
-        if let Some(old) = versions.get(&e.alloc).and_then(|old| out.get(old.index())) {
+    for e in events.iter().filter(|e| e.kind() == EventKind::Alloc) {
+        if let Some(old) = versions
+            .get(&e.alloc())
+            .and_then(|old| out.get(old.index()))
+        {
             let old = *old;
-            if let Some(slot) = out.get_mut(e.alloc.index()) {
+            if let Some(slot) = out.get_mut(e.alloc().index()) {
                 *slot = old;
             }
         }
@@ -515,8 +518,8 @@ fn runs_and_frees(memory: &Memory) -> Vec<RunAndFrees> {
     let mut run_and_frees: Vec<RunAndFrees> = Vec::with_capacity(events.len());
     let (mut run, mut last_site, mut frees) = (0u32, None, 0u32);
     for e in events {
-        if e.kind == EventKind::Alloc {
-            let site = site_of(e.alloc);
+        if e.kind() == EventKind::Alloc {
+            let site = site_of(e.alloc());
             if last_site.is_some() && site != last_site {
                 run += 1;
             }
@@ -526,7 +529,7 @@ fn runs_and_frees(memory: &Memory) -> Vec<RunAndFrees> {
             run,
             frees_before: frees,
         });
-        frees += u32::from(e.kind == EventKind::Free);
+        frees += u32::from(e.kind() == EventKind::Free);
     }
     run_and_frees
 }
@@ -600,7 +603,7 @@ fn recomputation_cutoffs(names: &Names, memory: &Memory) -> RecomputedRuns {
     let mut open: Option<(usize, usize)> = None;
     let mut ended: Option<(usize, usize)> = None;
     for (i, e) in events.iter().enumerate() {
-        if e.kind != EventKind::Alloc {
+        if e.kind() != EventKind::Alloc {
             continue;
         }
         if let Some((first, last)) = ended.take() {
@@ -610,7 +613,7 @@ fn recomputation_cutoffs(names: &Names, memory: &Memory) -> RecomputedRuns {
                 cutoff: i,
             });
         }
-        if is_recomputed(e.alloc) {
+        if is_recomputed(e.alloc()) {
             open = Some(open.map_or((i, i), |(first, _)| (first, i)));
         } else {
             ended = open.take();
@@ -660,12 +663,12 @@ fn versions(names: &Names, memory: &Memory) -> FxHashMap<AllocId, AllocId> {
     let mut out = FxHashMap::default();
     for pair in memory.events.windows(2) {
         let (free, alloc) = (&pair[0], &pair[1]);
-        if free.kind != EventKind::Free || alloc.kind != EventKind::Alloc {
+        if free.kind() != EventKind::Free || alloc.kind() != EventKind::Alloc {
             continue;
         }
         let (Some(old), Some(new)) = (
-            memory.allocations.get(free.alloc.index()),
-            memory.allocations.get(alloc.alloc.index()),
+            memory.allocations.get(free.alloc().index()),
+            memory.allocations.get(alloc.alloc().index()),
         ) else {
             continue;
         };
@@ -684,7 +687,7 @@ fn versions(names: &Names, memory: &Memory) -> FxHashMap<AllocId, AllocId> {
                 .collect::<Vec<_>>()
         };
         if frames(old.site) == frames(new.site) {
-            out.insert(alloc.alloc, free.alloc);
+            out.insert(alloc.alloc(), free.alloc());
         }
     }
     out
@@ -803,11 +806,7 @@ mod tests {
             (Free, input),
         ];
         for (at, (kind, alloc)) in plan.into_iter().enumerate() {
-            m.events.push(Event {
-                at: at as i64,
-                kind,
-                alloc,
-            });
+            m.events.push(Event::new(at as i64, kind, alloc));
         }
         m.find_phases(&names);
         let got = infer_memory(&names, &m);

@@ -595,11 +595,7 @@ mod tests {
             });
         }
         memory.live_at_start = vec![AllocId(0)];
-        let ev = |at, kind, a| Event {
-            at,
-            kind,
-            alloc: AllocId(a),
-        };
+        let ev = |at, kind, a| Event::new(at, kind, AllocId(a));
         memory.events = vec![
             ev(10, EventKind::Alloc, 1),
             ev(20, EventKind::Alloc, 2),

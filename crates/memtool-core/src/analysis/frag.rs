@@ -747,11 +747,7 @@ mod tests {
         .into_iter()
         .enumerate()
         {
-            m.events.push(Event {
-                at: i as i64,
-                kind,
-                alloc: AllocId(alloc),
-            });
+            m.events.push(Event::new(i as i64, kind, AllocId(alloc)));
         }
         let change = |events_before, start, bytes, reserved| HeldChange {
             events_before,

@@ -431,15 +431,15 @@ pub(super) fn allocator_post_mortem(
     let recent_allocations = memory.events[..failure.events_before.min(memory.events.len())]
         .iter()
         .rev()
-        .filter(|e| e.kind == EventKind::Alloc)
+        .filter(|e| e.kind() == EventKind::Alloc)
         .take(RECENT_ALLOCATIONS)
         .map(|e| {
-            let a = memory.allocation(e.alloc);
+            let a = memory.allocation(e.alloc());
             RecentAllocation {
                 at: e.at,
                 at_label: point_label(memory, usize::MAX, e.at),
                 bytes: a.bytes,
-                live: live.contains(&e.alloc),
+                live: live.contains(&e.alloc()),
                 key: group::stack_or_op_shape(names, a.site, &options.frames),
             }
         })

@@ -167,18 +167,12 @@ mod tests {
                 site: SiteId(0),
             });
             at += 10;
-            m.events.push(Event {
-                at,
-                kind: EventKind::Alloc,
-                alloc: AllocId(i as u32),
-            });
+            m.events
+                .push(Event::new(at, EventKind::Alloc, AllocId(i as u32)));
             if i > 0 {
                 at += 10;
-                m.events.push(Event {
-                    at,
-                    kind: EventKind::Free,
-                    alloc: AllocId(i as u32 - 1),
-                });
+                m.events
+                    .push(Event::new(at, EventKind::Free, AllocId(i as u32 - 1)));
             }
         }
         if let Some(reported) = reported {

@@ -200,7 +200,7 @@ pub fn for_each_point(memory: &Memory, mut visit: impl FnMut(Point)) {
     let start_at = memory.events.first().map_or(0, |e| e.at);
     visit(point_of(&set, 0, start_at));
     for (i, event) in memory.events.iter().enumerate() {
-        set.apply(event.kind, event.alloc);
+        set.apply(event.kind(), event.alloc());
         visit(point_of(&set, i + 1, event.at));
     }
 }
@@ -213,7 +213,7 @@ pub fn event_counts(memory: &Memory) -> Option<(usize, usize)> {
     let allocs = memory
         .events
         .iter()
-        .filter(|e| e.kind == EventKind::Alloc)
+        .filter(|e| e.kind() == EventKind::Alloc)
         .count();
     Some((allocs, memory.events.len() - allocs))
 }
@@ -258,10 +258,10 @@ pub fn walk_to_points(memory: &Memory, points: &[usize], mut visit: impl FnMut(W
     for (k, &p) in points.iter().enumerate() {
         while applied < p.min(memory.events.len()) {
             let event = memory.events[applied];
-            if set.apply(event.kind, event.alloc) {
-                visit(match event.kind {
-                    EventKind::Alloc => WalkStep::Live(event.alloc),
-                    EventKind::Free => WalkStep::Freed(event.alloc),
+            if set.apply(event.kind(), event.alloc()) {
+                visit(match event.kind() {
+                    EventKind::Alloc => WalkStep::Live(event.alloc()),
+                    EventKind::Free => WalkStep::Freed(event.alloc()),
                 });
             }
             applied += 1;
@@ -460,7 +460,7 @@ pub fn point_at(memory: &Memory, index: usize) -> Option<Point> {
     let before = memory.events.get(..index)?;
     let mut set = LiveSet::at_start(memory);
     for event in before {
-        set.apply(event.kind, event.alloc);
+        set.apply(event.kind(), event.alloc());
     }
     let at = match before.last() {
         Some(e) => e.at,
@@ -482,7 +482,7 @@ pub fn live_at_and_last(memory: &Memory, index: usize) -> (Vec<AllocId>, Option<
     let mut set = LiveSet::at_start(memory);
     let mut live = (index == 0).then(|| set.ids());
     for (i, event) in memory.events.iter().enumerate() {
-        set.apply(event.kind, event.alloc);
+        set.apply(event.kind(), event.alloc());
         if i + 1 == index {
             live = Some(set.ids());
         }
@@ -506,8 +506,8 @@ pub fn allocated_at(memory: &Memory, index: usize) -> Vec<Option<i64>> {
 pub fn allocation_events(memory: &Memory, index: usize) -> Vec<Option<usize>> {
     let mut made = vec![None; memory.allocations.len()];
     for (i, event) in memory.events.iter().enumerate().take(index) {
-        if event.kind == EventKind::Alloc {
-            if let Some(slot) = made.get_mut(event.alloc.index()) {
+        if event.kind() == EventKind::Alloc {
+            if let Some(slot) = made.get_mut(event.alloc().index()) {
                 *slot = Some(i);
             }
         }
@@ -528,15 +528,15 @@ pub fn xprof_active(memory: &Memory, at: i64, step: i64) -> Vec<AllocId> {
         if event.at > at {
             break;
         }
-        let Some(address) = memory.allocation(event.alloc).address() else {
+        let Some(address) = memory.allocation(event.alloc()).address() else {
             continue;
         };
         if memory.xprof_step_of_event(i) != Some(step) {
             continue;
         }
-        match event.kind {
+        match event.kind() {
             EventKind::Alloc => {
-                active.insert(address, event.alloc);
+                active.insert(address, event.alloc());
             }
             EventKind::Free => {
                 active.remove(&address);
@@ -566,7 +566,7 @@ pub fn live_at(memory: &Memory, index: usize) -> Vec<AllocId> {
     }
     let mut set = LiveSet::at_start(memory);
     for event in memory.events.iter().take(index) {
-        set.apply(event.kind, event.alloc);
+        set.apply(event.kind(), event.alloc());
     }
     set.ids()
 }
@@ -638,18 +638,18 @@ where
     }
     let made_of = |slot: u64| (slot >= MADE_AT).then(|| (slot - MADE_AT) as usize);
     for (i, event) in memory.events.iter().enumerate() {
-        let Some(slot) = state.get_mut(event.alloc.index()) else {
+        let Some(slot) = state.get_mut(event.alloc().index()) else {
             continue;
         };
         let value: u64 = (*slot).into();
-        match event.kind {
+        match event.kind() {
             EventKind::Alloc if value == NOT_LIVE => {
                 *slot = word(i as u64 + MADE_AT).unwrap_or(not_live);
             }
             EventKind::Free if value != NOT_LIVE => {
                 *slot = not_live;
                 visit(Lifespan {
-                    alloc: event.alloc,
+                    alloc: event.alloc(),
                     made: made_of(value),
                     freed: Some(i),
                 });
@@ -706,11 +706,7 @@ mod tests {
                 site: SiteId(0),
             });
         }
-        let ev = |at, kind, a| Event {
-            at,
-            kind,
-            alloc: AllocId(a),
-        };
+        let ev = |at, kind, a| Event::new(at, kind, AllocId(a));
         m.events = vec![
             ev(0, EventKind::Alloc, 0),
             ev(1, EventKind::Free, 0),
@@ -737,11 +733,7 @@ mod tests {
                 site: SiteId(0),
             });
         }
-        let ev = |at, kind, a| Event {
-            at,
-            kind,
-            alloc: AllocId(a),
-        };
+        let ev = |at, kind, a| Event::new(at, kind, AllocId(a));
         m.live_at_start = vec![AllocId(0)];
         m.events = vec![
             ev(1, EventKind::Alloc, 1),

@@ -201,17 +201,14 @@ mod tests {
                 address: None,
                 site: sites[(i % 5) as usize],
             });
-            m.events.push(Event {
-                at: 2 * i as i64,
-                kind: EventKind::Alloc,
-                alloc: id,
-            });
+            m.events
+                .push(Event::new(2 * i as i64, EventKind::Alloc, id));
             if i % 3 == 0 {
-                m.events.push(Event {
-                    at: 2 * i as i64 + 1,
-                    kind: EventKind::Free,
-                    alloc: AllocId(id.0 / 2),
-                });
+                m.events.push(Event::new(
+                    2 * i as i64 + 1,
+                    EventKind::Free,
+                    AllocId(id.0 / 2),
+                ));
             }
         }
         let points = sample_points(&m, 9);

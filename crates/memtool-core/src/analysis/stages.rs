@@ -86,12 +86,12 @@ pub fn stages(memory: &Memory, names: &Names, filter: &FrameFilter) -> Vec<Stage
     let mut set = replay::LiveBytes::at_start(memory);
     bytes_at.push(set.bytes);
     for (i, event) in memory.events.iter().enumerate() {
-        if set.apply(event.kind, event.alloc) {
-            let slot = match event.kind {
+        if set.apply(event.kind(), event.alloc()) {
+            let slot = match event.kind() {
                 EventKind::Alloc => &mut made,
                 EventKind::Free => &mut freed,
             };
-            slot.set(event.alloc.index(), i);
+            slot.set(event.alloc().index(), i);
         }
         bytes_at.push(set.bytes);
     }
@@ -111,7 +111,7 @@ pub fn stages(memory: &Memory, names: &Names, filter: &FrameFilter) -> Vec<Stage
             let (mut allocated, mut freed_bytes) = (0u64, 0u64);
             let mut by_site: BTreeMap<SiteId, i64> = BTreeMap::new();
             for (i, event) in memory.events.iter().enumerate().take(last).skip(first) {
-                let id = event.alloc.index();
+                let id = event.alloc().index();
                 let (Some(allocation), Some(made_at), Some(freed_at)) =
                     (memory.allocations.get(id), made.get(id), freed.get(id))
                 else {
@@ -120,7 +120,7 @@ pub fn stages(memory: &Memory, names: &Names, filter: &FrameFilter) -> Vec<Stage
                 let size = allocation.bytes;
                 let signed = i64::try_from(size).unwrap_or(i64::MAX);
                 let change = by_site.entry(allocation.site).or_default();
-                match event.kind {
+                match event.kind() {
                     EventKind::Alloc if made_at == Some(i) => {
                         allocated = allocated.saturating_add(size);
                         if freed_at.is_none_or(|f| f >= last) {

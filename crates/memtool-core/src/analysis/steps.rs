@@ -99,7 +99,7 @@ impl StepWalk<'_> {
             return;
         };
         if COUNT_LIVE {
-            self.live.apply(event.kind, event.alloc);
+            self.live.apply(event.kind(), event.alloc());
         }
         let Some(step) = self.steps.step_at(memory, event.at) else {
             return;
@@ -124,8 +124,8 @@ impl StepWalk<'_> {
         let Some(row) = self.rows.last_mut() else {
             return;
         };
-        let bytes = memory.allocation(event.alloc).bytes;
-        match event.kind {
+        let bytes = memory.allocation(event.alloc()).bytes;
+        match event.kind() {
             EventKind::Alloc => {
                 row.allocations += 1;
                 row.allocated_bytes = row.allocated_bytes.saturating_add(bytes);
@@ -192,11 +192,7 @@ mod tests {
                 site: SiteId(0),
             });
         }
-        let ev = |at, kind, a| Event {
-            at,
-            kind,
-            alloc: AllocId(a),
-        };
+        let ev = |at, kind, a| Event::new(at, kind, AllocId(a));
         m.events = vec![
             ev(5, EventKind::Alloc, 0),
             ev(12, EventKind::Alloc, 1),
@@ -247,16 +243,8 @@ mod tests {
             });
         }
         m.events = vec![
-            Event {
-                at: 1,
-                kind: EventKind::Alloc,
-                alloc: AllocId(0),
-            },
-            Event {
-                at: 2,
-                kind: EventKind::Alloc,
-                alloc: AllocId(1),
-            },
+            Event::new(1, EventKind::Alloc, AllocId(0)),
+            Event::new(2, EventKind::Alloc, AllocId(1)),
         ];
         m.steps = vec![Step {
             id: 7,

@@ -81,12 +81,12 @@ impl Memory {
             return;
         }
         for e in &self.events {
-            if e.kind != EventKind::Alloc {
+            if e.kind() != EventKind::Alloc {
                 continue;
             }
             let Some(phase) = self
                 .allocations
-                .get(e.alloc.index())
+                .get(e.alloc().index())
                 .and_then(|a| names.site_of(a.site).phase)
             else {
                 continue;
@@ -206,7 +206,7 @@ mod tests {
                 address: None,
                 site,
             });
-            m.events.push(Event { at, kind, alloc });
+            m.events.push(Event::new(at, kind, alloc));
         }
         m.find_phases(&names);
         assert_eq!(

@@ -198,11 +198,7 @@ mod tests {
                 site: SiteId(site),
             });
         }
-        let ev = |at, kind, a| Event {
-            at,
-            kind,
-            alloc: AllocId(a),
-        };
+        let ev = |at, kind, a| Event::new(at, kind, AllocId(a));
         m.events = vec![
             ev(0, EventKind::Alloc, 0),
             ev(1, EventKind::Free, 0),

@@ -159,8 +159,8 @@ pub(super) fn alloc_view(
         memory
             .events
             .iter()
-            .filter(|e| e.kind == EventKind::Alloc)
-            .map(|e| e.alloc),
+            .filter(|e| e.kind() == EventKind::Alloc)
+            .map(|e| e.alloc()),
     );
     for id in ids {
         if let Some(r) = rank.get_mut(id.index()).filter(|r| **r == usize::MAX) {
@@ -270,8 +270,8 @@ pub(super) fn alloc_view(
     let mut column = 0usize;
     for (i, e) in memory.events.iter().enumerate() {
         apply(
-            e.alloc.index(),
-            e.kind == EventKind::Alloc,
+            e.alloc().index(),
+            e.kind() == EventKind::Alloc,
             &mut sums,
             &mut kept_live,
         );
@@ -411,11 +411,7 @@ mod tests {
                 site,
             });
         }
-        let ev = |at, kind, a| Event {
-            at,
-            kind,
-            alloc: AllocId(a),
-        };
+        let ev = |at, kind, a| Event::new(at, kind, AllocId(a));
         m.live_at_start = vec![AllocId(0)];
         m.events = vec![
             ev(1, EventKind::Alloc, 1),

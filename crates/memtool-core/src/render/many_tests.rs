@@ -46,11 +46,7 @@ fn many_devices(n: usize) -> Profile {
                 address: crate::model::Address::new(j << 20),
                 site,
             });
-            m.events.push(Event {
-                at: j as i64,
-                kind: EventKind::Alloc,
-                alloc: id,
-            });
+            m.events.push(Event::new(j as i64, EventKind::Alloc, id));
         }
         profile.memories.push(m);
     }
@@ -221,11 +217,7 @@ fn the_diff_totals_table_lists_the_largest_changes_and_folds_the_rest() {
         address: crate::model::Address::new(1 << 30),
         site,
     });
-    grown.events.push(Event {
-        at: 100,
-        kind: EventKind::Alloc,
-        alloc: id,
-    });
+    grown.events.push(Event::new(100, EventKind::Alloc, id));
     let report = diff::diff(&base, &new, &options, None);
     let table = text(&report, OutputFormat::Table);
     let totals = table.split("\n\n").next().unwrap();

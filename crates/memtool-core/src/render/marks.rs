@@ -221,7 +221,7 @@ mod tests {
                 site,
             });
             for (at, kind) in [(2 * s, EventKind::Alloc), (2 * s + 1, EventKind::Free)] {
-                m.events.push(Event { at, kind, alloc: a });
+                m.events.push(Event::new(at, kind, a));
             }
             m.steps.push(Step {
                 id: s,

@@ -86,11 +86,7 @@ fn event_profile(steps: u64, per_step: u64, hostile: bool) -> Profile {
             });
             next_addr = 0x7f00_0000_0000 + (next_addr + bytes - 0x7f00_0000_0000) % (1 << 30);
             at += 100;
-            m.events.push(Event {
-                at,
-                kind: EventKind::Alloc,
-                alloc: id,
-            });
+            m.events.push(Event::new(at, EventKind::Alloc, id));
             ids.push(id);
             live += bytes;
         }
@@ -98,11 +94,8 @@ fn event_profile(steps: u64, per_step: u64, hostile: bool) -> Profile {
         reserved = reserved.max(live.div_ceil(2 << 20) * (2 << 20));
         for &id in ids.iter().skip(1) {
             at += 100;
-            m.events.push(Event {
-                at,
-                kind: EventKind::Free,
-                alloc: AllocId(id.0),
-            });
+            m.events
+                .push(Event::new(at, EventKind::Free, AllocId(id.0)));
             live -= m.allocations[id.index()].bytes;
         }
         m.steps.push(crate::model::Step {
@@ -381,17 +374,9 @@ fn a_million_events_make_a_small_report() {
             site,
         });
         at += 10;
-        m.events.push(Event {
-            at,
-            kind: EventKind::Alloc,
-            alloc: id,
-        });
+        m.events.push(Event::new(at, EventKind::Alloc, id));
         at += 10;
-        m.events.push(Event {
-            at,
-            kind: EventKind::Free,
-            alloc: id,
-        });
+        m.events.push(Event::new(at, EventKind::Free, id));
     }
     assert!(profile.memories[0].events.len() >= 1_000_000);
     let page = html(Inputs::One(&profile), &RenderOptions::default());
@@ -463,17 +448,10 @@ fn extreme_values_render_without_panicking() {
             address: crate::model::Address::new(address),
             site,
         });
-        m.events.push(Event {
-            at,
-            kind: EventKind::Alloc,
-            alloc: id,
-        });
+        m.events.push(Event::new(at, EventKind::Alloc, id));
         if i == 1 {
-            m.events.push(Event {
-                at: i64::MIN,
-                kind: EventKind::Free,
-                alloc: AllocId(0),
-            });
+            m.events
+                .push(Event::new(i64::MIN, EventKind::Free, AllocId(0)));
         }
     }
     m.allocator_samples
@@ -541,11 +519,7 @@ fn the_source_line_is_the_user_frame_whatever_its_name() {
         address: None,
         site,
     });
-    m.events.push(Event {
-        at: 1,
-        kind: EventKind::Alloc,
-        alloc: id,
-    });
+    m.events.push(Event::new(1, EventKind::Alloc, id));
     profile.memories.push(m);
     // Grouped by stack (by user frame, the first column is the source line
     // and the page shows it once).
@@ -608,11 +582,7 @@ fn folded_stacks_and_the_diff_tree_take_the_reported_peak() {
     ];
     for (i, (kind, alloc, in_use)) in events.into_iter().enumerate() {
         let at = 10 * (i as i64 + 1);
-        m.events.push(Event {
-            at,
-            kind,
-            alloc: AllocId(alloc),
-        });
+        m.events.push(Event::new(at, kind, AllocId(alloc)));
         m.allocator_samples
             .push(AllocatorSample::new(at).with_allocated_bytes(Some(in_use)));
     }
@@ -649,11 +619,7 @@ fn memory_of_sites(sites: impl IntoIterator<Item = SiteId>) -> Memory {
             address: crate::model::Address::new(4096 * i as u64),
             site,
         });
-        m.events.push(Event {
-            at: i as i64,
-            kind: EventKind::Alloc,
-            alloc: id,
-        });
+        m.events.push(Event::new(i as i64, EventKind::Alloc, id));
     }
     m
 }

@@ -408,17 +408,10 @@ mod tests {
                 site: sites[(i % 20) as usize],
             });
             at += 10;
-            m.events.push(Event {
-                at,
-                kind: EventKind::Alloc,
-                alloc: id,
-            });
+            m.events.push(Event::new(at, EventKind::Alloc, id));
             at += 10;
-            m.events.push(Event {
-                at,
-                kind: EventKind::Free,
-                alloc: AllocId(id.0),
-            });
+            m.events
+                .push(Event::new(at, EventKind::Free, AllocId(id.0)));
         }
         m
     }
@@ -467,11 +460,8 @@ mod tests {
                 address: None,
                 site,
             });
-            m.events.push(Event {
-                at: i64::from(i),
-                kind: EventKind::Alloc,
-                alloc: id,
-            });
+            m.events
+                .push(Event::new(i64::from(i), EventKind::Alloc, id));
         }
         let t = timeline(&names, &m, GroupBy::Op, &FrameFilter::All, 1000, 12);
         assert_eq!(t.bands.len(), 13);

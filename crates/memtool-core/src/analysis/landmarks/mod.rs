@@ -221,12 +221,12 @@ impl Timeline<'_> {
     fn walk(&mut self) {
         let mut live = replay::LiveBytes::at_start(self.memory);
         for (i, event) in self.memory.events.iter().enumerate() {
-            if live.apply(event.kind, event.alloc) {
+            if live.apply(event.kind(), event.alloc()) {
                 // The event starts or ends a lifespan: an allocation's
                 // last one is what `made` and `freed` keep.
-                match event.kind {
-                    EventKind::Alloc => self.made.set(event.alloc, Some(i)),
-                    EventKind::Free => self.freed.set(event.alloc, Some(i)),
+                match event.kind() {
+                    EventKind::Alloc => self.made.set(event.alloc(), Some(i)),
+                    EventKind::Free => self.freed.set(event.alloc(), Some(i)),
                 }
             }
             self.in_use.push(live.bytes);
@@ -604,10 +604,10 @@ fn runs(t: &Timeline<'_>) -> Vec<Run> {
         return runs;
     }
     for (i, e) in t.memory.events.iter().enumerate() {
-        if e.kind != EventKind::Alloc {
+        if e.kind() != EventKind::Alloc {
             continue;
         }
-        let Some(phase) = t.phase(e.alloc) else {
+        let Some(phase) = t.phase(e.alloc()) else {
             continue;
         };
         match runs.last_mut() {
@@ -724,7 +724,7 @@ fn extend_backward(t: &Timeline<'_>, mut runs: Vec<Run>) -> Vec<Run> {
         }
         for i in run.last + 1..end {
             let e = &t.memory.events[i];
-            if e.kind == EventKind::Alloc && t.phase(e.alloc).is_none() {
+            if e.kind() == EventKind::Alloc && t.phase(e.alloc()).is_none() {
                 run.last = i;
             }
         }
@@ -740,12 +740,12 @@ fn optimizer_state(t: &Timeline<'_>, step: &StepRange) -> Option<Landmark> {
     for run in step.runs.iter().filter(|r| r.phase == Phase::Optimizer) {
         for i in run.first..=run.last {
             let e = &t.memory.events[i];
-            if e.kind == EventKind::Alloc
-                && t.phase(e.alloc) == Some(Phase::Optimizer)
-                && t.made.get(e.alloc) == Some(i)
-                && t.live_after(e.alloc, step.last)
+            if e.kind() == EventKind::Alloc
+                && t.phase(e.alloc()) == Some(Phase::Optimizer)
+                && t.made.get(e.alloc()) == Some(i)
+                && t.live_after(e.alloc(), step.last)
             {
-                ids.push(e.alloc);
+                ids.push(e.alloc());
             }
         }
     }

@@ -196,14 +196,14 @@ fn find_spike(t: &Timeline<'_>, step: &StepRange, peak_event: usize, peak: u64) 
     let (mut from, mut to) = (peak_event, peak_event);
     for made in peak_event.saturating_sub(near)..=peak_event {
         let e = &t.memory.events[made];
-        if e.kind != EventKind::Alloc || t.made.get(e.alloc) != Some(made) {
+        if e.kind() != EventKind::Alloc || t.made.get(e.alloc()) != Some(made) {
             continue;
         }
-        let Some(freed) = t.freed.get(e.alloc) else {
+        let Some(freed) = t.freed.get(e.alloc()) else {
             continue;
         };
         if freed > peak_event && freed <= peak_event + near {
-            ids.push(e.alloc);
+            ids.push(e.alloc());
             from = from.min(made);
             to = to.max(freed);
         }
@@ -248,7 +248,7 @@ pub(super) fn cliffs(
     runs.iter()
         .map(|&(first, last, bytes)| {
             let mut ids: Vec<AllocId> = (first..=last)
-                .map(|i| t.memory.events[i].alloc)
+                .map(|i| t.memory.events[i].alloc())
                 .filter(|&a| t.freed.get(a).is_some_and(|f| f >= first && f <= last))
                 .collect();
             ids.sort_by_key(|&i| (std::cmp::Reverse(t.bytes(i)), i.0));
@@ -307,7 +307,7 @@ pub(super) fn cliff_runs(
         let e = &t.memory.events[i];
         // A free of something not live changes nothing and breaks nothing.
         let changed = i == 0 || t.in_use[i] != t.before(i);
-        match e.kind {
+        match e.kind() {
             EventKind::Free if changed => {
                 let freed = t.before(i) - t.in_use[i].min(t.before(i));
                 let run = open.get_or_insert((i, i, 0));
@@ -351,7 +351,7 @@ fn cliff_figures(t: &Timeline<'_>, step: &StepRange, peak: u64, floor: u64) -> (
         let e = &t.memory.events[i];
         let before = t.before(i);
         let changed = i == 0 || t.in_use[i] != before;
-        match e.kind {
+        match e.kind() {
             EventKind::Free if changed => {
                 *open.get_or_insert(0) += before - t.in_use[i].min(before);
             }
@@ -372,7 +372,7 @@ pub(super) fn recompute(t: &Timeline<'_>, step: &StepRange, frames: &FrameFilter
         .iter()
         .enumerate()
         .map(|(n, wave)| {
-            let ids: Vec<AllocId> = wave.iter().map(|&i| t.memory.events[i].alloc).collect();
+            let ids: Vec<AllocId> = wave.iter().map(|&i| t.memory.events[i].alloc()).collect();
             let bytes: u64 = ids.iter().map(|&i| t.bytes(i)).sum();
             let (first, last) = (wave[0], wave[wave.len() - 1]);
             let (allocations, allocation_count) = listed(&ids);
@@ -411,11 +411,11 @@ fn waves(t: &Timeline<'_>, step: &StepRange) -> Vec<Vec<usize>> {
     for run in &step.runs {
         for i in run.first..=run.last {
             let e = &t.memory.events[i];
-            if e.kind != EventKind::Alloc || t.phase(e.alloc) != Some(run.phase) {
+            if e.kind() != EventKind::Alloc || t.phase(e.alloc()) != Some(run.phase) {
                 continue;
             }
             match run.phase {
-                Phase::Forward => forward.extend(t.frames_key(e.alloc)),
+                Phase::Forward => forward.extend(t.frames_key(e.alloc())),
                 Phase::Backward => backward.push(i),
                 _ => {}
             }
@@ -425,7 +425,7 @@ fn waves(t: &Timeline<'_>, step: &StepRange) -> Vec<Vec<usize>> {
     let mut open: Vec<usize> = Vec::new();
     for &i in &backward {
         let again = t
-            .frames_key(t.memory.events[i].alloc)
+            .frames_key(t.memory.events[i].alloc())
             .is_some_and(|k| forward.contains(&k));
         if again {
             open.push(i);

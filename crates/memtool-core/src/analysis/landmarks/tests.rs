@@ -38,7 +38,7 @@ fn two_steps() -> (Names, Memory) {
     let mut m = Memory::new("m", MemoryKind::Allocator, Axis::EventIndex);
     let mut at = 0;
     let mut push = |m: &mut Memory, kind, alloc: AllocId| {
-        m.events.push(Event { at, kind, alloc });
+        m.events.push(Event::new(at, kind, alloc));
         at += 1;
     };
     let alloc = |m: &mut Memory, site: SiteId, bytes: u64| {
@@ -177,20 +177,12 @@ fn many_steps_on_threads_are_the_landmarks_of_one() {
                 address: None,
                 site: sites[(k % 2) as usize],
             });
-            m.events.push(Event {
-                at,
-                kind: EventKind::Alloc,
-                alloc: a,
-            });
+            m.events.push(Event::new(at, EventKind::Alloc, a));
             at += 1_000;
             made.push(a);
         }
         for a in made {
-            m.events.push(Event {
-                at,
-                kind: EventKind::Free,
-                alloc: a,
-            });
+            m.events.push(Event::new(at, EventKind::Free, a));
             at += 1_000;
         }
         m.steps.push(crate::model::Step {
@@ -321,7 +313,7 @@ fn many_steps_keep_a_bounded_few_and_count_the_rest() {
             (EventKind::Free, ids[1]),
             (EventKind::Free, ids[0]),
         ] {
-            m.events.push(Event { at, kind, alloc });
+            m.events.push(Event::new(at, kind, alloc));
             at += 1;
         }
         m.steps.push(crate::model::Step {
@@ -415,11 +407,7 @@ fn cliff_figures_are_those_of_the_cliff_runs() {
                     address: None,
                     site,
                 });
-                m.events.push(Event {
-                    at,
-                    kind: EventKind::Alloc,
-                    alloc: a,
-                });
+                m.events.push(Event::new(at, EventKind::Alloc, a));
                 live.push(a);
             } else {
                 for _ in 0..1 + next(6) {
@@ -430,11 +418,7 @@ fn cliff_figures_are_those_of_the_cliff_runs() {
                     if next(4) > 0 {
                         live.retain(|&l| l != a);
                     }
-                    m.events.push(Event {
-                        at,
-                        kind: EventKind::Free,
-                        alloc: a,
-                    });
+                    m.events.push(Event::new(at, EventKind::Free, a));
                     at += 10;
                 }
             }

@@ -27,7 +27,7 @@ fn many_steps_are_a_few_rows_of_the_timeline_table() {
             site,
         });
         for (at, kind) in [(2 * s, EventKind::Alloc), (2 * s + 1, EventKind::Free)] {
-            m.events.push(Event { at, kind, alloc: a });
+            m.events.push(Event::new(at, kind, a));
         }
         m.steps.push(Step {
             id: s,

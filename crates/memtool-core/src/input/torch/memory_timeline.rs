@@ -146,18 +146,10 @@ fn read_timeline(profile: &mut Profile, path: &str, bytes: &[u8]) -> Result<()> 
             }
             Some(at) => {
                 if let Some(old) = slot.take() {
-                    events.push(Event {
-                        at,
-                        kind: EventKind::Free,
-                        alloc: old,
-                    });
+                    events.push(Event::new(at, EventKind::Free, old));
                 }
                 if let Some(new) = new {
-                    events.push(Event {
-                        at,
-                        kind: EventKind::Alloc,
-                        alloc: new,
-                    });
+                    events.push(Event::new(at, EventKind::Alloc, new));
                 }
             }
         }

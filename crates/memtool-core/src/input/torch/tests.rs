@@ -136,9 +136,9 @@ fn a_trace_larger_than_the_read_buffer_streams_to_the_same_model() {
         let made = m
             .events
             .iter()
-            .find(|e| e.kind == EventKind::Alloc)
+            .find(|e| e.kind() == EventKind::Alloc)
             .unwrap();
-        let site = p.names.site_of(m.allocations[made.alloc.0 as usize].site);
+        let site = p.names.site_of(m.allocations[made.alloc().0 as usize].site);
         assert_eq!(site.op.map(|s| p.names.str(s)), Some(op));
     }
 }

@@ -358,8 +358,11 @@ fn untimed_events_sit_at_their_entry_index() {
         read(&mut profile, "untimed.pickle", &p, paths).unwrap();
         let m = &profile.memories[0];
         assert_eq!(m.axis, Axis::EventIndex);
-        let events: Vec<(i64, EventKind, u32)> =
-            m.events.iter().map(|e| (e.at, e.kind, e.alloc.0)).collect();
+        let events: Vec<(i64, EventKind, u32)> = m
+            .events
+            .iter()
+            .map(|e| (e.at, e.kind(), e.alloc().0))
+            .collect();
         assert_eq!(
             events,
             [

@@ -110,11 +110,8 @@ impl Trace {
     }
 
     fn event(&mut self, index: u64, time_us: Option<i64>, kind: EventKind, alloc: AllocId) {
-        self.events.push(Event {
-            at: time_us.unwrap_or(0),
-            kind,
-            alloc,
-        });
+        self.events
+            .push(Event::new(time_us.unwrap_or(0), kind, alloc));
         self.event_entries.push(index);
     }
 

@@ -747,11 +747,7 @@ fn build_trace_memory<'a>(
                 })
             });
             if let Some(old) = m.addr().and_then(|a| live.remove(&a)) {
-                events.push(Event {
-                    at,
-                    kind: EventKind::Free,
-                    alloc: old,
-                });
+                events.push(Event::new(at, EventKind::Free, old));
             }
             let alloc = push(
                 &mut allocations,
@@ -769,11 +765,7 @@ fn build_trace_memory<'a>(
                 }
                 None => live_by_size.entry(size).or_default().push(alloc),
             }
-            events.push(Event {
-                at,
-                kind: EventKind::Alloc,
-                alloc,
-            });
+            events.push(Event::new(at, EventKind::Alloc, alloc));
         } else {
             *counts.entry("free".into()).or_insert(0) += 1;
             let found = match m.addr() {
@@ -805,11 +797,7 @@ fn build_trace_memory<'a>(
                 live_at_start.push(alloc);
                 alloc
             });
-            events.push(Event {
-                at,
-                kind: EventKind::Free,
-                alloc,
-            });
+            events.push(Event::new(at, EventKind::Free, alloc));
         }
         if m.total_allocated().is_some() || m.total_reserved().is_some() {
             samples.push(

@@ -251,15 +251,15 @@ impl MemoryBuilder {
             }
             id
         };
-        memory.events.push(crate::model::Event {
-            at: e.at,
-            kind: if free {
+        memory.events.push(crate::model::Event::new(
+            e.at,
+            if free {
                 EventKind::Free
             } else {
                 EventKind::Alloc
             },
-            alloc: id,
-        });
+            id,
+        ));
         memory.allocator_samples.push(
             AllocatorSample::new(e.at)
                 .with_allocated_bytes(e.heap().map(|h| h.saturating_add(e.stack().unwrap_or(0))))
@@ -327,7 +327,9 @@ impl MemoryBuilder {
             None => None,
         };
         let record = |memory: &mut Memory, kind, alloc| {
-            memory.events.push(crate::model::Event { at, kind, alloc });
+            memory
+                .events
+                .push(crate::model::Event::new(at, kind, alloc));
             memory.allocator_samples.push(AllocatorSample::new(at));
         };
         if let Some(id) = live {

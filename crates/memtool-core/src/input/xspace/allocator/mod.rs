@@ -217,8 +217,8 @@ mod tests {
                     .events
                     .iter()
                     .map(|e| {
-                        let a = m.allocation(e.alloc);
-                        (e.at, e.kind == EventKind::Free, a.address().unwrap_or(0))
+                        let a = m.allocation(e.alloc());
+                        (e.at, e.kind() == EventKind::Free, a.address().unwrap_or(0))
                     })
                     .collect();
                 format!(

@@ -282,11 +282,7 @@ impl<'m, 'h, 'p> SpaceReader<'m, 'h, 'p> {
                 Some(applied) => applied,
                 None => (EventKind::Free, self.no_op()),
             };
-            self.memory.events.push(Event {
-                at: i as i64,
-                kind,
-                alloc,
-            });
+            self.memory.events.push(Event::new(i as i64, kind, alloc));
         }
         let name = &self.memory.id;
         let mut notes = Vec::new();
