@@ -946,6 +946,33 @@ mod tests {
         assert_eq!(a.address(), Some(0));
     }
 
+    /// An event keeps its position, kind and allocation in twelve bytes;
+    /// an id past 31 bits is cut to them and keeps its kind.
+    #[test]
+    fn an_event_keeps_its_kind_and_allocation_in_twelve_bytes() {
+        for (at, kind, id) in [
+            (i64::MIN, EventKind::Alloc, 0),
+            (-1, EventKind::Free, 1),
+            (i64::MAX, EventKind::Free, (1 << 31) - 1),
+            (7, EventKind::Alloc, (1 << 31) - 1),
+        ] {
+            let e = Event::new(at, kind, AllocId(id));
+            assert_eq!(({ e.at }, e.kind(), e.alloc()), (at, kind, AllocId(id)));
+        }
+        let cut = Event::new(3, EventKind::Free, AllocId(u32::MAX));
+        assert_eq!(
+            (cut.kind(), cut.alloc()),
+            (EventKind::Free, AllocId(u32::MAX >> 1))
+        );
+        let cut = Event::new(3, EventKind::Alloc, AllocId(1 << 31));
+        assert_eq!((cut.kind(), cut.alloc()), (EventKind::Alloc, AllocId(0)));
+        assert_eq!(std::mem::size_of::<Event>(), 12);
+        assert_eq!(
+            format!("{:?}", Event::new(5, EventKind::Free, AllocId(2))),
+            "Event { at: 5, kind: Free, alloc: AllocId(2) }"
+        );
+    }
+
     #[test]
     fn memories_pushed_or_reordered_by_hand_are_still_found() {
         let mut profile = Profile::default();
