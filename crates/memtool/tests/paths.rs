@@ -11,7 +11,7 @@ mod paths;
 use std::path::{Path, PathBuf};
 
 use memtool_core::{LoadOptions, Source};
-use paths::assert_paths_agree;
+use paths::{assert_loads_agree, assert_paths_agree};
 
 fn files_under(dir: &Path) -> Vec<PathBuf> {
     let mut files = Vec::new();
@@ -62,6 +62,48 @@ fn paths_agree_on_every_shared_fixture() {
             &file[0].display().to_string(),
             || from_files(&file),
             &LoadOptions::default(),
+        );
+    }
+}
+
+/// A snapshot's pickle read from its file ahead of the decoder (more than
+/// one job; chunks of 200 bytes, so a chunk's edge falls in every kind of
+/// opcode and record) gives the profile read in place on one thread, on
+/// every shared snapshot.
+#[test]
+#[cfg_attr(not(shared_fixtures), ignore = "needs ../shared/fixtures")]
+fn snapshots_read_ahead_agree_on_every_shared_fixture() {
+    let pickles: Vec<PathBuf> = files_under(&common::shared_fixture(""))
+        .into_iter()
+        .filter(|p| p.extension().and_then(|e| e.to_str()) == Some("pickle"))
+        .collect();
+    assert!(
+        pickles.len() >= 5,
+        "only {} shared snapshots",
+        pickles.len()
+    );
+    for path in pickles {
+        let name = path.display().to_string();
+        let file = std::fs::File::open(&path).unwrap();
+        assert_loads_agree(
+            &name,
+            (
+                "in place, one thread",
+                from_files(std::slice::from_ref(&path)),
+                &LoadOptions {
+                    jobs: 1,
+                    ..LoadOptions::default()
+                },
+            ),
+            (
+                "read ahead",
+                vec![Source::new(name.clone(), file)],
+                &LoadOptions {
+                    jobs: 4,
+                    run_bytes: 200,
+                    ..LoadOptions::default()
+                },
+            ),
         );
     }
 }

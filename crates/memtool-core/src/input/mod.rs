@@ -5,6 +5,7 @@
 pub(crate) mod decompress;
 pub(crate) mod detect;
 mod pprof;
+pub(crate) mod read_ahead;
 pub(crate) mod source;
 pub(crate) mod torch;
 pub(crate) mod xla_dump;
@@ -143,7 +144,8 @@ pub struct LoadOptions {
     pub jobs: usize,
     /// How many bytes of input one thread decodes at a time: of an XSpace
     /// line's events, of a pprof profile's samples (0: the defaults, 256
-    /// KiB each). Tiny runs, for the tests that check that decoding in runs
+    /// KiB each); and how many a snapshot's pickle is read ahead by (0: its
+    /// default, 1 MiB). Tiny runs, for the tests that check that decoding in runs
     /// on many threads gives the profile decoding on one does, even on
     /// small files.
     #[doc(hidden)]
@@ -521,7 +523,7 @@ fn load_into(profile: &mut Profile, source: Source, options: &LoadOptions) -> Re
                 torch::pickle::Paths::Fast
             };
             let jobs = crate::parallel::threads(options.jobs);
-            torch::snapshot::read_with_jobs(profile, &path, &*data, paths, jobs)
+            torch::snapshot::read_with_jobs(profile, &path, &*data, paths, jobs, options.run_bytes)
         }
         Format::TorchTrace => {
             torch::trace::read(profile, &path, &*data, options.force_general_path)

@@ -56,6 +56,19 @@ pub fn assert_paths_agree(what: &str, sources: impl Fn() -> Vec<Source>, options
     assert_agree(what, "fast", &one_thread, "general", &dump(&general));
 }
 
+/// Loads `one` and `other` (each a name, its sources and its options) and
+/// panics, naming `what`, where their profiles differ.
+#[allow(dead_code)] // Not every test binary that shares this file uses it.
+pub fn assert_loads_agree(
+    what: &str,
+    one: (&str, Vec<Source>, &LoadOptions),
+    other: (&str, Vec<Source>, &LoadOptions),
+) {
+    let first = dump(&load(one.1, one.2));
+    let second = dump(&load(other.1, other.2));
+    assert_agree(what, one.0, &first, other.0, &second);
+}
+
 fn assert_agree(what: &str, one: &str, fast: &str, other: &str, general: &str) {
     if fast != general {
         let line = fast

@@ -663,19 +663,25 @@ pub(crate) fn read(
     source: &dyn ByteSource,
     paths: pickle::Paths,
 ) -> Result<()> {
-    read_with_jobs(profile, path, source, paths, 1)
+    read_with_jobs(profile, path, source, paths, 1, 0)
 }
 
 /// Reads a snapshot into `profile`; with more than one job, the traces are
-/// built from the entries on a second thread while the pickle is decoded
-/// (the same result).
+/// built from the entries on a second thread while the pickle is decoded,
+/// and the file is read ahead of the decoder on a third, in chunks of
+/// `chunk` bytes (0: [`pickle::READ_AHEAD`]) — the same result.
 pub(crate) fn read_with_jobs(
     profile: &mut Profile,
     path: &str,
     source: &dyn ByteSource,
     paths: pickle::Paths,
     jobs: usize,
+    chunk: u64,
 ) -> Result<()> {
+    let read_ahead = (jobs > 1).then(|| match usize::try_from(chunk) {
+        Ok(0) | Err(_) => pickle::READ_AHEAD,
+        Ok(chunk) => chunk,
+    });
     let (decoded, mut traces) = with_builder(jobs, |entries| {
         let mut visitor = SnapshotVisitor {
             profile: &mut *profile,
@@ -693,7 +699,7 @@ pub(crate) fn read_with_jobs(
             action_strings: Vec::new(),
             bad_values: 0,
         };
-        let root = pickle::decode(source, &mut visitor, paths);
+        let root = pickle::decode(source, &mut visitor, paths, read_ahead);
         let SnapshotVisitor {
             segments,
             other_actions,

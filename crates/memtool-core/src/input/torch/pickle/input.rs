@@ -1,15 +1,15 @@
 //! The pickle's bytes, pulled from the source through a buffer.
 
-use crate::input::source::ByteSource;
+use crate::input::read_ahead::Sequential;
 
 /// Bytes read from the source at a time; an opcode whose argument is longer
 /// (a huge string) grows the buffer to fit it, once its length is known to be
 /// really there.
-const CHUNK: usize = 1 << 20;
+pub(super) const CHUNK: usize = 1 << 20;
 
 /// The pickle's bytes, pulled from the source a chunk at a time.
 pub(super) struct Input<'s> {
-    pub(super) source: &'s dyn ByteSource,
+    source: Sequential<'s>,
     pub(super) len: u64,
     buf: Vec<u8>,
     /// Offset in the source of `buf[0]`.
@@ -28,10 +28,11 @@ pub(super) enum TakeError {
 }
 
 impl<'s> Input<'s> {
-    pub(super) fn new(source: &'s dyn ByteSource) -> Input<'s> {
+    /// The bytes of a source of `len` bytes.
+    pub(super) fn new(source: Sequential<'s>, len: u64) -> Input<'s> {
         Input {
             source,
-            len: source.len(),
+            len,
             buf: Vec::new(),
             base: 0,
             pos: 0,

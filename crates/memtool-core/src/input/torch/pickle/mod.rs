@@ -29,9 +29,13 @@ pub(crate) use memo::{Memo, MAX_HANDLE};
 pub(crate) use value::Value;
 pub(crate) use visitor::{record_key, Parent, Visitor};
 
+use crate::input::read_ahead;
 use crate::input::source::ByteSource;
 use input::Input;
 use interpreter::Machine;
+
+/// The chunk a pickle is read ahead by: what its decoder asks for at a time.
+pub(crate) const READ_AHEAD: usize = input::CHUNK;
 
 /// Containers nested deeper than this are refused; a PyTorch snapshot needs 6.
 pub(crate) const MAX_DEPTH: u32 = 64;
@@ -57,14 +61,28 @@ pub(crate) enum Paths {
 
 /// Decodes the pickle in `source` as plain data; the result is the top value
 /// (claimed lists are empty in it). Bytes after STOP are ignored.
+///
+/// With `read_ahead` (a size: [`READ_AHEAD`] but in the tests), the
+/// source's next chunks of that size are read on a thread of their own
+/// while the pickle is decoded (see [`crate::input::read_ahead`]): the same
+/// result.
 pub(crate) fn decode<V: Visitor>(
     source: &dyn ByteSource,
     visitor: &mut V,
     paths: Paths,
+    read_ahead: Option<usize>,
 ) -> Result<Value> {
+    let len = source.len();
+    let (ahead, chunk) = (read_ahead.is_some(), read_ahead.unwrap_or(0));
+    read_ahead::with_read_ahead(source, ahead, chunk, |source| {
+        decode_from(Input::new(source, len), visitor, paths)
+    })
+}
+
+fn decode_from<V: Visitor>(input: Input<'_>, visitor: &mut V, paths: Paths) -> Result<Value> {
     let mut m = Machine {
         fast_paths: paths == Paths::Fast,
-        input: Input::new(source),
+        input,
         op_offset: 0,
         stack: Vec::new(),
         marks: Vec::new(),

@@ -15,7 +15,7 @@ impl Visitor for PlainData {
 }
 
 fn plain(bytes: &[u8]) -> Result<Value> {
-    decode(&bytes.to_vec(), &mut PlainData, Paths::Fast)
+    decode(&bytes.to_vec(), &mut PlainData, Paths::Fast, None)
 }
 
 fn error(bytes: &[u8]) -> String {
@@ -313,7 +313,7 @@ fn records_are_read_straight_or_the_ordinary_way_alike() {
             entries: Vec::new(),
             records: 0,
         };
-        decode(&p.clone(), &mut v, Paths::Fast).unwrap();
+        decode(&p.clone(), &mut v, Paths::Fast, None).unwrap();
         assert_eq!(v.records, if fast { 4 } else { 0 });
         decoded.push(v.entries);
     }
@@ -395,7 +395,7 @@ fn lists_of_handles_met_before_are_known_by_their_bytes_until_the_memo_changes()
     p.extend(twice);
     p.extend([b'e', b'u', b'.']);
     let mut v = Lists::default();
-    decode(&p, &mut v, Paths::Fast).unwrap();
+    decode(&p, &mut v, Paths::Fast, None).unwrap();
     assert_eq!(v.fields, ["#100", "#300", "#300", "#700"]);
     assert_eq!(v.asked, 3, "the second [#100, #100] is known by its bytes");
 }
@@ -441,7 +441,7 @@ fn lists_of_handles_sharing_their_first_bytes_are_told_apart() {
     }
     p.extend([b'e', b'u', b'.']);
     let mut v = Lists::default();
-    decode(&p, &mut v, Paths::Fast).unwrap();
+    decode(&p, &mut v, Paths::Fast, None).unwrap();
     assert_eq!(
         v.fields,
         ["#100", "#200", "#3100", "#3200", "#3300", "#3100", "#3200", "#3300"]

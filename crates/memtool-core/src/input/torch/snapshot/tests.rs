@@ -407,7 +407,7 @@ fn traces_built_on_a_second_thread_are_the_one_jobs() {
         let profiles: Vec<String> = [1, 2]
             .map(|jobs| {
                 let mut profile = Profile::default();
-                read_with_jobs(&mut profile, "jobs.pickle", &p, paths, jobs).unwrap();
+                read_with_jobs(&mut profile, "jobs.pickle", &p, paths, jobs, 0).unwrap();
                 let m = &profile.memories[1];
                 assert_eq!(m.recorded_events["snapshot_marker"], 285);
                 assert_eq!(m.recorded_events["alloc"], 715);
