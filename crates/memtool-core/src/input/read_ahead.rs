@@ -22,6 +22,8 @@ const IN_FLIGHT: usize = 2;
 /// thread that could not be started, a read out of order).
 pub(crate) struct Sequential<'s> {
     source: &'s dyn ByteSource,
+    /// The source's length, asked once: the reader thread reads to it.
+    len: u64,
     ahead: Option<Ahead>,
 }
 
@@ -38,6 +40,11 @@ struct Ahead {
 }
 
 impl Sequential<'_> {
+    /// The source's length when reading began.
+    pub(crate) fn len(&self) -> u64 {
+        self.len
+    }
+
     /// Fills `buf` with the bytes at `offset`, as
     /// [`ByteSource::read_exact_at`] does.
     pub(crate) fn read_exact_at(&mut self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
@@ -82,22 +89,25 @@ impl Sequential<'_> {
 }
 
 /// `read` given `source` as a [`Sequential`] (which it may keep until it is
-/// done); with `ahead` true and a
-/// source not already in memory, its chunks of `chunk` bytes are read from
-/// the start on a thread of their own while `read` goes on.
+/// done); with a `chunk` size (not 0) and a source not already in memory,
+/// its chunks of that size are read from the start on a thread of their
+/// own while `read` goes on.
 pub(crate) fn with_read_ahead<T>(
     source: &dyn ByteSource,
-    ahead: bool,
-    chunk: usize,
+    chunk: Option<usize>,
     read: impl FnOnce(Sequential<'_>) -> T,
 ) -> T {
     let len = source.len();
-    if !ahead || chunk == 0 || source.as_bytes().is_some() || len <= chunk as u64 {
-        return read(Sequential {
-            source,
-            ahead: None,
-        });
-    }
+    let chunk = match chunk {
+        Some(chunk) if chunk > 0 && source.as_bytes().is_none() && len > chunk as u64 => chunk,
+        _ => {
+            return read(Sequential {
+                source,
+                len,
+                ahead: None,
+            })
+        }
+    };
     std::thread::scope(|scope| {
         let (sender, chunks) = mpsc::sync_channel(IN_FLIGHT);
         let (spare, spares) = mpsc::channel();
@@ -108,6 +118,7 @@ pub(crate) fn with_read_ahead<T>(
             });
         let sequential = Sequential {
             source,
+            len,
             ahead: reader.is_ok().then(|| Ahead {
                 chunks,
                 spare,
@@ -180,8 +191,8 @@ mod tests {
     fn reads_in_order_are_the_sources_bytes() {
         let bytes = numbered(10_000);
         let file = TempFile::new("order", &bytes);
-        for ahead in [false, true] {
-            with_read_ahead(&file.1, ahead, 64, |mut s| {
+        for chunk in [None, Some(64)] {
+            with_read_ahead(&file.1, chunk, |mut s| {
                 let mut at = 0usize;
                 for step in (1..200).cycle() {
                     let n = step.min(bytes.len() - at);
@@ -206,7 +217,7 @@ mod tests {
     fn a_read_out_of_order_reads_the_source() {
         let bytes = numbered(1000);
         let file = TempFile::new("jump", &bytes);
-        with_read_ahead(&file.1, true, 100, |mut s| {
+        with_read_ahead(&file.1, Some(100), |mut s| {
             let mut buf = [0u8; 50];
             s.read_exact_at(0, &mut buf).unwrap();
             assert_eq!(buf, bytes[..50]);
@@ -224,7 +235,7 @@ mod tests {
     fn giving_up_early_ends_the_reader() {
         let bytes = numbered(1 << 20);
         let file = TempFile::new("early", &bytes);
-        let first = with_read_ahead(&file.1, true, 4096, |mut s| {
+        let first = with_read_ahead(&file.1, Some(4096), |mut s| {
             let mut buf = [0u8; 10];
             s.read_exact_at(0, &mut buf).map(|()| buf)
         });

@@ -28,11 +28,10 @@ pub(super) enum TakeError {
 }
 
 impl<'s> Input<'s> {
-    /// The bytes of a source of `len` bytes.
-    pub(super) fn new(source: Sequential<'s>, len: u64) -> Input<'s> {
+    pub(super) fn new(source: Sequential<'s>) -> Input<'s> {
         Input {
+            len: source.len(),
             source,
-            len,
             buf: Vec::new(),
             base: 0,
             pos: 0,

@@ -72,10 +72,8 @@ pub(crate) fn decode<V: Visitor>(
     paths: Paths,
     read_ahead: Option<usize>,
 ) -> Result<Value> {
-    let len = source.len();
-    let (ahead, chunk) = (read_ahead.is_some(), read_ahead.unwrap_or(0));
-    read_ahead::with_read_ahead(source, ahead, chunk, |source| {
-        decode_from(Input::new(source, len), visitor, paths)
+    read_ahead::with_read_ahead(source, read_ahead, |source| {
+        decode_from(Input::new(source), visitor, paths)
     })
 }
 
