@@ -23,9 +23,11 @@ use super::frames::FrameFilter;
 use super::replay;
 
 mod bound;
+mod in_use;
 mod per_step;
 
 pub use bound::{KEPT_STEPS, SPREAD_STEPS};
+use in_use::{InUse, InUseBuilder};
 use per_step::StepFigures;
 
 /// What a landmark is.
@@ -168,7 +170,7 @@ struct Timeline<'m> {
     memory: &'m Memory,
     names: &'m Names,
     /// Bytes in use after each event.
-    in_use: Vec<u64>,
+    in_use: InUse,
     /// Per allocation, the event that made it and the one that freed it.
     made: EventOf,
     freed: EventOf,
@@ -220,6 +222,7 @@ impl Timeline<'_> {
     /// allocation from `replay::for_each_lifespan` were two walks).
     fn walk(&mut self) {
         let mut live = replay::LiveBytes::at_start(self.memory);
+        let mut in_use = InUseBuilder::with_capacity(self.memory.events.len());
         for (i, event) in self.memory.events.iter().enumerate() {
             if live.apply(event.kind(), event.alloc()) {
                 // The event starts or ends a lifespan: an allocation's
@@ -229,8 +232,9 @@ impl Timeline<'_> {
                     EventKind::Free => self.freed.set(event.alloc(), Some(i)),
                 }
             }
-            self.in_use.push(live.bytes);
+            in_use.push(live.bytes);
         }
+        self.in_use = in_use.finish();
         // Still live after the last event: its last lifespan has no free
         // (an earlier one's is overwritten).
         for id in live.ids() {
@@ -252,19 +256,20 @@ impl Timeline<'_> {
 
     /// The first event of `first..=last` where most is in use, and that much.
     fn highest(&self, first: usize, last: usize) -> (usize, u64) {
-        let mut best = (first, 0);
-        for i in first..=last.min(self.in_use.len().saturating_sub(1)) {
-            if self.in_use[i] > best.1 {
-                best = (i, self.in_use[i]);
-            }
-        }
-        best
+        self.in_use.highest(first, last)
+    }
+
+    /// In use after event `i`.
+    #[inline]
+    fn after(&self, i: usize) -> u64 {
+        self.in_use.get(i)
     }
 
     /// In use before event `i`.
+    #[inline]
     fn before(&self, i: usize) -> u64 {
         match i.checked_sub(1) {
-            Some(j) => self.in_use[j],
+            Some(j) => self.in_use.get(j),
             None => self.in_use_at_start(),
         }
     }
@@ -430,7 +435,7 @@ pub fn find_on(names: &Names, memory: &Memory, frames: &FrameFilter, jobs: usize
     let mut t = Timeline {
         memory,
         names,
-        in_use: Vec::with_capacity(memory.events.len()),
+        in_use: InUse::default(),
         made: EventOf::none(n),
         freed: EventOf::none(n),
         frames_keys: std::sync::OnceLock::new(),
@@ -756,7 +761,7 @@ fn optimizer_state(t: &Timeline<'_>, step: &StepRange) -> Option<Landmark> {
     // made there.
     let mut spans = step.runs.iter().filter(|r| r.phase == Phase::Optimizer);
     let grew = match (spans.clone().next(), spans.next_back()) {
-        (Some(first), Some(last)) => t.in_use[last.last].saturating_sub(t.before(first.first)),
+        (Some(first), Some(last)) => t.after(last.last).saturating_sub(t.before(first.first)),
         _ => 0,
     };
     if bytes == 0 || grew.saturating_mul(2) < bytes {
@@ -837,12 +842,7 @@ fn largest(t: &Timeline<'_>, frames: &FrameFilter) -> Vec<Landmark> {
 fn floor_level(t: &Timeline<'_>, steps: &[StepRange]) -> Option<(usize, u64)> {
     let from = steps.get(1).or(steps.first()).map_or(0, |s| s.first);
     let last = t.memory.events.len() - 1;
-    let (mut low_event, mut low) = (from, u64::MAX);
-    for i in from..=last {
-        if t.in_use[i] < low {
-            (low_event, low) = (i, t.in_use[i]);
-        }
-    }
+    let (low_event, low) = t.in_use.lowest(from, last);
     (low != 0 && low != u64::MAX).then_some((low_event, low))
 }
 

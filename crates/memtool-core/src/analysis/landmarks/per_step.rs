@@ -103,7 +103,7 @@ pub(super) fn step_landmarks(
                 "step {} forward: {} → {}",
                 step.id,
                 units::bytes(before),
-                units::bytes(t.in_use[to])
+                units::bytes(t.after(to))
             ),
             _ => format!(
                 "step {} {}: up to {}",
@@ -303,13 +303,16 @@ pub(super) fn cliff_runs(
 ) -> Vec<(usize, usize, u64)> {
     let mut runs: Vec<(usize, usize, u64)> = Vec::new();
     let mut open: Option<(usize, usize, u64)> = None;
+    let mut before = t.before(step.first);
     for i in step.first..=step.last {
         let e = &t.memory.events[i];
         // A free of something not live changes nothing and breaks nothing.
-        let changed = i == 0 || t.in_use[i] != t.before(i);
+        let after = t.after(i);
+        let changed = i == 0 || after != before;
+        let was = std::mem::replace(&mut before, after);
         match e.kind() {
             EventKind::Free if changed => {
-                let freed = t.before(i) - t.in_use[i].min(t.before(i));
+                let freed = was - after.min(was);
                 let run = open.get_or_insert((i, i, 0));
                 run.1 = i;
                 run.2 += freed;
@@ -347,13 +350,15 @@ fn cliff_figures(t: &Timeline<'_>, step: &StepRange, peak: u64, floor: u64) -> (
         }
     };
     let mut open: Option<u64> = None;
+    let mut after = t.before(step.first);
     for i in step.first..=step.last {
         let e = &t.memory.events[i];
-        let before = t.before(i);
-        let changed = i == 0 || t.in_use[i] != before;
+        let before = after;
+        after = t.after(i);
+        let changed = i == 0 || after != before;
         match e.kind() {
             EventKind::Free if changed => {
-                *open.get_or_insert(0) += before - t.in_use[i].min(before);
+                *open.get_or_insert(0) += before - after.min(before);
             }
             EventKind::Free => {}
             EventKind::Alloc => close(open.take()),

@@ -229,16 +229,18 @@ fn figures_count_what_a_step_gets() {
     let mut t = Timeline {
         memory: &m,
         names: &names,
-        in_use: Vec::new(),
+        in_use: InUse::default(),
         made: EventOf::none(m.allocations.len()),
         freed: EventOf::none(m.allocations.len()),
         frames_keys: std::sync::OnceLock::new(),
     };
+    let mut in_use = Vec::new();
     replay::for_each_point(&m, |p| {
         if p.index > 0 {
-            t.in_use.push(p.bytes);
+            in_use.push(p.bytes);
         }
     });
+    t.in_use = InUse::of(in_use);
     replay::for_each_lifespan(&m, |span| {
         t.made.set(span.alloc, span.made);
         t.freed.set(span.alloc, span.freed);
@@ -433,16 +435,18 @@ fn cliff_figures_are_those_of_the_cliff_runs() {
     let mut t = Timeline {
         memory: &m,
         names: &names,
-        in_use: Vec::new(),
+        in_use: InUse::default(),
         made: EventOf::none(m.allocations.len()),
         freed: EventOf::none(m.allocations.len()),
         frames_keys: std::sync::OnceLock::new(),
     };
+    let mut in_use = Vec::new();
     replay::for_each_point(&m, |p| {
         if p.index > 0 {
-            t.in_use.push(p.bytes);
+            in_use.push(p.bytes);
         }
     });
+    t.in_use = InUse::of(in_use);
     let steps = steps(&t);
     assert_eq!(steps.len(), 300);
     let mut with_cliffs = 0;
