@@ -23,9 +23,9 @@ enum Block {
 /// scanned for the first highest or lowest of a stretch.
 #[derive(Debug, Default)]
 pub(super) struct InUse {
-    len: usize,
     blocks: Vec<Block>,
-    /// An offset per event (zero in wide blocks).
+    /// An offset per event (zero in wide blocks): as many as there are
+    /// values.
     narrow: Vec<u32>,
     wide: Vec<u64>,
 }
@@ -41,7 +41,6 @@ impl InUseBuilder {
     pub(super) fn with_capacity(events: usize) -> InUseBuilder {
         InUseBuilder {
             done: InUse {
-                len: 0,
                 blocks: Vec::with_capacity(events.div_ceil(BLOCK)),
                 narrow: Vec::with_capacity(events),
                 wide: Vec::new(),
@@ -75,7 +74,6 @@ impl InUseBuilder {
             done.wide.extend_from_slice(&self.block);
             done.narrow.extend(std::iter::repeat_n(0, self.block.len()));
         }
-        done.len += self.block.len();
         self.block.clear();
     }
 
@@ -95,7 +93,7 @@ impl InUse {
         built.finish()
     }
 
-    /// The bytes in use after event `i` (`i` below [`InUse::len`]).
+    /// The bytes in use after event `i` (`i` below the number of values).
     #[inline]
     pub(super) fn get(&self, i: usize) -> u64 {
         match self.blocks[i >> BLOCK_SHIFT] {
@@ -108,90 +106,70 @@ impl InUse {
     /// where most is in use, and that much; `(first, 0)` where nothing
     /// is in use there, or the stretch is empty.
     pub(super) fn highest(&self, first: usize, last: usize) -> (usize, u64) {
-        let mut best = (first, 0);
-        self.each_block(first, last, |at, block| match block {
-            Stretch::Narrow(base, offsets) => {
-                if let Some((j, high)) = first_highest(offsets) {
-                    let high = base + u64::from(high);
-                    if high > best.1 {
-                        best = (at + j, high);
-                    }
-                }
-            }
-            Stretch::Wide(values) => {
-                for (j, &v) in values.iter().enumerate() {
-                    if v > best.1 {
-                        best = (at + j, v);
-                    }
-                }
-            }
-        });
-        best
+        self.first_extreme(
+            first,
+            last,
+            0,
+            |v, best| v > best,
+            |o| o.iter().max().copied(),
+        )
     }
 
     /// The first event of `first..=last` (held to the last event) where
     /// the least is in use, and that much; `(first, u64::MAX)` where the
     /// stretch is empty.
     pub(super) fn lowest(&self, first: usize, last: usize) -> (usize, u64) {
-        let mut best = (first, u64::MAX);
-        self.each_block(first, last, |at, block| match block {
-            Stretch::Narrow(base, offsets) => {
-                if let Some((j, low)) = first_lowest(offsets) {
-                    let low = base + u64::from(low);
-                    if low < best.1 {
-                        best = (at + j, low);
+        self.first_extreme(
+            first,
+            last,
+            u64::MAX,
+            |v, best| v < best,
+            |o| o.iter().min().copied(),
+        )
+    }
+
+    /// The first event of `first..=last` whose value is `better` than every
+    /// one before it, starting from `(first, start)`: a block at a time,
+    /// a narrow block's `extreme` offset found in one pass (which the
+    /// compiler vectorizes) and then its first place.
+    fn first_extreme(
+        &self,
+        first: usize,
+        last: usize,
+        start: u64,
+        better: impl Fn(u64, u64) -> bool,
+        extreme: impl Fn(&[u32]) -> Option<u32>,
+    ) -> (usize, u64) {
+        let mut best = (first, start);
+        let end = last.saturating_add(1).min(self.narrow.len());
+        let mut at = first;
+        while at < end {
+            let block_start = at & !(BLOCK - 1);
+            let stop = (block_start + BLOCK).min(end);
+            match self.blocks[at >> BLOCK_SHIFT] {
+                Block::Narrow { base } => {
+                    let offsets = &self.narrow[at..stop];
+                    if let Some(offset) = extreme(offsets) {
+                        let v = base + u64::from(offset);
+                        if better(v, best.1) {
+                            let j = offsets.iter().position(|&o| o == offset).unwrap_or(0);
+                            best = (at + j, v);
+                        }
+                    }
+                }
+                Block::Wide { at: w } => {
+                    let values = &self.wide[w + (at - block_start)..w + (stop - block_start)];
+                    for (j, &v) in values.iter().enumerate() {
+                        if better(v, best.1) {
+                            best = (at + j, v);
+                        }
                     }
                 }
             }
-            Stretch::Wide(values) => {
-                for (j, &v) in values.iter().enumerate() {
-                    if v < best.1 {
-                        best = (at + j, v);
-                    }
-                }
-            }
-        });
+            at = stop;
+        }
         best
     }
-
-    /// `visit(first event, its block's part)` for each block's part of
-    /// `first..=last`, in order.
-    fn each_block(&self, first: usize, last: usize, mut visit: impl FnMut(usize, Stretch<'_>)) {
-        let last = last.saturating_add(1).min(self.len);
-        let mut at = first;
-        while at < last {
-            let index = at >> BLOCK_SHIFT;
-            let start = index << BLOCK_SHIFT;
-            let end = (start + BLOCK).min(last);
-            match self.blocks[index] {
-                Block::Narrow { base } => visit(at, Stretch::Narrow(base, &self.narrow[at..end])),
-                Block::Wide { at: w } => visit(
-                    at,
-                    Stretch::Wide(&self.wide[w + (at - start)..w + (end - start)]),
-                ),
-            }
-            at = end;
-        }
-    }
-}
-
-/// One block's part of a stretch.
-enum Stretch<'a> {
-    Narrow(u64, &'a [u32]),
-    Wide(&'a [u64]),
-}
-
-/// The first position of the highest of `values`, and that value: the
-/// highest found first (a pass the compiler vectorizes), then where.
-fn first_highest(values: &[u32]) -> Option<(usize, u32)> {
-    let high = *values.iter().max()?;
-    values.iter().position(|&v| v == high).map(|j| (j, high))
-}
-
-/// [`first_highest`] for the lowest.
-fn first_lowest(values: &[u32]) -> Option<(usize, u32)> {
-    let low = *values.iter().min()?;
-    values.iter().position(|&v| v == low).map(|j| (j, low))
 }
 
 #[cfg(test)]
@@ -232,7 +210,7 @@ mod tests {
             })
             .collect();
         let in_use = InUse::of(values.iter().copied());
-        assert_eq!(in_use.len, n);
+        assert_eq!(in_use.narrow.len(), n);
         assert!(matches!(in_use.blocks[2], Block::Wide { .. }));
         assert!(matches!(in_use.blocks[1], Block::Narrow { .. }));
         for (i, &v) in values.iter().enumerate() {
@@ -263,9 +241,35 @@ mod tests {
     }
 
     #[test]
+    fn ties_across_blocks_and_in_a_whole_block_go_to_the_first() {
+        // The highest recurs in every block, the last block is kept whole
+        // (zeros beside 16 GiB): each stretch's first of them is found.
+        let high = 1u64 << 34;
+        let values: Vec<u64> = (0..3 * BLOCK)
+            .map(|i| match (i / BLOCK, i % BLOCK) {
+                (_, 7 | 100) => high,
+                (2, _) => 0,
+                _ => high - 1,
+            })
+            .collect();
+        let in_use = InUse::of(values.iter().copied());
+        assert!(matches!(in_use.blocks[2], Block::Wide { .. }));
+        for (first, last) in [
+            (0, 3 * BLOCK),
+            (8, 3 * BLOCK),
+            (BLOCK + 8, 3 * BLOCK),
+            (2 * BLOCK, 3 * BLOCK),
+        ] {
+            let (high, low) = scanned(&values, first, last);
+            assert_eq!(in_use.highest(first, last), high, "{first}..={last}");
+            assert_eq!(in_use.lowest(first, last), low, "{first}..={last}");
+        }
+    }
+
+    #[test]
     fn nothing_in_use_or_no_events() {
         let empty = InUse::of([]);
-        assert_eq!(empty.len, 0);
+        assert_eq!(empty.narrow.len(), 0);
         assert_eq!(empty.highest(0, 0), (0, 0));
         assert_eq!(empty.lowest(0, 5), (0, u64::MAX));
         let zeros = InUse::of([0, 0, 0]);

@@ -303,16 +303,17 @@ pub(super) fn cliff_runs(
 ) -> Vec<(usize, usize, u64)> {
     let mut runs: Vec<(usize, usize, u64)> = Vec::new();
     let mut open: Option<(usize, usize, u64)> = None;
-    let mut before = t.before(step.first);
+    // The bytes after each event are the next one's before: read once.
+    let mut after = t.before(step.first);
     for i in step.first..=step.last {
         let e = &t.memory.events[i];
+        let before = after;
+        after = t.after(i);
         // A free of something not live changes nothing and breaks nothing.
-        let after = t.after(i);
         let changed = i == 0 || after != before;
-        let was = std::mem::replace(&mut before, after);
         match e.kind() {
             EventKind::Free if changed => {
-                let freed = was - after.min(was);
+                let freed = before - after.min(before);
                 let run = open.get_or_insert((i, i, 0));
                 run.1 = i;
                 run.2 += freed;
