@@ -437,8 +437,23 @@ fn timeline_table(m: &MemorySummary) -> Option<Table> {
     let of = |kind: LandmarkKind| m.landmarks.iter().filter(move |l| l.kind == kind);
     let first_step = of(LandmarkKind::Step).next().and_then(|l| l.step);
     let steps: Vec<&Landmark> = of(LandmarkKind::Step).collect();
+    // Steps whose landmarks were left out (a memory of many steps) are
+    // among the rest; their landmarks kept the first steps after the
+    // listed ones, the last and the highest, which the row names.
+    let omitted_steps = m
+        .landmarks_omitted
+        .get(&LandmarkKind::Step)
+        .copied()
+        .unwrap_or(0);
+    // One step past the listed is listed too: a row standing for it alone
+    // read "+1 more steps … steps 5–5".
+    let listed_steps = if steps.len() == LISTED_STEPS + 1 && omitted_steps == 0 {
+        steps.len()
+    } else {
+        steps.len().min(LISTED_STEPS)
+    };
     let mut rows: Vec<&Landmark> = Vec::new();
-    rows.extend(steps.iter().take(LISTED_STEPS));
+    rows.extend(steps.iter().take(listed_steps));
     rows.extend(of(LandmarkKind::LargestAllocation).take(1));
     rows.extend(of(LandmarkKind::Spike).max_by_key(|l| (l.bytes, std::cmp::Reverse(l.start))));
     rows.extend(of(LandmarkKind::Cliff).filter(|l| l.step == first_step));
@@ -455,19 +470,10 @@ fn timeline_table(m: &MemorySummary) -> Option<Table> {
             spans_of.entry(l.step).or_default().push(l);
         }
     }
-    let listed_steps = steps.len().min(LISTED_STEPS);
-    // Steps whose landmarks were left out (a memory of many steps) are
-    // among the rest; their landmarks kept the first steps after the
-    // listed ones, the last and the highest, which the row names.
-    let omitted_steps = m
-        .landmarks_omitted
-        .get(&LandmarkKind::Step)
-        .copied()
-        .unwrap_or(0);
     for (i, l) in rows.into_iter().enumerate() {
-        if i == listed_steps && steps.len() > LISTED_STEPS {
+        if i == listed_steps && steps.len() > listed_steps {
             t.rows
-                .push(more_steps_row(&steps[LISTED_STEPS..], omitted_steps));
+                .push(more_steps_row(&steps[listed_steps..], omitted_steps));
         }
         // The label's name before its first colon is the row's name, the
         // rest what it says (the `what` column has the room).

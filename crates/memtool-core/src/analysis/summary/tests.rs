@@ -8,13 +8,61 @@ use crate::report::Report;
 /// scanned every landmark).
 #[test]
 fn many_steps_are_a_few_rows_of_the_timeline_table() {
+    // Step 12,345 is the highest.
+    let table = timeline_table_of_steps(30_000, 12_345);
+    let names: Vec<String> = table.rows.iter().map(|r| text(&r[0])).collect();
+    let steps_listed: Vec<&String> = names.iter().filter(|n| n.starts_with("step ")).collect();
+    assert_eq!(
+        steps_listed,
+        ["step 0", "step 1", "step 2", "step 3", "step 4"]
+    );
+    let more = table
+        .rows
+        .iter()
+        .find(|r| text(&r[0]) == "+29995 more steps")
+        .expect("one row for the rest");
+    assert_eq!(text(&more[3]), "steps 5–29999, the highest shown");
+    assert!(matches!(more[2], Cell::Bytes(300)), "{:?}", more[2]);
+    assert!(table.rows.len() < 15, "{names:?}");
+}
+
+/// Six steps: the sixth is listed as the others are (as in
+/// `tf_cnn.xplane.pb`'s summary), not as a row "+1 more steps" for it alone.
+#[test]
+fn one_step_past_the_listed_is_listed() {
+    let table = timeline_table_of_steps(6, 5);
+    let names: Vec<String> = table.rows.iter().map(|r| text(&r[0])).collect();
+    let steps_listed: Vec<&String> = names.iter().filter(|n| n.starts_with("step ")).collect();
+    assert_eq!(
+        steps_listed,
+        ["step 0", "step 1", "step 2", "step 3", "step 4", "step 5"]
+    );
+    assert!(!names.iter().any(|n| n.starts_with('+')), "{names:?}");
+    // Seven: five listed and one row for the other two.
+    let table = timeline_table_of_steps(7, 5);
+    let more = table
+        .rows
+        .iter()
+        .find(|r| text(&r[0]) == "+2 more steps")
+        .expect("one row for the rest");
+    assert_eq!(text(&more[3]), "steps 5–6, the highest shown");
+}
+
+fn text(c: &Cell) -> String {
+    match c {
+        Cell::Text(s) => s.clone(),
+        other => format!("{other:?}"),
+    }
+}
+
+/// "What the timeline shows" of `steps` steps of one allocation each, step
+/// `highest` the highest (300 bytes, the others 100–102).
+fn timeline_table_of_steps(steps: i64, highest: i64) -> crate::report::Table {
     let mut profile = Profile::default();
     let site = profile.names.site(Site::default());
     let mut m = Memory::new("m", MemoryKind::Allocator, Axis::EventIndex);
-    let steps = 30_000i64;
     for s in 0..steps {
-        // Step 12,345 is the highest.
-        let bytes = if s == 12_345 {
+        let bytes = if s == highest {
             300
         } else {
             100 + (s % 3) as u64
@@ -37,27 +85,9 @@ fn many_steps_are_a_few_rows_of_the_timeline_table() {
     }
     profile.memories.push(m);
     let report = summarize(&profile, &Options::default());
-    let table = report
+    report
         .tables()
         .into_iter()
         .find(|t| t.title.starts_with("What the timeline shows"))
-        .expect("the table");
-    let text = |c: &Cell| match c {
-        Cell::Text(s) => s.clone(),
-        other => format!("{other:?}"),
-    };
-    let names: Vec<String> = table.rows.iter().map(|r| text(&r[0])).collect();
-    let steps_listed: Vec<&String> = names.iter().filter(|n| n.starts_with("step ")).collect();
-    assert_eq!(
-        steps_listed,
-        ["step 0", "step 1", "step 2", "step 3", "step 4"]
-    );
-    let more = table
-        .rows
-        .iter()
-        .find(|r| text(&r[0]) == "+29995 more steps")
-        .expect("one row for the rest");
-    assert_eq!(text(&more[3]), "steps 5–29999, the highest shown");
-    assert!(matches!(more[2], Cell::Bytes(300)), "{:?}", more[2]);
-    assert!(table.rows.len() < 15, "{names:?}");
+        .expect("the table")
 }
