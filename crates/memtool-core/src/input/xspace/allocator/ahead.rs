@@ -1,10 +1,12 @@
-//! Decoding the merged walk's runs ahead of the merge: `jobs` threads
-//! started once for the whole walk, each taking the next run as soon as it
-//! is done with one, in the order the merge is expected to need them, and
-//! handing it back by (line, run). Threads started for each wave of `jobs`
-//! runs (about 40 on the 660k-event benchmark), each wave waiting for its
-//! slowest run, cost a thousand context switches a run of the tool and
-//! fresh thread arenas whose buffers were faulted in anew.
+//! Decoding the merged walk's runs ahead of the merge: workers started once
+//! for the whole walk (`jobs - 1` of them: the merge's thread is the other),
+//! each taking the next run as soon as it is done with one, in the order the
+//! merge is expected to need them, and handing it back by (line, run); the
+//! merge decodes the next run waiting itself rather than wait for a worker.
+//! Threads started for each wave of `jobs` runs (about 40 on the 660k-event
+//! benchmark), each wave waiting for its slowest run, cost a thousand
+//! context switches a run of the tool and fresh thread arenas whose buffers
+//! were faulted in anew.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Condvar, Mutex, MutexGuard};
@@ -18,6 +20,16 @@ use super::runs::{self, Buffers, DecodedRun, LineAt, Run};
 /// run, each vector in flight faulted in once: 2 a job in place of 4 was
 /// ~1,000 page faults fewer on the 660k-event benchmark, 17,000 in all).
 const RUNS_HELD_PER_JOB: usize = 2;
+
+/// What [`Ahead::claim`] found.
+enum Claim {
+    /// This run (line, run), now marked as being decoded.
+    Run(usize, usize),
+    /// As many runs held as allowed: none started.
+    Full,
+    /// Every run started.
+    NoneLeft,
+}
 
 /// Where one run stands.
 enum Slot {
@@ -60,8 +72,9 @@ pub(super) struct Ahead<'b, 's> {
 }
 
 impl<'b, 's> Ahead<'b, 's> {
-    /// The runs of `lines` (by rank), to be decoded by `jobs` workers
-    /// ([`Ahead::work`], started by the caller; none for one job).
+    /// The runs of `lines` (by rank), to be decoded by the caller's workers
+    /// ([`Ahead::work`]; `jobs - 1` of them) and the merge, holding up to
+    /// [`RUNS_HELD_PER_JOB`] runs a job.
     pub(super) fn new(
         lines: Vec<(LineAt, Vec<Run>)>,
         buffers: &'b Buffers<'s>,
@@ -111,40 +124,56 @@ impl<'b, 's> Ahead<'b, 's> {
                     if state.stop {
                         return;
                     }
-                    let State { slots, next, .. } = &mut *state;
-                    while self
-                        .order
-                        .get(*next)
-                        .is_some_and(|&(l, r)| !matches!(slots[l][r], Slot::Waiting))
-                    {
-                        *next += 1;
-                    }
-                    let Some(&(line, run)) = self.order.get(*next) else {
-                        return;
-                    };
-                    if state.held < self.most_held {
-                        state.slots[line][run] = Slot::Decoding;
-                        state.held += 1;
-                        state.next += 1;
-                        break (line, run);
+                    match self.claim(&mut state) {
+                        Claim::Run(line, run) => break (line, run),
+                        Claim::Full => {}
+                        Claim::NoneLeft => return,
                     }
                     state = self.room.wait(state).unwrap_or_else(|e| e.into_inner());
                 }
             };
-            // A run that panics is handed back failed: the merge decodes it
-            // again on its own thread, where the panic is the caller's,
-            // rather than waiting for it forever.
-            let decoded =
-                catch_unwind(AssertUnwindSafe(|| self.decode(line, run))).unwrap_or(Err(Fallback));
-            self.lock().slots[line][run] = Slot::Done(Box::new(decoded));
-            // Only the merge waits for decoded runs.
-            self.decoded.notify_one();
+            self.decode_ahead(line, run);
         }
     }
 
+    /// The next run waiting, in order, marked as being decoded, if fewer
+    /// than `most_held` are held.
+    fn claim(&self, state: &mut State) -> Claim {
+        let State { slots, next, .. } = state;
+        while self
+            .order
+            .get(*next)
+            .is_some_and(|&(l, r)| !matches!(slots[l][r], Slot::Waiting))
+        {
+            *next += 1;
+        }
+        let Some(&(line, run)) = self.order.get(*next) else {
+            return Claim::NoneLeft;
+        };
+        if state.held >= self.most_held {
+            return Claim::Full;
+        }
+        state.slots[line][run] = Slot::Decoding;
+        state.held += 1;
+        state.next += 1;
+        Claim::Run(line, run)
+    }
+
+    /// Decodes a claimed run and hands it to the merge. A run that panics is
+    /// handed back failed: the merge decodes it again on its own thread,
+    /// where the panic is the caller's, rather than waiting for it forever.
+    fn decode_ahead(&self, line: usize, run: usize) {
+        let decoded =
+            catch_unwind(AssertUnwindSafe(|| self.decode(line, run))).unwrap_or(Err(Fallback));
+        self.lock().slots[line][run] = Slot::Done(Box::new(decoded));
+        // Only the merge waits for decoded runs.
+        self.decoded.notify_one();
+    }
+
     /// Run `run` of line `line` decoded, for the merge (each once, in each
-    /// line's order): waits for the worker decoding it, or decodes it here
-    /// if none has started it.
+    /// line's order): decoded here if none has started it; while a worker
+    /// decodes it, the next run waiting is decoded here, or (none, or as
+    /// many held as allowed) the worker is waited for.
     pub(super) fn take(&self, line: usize, run: usize) -> Result<DecodedRun, Fallback> {
         let mut state = self.lock();
         loop {
@@ -166,7 +195,19 @@ impl<'b, 's> Ahead<'b, 's> {
                 }
                 Slot::Decoding => {
                     *slot = Slot::Decoding;
-                    state = self.decoded.wait(state).unwrap_or_else(|e| e.into_inner());
+                    // Decoding a later run while waiting for this one: the
+                    // merge is this thread's work only while there is work
+                    // for it, and the jobs are as many as the cores.
+                    state = match self.claim(&mut state) {
+                        Claim::Run(l, r) => {
+                            drop(state);
+                            self.decode_ahead(l, r);
+                            self.lock()
+                        }
+                        Claim::Full | Claim::NoneLeft => {
+                            self.decoded.wait(state).unwrap_or_else(|e| e.into_inner())
+                        }
+                    };
                 }
                 // Never: the merge takes each run once.
                 Slot::Taken => return Err(Fallback),

@@ -1,11 +1,10 @@
 //! The merged walk: every `/host:CPU` line cut into runs ([`super::runs`]),
 //! runs decoded on every core, lines merged by time on this thread, each
-//! event going straight to its allocator's builder on another.
+//! event going straight to its allocator's builder, on this thread too.
 
 use std::cmp::Reverse;
 use std::collections::binary_heap::PeekMut;
 use std::collections::{BinaryHeap, VecDeque};
-use std::sync::mpsc;
 
 use super::ahead::{Ahead, StopOnDrop};
 use super::build::{Collected, MemoryBuilder, Room, SiteCache};
@@ -16,7 +15,7 @@ use crate::error::Result;
 use crate::input::source::ByteSource;
 use crate::input::xspace::stream::{header_i64, Skim};
 use crate::input::xspace::{Planes, Window};
-use crate::model::{Names, SiteId};
+use crate::model::Names;
 use memtool_proto::wire::reader::Header;
 
 /// Lines merged at most (their decoded events are held until merged); a
@@ -233,18 +232,19 @@ pub(super) fn merged(
         split.jobs,
     );
     let mut sites = SiteCache::default();
-    let (sender, receiver) = mpsc::sync_channel::<Vec<(RawEvent, SiteId)>>(BATCHES_IN_FLIGHT);
-    // Batches come back empty for reuse: a fresh one each time (136 KiB)
-    // would be faulted in and zeroed by the kernel anew.
-    let (spare_sender, spare_batches) = mpsc::channel::<Vec<(RawEvent, SiteId)>>();
     let (buffers, planes, ahead) = (&buffers, &planes[..], &ahead);
     std::thread::scope(|scope| {
         // Workers stop however this ends, before the scope waits for them.
         let _stop = StopOnDrop(ahead);
         if split.jobs > 1 {
-            // A worker that cannot be started leaves its runs to the others,
-            // or to the merge.
-            for _ in 0..split.jobs {
+            // `jobs` threads in all, this one among them: it merges, builds
+            // and decodes the runs no worker has started (see
+            // [`Ahead::take`]). A worker more, as many threads as cores
+            // plus this one, kept it waiting for a core a third of the
+            // time, and it was what the others waited for (Run
+            // AF-xspace-threads). A worker that cannot be started leaves
+            // its runs to the others, or to the merge.
+            for _ in 1..split.jobs {
                 let _ = std::thread::Builder::new()
                     .name("xspace-runs".into())
                     .spawn_scoped(scope, || ahead.work());
@@ -261,31 +261,14 @@ pub(super) fn merged(
                 line.settle(run, decoded, &mut adopted, buffers, planes, fast_events)?;
             }
         }
+        // The memories are built here, in the merge's order, each event
+        // where it was decoded: handed to a thread of their own, in batches,
+        // each event was copied once more (~130 bytes), and the threads were
+        // one more than the cores (Run AF-xspace-threads).
         let rooms = expected_rooms(&merging);
-        // The merge stays on this thread, the runs are decoded ahead by the
-        // workers, and another thread builds the memories, batch by batch,
-        // in the order the merge gives.
-        let builder = std::thread::Builder::new()
-            .name("xspace-builder".into())
-            .spawn_scoped(scope, move || {
-                let mut builders: Vec<MemoryBuilder> =
-                    rooms.into_iter().map(MemoryBuilder::with_room).collect();
-                let mut any = false;
-                for mut batch in receiver {
-                    for (event, site) in &batch {
-                        let index = event.allocator as usize;
-                        if builders.len() <= index {
-                            builders.resize_with(index + 1, MemoryBuilder::default);
-                        }
-                        builders[index].push(event, *site);
-                        any = true;
-                    }
-                    batch.clear();
-                    // The merge is done: nobody takes it.
-                    let _ = spare_sender.send(batch);
-                }
-                (builders, any)
-            })?;
+        let mut builders: Vec<MemoryBuilder> =
+            rooms.into_iter().map(MemoryBuilder::with_room).collect();
+        let mut any = false;
         let mut queue = BinaryHeap::with_capacity(merging.len());
         let mut merge = || -> Result<(), Fallback> {
             for (i, line) in merging.iter_mut().enumerate() {
@@ -294,7 +277,6 @@ pub(super) fn merged(
                     queue.push(Reverse((head.at, i)));
                 }
             }
-            let mut batch = Vec::with_capacity(BATCH);
             // The earliest head is replaced in place by its line's next
             // (one sift down, not a pop and a push: ~50 instructions an
             // event less on this thread, the merge's).
@@ -302,14 +284,14 @@ pub(super) fn merged(
                 let Reverse((_, i)) = *top;
                 let line = merging.get_mut(i).ok_or(Fallback)?;
                 if let Some(event) = line.head() {
-                    batch.push((*event, sites.site(names, &adopted.decoded, event)));
-                    line.advance(buffers);
-                    if batch.len() == BATCH {
-                        let spare = spare_batches.try_recv();
-                        let empty = spare.unwrap_or_else(|_| Vec::with_capacity(BATCH));
-                        let full = std::mem::replace(&mut batch, empty);
-                        sender.send(full).map_err(|_| Fallback)?;
+                    let site = sites.site(names, &adopted.decoded, event);
+                    let index = event.allocator as usize;
+                    if builders.len() <= index {
+                        builders.resize_with(index + 1, MemoryBuilder::default);
                     }
+                    builders[index].push(event, site);
+                    any = true;
+                    line.advance(buffers);
                 }
                 // Nearly always the line's run has more: no call.
                 if line.pending.is_empty() {
@@ -322,14 +304,10 @@ pub(super) fn merged(
                     }
                 }
             }
-            sender.send(batch).map_err(|_| Fallback)
+            Ok(())
         };
         let merged = merge();
         drop(merging);
-        drop(sender);
-        let (builders, any) = builder
-            .join()
-            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
         merged?;
         let steps = adopted.decoder.take_steps();
         let Adopted {
@@ -400,8 +378,3 @@ fn expected_rooms(merging: &[LineEvents]) -> Vec<Room> {
         })
         .collect()
 }
-
-/// Events per batch handed to the building thread, and batches in flight:
-/// enough to keep both threads busy, little memory (about 100 KiB a batch).
-const BATCH: usize = 1024;
-const BATCHES_IN_FLIGHT: usize = 8;
