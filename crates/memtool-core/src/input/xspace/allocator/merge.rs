@@ -239,11 +239,11 @@ pub(super) fn merged(
         if split.jobs > 1 {
             // `jobs` threads in all, this one among them: it merges, builds
             // and decodes the runs no worker has started (see
-            // [`Ahead::take`]). A worker more, as many threads as cores
-            // plus this one, kept it waiting for a core a third of the
-            // time, and it was what the others waited for (Run
-            // AF-xspace-threads). A worker that cannot be started leaves
-            // its runs to the others, or to the merge.
+            // [`Ahead::take`]). `jobs` workers beside it (and a building
+            // thread) kept every thread waiting for a core about a third
+            // of the time, this one, which the others wait for, among them
+            // (Run AF-xspace-threads). A worker that cannot be started
+            // leaves its runs to the others, or to the merge.
             for _ in 1..split.jobs {
                 let _ = std::thread::Builder::new()
                     .name("xspace-runs".into())
@@ -262,9 +262,9 @@ pub(super) fn merged(
             }
         }
         // The memories are built here, in the merge's order, each event
-        // where it was decoded: handed to a thread of their own, in batches,
-        // each event was copied once more (~130 bytes), and the threads were
-        // one more than the cores (Run AF-xspace-threads).
+        // read where it was decoded: handed to a thread of their own, in
+        // batches, each event was copied once more (~130 bytes), and that
+        // thread was one more than the cores (Run AF-xspace-threads).
         let rooms = expected_rooms(&merging);
         let mut builders: Vec<MemoryBuilder> =
             rooms.into_iter().map(MemoryBuilder::with_room).collect();
