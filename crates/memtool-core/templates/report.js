@@ -235,7 +235,12 @@ function svgEl(tag, attrs, text) {
       var b = t.bands[k];
       var item = htmlEl('span', 'item'); item.title = b.key;
       var sw = htmlEl('span', 'swatch'); sw.style.background = b.color; item.appendChild(sw);
-      item.appendChild(document.createTextNode((b.short || b.key) + ' — ' + fmtBytes(b.v[peakCol] || 0) + ' at peak'));
+      // A band is drawn for its largest over the recording: one with
+      // nothing live at the peak says how high it went instead of "0 B".
+      var atPeak = b.v[peakCol] || 0;
+      var said = atPeak > 0 ? fmtBytes(atPeak) + ' at peak'
+        : 'none at peak (highest ' + fmtBytes(b.v.reduce(function (a, v) { return v > a ? v : a; }, 0)) + ')';
+      item.appendChild(document.createTextNode((b.short || b.key) + ' — ' + said));
       legend.appendChild(item);
     });
     if (preCount > 0) {
