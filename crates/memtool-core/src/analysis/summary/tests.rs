@@ -10,20 +10,14 @@ use crate::report::Report;
 fn many_steps_are_a_few_rows_of_the_timeline_table() {
     // Step 12,345 is the highest.
     let table = timeline_table_of_steps(30_000, 12_345);
-    let names: Vec<String> = table.rows.iter().map(|r| text(&r[0])).collect();
-    let steps_listed: Vec<&String> = names.iter().filter(|n| n.starts_with("step ")).collect();
     assert_eq!(
-        steps_listed,
+        steps_listed(&table),
         ["step 0", "step 1", "step 2", "step 3", "step 4"]
     );
-    let more = table
-        .rows
-        .iter()
-        .find(|r| text(&r[0]) == "+29995 more steps")
-        .expect("one row for the rest");
+    let more = row_named(&table, "+29995 more steps");
     assert_eq!(text(&more[3]), "steps 5–29999, the highest shown");
     assert!(matches!(more[2], Cell::Bytes(300)), "{:?}", more[2]);
-    assert!(table.rows.len() < 15, "{names:?}");
+    assert!(table.rows.len() < 15, "{:?}", row_names(&table));
 }
 
 /// Six steps: the sixth is listed as the others are (as in
@@ -31,20 +25,15 @@ fn many_steps_are_a_few_rows_of_the_timeline_table() {
 #[test]
 fn one_step_past_the_listed_is_listed() {
     let table = timeline_table_of_steps(6, 5);
-    let names: Vec<String> = table.rows.iter().map(|r| text(&r[0])).collect();
-    let steps_listed: Vec<&String> = names.iter().filter(|n| n.starts_with("step ")).collect();
     assert_eq!(
-        steps_listed,
+        steps_listed(&table),
         ["step 0", "step 1", "step 2", "step 3", "step 4", "step 5"]
     );
+    let names = row_names(&table);
     assert!(!names.iter().any(|n| n.starts_with('+')), "{names:?}");
     // Seven: five listed and one row for the other two.
     let table = timeline_table_of_steps(7, 5);
-    let more = table
-        .rows
-        .iter()
-        .find(|r| text(&r[0]) == "+2 more steps")
-        .expect("one row for the rest");
+    let more = row_named(&table, "+2 more steps");
     assert_eq!(text(&more[3]), "steps 5–6, the highest shown");
 }
 
@@ -53,6 +42,27 @@ fn text(c: &Cell) -> String {
         Cell::Text(s) => s.clone(),
         other => format!("{other:?}"),
     }
+}
+
+/// The first cell of each row of `table`.
+fn row_names(table: &crate::report::Table) -> Vec<String> {
+    table.rows.iter().map(|r| text(&r[0])).collect()
+}
+
+/// The rows of `table` that name a step.
+fn steps_listed(table: &crate::report::Table) -> Vec<String> {
+    let mut names = row_names(table);
+    names.retain(|n| n.starts_with("step "));
+    names
+}
+
+/// The row of `table` named `name`.
+fn row_named<'t>(table: &'t crate::report::Table, name: &str) -> &'t [Cell] {
+    table
+        .rows
+        .iter()
+        .find(|r| text(&r[0]) == name)
+        .unwrap_or_else(|| panic!("no row {name:?} in {:?}", row_names(table)))
 }
 
 /// "What the timeline shows" of `steps` steps of one allocation each, step
